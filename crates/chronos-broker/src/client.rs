@@ -1,0 +1,88 @@
+use crate::{
+    encode_args, now_ms, BrokerError, Enqueue, EnqueueOptions, NewTask, RedisBroker, TaskArgs,
+    TaskInfo,
+};
+
+/// The typed producer API: enqueues values of [`TaskArgs`] types.
+///
+/// Cheap to clone when the broker is (a [`RedisBroker`] is).
+#[derive(Debug, Clone)]
+pub struct Client<B = RedisBroker> {
+    broker: B,
+}
+
+impl Client<RedisBroker> {
+    /// Connects a client to `url` with the default namespace.
+    pub async fn connect(url: impl Into<String>) -> Result<Self, BrokerError> {
+        Ok(Self::new(RedisBroker::connect(url).await?))
+    }
+}
+
+impl<B: Enqueue> Client<B> {
+    /// A client over any broker that can enqueue.
+    pub fn new(broker: B) -> Self {
+        Self { broker }
+    }
+
+    /// The broker underneath.
+    pub fn broker(&self) -> &B {
+        &self.broker
+    }
+
+    /// Enqueues one task. `opts` is laid over [`TaskArgs::default_options`].
+    ///
+    /// Errors: [`BrokerError::InvalidQueue`], [`BrokerError::PayloadTooLarge`],
+    /// [`BrokerError::DuplicateTask`], [`BrokerError::TaskIdConflict`] (all permanent, nothing
+    /// written), or [`BrokerError::Redis`] (transient; with an explicit task id a retry is safe).
+    pub async fn enqueue<T: TaskArgs>(
+        &self,
+        args: &T,
+        opts: EnqueueOptions,
+    ) -> Result<TaskInfo, BrokerError> {
+        let task = build::<T>(args, opts)?;
+        let mut results = self.broker.enqueue(vec![task]).await?;
+        results
+            .pop()
+            .unwrap_or_else(|| Err(BrokerError::Encode("no result".into())))
+    }
+
+    /// Enqueues many tasks of one type in one round trip per queue (per 1000 tasks). Returns one
+    /// result per task, in order: a refused task (duplicate, bad queue) does not stop the others.
+    pub async fn enqueue_batch<'a, T: TaskArgs>(
+        &self,
+        items: impl IntoIterator<Item = (&'a T, EnqueueOptions)>,
+    ) -> Result<Vec<Result<TaskInfo, BrokerError>>, BrokerError> {
+        let mut tasks = Vec::new();
+        let mut early: Vec<(usize, BrokerError)> = Vec::new();
+        let mut slots = Vec::new();
+        for (i, (args, opts)) in items.into_iter().enumerate() {
+            match build::<T>(args, opts) {
+                Ok(t) => {
+                    slots.push(i);
+                    tasks.push(t);
+                }
+                Err(e) => early.push((i, e)),
+            }
+        }
+        let total = slots.len() + early.len();
+        let stored = self.broker.enqueue(tasks).await?;
+        let mut out: Vec<Option<Result<TaskInfo, BrokerError>>> =
+            (0..total).map(|_| None).collect();
+        for (i, r) in slots.into_iter().zip(stored) {
+            out[i] = Some(r);
+        }
+        for (i, e) in early {
+            out[i] = Some(Err(e));
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(BrokerError::Encode("no result".into()))))
+            .collect())
+    }
+}
+
+fn build<T: TaskArgs>(args: &T, opts: EnqueueOptions) -> Result<NewTask, BrokerError> {
+    let opts = T::default_options().merge(opts);
+    crate::QueueName::new(opts.queue_name())?;
+    NewTask::build(T::KIND, encode_args(args)?, opts, now_ms())
+}

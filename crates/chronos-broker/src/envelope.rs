@@ -1,0 +1,169 @@
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::DecodeError;
+
+/// First byte of every encoded envelope. Bump it when the layout changes incompatibly; a reader
+/// refuses versions it does not know instead of misreading them.
+pub const ENVELOPE_VERSION: u8 = 1;
+
+/// What happens to a task whose retries are exhausted (or that fails with a skip-retry error).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeadLetter {
+    /// Keep it in the queue's archive for inspection and manual re-run (the default).
+    #[default]
+    Archive,
+    /// Drop it. The server's dead-letter hook still sees it.
+    Discard,
+}
+
+/// A task as stored in Redis: identity, payload and delivery policy.
+///
+/// The fields that change while the task lives (`retried`, `last_error`, `last_failed_at_ms`)
+/// are kept beside the envelope in the task's hash and merged in when the task is read, so a
+/// retry never rewrites the payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskEnvelope {
+    /// Task id, unique within its queue.
+    pub id: String,
+    /// Stable kind string that selects the handler.
+    pub kind: String,
+    /// Queue the task was enqueued to.
+    pub queue: String,
+    /// The task arguments, encoded with MessagePack.
+    #[serde(with = "bytes_field")]
+    pub payload: Vec<u8>,
+    /// Failed attempts so far.
+    pub retried: u32,
+    /// Retries allowed after the first attempt; the task is dead-lettered when `retried` would
+    /// exceed it.
+    pub max_retry: u32,
+    /// Per-attempt time limit, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Absolute deadline (unix ms) after which the task is not run again.
+    pub deadline_ms: Option<i64>,
+    /// Content hash of kind + payload when the task was enqueued as unique.
+    pub unique_key: Option<String>,
+    /// How long a completed task is kept for inspection, in milliseconds.
+    pub retention_ms: Option<u64>,
+    /// What happens when retries are exhausted.
+    pub dead_letter: DeadLetter,
+    /// When the task was enqueued (unix ms).
+    pub enqueued_at_ms: i64,
+    /// Message of the last failure.
+    pub last_error: Option<String>,
+    /// When the last failure happened (unix ms).
+    pub last_failed_at_ms: Option<i64>,
+    /// Free-form string headers (trace context and the like).
+    pub headers: BTreeMap<String, String>,
+}
+
+impl TaskEnvelope {
+    /// Encodes as the version byte followed by a MessagePack map. Encoding a value of this type
+    /// cannot fail in practice; an error is still returned rather than a panic.
+    pub fn encode(&self) -> Result<Vec<u8>, rmp_serde::encode::Error> {
+        let mut out = Vec::with_capacity(64 + self.payload.len());
+        out.push(ENVELOPE_VERSION);
+        rmp_serde::encode::write_named(&mut out, self)?;
+        Ok(out)
+    }
+
+    /// Decodes bytes written by [`TaskEnvelope::encode`]; any other input gives a
+    /// [`DecodeError`], never a panic.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        match bytes.split_first() {
+            None => Err(DecodeError::Empty),
+            Some((&ENVELOPE_VERSION, rest)) => {
+                rmp_serde::from_slice(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
+            }
+            Some((&v, _)) => Err(DecodeError::UnsupportedVersion(v)),
+        }
+    }
+}
+
+/// Serializes `Vec<u8>` as a MessagePack bin (serde's default would be an array of integers,
+/// up to twice the size).
+mod bytes_field {
+    use serde::{de, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Visitor;
+        impl<'de> de::Visitor<'de> for Visitor {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_byte_buf(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> TaskEnvelope {
+        TaskEnvelope {
+            id: "abc".into(),
+            kind: "email".into(),
+            queue: "default".into(),
+            payload: vec![0, 0xff, 0xc0, 1],
+            retried: 2,
+            max_retry: 25,
+            timeout_ms: Some(1000),
+            deadline_ms: None,
+            unique_key: Some("k".into()),
+            retention_ms: None,
+            dead_letter: DeadLetter::Discard,
+            enqueued_at_ms: 1_700_000_000_000,
+            last_error: Some("boom".into()),
+            last_failed_at_ms: Some(1),
+            headers: [("traceparent".to_string(), "00-x".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn envelope_round_trips_with_binary_payload() {
+        let env = sample();
+        let bytes = env.encode().expect("encode");
+        assert_eq!(bytes[0], ENVELOPE_VERSION);
+        assert_eq!(TaskEnvelope::decode(&bytes).expect("decode"), env);
+    }
+
+    #[test]
+    fn garbage_gives_typed_errors() {
+        assert_eq!(TaskEnvelope::decode(&[]), Err(DecodeError::Empty));
+        assert_eq!(
+            TaskEnvelope::decode(&[9, 1, 2]),
+            Err(DecodeError::UnsupportedVersion(9))
+        );
+        assert!(matches!(
+            TaskEnvelope::decode(&[1, 0xc1, 0xff]),
+            Err(DecodeError::Malformed(_))
+        ));
+        let mut truncated = sample().encode().expect("encode");
+        truncated.truncate(truncated.len() / 2);
+        assert!(matches!(
+            TaskEnvelope::decode(&truncated),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+}

@@ -1,0 +1,116 @@
+use std::time::Duration;
+
+/// Everything that can go wrong in the broker layer.
+///
+/// Each variant says whether retrying the same call can help: input errors are permanent,
+/// [`BrokerError::Redis`] is transient (the client reconnects on its own).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// A queue name is empty, too long, or holds `{`, `}`, whitespace or control characters.
+    /// Permanent.
+    #[error("invalid queue name {name:?}: {reason}")]
+    InvalidQueue {
+        /// The name as given.
+        name: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// A key namespace breaks the same rules as a queue name. Permanent.
+    #[error("invalid namespace {name:?}: {reason}")]
+    InvalidNamespace {
+        /// The namespace as given.
+        name: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// An explicit task id is empty, too long or holds whitespace or control characters. Permanent.
+    #[error("invalid task id {id:?}: {reason}")]
+    InvalidTaskId {
+        /// The id as given.
+        id: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// The encoded payload exceeds the configured limit. Permanent for this payload; nothing was
+    /// written.
+    #[error("payload of {size} bytes exceeds the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// Encoded size of the payload.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A task with the same kind and payload is already held by the unique lock of this queue.
+    /// Permanent until the lock is released (the task finishes) or its TTL runs out.
+    #[error("a task with the same kind and payload is already enqueued in queue {queue:?}")]
+    DuplicateTask {
+        /// Queue the unique lock belongs to.
+        queue: String,
+    },
+    /// The explicit task id is taken by a different task in this queue. Permanent.
+    #[error("task id {id:?} is already used by another task in queue {queue:?}")]
+    TaskIdConflict {
+        /// The id asked for.
+        id: String,
+        /// The queue.
+        queue: String,
+    },
+    /// The task arguments could not be serialized. Permanent for this value.
+    #[error("could not encode task: {0}")]
+    Encode(String),
+    /// Stored bytes could not be decoded into a task. Permanent for those bytes.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// An option is out of its range (for example a zero unique TTL). Permanent.
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    /// Redis could not be reached, timed out or refused the command. Transient: the client
+    /// reconnects by itself; whether the command took effect may be unknown, which is why every
+    /// transition is idempotent.
+    #[error("redis error: {0}")]
+    Redis(#[from] fred::error::Error),
+    /// Redis answered with a reply this version does not understand (for example keys written by
+    /// an incompatible version). Permanent.
+    #[error("unexpected reply from redis in {context}: {detail}")]
+    Protocol {
+        /// Which operation read the reply.
+        context: &'static str,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// A lock or lease operation was asked for with a TTL Redis cannot express. Permanent.
+    #[error("invalid duration {0:?}")]
+    InvalidDuration(Duration),
+}
+
+impl BrokerError {
+    /// True when the same call may succeed later (Redis unreachable or timed out).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, BrokerError::Redis(_))
+    }
+}
+
+/// Why stored bytes could not be turned back into a task envelope. Permanent for those bytes:
+/// the worker dead-letters such a task with this reason instead of retrying it forever.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The bytes are empty.
+    #[error("empty task envelope")]
+    Empty,
+    /// The envelope was written by a format version this build does not know.
+    #[error("task envelope format version {0} is not supported (this build reads version 1)")]
+    UnsupportedVersion(u8),
+    /// The bytes are not a valid envelope.
+    #[error("malformed task envelope: {0}")]
+    Malformed(String),
+    /// The envelope is fine but its payload does not decode as the task type.
+    #[error("payload of kind {kind:?} does not decode: {reason}")]
+    Payload {
+        /// The task kind.
+        kind: String,
+        /// The decoder's message.
+        reason: String,
+    },
+}

@@ -1,0 +1,199 @@
+use std::fmt;
+
+use crate::BrokerError;
+
+/// Longest queue name or namespace accepted, in bytes. Keys stay short, and Redis keeps small
+/// keys in its compact encodings.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// Name of the one consumer group every queue stream has.
+pub const GROUP: &str = "workers";
+
+/// A validated queue name: 1 to [`MAX_NAME_LEN`] bytes, no whitespace, control characters, `{`
+/// or `}` (braces would break the queue's hash tag).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueName(String);
+
+impl QueueName {
+    /// Validates `name`; the error says which rule it breaks.
+    pub fn new(name: impl Into<String>) -> Result<Self, BrokerError> {
+        let name = name.into();
+        match check_name(&name) {
+            Ok(()) => Ok(Self(name)),
+            Err(reason) => Err(BrokerError::InvalidQueue { name, reason }),
+        }
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Default for QueueName {
+    fn default() -> Self {
+        Self("default".into())
+    }
+}
+
+fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("must not be empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err("must be at most 128 bytes");
+    }
+    if name.chars().any(|c| c == '{' || c == '}') {
+        return Err("must not contain '{' or '}'");
+    }
+    if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must not contain whitespace or control characters");
+    }
+    Ok(())
+}
+
+pub(crate) fn check_task_id(id: &str) -> Result<(), BrokerError> {
+    let reason = if id.is_empty() {
+        "must not be empty"
+    } else if id.len() > 256 {
+        "must be at most 256 bytes"
+    } else if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        "must not contain whitespace or control characters"
+    } else {
+        return Ok(());
+    };
+    Err(BrokerError::InvalidTaskId {
+        id: id.to_string(),
+        reason,
+    })
+}
+
+/// The key layout of one namespace. Every key of a queue carries the queue's hash tag, so that
+/// every script touches a single cluster slot. See the crate docs for the full table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keyspace {
+    ns: String,
+}
+
+impl Keyspace {
+    /// Validates `namespace` with the same rules as a queue name.
+    pub fn new(namespace: impl Into<String>) -> Result<Self, BrokerError> {
+        let ns = namespace.into();
+        match check_name(&ns) {
+            Ok(()) => Ok(Self { ns }),
+            Err(reason) => Err(BrokerError::InvalidNamespace { name: ns, reason }),
+        }
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    /// `<ns>:queues`: set of every queue name ever enqueued to.
+    pub fn queues(&self) -> String {
+        format!("{}:queues", self.ns)
+    }
+
+    /// `<ns>:paused`: set of paused queue names.
+    pub fn paused(&self) -> String {
+        format!("{}:paused", self.ns)
+    }
+
+    /// `<ns>:servers`: sorted set of worker server ids scored by the time their record expires.
+    pub fn servers(&self) -> String {
+        format!("{}:servers", self.ns)
+    }
+
+    /// `<ns>:server:<id>`: a worker server's record, with a TTL.
+    pub fn server(&self, id: &str) -> String {
+        format!("{}:server:{id}", self.ns)
+    }
+
+    /// A key outside any queue, for coordination (`<ns>:{<tag>}:<name>`): locks, registries.
+    pub fn tagged(&self, tag: &str, name: &str) -> String {
+        format!("{}:{{{tag}}}:{name}", self.ns)
+    }
+
+    /// The keys of one queue.
+    pub fn queue(&self, queue: &QueueName) -> QueueKeys {
+        QueueKeys {
+            queue: queue.clone(),
+            prefix: format!("{}:{{{}}}:", self.ns, queue.0),
+        }
+    }
+}
+
+impl Default for Keyspace {
+    fn default() -> Self {
+        Self {
+            ns: "chronos".into(),
+        }
+    }
+}
+
+/// The keys of one queue, all under the prefix `<ns>:{<queue>}:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueKeys {
+    queue: QueueName,
+    prefix: String,
+}
+
+impl QueueKeys {
+    /// The queue these keys belong to.
+    pub fn queue(&self) -> &QueueName {
+        &self.queue
+    }
+
+    /// The common prefix, `<ns>:{<queue>}:`; scripts derive the per-task keys from it.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The stream of ready and running tasks.
+    pub fn stream(&self) -> String {
+        format!("{}stream", self.prefix)
+    }
+
+    /// The hash of one task.
+    pub fn task(&self, id: &str) -> String {
+        format!("{}t:{id}", self.prefix)
+    }
+
+    /// The sorted set of delayed tasks, scored by run-at (unix ms).
+    pub fn scheduled(&self) -> String {
+        format!("{}scheduled", self.prefix)
+    }
+
+    /// The sorted set of tasks waiting for a retry, scored by retry-at (unix ms).
+    pub fn retry(&self) -> String {
+        format!("{}retry", self.prefix)
+    }
+
+    /// The sorted set of dead-lettered tasks, scored by died-at (unix ms).
+    pub fn archived(&self) -> String {
+        format!("{}archived", self.prefix)
+    }
+
+    /// The sorted set of completed tasks kept for retention, scored by expiry (unix ms).
+    pub fn completed(&self) -> String {
+        format!("{}completed", self.prefix)
+    }
+
+    /// The unique lock for one content hash.
+    pub fn unique(&self, hash: &str) -> String {
+        format!("{}u:{hash}", self.prefix)
+    }
+}

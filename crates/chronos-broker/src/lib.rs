@@ -1,0 +1,95 @@
+//! The broker layer of chronos-rs: key layout, task envelope, broker traits, and their Redis
+//! implementation.
+//!
+//! Who should depend on this crate directly: producer-only services (they need [`Client`] and
+//! nothing else), and implementers or wrappers of a broker (metrics, fault injection, another
+//! store). Applications usually depend on the `chronos` facade instead.
+//!
+//! # Tour
+//! * [`TaskArgs`]: a serde type with a stable kind; [`Client::enqueue`] and
+//!   [`Client::enqueue_batch`] write it with [`EnqueueOptions`].
+//! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
+//! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`];
+//!   [`Broker`] is all of them. [`RedisBroker`] implements them over fred for standalone Redis,
+//!   Sentinel and Redis Cluster.
+//!
+//! # Guarantees
+//! * Every state transition of a task is one Lua script: a crash between two Redis calls never
+//!   half-moves a task. Every script is idempotent, because the Redis client re-sends commands
+//!   that were in flight when a connection dropped: a transition is guarded by the task id and
+//!   the stream entry id of its delivery, so a re-sent call is a no-op.
+//! * Enqueue, fetch and ack cost O(1) Redis work per task and batch: one round trip per batch
+//!   of enqueues (per queue, per 1000 tasks), one blocking read plus one script per fetched
+//!   batch, one script per batch of acks.
+//! * Bad input gets a typed [`BrokerError`] and writes nothing.
+//!
+//! # Key layout
+//! `<ns>` is the namespace (default `chronos`), `<q>` the queue name. Every key of a queue carries
+//! the hash tag `{<q>}`, so each script touches one cluster slot.
+//!
+//! | key | type | contents | written by | removed by |
+//! |---|---|---|---|---|
+//! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
+//! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
+//! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id>` per ready or running delivery; group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim), so it holds only live deliveries |
+//! | `<ns>:{<q>}:t:<id>` | hash | `e` envelope, `s` state, `m` entry id of the current delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `u` unique key, `dl` discard flag | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
+//! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
+//! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
+//! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |
+//! | `<ns>:{<q>}:completed` | zset | retained task ids by expiry ms | complete with retention | janitor once expired |
+//! | `<ns>:{<q>}:u:<sha256>` | string | id of the task holding the unique lock | unique enqueue | complete, dead-letter, or its TTL |
+//! | `<ns>:{<q>}:processed`, `<ns>:{<q>}:failed` | string | lifetime counters | complete; retry and dead-letter | never (one integer each) |
+//! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
+//!
+//! # Example
+//! ```no_run
+//! use chronos_broker::{Client, EnqueueOptions, TaskArgs};
+//! use serde::{Deserialize, Serialize};
+//! use std::time::Duration;
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct EmailArgs { to: String }
+//! impl TaskArgs for EmailArgs { const KIND: &'static str = "email:send"; }
+//!
+//! # async fn run() -> Result<(), chronos_broker::BrokerError> {
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let info = client
+//!     .enqueue(&EmailArgs { to: "a@example.com".into() },
+//!              EnqueueOptions::new().queue("mail").process_in(Duration::from_secs(60)))
+//!     .await?;
+//! println!("enqueued {} as {:?}", info.id, info.state);
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+mod client;
+mod envelope;
+mod error;
+mod keys;
+mod redis;
+mod task;
+mod traits;
+
+pub use client::Client;
+pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
+pub use error::{BrokerError, DecodeError};
+pub use keys::{Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
+pub use redis::RedisReader;
+pub use redis::{RedisBroker, RedisBrokerBuilder, DEFAULT_MAX_PAYLOAD, MAX_BLOCK};
+pub use task::{
+    decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
+    TaskArgs, TaskInfo, TaskState, DEFAULT_MAX_RETRY,
+};
+pub use traits::{
+    Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, Inspect,
+    Lease, LeaseId, Maintain, QueueStats, Reclaimed, TaskRecord,
+};
+
+/// Re-exported so users can name fred types (config, errors) without a direct dependency.
+pub use fred;

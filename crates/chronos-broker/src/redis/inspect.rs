@@ -1,0 +1,170 @@
+use fred::prelude::*;
+
+use super::consume::decode_envelope;
+use super::{reply, RedisBroker};
+use crate::{BrokerError, Inspect, QueueName, QueueStats, TaskRecord, TaskState, GROUP};
+
+/// Stream entries read per page when listing pending or active tasks.
+const PAGE: u64 = 500;
+
+impl Inspect for RedisBroker {
+    async fn queues(&self) -> Result<Vec<QueueName>, BrokerError> {
+        let names: Vec<String> = self.inner.client.smembers(self.inner.keys.queues()).await?;
+        let mut out: Vec<QueueName> = names
+            .into_iter()
+            .filter_map(|n| QueueName::new(n).ok())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    async fn queue_stats(&self, queue: &QueueName) -> Result<QueueStats, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let args: Vec<Value> = vec![keys.prefix().into(), GROUP.into()];
+        let v = reply::array(self.run(|s| &s.stats, keys.stream(), args).await?, "stats")?;
+        let n: Vec<u64> = v
+            .iter()
+            .map(|x| reply::int(x, "stats").map(|i| i.max(0) as u64))
+            .collect::<Result<_, _>>()?;
+        let get = |i: usize| n.get(i).copied().unwrap_or(0);
+        Ok(QueueStats {
+            pending: get(0).saturating_sub(get(1)),
+            active: get(1),
+            scheduled: get(2),
+            retry: get(3),
+            archived: get(4),
+            completed: get(5),
+            processed: get(6),
+            failed: get(7),
+        })
+    }
+
+    async fn task(&self, queue: &QueueName, id: &str) -> Result<Option<TaskRecord>, BrokerError> {
+        let key = self.queue_keys(queue).task(id);
+        let v: Vec<Value> = self
+            .inner
+            .client
+            .hmget(key, vec!["s", "e", "r", "err", "f"])
+            .await?;
+        let mut cols = v.into_iter();
+        let mut next = || cols.next().unwrap_or(Value::Null);
+        let state = next();
+        if state.is_null() {
+            return Ok(None);
+        }
+        let state_name = reply::string(state, "task")?;
+        let state = TaskState::parse(&state_name)
+            .ok_or_else(|| reply::bad("task", format!("unknown state {state_name:?}")))?;
+        let envelope = decode_envelope(next());
+        let retried = next().as_i64().unwrap_or(0);
+        let err = reply::opt_string(next(), "task")?;
+        let failed = next().as_i64().unwrap_or(0);
+        let envelope = envelope.map(|mut e| {
+            e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
+            e.last_error = err;
+            e.last_failed_at_ms = (failed > 0).then_some(failed);
+            e
+        });
+        Ok(Some(TaskRecord { state, envelope }))
+    }
+
+    async fn list_tasks(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let zset = match state {
+            TaskState::Scheduled => Some(keys.scheduled()),
+            TaskState::Retry => Some(keys.retry()),
+            TaskState::Archived => Some(keys.archived()),
+            TaskState::Completed => Some(keys.completed()),
+            _ => None,
+        };
+        let ids: Vec<String> = match zset {
+            Some(z) => {
+                let stop = (offset + limit).saturating_sub(1) as i64;
+                self.inner
+                    .client
+                    .zrange(z, offset as i64, stop, None, false, None, false)
+                    .await?
+            }
+            None => self.stream_ids(queue, state, offset, limit).await?,
+        };
+        let records = futures::future::join_all(ids.iter().map(|id| self.task(queue, id))).await;
+        let mut out = Vec::new();
+        for r in records {
+            if let Some(rec) = r? {
+                if rec.state == state {
+                    out.push(rec);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<(), BrokerError> {
+        let key = self.inner.keys.paused();
+        let _: i64 = if paused {
+            self.inner.client.sadd(key, queue.as_str()).await?
+        } else {
+            self.inner.client.srem(key, queue.as_str()).await?
+        };
+        Ok(())
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<QueueName>, BrokerError> {
+        let names: Vec<String> = self.inner.client.smembers(self.inner.keys.paused()).await?;
+        Ok(names
+            .into_iter()
+            .filter_map(|n| QueueName::new(n).ok())
+            .collect())
+    }
+}
+
+impl RedisBroker {
+    /// Task ids in the stream whose hash says `state` (pending or active), in stream order.
+    async fn stream_ids(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<String>, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let mut start = "-".to_string();
+        let mut seen = 0usize;
+        let mut out = Vec::new();
+        // Bounded: an inspector page never reads more than 20 pages of the stream.
+        for _ in 0..20 {
+            let page: Vec<(String, Vec<(String, String)>)> = self
+                .inner
+                .client
+                .xrange(keys.stream(), start.as_str(), "+", Some(PAGE))
+                .await?;
+            let full = page.len() as u64 == PAGE;
+            for (mid, fields) in &page {
+                let Some(id) = fields.iter().find(|(k, _)| k == "i").map(|(_, v)| v) else {
+                    continue;
+                };
+                let s: Option<String> = self.inner.client.hget(keys.task(id), "s").await?;
+                if s.as_deref() == Some(state.as_str()) {
+                    if seen >= offset {
+                        out.push(id.clone());
+                        if out.len() >= limit {
+                            return Ok(out);
+                        }
+                    }
+                    seen += 1;
+                }
+                start = format!("({mid}");
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}

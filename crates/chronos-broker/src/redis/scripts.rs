@@ -1,0 +1,83 @@
+//! The Lua scripts, one per atomic transition, embedded from `src/scripts/*.lua`.
+
+use fred::prelude::*;
+use fred::types::scripts::Script;
+
+use super::RedisBroker;
+use crate::BrokerError;
+
+macro_rules! scripts {
+    ($($name:ident),* $(,)?) => {
+        /// Every script, with its SHA1 computed once at start-up.
+        pub(crate) struct Scripts {
+            $(pub(crate) $name: Script,)*
+        }
+
+        impl Scripts {
+            pub(crate) fn new() -> Self {
+                Self {
+                    $($name: Script::from_lua(include_str!(concat!("../scripts/", stringify!($name), ".lua"))),)*
+                }
+            }
+
+            /// All scripts with their names, for loading and for the test that loads each.
+            pub(crate) fn all(&self) -> Vec<(&'static str, &Script)> {
+                vec![$((stringify!($name), &self.$name),)*]
+            }
+        }
+    };
+}
+
+scripts!(
+    enqueue,
+    activate,
+    complete,
+    retry,
+    dead,
+    requeue,
+    forward,
+    reclaim,
+    heartbeat,
+    janitor,
+    stats,
+    lock_renew,
+    lock_release,
+    drop_consumer,
+);
+
+impl Scripts {
+    /// SCRIPT LOAD of every script on every primary, so the first EVALSHA of each already hits.
+    pub(crate) async fn load_all(&self, client: &Client) -> Result<(), BrokerError> {
+        for (_, s) in self.all() {
+            s.load(client).await?;
+        }
+        Ok(())
+    }
+}
+
+impl RedisBroker {
+    /// EVALSHA of `script` with `key` as its only declared key (all other keys it touches share
+    /// that key's hash tag), reloading the script on NOSCRIPT (after a Redis restart).
+    pub(crate) async fn run(
+        &self,
+        script: impl Fn(&Scripts) -> &Script,
+        key: String,
+        args: Vec<Value>,
+    ) -> Result<Value, BrokerError> {
+        let s = script(&self.inner.scripts);
+        Ok(
+            s.evalsha_with_reload::<Value, _, _>(&self.inner.client, key, args)
+                .await?,
+        )
+    }
+
+    /// The names and SHA1s of every script, as loaded.
+    pub fn script_shas(&self) -> Vec<(&'static str, String)> {
+        self.inner
+            .scripts
+            .all()
+            .into_iter()
+            .map(|(n, s)| (n, s.sha1().to_string()))
+            .collect()
+    }
+}

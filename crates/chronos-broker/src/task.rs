@@ -1,0 +1,323 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{de::DeserializeOwned, Serialize};
+use time::OffsetDateTime;
+
+use crate::{BrokerError, DeadLetter, DecodeError, TaskEnvelope};
+
+/// The arguments of one kind of task: a plain serde type with a stable kind string.
+///
+/// The kind selects the handler on the worker side and is part of the unique-task hash, so it
+/// must not change between deploys. Payloads are encoded with MessagePack (field names kept), so
+/// adding an `Option` field or a field with `#[serde(default)]` stays compatible with queued tasks.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize)]
+/// struct EmailArgs { to: String }
+/// impl chronos_broker::TaskArgs for EmailArgs { const KIND: &'static str = "email:send"; }
+/// ```
+pub trait TaskArgs: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// Stable kind string, unique across the application.
+    const KIND: &'static str;
+
+    /// Options applied before the caller's own (for example a default queue for this kind).
+    fn default_options() -> EnqueueOptions {
+        EnqueueOptions::default()
+    }
+}
+
+/// Encodes task arguments to the payload bytes stored in the envelope.
+pub fn encode_args<T: TaskArgs>(args: &T) -> Result<Vec<u8>, BrokerError> {
+    rmp_serde::to_vec_named(args).map_err(|e| BrokerError::Encode(e.to_string()))
+}
+
+/// Decodes payload bytes into task arguments; bad bytes give [`DecodeError::Payload`].
+pub fn decode_args<T: TaskArgs>(payload: &[u8]) -> Result<T, DecodeError> {
+    rmp_serde::from_slice(payload).map_err(|e| DecodeError::Payload {
+        kind: T::KIND.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Default number of retries after the first attempt, as in asynq and Sidekiq.
+pub const DEFAULT_MAX_RETRY: u32 = 25;
+
+/// Per-task options of an enqueue. Every setter overrides what [`TaskArgs::default_options`]
+/// set; unset fields keep the defaults (queue `default`, 25 retries, run now, archive on death).
+#[derive(Debug, Clone, Default)]
+pub struct EnqueueOptions {
+    pub(crate) queue: Option<String>,
+    pub(crate) max_retry: Option<u32>,
+    pub(crate) run_at_ms: Option<i64>,
+    pub(crate) process_in: Option<Duration>,
+    pub(crate) unique_ttl: Option<Duration>,
+    pub(crate) task_id: Option<String>,
+    pub(crate) retention: Option<Duration>,
+    pub(crate) dead_letter: Option<DeadLetter>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline_ms: Option<i64>,
+    pub(crate) headers: BTreeMap<String, String>,
+}
+
+impl EnqueueOptions {
+    /// Same as `default()`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Route to this queue (validated at enqueue).
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Retries after the first attempt before the task is dead-lettered (default 25).
+    pub fn max_retry(mut self, n: u32) -> Self {
+        self.max_retry = Some(n);
+        self
+    }
+
+    /// Run no earlier than `delay` from now.
+    pub fn process_in(mut self, delay: Duration) -> Self {
+        self.process_in = Some(delay);
+        self.run_at_ms = None;
+        self
+    }
+
+    /// Run no earlier than `at`.
+    pub fn process_at(mut self, at: OffsetDateTime) -> Self {
+        self.run_at_ms = Some(unix_ms(at));
+        self.process_in = None;
+        self
+    }
+
+    /// Refuse the enqueue with [`BrokerError::DuplicateTask`] while another task of the same kind
+    /// and payload in the same queue holds the lock. The lock lasts until that task succeeds, is
+    /// dead-lettered or deleted, or `ttl` runs out, whichever comes first; retries keep it.
+    pub fn unique(mut self, ttl: Duration) -> Self {
+        self.unique_ttl = Some(ttl);
+        self
+    }
+
+    /// Use this task id instead of a random one. Enqueueing the same id twice with the same
+    /// payload is a no-op; with a different payload it is [`BrokerError::TaskIdConflict`].
+    pub fn task_id(mut self, id: impl Into<String>) -> Self {
+        self.task_id = Some(id.into());
+        self
+    }
+
+    /// Keep the completed task for inspection for `d` instead of deleting it at once.
+    pub fn retention(mut self, d: Duration) -> Self {
+        self.retention = Some(d);
+        self
+    }
+
+    /// Drop the task instead of archiving it when retries are exhausted.
+    pub fn discard_on_dead_letter(mut self) -> Self {
+        self.dead_letter = Some(DeadLetter::Discard);
+        self
+    }
+
+    /// Cancel an attempt that runs longer than `d`; it counts as a failed attempt.
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout = Some(d);
+        self
+    }
+
+    /// Do not run the task after `at`; an attempt still running then is cancelled.
+    pub fn deadline(mut self, at: OffsetDateTime) -> Self {
+        self.deadline_ms = Some(unix_ms(at));
+        self
+    }
+
+    /// Attach a string header (trace context and the like).
+    pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(key.into(), value.into());
+        self
+    }
+
+    /// Lays `other` over `self`: every field `other` sets wins.
+    pub fn merge(mut self, other: EnqueueOptions) -> Self {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if other.$f.is_some() { self.$f = other.$f; } )* };
+        }
+        take!(
+            queue,
+            max_retry,
+            unique_ttl,
+            task_id,
+            retention,
+            dead_letter,
+            timeout,
+            deadline_ms
+        );
+        if other.run_at_ms.is_some() || other.process_in.is_some() {
+            self.run_at_ms = other.run_at_ms;
+            self.process_in = other.process_in;
+        }
+        self.headers.extend(other.headers);
+        self
+    }
+
+    /// The queue name, or `default`.
+    pub fn queue_name(&self) -> &str {
+        self.queue.as_deref().unwrap_or("default")
+    }
+}
+
+/// The lifecycle state of a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// In the stream, waiting for a worker.
+    Pending,
+    /// Held by a worker.
+    Active,
+    /// Waiting for its process-at time.
+    Scheduled,
+    /// Failed, waiting for its retry time.
+    Retry,
+    /// Dead-lettered and kept in the archive.
+    Archived,
+    /// Succeeded and kept for its retention period.
+    Completed,
+}
+
+impl TaskState {
+    /// The name stored in Redis (`pending`, `active`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::Active => "active",
+            TaskState::Scheduled => "scheduled",
+            TaskState::Retry => "retry",
+            TaskState::Archived => "archived",
+            TaskState::Completed => "completed",
+        }
+    }
+
+    /// Parses a stored state name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => TaskState::Pending,
+            "active" => TaskState::Active,
+            "scheduled" => TaskState::Scheduled,
+            "retry" => TaskState::Retry,
+            "archived" => TaskState::Archived,
+            "completed" => TaskState::Completed,
+            _ => return None,
+        })
+    }
+}
+
+/// What an enqueue produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// The task id.
+    pub id: String,
+    /// The queue.
+    pub queue: String,
+    /// The kind.
+    pub kind: String,
+    /// `Pending` or `Scheduled` at the time of the enqueue.
+    pub state: TaskState,
+    /// When it may first run (unix ms).
+    pub run_at_ms: i64,
+}
+
+/// A task ready to be written: the envelope plus when it may first run and its unique lock.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// The envelope to store.
+    pub envelope: TaskEnvelope,
+    /// Earliest run time (unix ms); at or before now means ready at once.
+    pub run_at_ms: i64,
+    /// Unique lock TTL, when the task is unique.
+    pub unique_ttl: Option<Duration>,
+}
+
+impl NewTask {
+    /// Builds the envelope for `kind` + `payload` under `opts`, validating the task id.
+    /// `now_ms` is the enqueue time.
+    pub fn build(
+        kind: &str,
+        payload: Vec<u8>,
+        opts: EnqueueOptions,
+        now_ms: i64,
+    ) -> Result<Self, BrokerError> {
+        let id = match opts.task_id {
+            Some(id) => {
+                crate::keys::check_task_id(&id)?;
+                id
+            }
+            None => new_task_id(),
+        };
+        if opts.unique_ttl.is_some_and(|d| d.as_millis() == 0) {
+            return Err(BrokerError::InvalidOption(
+                "unique TTL must be at least 1 ms".into(),
+            ));
+        }
+        let run_at_ms = match (opts.run_at_ms, opts.process_in) {
+            (Some(at), _) => at,
+            (None, Some(d)) => now_ms.saturating_add(duration_ms(d)),
+            (None, None) => now_ms,
+        };
+        let queue = opts.queue.unwrap_or_else(|| "default".to_string());
+        let unique_key = opts.unique_ttl.map(|_| unique_hash(&queue, kind, &payload));
+        Ok(Self {
+            envelope: TaskEnvelope {
+                id,
+                kind: kind.to_string(),
+                queue,
+                payload,
+                retried: 0,
+                max_retry: opts.max_retry.unwrap_or(DEFAULT_MAX_RETRY),
+                timeout_ms: opts.timeout.map(|d| duration_ms(d) as u64),
+                deadline_ms: opts.deadline_ms,
+                unique_key,
+                retention_ms: opts.retention.map(|d| duration_ms(d) as u64),
+                dead_letter: opts.dead_letter.unwrap_or_default(),
+                enqueued_at_ms: now_ms,
+                last_error: None,
+                last_failed_at_ms: None,
+                headers: opts.headers,
+            },
+            run_at_ms,
+            unique_ttl: opts.unique_ttl,
+        })
+    }
+}
+
+/// A random 128-bit task id as 32 hex characters.
+pub fn new_task_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// SHA-256 of queue, kind and payload, hex encoded: stable across processes and versions.
+fn unique_hash(queue: &str, kind: &str, payload: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(queue.as_bytes());
+    h.update([0]);
+    h.update(kind.as_bytes());
+    h.update([0]);
+    h.update(payload);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Milliseconds of a duration, saturating at `i64::MAX`.
+pub fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Unix milliseconds of a timestamp, saturating.
+pub fn unix_ms(at: OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+/// The current wall-clock time in unix milliseconds.
+pub fn now_ms() -> i64 {
+    unix_ms(OffsetDateTime::now_utc())
+}

@@ -1,0 +1,309 @@
+//! Capability traits of a broker. The worker and the scheduler ask only for the capabilities they
+//! use, so a store that cannot do everything (or a wrapper that adds metrics or faults) still fits.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::{BrokerError, DecodeError, NewTask, QueueName, TaskEnvelope, TaskInfo, TaskState};
+
+/// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
+/// lease (the task was reclaimed and delivered again) is a no-op, never a double transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseId {
+    /// Queue of the task.
+    pub queue: QueueName,
+    /// Task id.
+    pub task_id: String,
+    /// Stream entry id of this delivery.
+    pub msg_id: String,
+}
+
+/// A task handed to a worker. The envelope is a `Result` so that a task whose bytes do not decode
+/// still comes with a lease and can be dead-lettered instead of blocking the queue.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// What settles this delivery.
+    pub id: LeaseId,
+    /// The decoded envelope (with the current attempt count and last error), or why it failed.
+    pub envelope: Result<TaskEnvelope, DecodeError>,
+}
+
+/// A batch of deliveries read from one queue.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// Tasks to run.
+    pub leases: Vec<Lease>,
+    /// Stream entries that carried no live task (deleted task, foreign entry); they were acked
+    /// and removed so they never block the queue.
+    pub dropped: usize,
+}
+
+/// A succeeded task to acknowledge.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The delivery.
+    pub lease: LeaseId,
+    /// Keep the task as completed for this long (None: delete at once).
+    pub retention: Option<Duration>,
+}
+
+/// What a dead-letter call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadOutcome {
+    /// Moved to the archive.
+    Archived,
+    /// Dropped, as the task asked.
+    Discarded,
+    /// The lease was stale: nothing changed.
+    Stale,
+}
+
+/// A task the recoverer dead-lettered.
+#[derive(Debug, Clone)]
+pub struct DeadTask {
+    /// Task id.
+    pub task_id: String,
+    /// The envelope, or why it did not decode.
+    pub envelope: Result<TaskEnvelope, DecodeError>,
+    /// Dropped rather than archived.
+    pub discarded: bool,
+}
+
+/// What one reclaim pass did.
+#[derive(Debug, Default)]
+pub struct Reclaimed {
+    /// Tasks put back in the stream for another attempt.
+    pub requeued: u64,
+    /// Tasks that had no attempt left.
+    pub dead: Vec<DeadTask>,
+}
+
+/// Counts of one queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Waiting in the stream.
+    pub pending: u64,
+    /// Held by workers.
+    pub active: u64,
+    /// Delayed.
+    pub scheduled: u64,
+    /// Waiting for a retry.
+    pub retry: u64,
+    /// Dead-lettered and kept.
+    pub archived: u64,
+    /// Completed and kept for retention.
+    pub completed: u64,
+    /// Tasks completed since the queue was created.
+    pub processed: u64,
+    /// Failed attempts since the queue was created.
+    pub failed: u64,
+}
+
+/// A task as the inspector sees it.
+#[derive(Debug, Clone)]
+pub struct TaskRecord {
+    /// Current state.
+    pub state: TaskState,
+    /// The envelope, or why it did not decode.
+    pub envelope: Result<TaskEnvelope, DecodeError>,
+}
+
+/// Writes new tasks.
+pub trait Enqueue: Send + Sync {
+    /// Writes `tasks` (any mix of queues). The outer error means nothing may have been written
+    /// (Redis unreachable); the inner results say, per task and in order, whether it was
+    /// enqueued or refused (duplicate unique task, id conflict). Re-sending the same batch is
+    /// safe: a task already stored with the same bytes reports success.
+    fn enqueue(
+        &self,
+        tasks: Vec<NewTask>,
+    ) -> impl Future<Output = Result<Vec<Result<TaskInfo, BrokerError>>, BrokerError>> + Send;
+}
+
+/// Delivers tasks to workers and settles them.
+pub trait Consume: Send + Sync {
+    /// A connection reserved for blocking reads (a blocking read stalls every other command on
+    /// its connection, so it never shares one).
+    type Reader: Send + 'static;
+
+    /// Opens a reader.
+    fn open_reader(&self) -> impl Future<Output = Result<Self::Reader, BrokerError>> + Send;
+
+    /// Closes a reader (waits at most for its current block to end).
+    fn close_reader(&self, reader: Self::Reader) -> impl Future<Output = ()> + Send;
+
+    /// Makes sure the queue can be consumed (creates its stream and group when missing).
+    fn ensure_queue(
+        &self,
+        queue: &QueueName,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Reads up to `count` new tasks of `queue` for `consumer`, waiting up to `block` when none
+    /// is ready. Each returned lease is held by `consumer` until it is settled or reclaimed.
+    fn fetch(
+        &self,
+        reader: &mut Self::Reader,
+        queue: &QueueName,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> impl Future<Output = Result<Fetched, BrokerError>> + Send;
+
+    /// Acknowledges succeeded tasks of one queue in one round trip; returns how many were
+    /// settled (stale leases are skipped).
+    fn complete(
+        &self,
+        queue: &QueueName,
+        done: &[Completion],
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Records a failed attempt and schedules the next one at `retry_at_ms`. False when the
+    /// lease was stale.
+    fn retry(
+        &self,
+        lease: &LeaseId,
+        retry_at_ms: i64,
+        error: &str,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Dead-letters the task (archive, or discard when it asked so) and releases its unique lock.
+    /// `count_attempt` says whether this failure counts as an attempt.
+    fn dead_letter(
+        &self,
+        lease: &LeaseId,
+        error: &str,
+        count_attempt: bool,
+    ) -> impl Future<Output = Result<DeadOutcome, BrokerError>> + Send;
+
+    /// Puts fetched but unstarted tasks back at the end of their queue without counting an
+    /// attempt. Returns how many were re-queued.
+    fn requeue(
+        &self,
+        queue: &QueueName,
+        leases: &[LeaseId],
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+}
+
+/// Background upkeep: forwarding, recovery, leases and trimming.
+pub trait Maintain: Send + Sync {
+    /// Moves up to `limit` due delayed and retry tasks of `queue` (each set) into its stream.
+    fn forward_due(
+        &self,
+        queue: &QueueName,
+        now_ms: i64,
+        limit: usize,
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Reclaims up to `limit` deliveries idle longer than `min_idle`: each counts as a failed
+    /// attempt and is re-queued or dead-lettered.
+    fn reclaim_idle(
+        &self,
+        queue: &QueueName,
+        min_idle: Duration,
+        limit: usize,
+    ) -> impl Future<Output = Result<Reclaimed, BrokerError>> + Send;
+
+    /// Refreshes the leases `consumer` holds; returns the entry ids it still owns (an id missing
+    /// from the answer was reclaimed, and its task must be cancelled).
+    fn extend_leases(
+        &self,
+        queue: &QueueName,
+        consumer: &str,
+        msg_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send;
+
+    /// Removes expired retained tasks and archive entries older than `archive_max_age` or beyond
+    /// `archive_max_len`, at most `limit` per kind of removal. Returns how many were removed.
+    fn trim(
+        &self,
+        queue: &QueueName,
+        archive_max_age: Duration,
+        archive_max_len: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Consumers of the queue's group with their pending count and idle time (ms).
+    fn consumers(
+        &self,
+        queue: &QueueName,
+    ) -> impl Future<Output = Result<Vec<(String, u64, u64)>, BrokerError>> + Send;
+
+    /// Deletes `consumer` from the queue's group, but only when it holds nothing (deleting a
+    /// consumer drops its pending entries). True when it was deleted.
+    fn remove_consumer(
+        &self,
+        queue: &QueueName,
+        consumer: &str,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+}
+
+/// Cluster coordination: locks and announcements.
+pub trait Coordinate: Send + Sync {
+    /// Takes `key` for `token` for `ttl` if nobody holds it. True when taken.
+    fn try_lock(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Extends the lock if `token` still holds it. False when it does not.
+    fn renew_lock(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Releases the lock if `token` holds it and publishes `token` on `channel` (when given).
+    fn release_lock(
+        &self,
+        key: &str,
+        token: &str,
+        channel: Option<&str>,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+}
+
+/// Read access for the inspector, CLI and console, plus queue pausing.
+pub trait Inspect: Send + Sync {
+    /// Every queue ever enqueued to, sorted.
+    fn queues(&self) -> impl Future<Output = Result<Vec<QueueName>, BrokerError>> + Send;
+
+    /// Counts of one queue.
+    fn queue_stats(
+        &self,
+        queue: &QueueName,
+    ) -> impl Future<Output = Result<QueueStats, BrokerError>> + Send;
+
+    /// One task by id, or None.
+    fn task(
+        &self,
+        queue: &QueueName,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<TaskRecord>, BrokerError>> + Send;
+
+    /// Up to `limit` tasks of one state, oldest first, after skipping `offset`.
+    fn list_tasks(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TaskRecord>, BrokerError>> + Send;
+
+    /// Pauses (true) or resumes (false) a queue: workers stop fetching from a paused queue.
+    fn set_paused(
+        &self,
+        queue: &QueueName,
+        paused: bool,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// The paused queues.
+    fn paused_queues(&self) -> impl Future<Output = Result<Vec<QueueName>, BrokerError>> + Send;
+}
+
+/// Everything the worker runtime and the scheduler need; implemented for every type that has
+/// all the capabilities.
+pub trait Broker: Enqueue + Consume + Maintain + Coordinate + Inspect + Clone + 'static {}
+
+impl<T: Enqueue + Consume + Maintain + Coordinate + Inspect + Clone + 'static> Broker for T {}

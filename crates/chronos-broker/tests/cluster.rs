@@ -1,0 +1,110 @@
+//! The broker on a 3-primary Redis Cluster: every script runs in one slot per queue.
+
+mod common;
+
+use std::time::Duration;
+
+use chronos_broker::{
+    now_ms, BrokerError, Client, Completion, Consume, Coordinate, EnqueueOptions, Inspect,
+    Maintain, QueueName,
+};
+use common::{cluster_broker, email, Email};
+
+#[tokio::test]
+async fn full_task_cycle_runs_on_a_cluster_across_many_queues() {
+    let b = cluster_broker().await;
+    let client = Client::new(b.clone());
+    // Ten queues spread their hash tags over the three primaries.
+    let names: Vec<String> = (0..10).map(|i| format!("q{i}")).collect();
+    let items: Vec<Email> = (0..100).map(email).collect();
+    let results = client
+        .enqueue_batch(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e, EnqueueOptions::new().queue(names[i % 10].clone()))),
+        )
+        .await
+        .expect("batch");
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+
+    let mut reader = b.open_reader().await.expect("reader");
+    for name in &names {
+        let queue = QueueName::new(name.clone()).expect("queue");
+        let f = b
+            .fetch(&mut reader, &queue, "w", 100, Duration::from_millis(100))
+            .await
+            .expect("fetch");
+        assert_eq!(f.leases.len(), 10, "{name}");
+        let (first, rest) = f.leases.split_first().expect("lease");
+        assert!(b.retry(&first.id, now_ms(), "again").await.expect("retry"));
+        assert_eq!(
+            b.forward_due(&queue, now_ms() + 1, 100)
+                .await
+                .expect("forward"),
+            1
+        );
+        let done: Vec<Completion> = rest
+            .iter()
+            .map(|l| Completion {
+                lease: l.id.clone(),
+                retention: None,
+            })
+            .collect();
+        assert_eq!(b.complete(&queue, &done).await.expect("complete"), 9);
+        let again = b
+            .fetch(&mut reader, &queue, "w", 10, Duration::from_millis(100))
+            .await
+            .expect("fetch");
+        assert_eq!(again.leases.len(), 1);
+        assert_eq!(
+            b.extend_leases(&queue, "w", &[again.leases[0].id.msg_id.clone()])
+                .await
+                .expect("hb")
+                .len(),
+            1
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let r = b
+            .reclaim_idle(&queue, Duration::from_millis(10), 100)
+            .await
+            .expect("reclaim");
+        assert_eq!(r.requeued, 1);
+        assert_eq!(
+            b.trim(&queue, Duration::from_secs(60), 10, 100)
+                .await
+                .expect("trim"),
+            0
+        );
+        let stats = b.queue_stats(&queue).await.expect("stats");
+        assert_eq!((stats.pending, stats.processed), (1, 9), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn unique_lock_and_leader_lock_work_on_a_cluster() {
+    let b = cluster_broker().await;
+    let client = Client::new(b.clone());
+    let opts = EnqueueOptions::new()
+        .queue("cu")
+        .unique(Duration::from_secs(30));
+    client
+        .enqueue(&email(1), opts.clone())
+        .await
+        .expect("first");
+    let err = client.enqueue(&email(1), opts).await.expect_err("dup");
+    assert!(matches!(err, BrokerError::DuplicateTask { .. }));
+    let key = b.keyspace().tagged("sched", "leader");
+    assert!(b
+        .try_lock(&key, "a", Duration::from_secs(5))
+        .await
+        .expect("lock"));
+    assert!(b
+        .renew_lock(&key, "a", Duration::from_secs(5))
+        .await
+        .expect("renew"));
+    assert!(b
+        .release_lock(&key, "a", Some("resign"))
+        .await
+        .expect("release"));
+}

@@ -1,0 +1,71 @@
+//! Throwaway Redis servers for the tests, benches and demo of chronos-rs.
+//!
+//! Who should depend on this: the project's own tests, `xtask` and examples; an application that
+//! wants a disposable Redis in its integration tests may use it too.
+//!
+//! * [`shared_url`] gives the URL of one standalone Redis per process: `CHRONOS_REDIS_URL` when it
+//!   is set, otherwise a `redis-server` from `PATH` started on a free loopback port in a temp dir,
+//!   with nothing persisted. It stops when the process exits, even on a panic or a kill.
+//! * [`namespace`] gives a fresh key namespace, so tests share one server and run in parallel.
+//! * [`RedisServer`] is a server owned by one test (stopped on drop), for tests that restart or
+//!   kill Redis.
+//! * [`RedisCluster`] / [`shared_cluster_url`] start a 3-primary Redis Cluster on loopback.
+//!
+//! ```no_run
+//! let url = chronos_testkit::shared_url().expect("redis");
+//! let ns = chronos_testkit::namespace();
+//! println!("{url} {ns}");
+//! ```
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+mod cluster;
+mod server;
+
+pub use cluster::{shared_cluster_url, RedisCluster};
+pub use server::{shared_url, RedisServer};
+
+use std::fmt::Write as _;
+
+/// Why a throwaway Redis could not be provided. Permanent for the process: the fixture does not
+/// retry on its own.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TestkitError {
+    /// `redis-server` (or `redis-cli` for a cluster) is not on `PATH`.
+    #[error(
+        "`{0}` was not found on PATH: install Redis 7 (Debian/Ubuntu: `apt-get install -y \
+         redis-server redis-tools`; macOS: `brew install redis`) or set CHRONOS_REDIS_URL to a \
+         running server (`docker compose -f deploy/docker-compose.yml up -d` gives one)"
+    )]
+    Missing(&'static str),
+    /// The server process started but did not answer PING in time; `log` is its log file.
+    #[error("redis-server on port {port} did not come up: {reason}\n--- server log ---\n{log}")]
+    NotReady {
+        /// Port the server was started on.
+        port: u16,
+        /// What went wrong.
+        reason: String,
+        /// The server's log, for diagnosis.
+        log: String,
+    },
+    /// An I/O error while preparing or starting the server.
+    #[error("I/O error while starting redis: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A fresh random key namespace such as `t-3f9c0a1b2c3d4e5f`, so that tests sharing one server
+/// never see each other's keys.
+pub fn namespace() -> String {
+    let mut s = String::from("t-");
+    let bytes: [u8; 8] = rand::random();
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}

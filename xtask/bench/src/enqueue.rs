@@ -1,0 +1,147 @@
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use chronos::fred::prelude::*;
+use chronos::fred::types::InfoKind;
+use chronos::{Client, EnqueueOptions, RedisBroker, TaskArgs};
+use serde::{Deserialize, Serialize};
+
+use crate::peers::{field, Peers};
+use crate::report::{median, row};
+
+const N: usize = 100_000;
+const PRODUCERS: usize = 50;
+const BATCH: usize = 1000;
+const RUNS: usize = 3;
+
+/// A task with a 100-byte payload body, as in the peers' runs.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Payload {
+    pub(crate) body: String,
+}
+
+impl TaskArgs for Payload {
+    const KIND: &'static str = "bench";
+}
+
+pub(crate) fn payload() -> Payload {
+    Payload {
+        body: "x".repeat(100),
+    }
+}
+
+/// Enqueue throughput (single with 50 producers, batches of 1000) and Redis bytes per pending task.
+pub(crate) async fn run(peers: &Peers) -> Result<()> {
+    let server = chronos_testkit::RedisServer::start().context("redis for the bench")?;
+    let url = server.url();
+    println!("== enqueue: {N} tasks, 100-byte payload, median of {RUNS} runs, redis at {url}");
+
+    let mut single = Vec::new();
+    let mut batch = Vec::new();
+    for run in 0..RUNS {
+        let client = connect(&url, &format!("bench-s{run}")).await?;
+        single.push(single_c50(&client).await?);
+        let client = connect(&url, &format!("bench-b{run}")).await?;
+        batch.push(batched(&client).await?);
+        flush(&client).await?;
+    }
+    let bytes = bytes_per_task(&url).await?;
+
+    let peer = peers.bullmq(
+        &url,
+        &["enqueue", "--n", &N.to_string(), "--payload", "100"],
+    );
+    let peer = peer.as_deref().unwrap_or(&[]);
+    row(
+        "enqueue single, 50 producers (tasks/s)",
+        median(&single),
+        field(peer, &["single_c50"], "tasks_per_s"),
+        "tasks/s",
+    );
+    row(
+        "enqueue batch of 1000 (tasks/s)",
+        median(&batch),
+        field(peer, &["bulk"], "tasks_per_s"),
+        "tasks/s",
+    );
+    row(
+        "redis bytes per pending task",
+        bytes,
+        field(peer, &["bytes_per_task"], "value"),
+        "bytes",
+    );
+    println!("   runs: single {single:.0?} batch {batch:.0?}");
+    Ok(())
+}
+
+async fn connect(url: &str, ns: &str) -> Result<Client> {
+    Ok(Client::new(
+        RedisBroker::builder(url).namespace(ns).connect().await?,
+    ))
+}
+
+async fn flush(client: &Client) -> Result<()> {
+    let _: () = client.broker().client().flushall(false).await?;
+    Ok(())
+}
+
+async fn single_c50(client: &Client) -> Result<f64> {
+    let client = Arc::new(client.clone());
+    let args = Arc::new(payload());
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..PRODUCERS {
+        let (client, args) = (client.clone(), args.clone());
+        handles.push(tokio::spawn(async move {
+            for _ in 0..N / PRODUCERS {
+                client.enqueue(&*args, EnqueueOptions::new()).await?;
+            }
+            Ok::<_, chronos::BrokerError>(())
+        }));
+    }
+    for h in handles {
+        h.await??;
+    }
+    Ok(N as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn batched(client: &Client) -> Result<f64> {
+    let args = payload();
+    let start = Instant::now();
+    for _ in 0..N / BATCH {
+        let results = client
+            .enqueue_batch((0..BATCH).map(|_| (&args, EnqueueOptions::new())))
+            .await?;
+        anyhow::ensure!(
+            results.iter().all(|r| r.is_ok()),
+            "batch enqueue refused a task"
+        );
+    }
+    Ok(N as f64 / start.elapsed().as_secs_f64())
+}
+
+/// INFO memory `used_memory` before and after 100k pending tasks, per task.
+async fn bytes_per_task(url: &str) -> Result<f64> {
+    let client = connect(url, "bench-mem").await?;
+    flush(&client).await?;
+    // Register the queue first, so its fixed cost (stream, group, set member) is not counted.
+    client.enqueue(&payload(), EnqueueOptions::new()).await?;
+    let before = used_memory(&client).await?;
+    batched(&client).await?;
+    let after = used_memory(&client).await?;
+    flush(&client).await?;
+    Ok((after - before) / N as f64)
+}
+
+async fn used_memory(client: &Client) -> Result<f64> {
+    let info: String = client
+        .broker()
+        .client()
+        .info(Some(InfoKind::Memory))
+        .await?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("used_memory missing from INFO")
+}

@@ -1,0 +1,30 @@
+//! Benchmarks of chronos-rs, with peers measured in the same run. Run through
+//! `cargo xtask bench [enqueue|e2e|scheduler|all]`; never from a timed test.
+//!
+//! Each figure is the median of several runs against a fresh throwaway Redis (or
+//! `CHRONOS_REDIS_URL`), and each peer figure comes from the same Redis build on the same machine.
+
+mod enqueue;
+mod peers;
+mod report;
+
+use anyhow::{bail, Result};
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((peers_dir, modes)) = args.split_first() else {
+        bail!("usage: chronos-bench <peers dir> [enqueue|all]");
+    };
+    let peers = peers::Peers::new(peers_dir);
+    let all = modes.iter().any(|m| m == "all");
+    let mut ran = false;
+    if all || modes.iter().any(|m| m == "enqueue") {
+        enqueue::run(&peers).await?;
+        ran = true;
+    }
+    if !ran {
+        bail!("unknown bench mode {modes:?}: expected enqueue or all");
+    }
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! `cargo xtask <task>`: project automation for chronos-rs, one module per task.
+//!
+//! * `test`: the whole test suite (what CI runs after fmt and clippy).
+//! * `demo`: the whole system against a throwaway Redis (or `CHRONOS_REDIS_URL`).
+//! * `bench [enqueue|e2e|scheduler]`: release-mode benchmarks, with peers measured in the same run.
+//! * `redis up|down`: a local Redis on port 6390 for manual runs.
+//! * `ci`: fmt check, clippy, then `test`.
+
+mod bench;
+mod ci;
+mod demo;
+mod redis;
+mod test;
+
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (task, rest) = args
+        .split_first()
+        .map(|(t, r)| (t.as_str(), r))
+        .unwrap_or(("help", &[]));
+    match task {
+        "test" => test::run(rest),
+        "demo" => demo::run(rest),
+        "bench" => bench::run(rest),
+        "redis" => redis::run(rest),
+        "ci" => ci::run(),
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler]|redis up|down|ci>"
+            );
+            if task == "help" {
+                Ok(())
+            } else {
+                bail!("unknown task {task:?}")
+            }
+        }
+    }
+}
+
+/// Runs a command from the workspace root, failing when it exits non-zero.
+pub(crate) fn run_cmd(program: &str, args: &[&str]) -> Result<()> {
+    eprintln!("$ {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("could not start {program}"))?;
+    if !status.success() {
+        bail!("{program} {} failed with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+/// The workspace root (xtask lives one level below it).
+pub(crate) fn root() -> std::path::PathBuf {
+    let here = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map(|p| p.to_path_buf()).unwrap_or(here)
+}
