@@ -73,6 +73,7 @@ mod envelope;
 mod error;
 mod keys;
 mod redis;
+mod server_record;
 mod task;
 mod traits;
 
@@ -82,6 +83,7 @@ pub use error::{BrokerError, DecodeError};
 pub use keys::{Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
 pub use redis::RedisReader;
 pub use redis::{RedisBroker, RedisBrokerBuilder, DEFAULT_MAX_PAYLOAD, MAX_BLOCK};
+pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
     TaskArgs, TaskInfo, TaskState, DEFAULT_MAX_RETRY,

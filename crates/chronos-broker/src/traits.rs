@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::{BrokerError, DecodeError, NewTask, QueueName, TaskEnvelope, TaskInfo, TaskState};
+use crate::{
+    BrokerError, DecodeError, NewTask, QueueName, ServerRecord, TaskEnvelope, TaskInfo, TaskState,
+};
 
 /// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
 /// lease (the task was reclaimed and delivered again) is a no-op, never a double transition.
@@ -139,7 +141,8 @@ pub trait Consume: Send + Sync {
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
     /// Reads up to `count` new tasks of `queue` for `consumer`, waiting up to `block` when none
-    /// is ready. Each returned lease is held by `consumer` until it is settled or reclaimed.
+    /// is ready (`Duration::ZERO`: return at once). Each returned lease is held by `consumer` until
+    /// it is settled or reclaimed.
     fn fetch(
         &self,
         reader: &mut Self::Reader,
@@ -228,6 +231,16 @@ pub trait Maintain: Send + Sync {
         queue: &QueueName,
     ) -> impl Future<Output = Result<Vec<(String, u64, u64)>, BrokerError>> + Send;
 
+    /// Publishes (or refreshes) a server record that expires after `ttl` unless refreshed.
+    fn publish_server(
+        &self,
+        record: &ServerRecord,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Withdraws a server record at once (clean shutdown).
+    fn remove_server(&self, id: &str) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
     /// Deletes `consumer` from the queue's group, but only when it holds nothing (deleting a
     /// consumer drops its pending entries). True when it was deleted.
     fn remove_consumer(
@@ -300,6 +313,9 @@ pub trait Inspect: Send + Sync {
 
     /// The paused queues.
     fn paused_queues(&self) -> impl Future<Output = Result<Vec<QueueName>, BrokerError>> + Send;
+
+    /// Records of the servers alive now (whose record has not expired), by id.
+    fn servers(&self) -> impl Future<Output = Result<Vec<ServerRecord>, BrokerError>> + Send;
 }
 
 /// Everything the worker runtime and the scheduler need; implemented for every type that has

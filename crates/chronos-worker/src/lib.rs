@@ -1,1 +1,63 @@
-//! placeholder
+//! The worker runtime of chronos-rs: typed handlers, the [`Mux`] that routes tasks to them, and
+//! the [`Server`] that runs them against a broker.
+//!
+//! Who should depend on this crate directly: services that execute tasks and want only the
+//! runtime; most applications use the `chronos` facade, which re-exports it.
+//!
+//! # Tour
+//! * [`Handler`]: any `async fn(Context, Task<T>) -> Result<(), TaskError>`; [`Mux::handle`]
+//!   registers one per [`chronos_broker::TaskArgs`] kind.
+//! * [`TaskError`]: `?` turns any error into a retryable failure; [`TaskError::skip_retry`]
+//!   dead-letters at once, [`TaskError::retry_after`] picks the delay.
+//! * [`Middleware`]: code around every handler call (tracing, metrics, auth).
+//! * [`Server`] with [`ServerConfig`]: weighted or strict-priority queues, bounded concurrency,
+//!   timeouts and deadlines, a replaceable retry delay, hooks for errors and dead letters.
+//!
+//! # What the server guarantees
+//! * At least once: a task is acknowledged only after its handler returned `Ok`. A task whose
+//!   worker dies is re-delivered once its lease has been idle for `recover_min_idle`, and that
+//!   counts as a failed attempt, so a task that keeps killing its workers ends in the dead
+//!   letters. A task can therefore run more than once: handlers must be idempotent.
+//! * A running task's lease is refreshed every `heartbeat_interval`, so a long task is never
+//!   taken from a live worker. If the lease is lost anyway (the worker was frozen), the handler
+//!   is cancelled and its result dropped.
+//! * A panic, a timeout or a passed deadline fails only that attempt. A payload that does not
+//!   decode, or a kind with no handler, is dead-lettered with the reason (or retried up to max
+//!   retry, see [`UnrunnablePolicy`]); it never blocks the queue or loops forever.
+//! * [`ServerHandle::shutdown`] loses nothing: unstarted tasks go back without spending an
+//!   attempt, running ones get `shutdown_timeout`, then are cancelled and retried.
+//!
+//! Every task runs inside a `tracing` span named `task` with its id, queue and kind.
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+mod acker;
+mod config;
+mod dispatcher;
+mod error;
+mod executor;
+mod fetcher;
+mod forwarder;
+mod heartbeat;
+mod janitor;
+mod mux;
+mod outcome;
+mod recoverer;
+mod runtime;
+mod server;
+mod task;
+
+pub use config::{
+    default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook, RetryDelayFn, ServerConfig,
+    TaskFailure, UnrunnablePolicy,
+};
+pub use error::WorkerError;
+pub use mux::{Handler, Middleware, Mux, Next};
+pub use outcome::{FailureKind, TaskError};
+pub use server::{Server, ServerHandle, ServerStats};
+pub use task::{Context, Task};

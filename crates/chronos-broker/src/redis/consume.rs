@@ -46,14 +46,15 @@ impl Consume for RedisBroker {
         block: Duration,
     ) -> Result<Fetched, BrokerError> {
         let keys = self.queue_keys(queue);
-        let block_ms = block.min(MAX_BLOCK).as_millis().max(1) as u64;
+        // Zero means a plain read that returns at once; otherwise block, capped at MAX_BLOCK.
+        let block_ms = (!block.is_zero()).then(|| block.min(MAX_BLOCK).as_millis().max(1) as u64);
         let read = reader
             .client
             .xreadgroup::<ReadReply, _, _, _, _>(
                 GROUP,
                 consumer,
                 Some(count.max(1) as u64),
-                Some(block_ms),
+                block_ms,
                 false,
                 keys.stream(),
                 ">",

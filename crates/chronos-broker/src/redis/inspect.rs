@@ -2,7 +2,9 @@ use fred::prelude::*;
 
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
-use crate::{BrokerError, Inspect, QueueName, QueueStats, TaskRecord, TaskState, GROUP};
+use crate::{
+    now_ms, BrokerError, Inspect, QueueName, QueueStats, ServerRecord, TaskRecord, TaskState, GROUP,
+};
 
 /// Stream entries read per page when listing pending or active tasks.
 const PAGE: u64 = 500;
@@ -121,6 +123,30 @@ impl Inspect for RedisBroker {
             .into_iter()
             .filter_map(|n| QueueName::new(n).ok())
             .collect())
+    }
+
+    async fn servers(&self) -> Result<Vec<ServerRecord>, BrokerError> {
+        let keys = &self.inner.keys;
+        let now = now_ms() as f64;
+        // Drop ids whose records expired, so the index stays as small as the live fleet.
+        let _: i64 = self
+            .inner
+            .client
+            .zremrangebyscore(keys.servers(), f64::NEG_INFINITY, now)
+            .await?;
+        let ids: Vec<String> = self
+            .inner
+            .client
+            .zrange(keys.servers(), 0, -1, None, false, None, false)
+            .await?;
+        let mut out = Vec::new();
+        for id in ids {
+            let raw: Option<Vec<u8>> = self.inner.client.get(keys.server(&id)).await?;
+            if let Some(Ok(rec)) = raw.map(|b| ServerRecord::decode(&b)) {
+                out.push(rec);
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -5,7 +5,8 @@ use fred::prelude::*;
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
 use crate::{
-    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Maintain, QueueName, Reclaimed, GROUP,
+    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Maintain, QueueName, Reclaimed,
+    ServerRecord, GROUP,
 };
 
 /// The consumer the recoverer claims into; it never keeps anything pending.
@@ -145,6 +146,50 @@ impl Maintain for RedisBroker {
             out.push((name, pending, idle));
         }
         Ok(out)
+    }
+
+    async fn publish_server(
+        &self,
+        record: &ServerRecord,
+        ttl: Duration,
+    ) -> Result<(), BrokerError> {
+        let ms = ttl_ms(ttl)?;
+        let bytes = record
+            .encode()
+            .map_err(|e| BrokerError::Encode(e.to_string()))?;
+        let keys = &self.inner.keys;
+        let _: () = self
+            .inner
+            .client
+            .set(
+                keys.server(&record.id),
+                Value::Bytes(bytes.into()),
+                Some(Expiration::PX(ms)),
+                None,
+                false,
+            )
+            .await?;
+        let expires = (now_ms() + ms) as f64;
+        let _: i64 = self
+            .inner
+            .client
+            .zadd(
+                keys.servers(),
+                None,
+                None,
+                false,
+                false,
+                (expires, record.id.as_str()),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn remove_server(&self, id: &str) -> Result<(), BrokerError> {
+        let keys = &self.inner.keys;
+        let _: i64 = self.inner.client.del(keys.server(id)).await?;
+        let _: i64 = self.inner.client.zrem(keys.servers(), id).await?;
+        Ok(())
     }
 
     async fn remove_consumer(

@@ -1,0 +1,930 @@
+//! When a schedule fires: fixed intervals and cron expressions.
+//!
+//! Every trigger is a unix timestamp in milliseconds, and every process that
+//! evaluates the same [`Spec`] derives the same trigger instants from it, so
+//! a trigger can serve as a cluster-wide deduplication key. Interval
+//! triggers sit on multiples of the period counted from the unix epoch;
+//! cron triggers are the expression evaluated in its IANA time zone.
+
+use std::fmt;
+use std::time::Duration;
+
+use croner::errors::CronError;
+use croner::parser::{CronParser, Seconds, Year};
+use croner::Cron;
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, Zoned};
+
+/// Upper bound on the cron searches that a single range query runs.
+///
+/// A cron search is a calendar walk, not arithmetic, so an unbounded count
+/// over a long outage of a per-second expression could stall the leader.
+pub(crate) const CRON_SCAN_LIMIT: usize = 100_000;
+
+const MILLIS_PER_SECOND: i64 = 1_000;
+
+/// When a schedule fires.
+///
+/// Build one with [`Spec::interval`] or [`Spec::cron`]. Both validate their
+/// input, so a `Spec` they return has a next trigger after any instant from
+/// 1970 up to croner's search horizon (the year 5000). The variants cannot
+/// be built directly outside this crate, so no unvalidated `Spec` reaches
+/// the scheduler.
+// The parsed cron pattern makes the `Cron` variant a few hundred bytes.
+// Specs are built once per schedule and then borrowed, so the size costs
+// nothing that boxing would win back, and the field keeps croner's own type.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Spec {
+    /// Fires every `every`, on the multiples of `every` since
+    /// 1970-01-01T00:00:00Z, whatever the time zone or the start time.
+    #[non_exhaustive]
+    Interval {
+        /// The period: at least one second, a whole number of milliseconds.
+        every: Duration,
+    },
+    /// Fires whenever the wall clock in `zone` matches `cron`.
+    #[non_exhaustive]
+    Cron {
+        /// The expression as the caller wrote it, trimmed.
+        expr: String,
+        /// The parsed expression (5 or 6 fields, no year field).
+        cron: Cron,
+        /// The zone whose wall clock the expression is matched against.
+        zone: TimeZone,
+        /// The zone's IANA name, as reported by the time zone database.
+        zone_name: String,
+    },
+}
+
+/// Why a schedule specification was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// The interval is shorter than one second.
+    #[error("interval of {every:?} is shorter than the 1s minimum")]
+    IntervalTooShort {
+        /// The rejected period.
+        every: Duration,
+    },
+    /// The interval is not a whole number of milliseconds, or too long to
+    /// express in signed 64-bit milliseconds.
+    #[error("interval of {every:?} is invalid: {reason}")]
+    InvalidInterval {
+        /// The rejected period.
+        every: Duration,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The cron expression does not parse, or uses a form chronos does not
+    /// accept (a year field, `@reboot`).
+    #[error("invalid cron expression `{expr}`: {reason}")]
+    InvalidCron {
+        /// The rejected expression.
+        expr: String,
+        /// The parser's explanation.
+        reason: String,
+    },
+    /// The cron expression parses but names no real date, such as
+    /// `0 0 30 2 *` (February 30th).
+    #[error("cron expression `{expr}` never fires")]
+    NeverFires {
+        /// The rejected expression.
+        expr: String,
+    },
+    /// The time zone is not in the time zone database.
+    #[error("unknown time zone `{zone}`: {reason}")]
+    UnknownZone {
+        /// The rejected zone name.
+        zone: String,
+        /// The time zone database's explanation.
+        reason: String,
+    },
+}
+
+impl Spec {
+    /// A spec firing every `every`, aligned to the unix epoch.
+    ///
+    /// Accepts periods of at least one second that are a whole number of
+    /// milliseconds (and fit in `i64` milliseconds). Two processes given the
+    /// same period fire on the same instants, because the triggers are the
+    /// multiples of the period since 1970-01-01T00:00:00Z rather than offsets
+    /// from whenever the schedule was registered.
+    pub fn interval(every: Duration) -> Result<Spec, SpecError> {
+        period_ms(every)?;
+        Ok(Spec::Interval { every })
+    }
+
+    /// A spec firing whenever the wall clock in the IANA zone `zone` matches
+    /// the cron expression `expr`.
+    ///
+    /// Accepts 5 fields (minute first), 6 fields (seconds first) and the
+    /// aliases `@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily` and
+    /// `@hourly`, case-insensitively. Rejects a 7th (year) field, `@reboot`,
+    /// empty list elements (`1,,2`), expressions that never fire, and zones
+    /// the time zone database does not know. `UTC` is always available, even
+    /// without a time zone database on the host.
+    ///
+    /// A wall clock time skipped by a daylight-saving jump fires once at the
+    /// first instant after the jump when the expression names a single time
+    /// of day; a repeated wall clock time fires once, on its first pass.
+    /// Expressions that step through the day (`*/30 * * * *`) fire on both
+    /// passes of a repeated hour and skip the slots that do not exist.
+    pub fn cron(expr: &str, zone: &str) -> Result<Spec, SpecError> {
+        let expr = expr.trim();
+        let invalid = |err: CronError| SpecError::InvalidCron {
+            expr: expr.to_owned(),
+            reason: err.to_string(),
+        };
+        // The default parser takes a year as a 7th field; chronos triggers
+        // must repeat forever, and a year field would make a schedule expire
+        // silently.
+        let parser = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .year(Year::Disallowed)
+            .build();
+        // croner reads an empty list element (`,` or `1,,2`) as matching
+        // nothing; `, * * * *` then passes the parser and takes seconds of
+        // CPU to be found never firing, so turn it away before parsing.
+        if expr
+            .split_whitespace()
+            .any(|field| field.contains(',') && field.split(',').any(str::is_empty))
+        {
+            return Err(SpecError::InvalidCron {
+                expr: expr.to_owned(),
+                reason: "empty element in a comma-separated list".to_owned(),
+            });
+        }
+        let cron = parser.parse(expr).map_err(invalid)?;
+
+        // UTC needs no database lookup, and taking it built in keeps the
+        // default zone working on hosts without tzdata installed.
+        let tz = if zone.eq_ignore_ascii_case("UTC") {
+            TimeZone::UTC
+        } else {
+            TimeZone::get(zone).map_err(|err| SpecError::UnknownZone {
+                zone: zone.to_owned(),
+                reason: err.to_string(),
+            })?
+        };
+        let zone_name = tz.iana_name().unwrap_or(zone).to_owned();
+
+        // Impossible dates (`0 0 30 2 *`) parse fine and only fail when
+        // searched, so search once now instead of on the leader's hot path.
+        // Without a year field the pattern repeats every 400 years at most,
+        // which makes any starting point as good as another; the epoch keeps
+        // validation independent of the clock.
+        let probe = Timestamp::UNIX_EPOCH.to_zoned(tz.clone());
+        match cron.find_next_occurrence(&probe, false) {
+            Ok(_) => {}
+            Err(CronError::TimeSearchLimitExceeded) => {
+                return Err(SpecError::NeverFires {
+                    expr: expr.to_owned(),
+                })
+            }
+            Err(err) => return Err(invalid(err)),
+        }
+
+        Ok(Spec::Cron {
+            expr: expr.to_owned(),
+            cron,
+            zone: tz,
+            zone_name,
+        })
+    }
+
+    /// A short human-readable form: `every 5s` for intervals, the expression
+    /// and its zone (`30 2 * * * (America/New_York)`) for cron specs.
+    pub fn describe(&self) -> String {
+        match self {
+            Spec::Interval { every } => format!("every {}", HumanPeriod(*every)),
+            Spec::Cron {
+                expr, zone_name, ..
+            } => format!("{expr} ({zone_name})"),
+        }
+    }
+
+    /// The IANA name of the zone the spec is evaluated in; `UTC` for
+    /// intervals, which do not depend on any zone.
+    pub fn zone_name(&self) -> &str {
+        match self {
+            Spec::Interval { .. } => "UTC",
+            Spec::Cron { zone_name, .. } => zone_name,
+        }
+    }
+
+    /// The first trigger strictly after `after_ms`, or `None` if there is
+    /// none within the representable time range.
+    pub(crate) fn next_after(&self, after_ms: i64) -> Option<i64> {
+        match self {
+            Spec::Interval { every } => {
+                let period = period_ms(*every).ok()?;
+                after_ms
+                    .div_euclid(period)
+                    .checked_add(1)?
+                    .checked_mul(period)
+            }
+            Spec::Cron { cron, zone, .. } => cron_next_after(cron, zone, after_ms),
+        }
+    }
+
+    /// The latest trigger at or before `at_ms`, or `None` if there is none
+    /// within the representable time range.
+    pub(crate) fn last_at_or_before(&self, at_ms: i64) -> Option<i64> {
+        match self {
+            Spec::Interval { every } => {
+                let period = period_ms(*every).ok()?;
+                at_ms.div_euclid(period).checked_mul(period)
+            }
+            Spec::Cron { cron, zone, .. } => cron_last_at_or_before(cron, zone, at_ms),
+        }
+    }
+
+    /// The earliest triggers in `(after_ms, up_to_ms]`, ascending, at most
+    /// `limit` of them (and at most [`CRON_SCAN_LIMIT`] for cron specs).
+    pub(crate) fn triggers_between(&self, after_ms: i64, up_to_ms: i64, limit: usize) -> Vec<i64> {
+        let limit = match self {
+            Spec::Interval { .. } => limit,
+            Spec::Cron { .. } => limit.min(CRON_SCAN_LIMIT),
+        };
+        let mut out = Vec::new();
+        let mut cursor = after_ms;
+        while out.len() < limit {
+            match self.next_after(cursor) {
+                Some(t) if t <= up_to_ms => {
+                    out.push(t);
+                    cursor = t;
+                }
+                _ => break,
+            }
+        }
+        out
+    }
+
+    /// The latest triggers in `(after_ms, up_to_ms]`, ascending, at most
+    /// `limit` of them (and at most [`CRON_SCAN_LIMIT`] for cron specs).
+    ///
+    /// Walks backwards from `up_to_ms`, so its cost depends on `limit`, not
+    /// on how far back `after_ms` lies.
+    pub(crate) fn latest_between(&self, after_ms: i64, up_to_ms: i64, limit: usize) -> Vec<i64> {
+        let limit = match self {
+            Spec::Interval { .. } => limit,
+            Spec::Cron { .. } => limit.min(CRON_SCAN_LIMIT),
+        };
+        let mut out = Vec::new();
+        let mut next = self.last_at_or_before(up_to_ms);
+        while out.len() < limit {
+            match next {
+                Some(t) if t > after_ms => {
+                    out.push(t);
+                    next = t
+                        .checked_sub(1)
+                        .and_then(|before| self.last_at_or_before(before));
+                }
+                _ => break,
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// How many triggers fall in `(after_ms, up_to_ms]`.
+    ///
+    /// Exact and constant-time for intervals. For cron specs the count
+    /// stops at [`CRON_SCAN_LIMIT`], so a larger result reads as "at least".
+    pub(crate) fn count_between(&self, after_ms: i64, up_to_ms: i64) -> u64 {
+        if up_to_ms <= after_ms {
+            return 0;
+        }
+        match self {
+            Spec::Interval { every } => {
+                let Ok(period) = period_ms(*every) else {
+                    return 0;
+                };
+                // The triggers at or before x number floor(x / period) + C
+                // for a constant C, so the difference counts the range.
+                let upper = i128::from(up_to_ms.div_euclid(period));
+                let lower = i128::from(after_ms.div_euclid(period));
+                u64::try_from(upper - lower).unwrap_or(0)
+            }
+            Spec::Cron { .. } => {
+                let mut count: u64 = 0;
+                let mut cursor = after_ms;
+                for _ in 0..CRON_SCAN_LIMIT {
+                    match self.next_after(cursor) {
+                        Some(t) if t <= up_to_ms => {
+                            count += 1;
+                            cursor = t;
+                        }
+                        _ => break,
+                    }
+                }
+                count
+            }
+        }
+    }
+}
+
+/// The period in milliseconds, if it is one [`Spec::interval`] accepts.
+///
+/// Also guards the arithmetic of specs built inside the crate without the
+/// constructor: a zero period would divide by zero.
+fn period_ms(every: Duration) -> Result<i64, SpecError> {
+    if every < Duration::from_secs(1) {
+        return Err(SpecError::IntervalTooShort { every });
+    }
+    if every.subsec_nanos() % 1_000_000 != 0 {
+        return Err(SpecError::InvalidInterval {
+            every,
+            reason: "not a whole number of milliseconds".to_owned(),
+        });
+    }
+    i64::try_from(every.as_millis()).map_err(|_| SpecError::InvalidInterval {
+        every,
+        reason: "longer than i64::MAX milliseconds".to_owned(),
+    })
+}
+
+/// The first cron trigger strictly after `after_ms`.
+fn cron_next_after(cron: &Cron, zone: &TimeZone, after_ms: i64) -> Option<i64> {
+    // Triggers fall on whole seconds, so none lies between the start of
+    // `after_ms`'s second and `after_ms` itself; croner ignores sub-second
+    // digits, and feeding it a whole second keeps its answer independent of
+    // them.
+    let start = zoned_at(zone, floor_to_second(after_ms)?)?;
+    let found = match cron.find_next_occurrence(&start, false) {
+        Ok(found) => found,
+        // croner gives up when a time of day the pattern names falls inside
+        // a clock jump longer than two hours (Pacific/Apia skipped the whole
+        // of 2011-12-30). Resuming where the jump lands keeps the schedule
+        // alive; the swallowed trigger is dropped, exactly as the backward
+        // search below drops it, so both directions agree on the triggers.
+        Err(_) => {
+            let landing = zone.following(start.timestamp()).next()?.timestamp();
+            cron.find_next_occurrence(&landing.to_zoned(zone.clone()), true)
+                .ok()?
+        }
+    };
+    Some(found.timestamp().as_millisecond()).filter(|&t| t > after_ms)
+}
+
+/// The latest cron trigger at or before `at_ms`.
+fn cron_last_at_or_before(cron: &Cron, zone: &TimeZone, at_ms: i64) -> Option<i64> {
+    let start = zoned_at(zone, floor_to_second(at_ms)?)?;
+    let found = match cron.find_previous_occurrence(&start, true) {
+        Ok(found) => found,
+        // The mirror image of the forward case: resume just before the jump.
+        Err(_) => {
+            let landing = zone.preceding(start.timestamp()).next()?.timestamp();
+            let before_jump = floor_to_second(landing.as_millisecond().checked_sub(1)?)?;
+            cron.find_previous_occurrence(&zoned_at(zone, before_jump)?, true)
+                .ok()?
+        }
+    };
+    Some(found.timestamp().as_millisecond()).filter(|&t| t <= at_ms)
+}
+
+fn floor_to_second(ms: i64) -> Option<i64> {
+    ms.div_euclid(MILLIS_PER_SECOND)
+        .checked_mul(MILLIS_PER_SECOND)
+}
+
+/// The instant `ms` seen in `zone`. Building it from the timestamp (not
+/// from a wall clock time) pins which pass of a repeated hour it is on,
+/// which croner needs to neither skip nor repeat the second pass.
+fn zoned_at(zone: &TimeZone, ms: i64) -> Option<Zoned> {
+    Timestamp::from_millisecond(ms)
+        .ok()
+        .map(|ts| ts.to_zoned(zone.clone()))
+}
+
+/// Formats a period in its largest unit that divides it exactly.
+struct HumanPeriod(Duration);
+
+impl fmt::Display for HumanPeriod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        let units: [(u128, &str); 4] = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1_000, "s"),
+        ];
+        for (size, suffix) in units {
+            if ms > 0 && ms % size == 0 {
+                return write!(f, "{}{suffix}", ms / size);
+            }
+        }
+        write!(f, "{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: i64 = 1_000;
+    const MINUTE: i64 = 60 * SECOND;
+    const HOUR: i64 = 60 * MINUTE;
+    const DAY: i64 = 24 * HOUR;
+
+    /// Unix milliseconds of an RFC 3339 instant with an explicit offset.
+    fn ms(rfc3339: &str) -> i64 {
+        rfc3339
+            .parse::<Timestamp>()
+            .unwrap_or_else(|e| panic!("bad test instant {rfc3339}: {e}"))
+            .as_millisecond()
+    }
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn interval(every: Duration) -> Spec {
+        Spec::interval(every).expect("valid interval")
+    }
+
+    fn cron(expr: &str, zone: &str) -> Spec {
+        Spec::cron(expr, zone).unwrap_or_else(|e| panic!("{expr} in {zone}: {e}"))
+    }
+
+    /// The triggers reached by feeding each answer of `next_after` back in.
+    fn chain(spec: &Spec, from_ms: i64, n: usize) -> Vec<i64> {
+        let mut out = Vec::with_capacity(n);
+        let mut at = from_ms;
+        for _ in 0..n {
+            let next = spec.next_after(at).expect("spec keeps firing");
+            assert!(next > at, "next_after({at}) went backwards to {next}");
+            out.push(next);
+            at = next;
+        }
+        out
+    }
+
+    #[test]
+    fn interval_accepts_one_second_and_whole_milliseconds() {
+        assert!(Spec::interval(secs(1)).is_ok());
+        assert!(Spec::interval(Duration::from_millis(1_500)).is_ok());
+        assert!(Spec::interval(secs(7 * 86_400)).is_ok());
+    }
+
+    #[test]
+    fn interval_below_one_second_is_rejected() {
+        for every in [Duration::ZERO, Duration::from_millis(999)] {
+            assert_eq!(
+                Spec::interval(every).unwrap_err(),
+                SpecError::IntervalTooShort { every }
+            );
+        }
+    }
+
+    #[test]
+    fn interval_with_sub_millisecond_part_or_beyond_i64_is_rejected() {
+        let fractional = Duration::from_micros(1_000_500);
+        assert!(matches!(
+            Spec::interval(fractional),
+            Err(SpecError::InvalidInterval { every, .. }) if every == fractional
+        ));
+        assert!(matches!(
+            Spec::interval(Duration::MAX),
+            Err(SpecError::InvalidInterval { .. })
+        ));
+    }
+
+    #[test]
+    fn interval_triggers_are_multiples_of_the_period_since_the_epoch() {
+        let spec = interval(secs(5));
+        assert_eq!(spec.next_after(0), Some(5 * SECOND));
+        assert_eq!(spec.next_after(1), Some(5 * SECOND));
+        assert_eq!(spec.next_after(4_999), Some(5 * SECOND));
+        // Strictly after: a trigger instant itself is not returned.
+        assert_eq!(spec.next_after(5_000), Some(10 * SECOND));
+        // Before the epoch the grid continues the same way.
+        assert_eq!(spec.next_after(-1), Some(0));
+        assert_eq!(spec.next_after(-5_000), Some(0));
+        assert_eq!(spec.next_after(-5_001), Some(-5_000));
+
+        let t = ms("2025-06-01T12:34:56.789Z");
+        let next = spec.next_after(t).expect("fires");
+        assert_eq!(next, ms("2025-06-01T12:35:00Z"));
+        assert_eq!(next % 5_000, 0);
+    }
+
+    #[test]
+    fn interval_alignment_does_not_depend_on_who_asks_or_when() {
+        // Two processes starting at different moments agree on every trigger
+        // they both see.
+        let spec = interval(Duration::from_millis(1_500));
+        let a = chain(&spec, ms("2025-01-01T00:00:00.123Z"), 50);
+        let b = chain(&spec, ms("2025-01-01T00:00:10.999Z"), 40);
+        assert!(a.iter().all(|t| t % 1_500 == 0));
+        let overlap: Vec<i64> = a.iter().copied().skip_while(|t| *t < b[0]).collect();
+        let n = overlap.len().min(b.len());
+        assert!(n > 30, "the two runs share {n} triggers");
+        assert_eq!(overlap[..n], b[..n]);
+    }
+
+    #[test]
+    fn interval_last_at_or_before_includes_the_instant_itself() {
+        let spec = interval(secs(60));
+        let t = ms("2025-03-01T10:05:00Z");
+        assert_eq!(spec.last_at_or_before(t), Some(t));
+        assert_eq!(spec.last_at_or_before(t + 59_999), Some(t));
+        assert_eq!(spec.last_at_or_before(t - 1), Some(t - MINUTE));
+        assert_eq!(spec.last_at_or_before(-1), Some(-MINUTE));
+    }
+
+    #[test]
+    fn interval_range_queries_agree_with_iteration() {
+        let spec = interval(secs(7));
+        let after = ms("2025-05-05T05:05:05.555Z");
+        let up_to = after + 10 * MINUTE;
+        let all = chain(&spec, after, 200)
+            .into_iter()
+            .filter(|t| *t <= up_to)
+            .collect::<Vec<_>>();
+        assert_eq!(spec.triggers_between(after, up_to, usize::MAX), all);
+        assert_eq!(spec.triggers_between(after, up_to, 3), all[..3].to_vec());
+        assert_eq!(
+            spec.latest_between(after, up_to, 3),
+            all[all.len() - 3..].to_vec()
+        );
+        assert_eq!(spec.count_between(after, up_to), all.len() as u64);
+        // The upper bound is inclusive, the lower bound exclusive.
+        let first = all[0];
+        assert_eq!(spec.triggers_between(first, first, 10), Vec::<i64>::new());
+        assert_eq!(spec.triggers_between(first - 1, first, 10), vec![first]);
+        assert_eq!(spec.count_between(first - 1, first), 1);
+        assert_eq!(spec.count_between(up_to, after), 0);
+    }
+
+    #[test]
+    fn interval_counts_a_day_of_one_second_triggers_arithmetically() {
+        let spec = interval(secs(1));
+        let start = ms("2025-01-01T00:00:00Z");
+        let started = std::time::Instant::now();
+        assert_eq!(spec.count_between(start, start + DAY), 86_400);
+        assert_eq!(
+            spec.count_between(i64::MIN, i64::MAX),
+            (i64::MAX / 1_000 - i64::MIN.div_euclid(1_000)) as u64
+        );
+        assert!(started.elapsed() < Duration::from_millis(50));
+    }
+
+    #[test]
+    fn interval_arithmetic_at_the_ends_of_time_returns_none_instead_of_overflowing() {
+        let spec = interval(secs(1));
+        assert_eq!(spec.next_after(i64::MAX), None);
+        assert_eq!(spec.last_at_or_before(i64::MIN), None);
+        assert!(spec.triggers_between(i64::MAX - 10, i64::MAX, 5).is_empty());
+    }
+
+    #[test]
+    fn interval_built_without_the_constructor_never_divides_by_zero() {
+        let spec = Spec::Interval {
+            every: Duration::ZERO,
+        };
+        assert_eq!(spec.next_after(0), None);
+        assert_eq!(spec.last_at_or_before(0), None);
+        assert_eq!(spec.count_between(0, 1_000), 0);
+        assert!(spec.triggers_between(0, 1_000, 10).is_empty());
+    }
+
+    #[test]
+    fn interval_describes_itself_in_its_largest_exact_unit() {
+        assert_eq!(interval(secs(5)).describe(), "every 5s");
+        assert_eq!(interval(secs(90)).describe(), "every 90s");
+        assert_eq!(interval(secs(120)).describe(), "every 2m");
+        assert_eq!(interval(secs(7_200)).describe(), "every 2h");
+        assert_eq!(interval(secs(86_400)).describe(), "every 1d");
+        assert_eq!(
+            interval(Duration::from_millis(1_500)).describe(),
+            "every 1500ms"
+        );
+        assert_eq!(interval(secs(5)).zone_name(), "UTC");
+    }
+
+    #[test]
+    fn cron_five_fields_fire_at_minute_resolution_in_utc() {
+        let spec = cron("*/15 * * * *", "UTC");
+        assert_eq!(spec.zone_name(), "UTC");
+        let from = ms("2025-04-01T10:07:31.250Z");
+        assert_eq!(
+            chain(&spec, from, 3),
+            vec![
+                ms("2025-04-01T10:15:00Z"),
+                ms("2025-04-01T10:30:00Z"),
+                ms("2025-04-01T10:45:00Z"),
+            ]
+        );
+    }
+
+    #[test]
+    fn cron_six_fields_take_seconds_first() {
+        let spec = cron("*/20 30 2 * * *", "UTC");
+        assert_eq!(
+            chain(&spec, ms("2025-04-01T00:00:00Z"), 4),
+            vec![
+                ms("2025-04-01T02:30:00Z"),
+                ms("2025-04-01T02:30:20Z"),
+                ms("2025-04-01T02:30:40Z"),
+                ms("2025-04-02T02:30:00Z"),
+            ]
+        );
+    }
+
+    #[test]
+    fn cron_in_a_zone_fires_on_that_zones_wall_clock() {
+        let spec = cron("0 9 * * mon-fri", "Europe/Berlin");
+        // Friday 2025-01-03 09:00 CET, then Monday 2025-01-06 09:00 CET.
+        assert_eq!(
+            chain(&spec, ms("2025-01-03T07:00:00Z"), 2),
+            vec![ms("2025-01-03T08:00:00Z"), ms("2025-01-06T08:00:00Z")]
+        );
+    }
+
+    #[test]
+    fn cron_aliases_are_accepted_case_insensitively() {
+        let from = ms("2025-07-15T13:45:00Z");
+        let cases = [
+            ("@hourly", "2025-07-15T14:00:00Z"),
+            ("@daily", "2025-07-16T00:00:00Z"),
+            ("@weekly", "2025-07-20T00:00:00Z"),
+            ("@monthly", "2025-08-01T00:00:00Z"),
+            ("@yearly", "2026-01-01T00:00:00Z"),
+            ("@annually", "2026-01-01T00:00:00Z"),
+            ("@DAILY", "2025-07-16T00:00:00Z"),
+        ];
+        for (alias, expected) in cases {
+            assert_eq!(
+                cron(alias, "UTC").next_after(from),
+                Some(ms(expected)),
+                "{alias}"
+            );
+        }
+    }
+
+    #[test]
+    fn cron_rejects_malformed_expressions() {
+        for expr in [
+            "61 * * * *",
+            "*/0 * * * *",
+            "* * *",
+            "",
+            "   ",
+            "abc",
+            "@reboot",
+            "0 0 * * * * 2030",
+        ] {
+            match Spec::cron(expr, "UTC") {
+                Err(SpecError::InvalidCron { expr: got, reason }) => {
+                    assert_eq!(got, expr.trim());
+                    assert!(!reason.is_empty());
+                }
+                other => panic!("{expr:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn cron_with_empty_list_element_is_rejected_before_any_search() {
+        // croner alone accepts these and spends seconds searching for a
+        // match that cannot exist.
+        for expr in [", * * * *", "1,,2 * * * *", "1, * * * *", "0 0 * * +,"] {
+            let started = std::time::Instant::now();
+            assert!(
+                matches!(Spec::cron(expr, "UTC"), Err(SpecError::InvalidCron { .. })),
+                "{expr}"
+            );
+            assert!(started.elapsed() < Duration::from_millis(50), "{expr}");
+        }
+    }
+
+    #[test]
+    fn cron_that_names_an_impossible_date_never_fires() {
+        for expr in ["0 0 30 2 *", "0 0 31 4 *"] {
+            assert_eq!(
+                Spec::cron(expr, "UTC").unwrap_err(),
+                SpecError::NeverFires {
+                    expr: expr.to_owned()
+                }
+            );
+        }
+        // Rare is not impossible: February 29th exists in leap years.
+        let leap = cron("0 0 29 2 *", "UTC");
+        assert_eq!(
+            leap.next_after(ms("2025-01-01T00:00:00Z")),
+            Some(ms("2028-02-29T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn cron_rejects_unknown_zones() {
+        for zone in ["Mars/Olympus", "", "Not A Zone"] {
+            match Spec::cron("* * * * *", zone) {
+                Err(SpecError::UnknownZone { zone: got, .. }) => assert_eq!(got, zone),
+                other => panic!("{zone:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn cron_describes_expression_and_zone() {
+        let spec = cron("  30 2 * * *  ", "America/New_York");
+        assert_eq!(spec.describe(), "30 2 * * * (America/New_York)");
+        assert_eq!(spec.zone_name(), "America/New_York");
+    }
+
+    #[test]
+    fn cron_sub_second_inputs_give_whole_second_triggers() {
+        let spec = cron("* * * * * *", "UTC");
+        let t = ms("2025-01-01T00:00:00Z");
+        assert_eq!(spec.next_after(t), Some(t + SECOND));
+        assert_eq!(spec.next_after(t + 1), Some(t + SECOND));
+        assert_eq!(spec.next_after(t + 999), Some(t + SECOND));
+        assert_eq!(spec.last_at_or_before(t + 999), Some(t));
+        assert_eq!(spec.last_at_or_before(t), Some(t));
+        assert_eq!(spec.last_at_or_before(t - 1), Some(t - SECOND));
+    }
+
+    #[test]
+    fn spring_forward_gap_fires_once_at_next_valid_instant() {
+        // 2025-03-09 02:00 EST jumps to 03:00 EDT in New York; 02:30 does
+        // not exist that day.
+        let spec = cron("30 2 * * *", "America/New_York");
+        assert_eq!(
+            chain(&spec, ms("2025-03-08T00:00:00-05:00"), 3),
+            vec![
+                ms("2025-03-08T02:30:00-05:00"),
+                ms("2025-03-09T03:00:00-04:00"),
+                ms("2025-03-10T02:30:00-04:00"),
+            ]
+        );
+    }
+
+    #[test]
+    fn fall_back_repeated_time_fires_once_on_first_pass() {
+        // 2025-11-02 02:00 EDT falls back to 01:00 EST; 01:30 happens twice.
+        let spec = cron("30 1 * * *", "America/New_York");
+        let from = ms("2025-11-01T12:00:00-04:00");
+        assert_eq!(
+            chain(&spec, from, 2),
+            vec![
+                ms("2025-11-02T01:30:00-04:00"),
+                ms("2025-11-03T01:30:00-05:00"),
+            ]
+        );
+        // Asking from inside the repeated hour, after the first pass, must
+        // not offer the second pass either.
+        assert_eq!(
+            spec.next_after(ms("2025-11-02T01:10:00-05:00")),
+            Some(ms("2025-11-03T01:30:00-05:00"))
+        );
+    }
+
+    #[test]
+    fn stepping_expression_fires_on_both_passes_of_a_repeated_hour() {
+        let spec = cron("*/30 * * * *", "America/New_York");
+        assert_eq!(
+            chain(&spec, ms("2025-11-02T00:15:00-04:00"), 6),
+            vec![
+                ms("2025-11-02T00:30:00-04:00"),
+                ms("2025-11-02T01:00:00-04:00"),
+                ms("2025-11-02T01:30:00-04:00"),
+                ms("2025-11-02T01:00:00-05:00"),
+                ms("2025-11-02T01:30:00-05:00"),
+                ms("2025-11-02T02:00:00-05:00"),
+            ]
+        );
+    }
+
+    #[test]
+    fn skipped_calendar_day_does_not_stop_the_schedule() {
+        // Samoa jumped from 2011-12-29T23:59:59-10:00 to
+        // 2011-12-31T00:00:00+14:00; croner's own search fails on the
+        // missing day.
+        let spec = cron("30 2 * * *", "Pacific/Apia");
+        let expected = vec![
+            ms("2011-12-28T02:30:00-10:00"),
+            ms("2011-12-29T02:30:00-10:00"),
+            ms("2011-12-31T02:30:00+14:00"),
+            ms("2012-01-01T02:30:00+14:00"),
+        ];
+        let from = ms("2011-12-28T00:00:00-10:00");
+        assert_eq!(chain(&spec, from, 4), expected);
+        assert_eq!(spec.latest_between(from, expected[3], usize::MAX), expected);
+
+        let midnight = cron("0 0 * * *", "Pacific/Apia");
+        let from = ms("2011-12-28T12:00:00-10:00");
+        let forward = chain(&midnight, from, 3);
+        assert_eq!(
+            forward,
+            vec![
+                ms("2011-12-29T00:00:00-10:00"),
+                ms("2011-12-31T00:00:00+14:00"),
+                ms("2012-01-01T00:00:00+14:00"),
+            ]
+        );
+        assert_eq!(
+            midnight.latest_between(from, forward[2], usize::MAX),
+            forward
+        );
+    }
+
+    #[test]
+    fn backward_search_finds_exactly_the_triggers_forward_search_finds() {
+        // Catch-up walks backwards from now while everything else walks
+        // forwards; the two must agree, above all across DST changes, or a
+        // trigger would get two different dedup keys.
+        let cases = [
+            (
+                "30 2 * * *",
+                "America/New_York",
+                "2025-03-07T00:00:00-05:00",
+            ),
+            (
+                "30 1 * * *",
+                "America/New_York",
+                "2025-10-31T00:00:00-04:00",
+            ),
+            (
+                "*/30 * * * *",
+                "America/New_York",
+                "2025-03-08T22:00:00-05:00",
+            ),
+            (
+                "*/30 * * * *",
+                "America/New_York",
+                "2025-11-01T22:00:00-04:00",
+            ),
+            (
+                "0 */7 * * * *",
+                "America/New_York",
+                "2025-11-02T00:50:00-04:00",
+            ),
+            ("0 0 * * *", "Europe/London", "2025-03-28T00:00:00Z"),
+            (
+                "0 30 0 * * *",
+                "Australia/Lord_Howe",
+                "2025-04-04T00:00:00Z",
+            ),
+            ("15 2 * * *", "Australia/Lord_Howe", "2025-10-03T00:00:00Z"),
+            ("0 0 * * *", "America/Santiago", "2025-09-05T00:00:00Z"),
+        ];
+        for (expr, zone, start) in cases {
+            let spec = cron(expr, zone);
+            let after = ms(start);
+            let forward = chain(&spec, after, 40);
+            let up_to = *forward.last().expect("40 triggers");
+            assert_eq!(
+                spec.latest_between(after, up_to, usize::MAX),
+                forward,
+                "{expr} in {zone}"
+            );
+            for &t in &forward {
+                assert_eq!(spec.last_at_or_before(t), Some(t), "{expr} in {zone}");
+            }
+        }
+    }
+
+    #[test]
+    fn cron_range_queries_respect_bounds_and_limits() {
+        let spec = cron("0 * * * *", "UTC");
+        let after = ms("2025-01-01T00:00:00Z");
+        let up_to = ms("2025-01-02T00:00:00Z");
+        let all = spec.triggers_between(after, up_to, usize::MAX);
+        assert_eq!(all.len(), 24);
+        assert_eq!(all[0], after + HOUR);
+        assert_eq!(all[23], up_to);
+        assert_eq!(spec.count_between(after, up_to), 24);
+        assert_eq!(spec.triggers_between(after, up_to, 2), all[..2].to_vec());
+        assert_eq!(spec.latest_between(after, up_to, 2), all[22..].to_vec());
+        assert!(spec.latest_between(after, up_to, 0).is_empty());
+        assert_eq!(spec.count_between(up_to, after), 0);
+    }
+
+    #[test]
+    fn cron_count_stops_at_the_scan_limit() {
+        let spec = cron("* * * * * *", "UTC");
+        let after = ms("2025-01-01T00:00:00Z");
+        // Two days of per-second triggers is beyond the cap.
+        let count = spec.count_between(after, after + 2 * DAY);
+        assert_eq!(count, CRON_SCAN_LIMIT as u64);
+    }
+
+    #[test]
+    fn cron_queries_at_the_ends_of_time_return_none() {
+        let spec = cron("0 0 * * *", "UTC");
+        assert_eq!(spec.next_after(i64::MAX), None);
+        assert_eq!(spec.next_after(i64::MIN), None);
+        assert_eq!(spec.last_at_or_before(i64::MIN), None);
+        assert_eq!(spec.count_between(i64::MAX - 1, i64::MAX), 0);
+    }
+
+    #[test]
+    fn zone_names_are_reported_canonically() {
+        let spec = cron("0 0 * * *", "america/new_york");
+        assert_eq!(spec.zone_name(), "America/New_York");
+        assert_eq!(cron("0 0 * * *", "utc").zone_name(), "UTC");
+    }
+}

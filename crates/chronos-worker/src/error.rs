@@ -1,0 +1,27 @@
+use std::time::Duration;
+
+/// Errors of the worker runtime's own API (registration, configuration, start-up). Permanent
+/// unless the variant is [`WorkerError::Broker`] with a transient cause.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// Two handlers were registered for one kind.
+    #[error("a handler for kind {0:?} is already registered")]
+    DuplicateHandler(String),
+    /// The server configuration is inconsistent; the message says which setting.
+    #[error("invalid server config: {0}")]
+    InvalidConfig(String),
+    /// The heartbeat would not keep leases fresh: it must be well under recover min idle.
+    #[error(
+        "heartbeat interval {heartbeat:?} must be at most a third of recover min idle {min_idle:?}"
+    )]
+    HeartbeatTooSlow {
+        /// The configured heartbeat interval.
+        heartbeat: Duration,
+        /// The configured recover min idle.
+        min_idle: Duration,
+    },
+    /// The broker failed (see its own error for permanent or transient).
+    #[error(transparent)]
+    Broker(#[from] chronos_broker::BrokerError),
+}

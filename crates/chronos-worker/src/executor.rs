@@ -1,0 +1,228 @@
+//! Runs one task and settles its outcome: ack, retry, or dead letter.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use chronos_broker::{now_ms, Broker, Completion, DeadOutcome, Lease, LeaseId, TaskEnvelope};
+use futures::FutureExt;
+use tracing::{error, info_span, warn, Instrument};
+
+use crate::config::{DeadLetterEvent, TaskFailure, UnrunnablePolicy};
+use crate::mux::Unrunnable;
+use crate::runtime::Runtime;
+use crate::{Context, FailureKind, TaskError};
+
+/// How an attempt ended, before it is settled.
+enum Outcome {
+    Succeeded,
+    Failed(TaskError),
+    /// Dead-letter without running (deadline passed, unrunnable under the dead-letter policy).
+    Dead(String),
+    /// The lease was lost (reclaimed by the recoverer): someone else owns the task now.
+    LeaseLost,
+}
+
+pub(crate) async fn run<B: Broker>(rt: &Runtime<B>, q: usize, lease: Lease) {
+    let span = info_span!(
+        "task",
+        task_id = %lease.id.task_id,
+        queue = %lease.id.queue,
+        kind = lease.envelope.as_ref().map(|e| e.kind.as_str()).unwrap_or("<undecodable>"),
+    );
+    async {
+        let outcome = attempt(rt, q, &lease).await;
+        rt.release(q, &lease.id.msg_id);
+        settle(rt, &lease, outcome).await;
+    }
+    .instrument(span)
+    .await
+}
+
+async fn attempt<B: Broker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> Outcome {
+    let env = match &lease.envelope {
+        Ok(env) => env,
+        Err(e) => return unrunnable(rt, format!("payload does not decode: {e}")),
+    };
+    let now = now_ms();
+    if env.deadline_ms.is_some_and(|d| d <= now) {
+        return Outcome::Dead("deadline exceeded before the task could run".into());
+    }
+    let start = match rt.mux.prepare(env) {
+        Ok(start) => start,
+        Err(Unrunnable::NoHandler(kind)) => {
+            return unrunnable(rt, format!("no handler for kind {kind:?}"))
+        }
+        Err(Unrunnable::Decode(e)) => return unrunnable(rt, e.to_string()),
+    };
+    let limit = time_limit(env, now);
+    let cancel = rt.hard_cancel.child_token();
+    rt.mark_running(q, &lease.id.msg_id, cancel.clone());
+    let ctx = Context {
+        task_id: env.id.clone(),
+        kind: env.kind.clone(),
+        queue: env.queue.clone(),
+        attempt: env.retried.saturating_add(1),
+        max_retry: env.max_retry,
+        deadline: limit.map(|d| Instant::now() + d),
+        cancel: cancel.clone(),
+    };
+    // Catch a panic where it happens, so it becomes a retryable failure of this task only.
+    let handler = AssertUnwindSafe(start(ctx)).catch_unwind();
+    let timer = async {
+        match limit {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        r = handler => match r {
+            Ok(Ok(())) => Outcome::Succeeded,
+            Ok(Err(e)) => Outcome::Failed(e),
+            Err(panic) => Outcome::Failed(TaskError::retry(format!("handler panicked: {}", panic_message(&panic)))),
+        },
+        _ = timer => Outcome::Failed(TaskError::retry(format!("timed out after {:?}", limit.unwrap_or_default()))),
+        _ = cancel.cancelled() => {
+            if rt.hard_cancel.is_cancelled() {
+                Outcome::Failed(TaskError::retry_after(Duration::ZERO, "cancelled by server shutdown"))
+            } else {
+                Outcome::LeaseLost
+            }
+        }
+    };
+    cancel.cancel();
+    outcome
+}
+
+/// The attempt's time limit: the earlier of its timeout and its deadline.
+fn time_limit(env: &TaskEnvelope, now: i64) -> Option<Duration> {
+    let timeout = env.timeout_ms.map(Duration::from_millis);
+    let deadline = env
+        .deadline_ms
+        .map(|d| Duration::from_millis(u64::try_from(d - now).unwrap_or(0)));
+    match (timeout, deadline) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn unrunnable<B: Broker>(rt: &Runtime<B>, reason: String) -> Outcome {
+    match rt.config.unrunnable {
+        UnrunnablePolicy::DeadLetter => Outcome::Dead(reason),
+        UnrunnablePolicy::Retry => Outcome::Failed(TaskError::retry(reason)),
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}
+
+async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, outcome: Outcome) {
+    let env = lease.envelope.as_ref().ok();
+    match outcome {
+        Outcome::LeaseLost => {
+            warn!("lease lost to the recoverer; this attempt's result is dropped")
+        }
+        Outcome::Succeeded => {
+            rt.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+            let retention = env.and_then(|e| e.retention_ms).map(Duration::from_millis);
+            // The acker batches completions; if it is gone (shutdown finished), ack directly.
+            let completion = Completion {
+                lease: lease.id.clone(),
+                retention,
+            };
+            if let Err(back) = rt.acks.send(completion) {
+                let c = back.0;
+                if let Err(e) = rt.broker.complete(&c.lease.queue, &[c.clone()]).await {
+                    error!(error = %e, "ack failed; the task will run again after recovery");
+                }
+            }
+        }
+        Outcome::Dead(reason) => {
+            rt.counters.failed.fetch_add(1, Ordering::Relaxed);
+            report_failure(rt, lease, &reason);
+            dead_letter(rt, lease, &reason, false).await;
+        }
+        Outcome::Failed(err) => {
+            rt.counters.failed.fetch_add(1, Ordering::Relaxed);
+            report_failure(rt, lease, err.message());
+            let retried = env.map_or(0, |e| e.retried).saturating_add(1);
+            let max_retry = env.map_or(0, |e| e.max_retry);
+            let delay = match err.kind() {
+                FailureKind::SkipRetry => return dead_letter(rt, lease, err.message(), true).await,
+                _ if retried > max_retry => {
+                    return dead_letter(rt, lease, err.message(), true).await
+                }
+                FailureKind::RetryAfter(d) => d,
+                _ => (rt.config.retry_delay)(retried, &err),
+            };
+            let at = now_ms().saturating_add(chronos_broker::duration_ms(delay));
+            if let Err(e) = rt.broker.retry(&lease.id, at, err.message()).await {
+                error!(error = %e, "could not schedule the retry; the recoverer will re-deliver the task");
+            }
+        }
+    }
+}
+
+fn report_failure<B: Broker>(rt: &Runtime<B>, lease: &Lease, message: &str) {
+    warn!(error = message, "task failed");
+    if let Some(hook) = &rt.config.on_error {
+        let env = lease.envelope.as_ref().ok();
+        hook(&TaskFailure {
+            task_id: lease.id.task_id.clone(),
+            queue: lease.id.queue.to_string(),
+            kind: env.map(|e| e.kind.clone()).unwrap_or_default(),
+            attempt: env.map_or(1, |e| e.retried.saturating_add(1)),
+            message: message.to_string(),
+        });
+    }
+}
+
+async fn dead_letter<B: Broker>(rt: &Runtime<B>, lease: &Lease, reason: &str, count_attempt: bool) {
+    match rt
+        .broker
+        .dead_letter(&lease.id, reason, count_attempt)
+        .await
+    {
+        Ok(DeadOutcome::Stale) => {}
+        Ok(outcome) => {
+            let discarded = outcome == DeadOutcome::Discarded;
+            notify_dead(
+                rt,
+                &lease.id,
+                lease.envelope.as_ref().ok().cloned(),
+                reason,
+                discarded,
+            );
+        }
+        Err(e) => {
+            error!(error = %e, "could not dead-letter; the recoverer will re-deliver the task")
+        }
+    }
+}
+
+/// Counts a dead task and calls the server's hook.
+pub(crate) fn notify_dead<B: Broker>(
+    rt: &Runtime<B>,
+    id: &LeaseId,
+    envelope: Option<TaskEnvelope>,
+    reason: &str,
+    discarded: bool,
+) {
+    rt.counters.dead.fetch_add(1, Ordering::Relaxed);
+    warn!(task_id = %id.task_id, queue = %id.queue, reason, discarded, "task dead-lettered");
+    if let Some(hook) = &rt.config.on_dead_letter {
+        hook(&DeadLetterEvent {
+            task_id: id.task_id.clone(),
+            queue: id.queue.to_string(),
+            kind: envelope.as_ref().map(|e| e.kind.clone()),
+            envelope,
+            reason: reason.to_string(),
+            discarded,
+        });
+    }
+}

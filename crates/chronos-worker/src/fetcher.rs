@@ -1,0 +1,97 @@
+//! One fetcher per queue, each with its own blocking-read connection, fills that queue's
+//! prefetch buffer; it fetches only as many tasks as there are free slots, so deliveries do not
+//! sit leased here while other servers are idle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronos_broker::Broker;
+use tracing::{debug, warn};
+
+use crate::runtime::Runtime;
+
+/// Longest wait of one blocking read. Short, because shutdown waits for the read in flight
+/// (cancelling it mid-flight would strand entries in this consumer's PEL until reclaimed).
+const BLOCK: Duration = Duration::from_millis(1000);
+/// Most tasks taken by one read.
+const MAX_BATCH: usize = 128;
+
+pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>, q: usize) {
+    let queue = rt.queues[q].0.clone();
+    let mut backoff = Duration::from_millis(100);
+    let mut reader = loop {
+        match rt.broker.open_reader().await {
+            Ok(r) => break r,
+            Err(e) => {
+                warn!(queue = %queue, error = %e, "could not open a reader; retrying");
+                if sleep_or_stop(&rt, backoff).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    };
+    if let Err(e) = rt.broker.ensure_queue(&queue).await {
+        warn!(queue = %queue, error = %e, "could not register the queue; the first fetch will retry");
+    }
+    while !rt.stop_fetch.is_cancelled() {
+        if rt.is_paused(q) {
+            if sleep_or_stop(&rt, Duration::from_millis(200)).await {
+                break;
+            }
+            continue;
+        }
+        let free = rt.slots.available_permits().saturating_sub(rt.buffered());
+        if free == 0 && rt.buffered_in(q) > 0 {
+            // Every slot is busy or already has a task waiting: wait for one to free up.
+            tokio::select! {
+                _ = rt.space.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = rt.stop_fetch.cancelled() => break,
+            }
+            continue;
+        }
+        let count = free.clamp(1, MAX_BATCH);
+        // Try a read that returns at once first, so "this queue is empty" is known without a
+        // block (strict priority depends on it); block only when it found nothing.
+        let mut result = rt
+            .broker
+            .fetch(&mut reader, &queue, &rt.id, count, Duration::ZERO)
+            .await;
+        if matches!(&result, Ok(f) if f.leases.is_empty()) {
+            rt.mark_drained(q);
+            result = rt
+                .broker
+                .fetch(&mut reader, &queue, &rt.id, count, BLOCK)
+                .await;
+        }
+        match result {
+            Ok(fetched) => {
+                backoff = Duration::from_millis(100);
+                if fetched.dropped > 0 {
+                    warn!(queue = %queue, dropped = fetched.dropped, "dropped stream entries with no live task");
+                }
+                if !fetched.leases.is_empty() {
+                    debug!(queue = %queue, n = fetched.leases.len(), "fetched");
+                    rt.push(q, fetched.leases);
+                }
+            }
+            Err(e) => {
+                warn!(queue = %queue, error = %e, "fetch failed; retrying");
+                if sleep_or_stop(&rt, backoff).await {
+                    break;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+    rt.broker.close_reader(reader).await;
+}
+
+/// Sleeps `d`; true when fetching was stopped meanwhile.
+async fn sleep_or_stop<B: Broker>(rt: &Runtime<B>, d: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => false,
+        _ = rt.stop_fetch.cancelled() => true,
+    }
+}

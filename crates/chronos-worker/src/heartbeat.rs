@@ -1,0 +1,63 @@
+//! Keeps the leases of held tasks fresh and publishes this server's record. A lease the
+//! heartbeat finds reclaimed is dropped here and its handler cancelled.
+
+use std::sync::Arc;
+
+use chronos_broker::{now_ms, Broker, ServerRecord};
+use tracing::warn;
+
+use crate::runtime::Runtime;
+
+pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+    let mut tick = tokio::time::interval(rt.config.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => beat(&rt).await,
+            _ = rt.stop_maintenance.cancelled() => return,
+        }
+    }
+}
+
+pub(crate) async fn beat<B: Broker>(rt: &Runtime<B>) {
+    for (q, (queue, _)) in rt.queues.iter().enumerate() {
+        let ids = rt.held_ids(q);
+        if ids.is_empty() {
+            continue;
+        }
+        match rt.broker.extend_leases(queue, &rt.id, &ids).await {
+            Ok(owned) => {
+                let lost: Vec<String> = ids.into_iter().filter(|id| !owned.contains(id)).collect();
+                if !lost.is_empty() {
+                    warn!(queue = %queue, n = lost.len(), "leases were reclaimed; cancelling those tasks");
+                    rt.lose(q, &lost);
+                }
+            }
+            Err(e) => warn!(queue = %queue, error = %e, "heartbeat failed"),
+        }
+    }
+    let record = record(rt);
+    // Three missed heartbeats and the record expires: the server is considered dead.
+    if let Err(e) = rt
+        .broker
+        .publish_server(&record, rt.config.heartbeat_interval * 3)
+        .await
+    {
+        warn!(error = %e, "could not publish the server record");
+    }
+}
+
+fn record<B: Broker>(rt: &Runtime<B>) -> ServerRecord {
+    ServerRecord {
+        id: rt.id.clone(),
+        host: hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        pid: std::process::id(),
+        queues: rt.queues.iter().map(|(q, w)| (q.to_string(), *w)).collect(),
+        concurrency: u32::try_from(rt.config.concurrency).unwrap_or(u32::MAX),
+        started_at_ms: rt.started_at_ms,
+        running: u32::try_from(rt.running_count()).unwrap_or(u32::MAX),
+        last_seen_ms: now_ms(),
+    }
+}

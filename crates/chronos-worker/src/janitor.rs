@@ -1,0 +1,64 @@
+//! Trims archives and retained tasks, and removes consumers of servers that are gone.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use chronos_broker::Broker;
+use tracing::{debug, warn};
+
+use crate::runtime::Runtime;
+
+pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+    let mut tick = tokio::time::interval(rt.config.janitor_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => sweep(&rt).await,
+            _ = rt.stop_maintenance.cancelled() => return,
+        }
+    }
+}
+
+pub(crate) async fn sweep<B: Broker>(rt: &Runtime<B>) {
+    let live: HashSet<String> = match rt.broker.servers().await {
+        Ok(s) => s.into_iter().map(|r| r.id).collect(),
+        Err(e) => {
+            warn!(error = %e, "janitor could not list servers");
+            return;
+        }
+    };
+    for (queue, _) in &rt.queues {
+        if let Err(e) = rt
+            .broker
+            .trim(
+                queue,
+                rt.config.archive_retention,
+                rt.config.archive_max,
+                1000,
+            )
+            .await
+        {
+            warn!(queue = %queue, error = %e, "trim failed");
+        }
+        let consumers = match rt.broker.consumers(queue).await {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(queue = %queue, error = %e, "could not list consumers");
+                continue;
+            }
+        };
+        for (name, pending, _) in consumers {
+            // A dead server's entries are reclaimed first (the broker refuses to drop a consumer
+            // that still holds any), so removing it never loses a task.
+            if name != rt.id && pending == 0 && !live.contains(&name) {
+                match rt.broker.remove_consumer(queue, &name).await {
+                    Ok(true) => {
+                        debug!(queue = %queue, consumer = %name, "removed consumer of a gone server")
+                    }
+                    Ok(false) => {}
+                    Err(e) => warn!(queue = %queue, error = %e, "could not remove consumer"),
+                }
+            }
+        }
+    }
+}

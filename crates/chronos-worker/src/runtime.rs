@@ -1,0 +1,240 @@
+//! State shared by the loops of one running server.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chronos_broker::{Broker, Completion, Lease, QueueName};
+use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::{Mux, ServerConfig};
+
+/// Counters of one server since it started.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) succeeded: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) dead: AtomicU64,
+}
+
+/// A delivery this server holds (buffered or running), as the heartbeat sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    /// Set while the task runs; cancelled when its lease is lost.
+    pub(crate) cancel: Option<CancellationToken>,
+}
+
+pub(crate) struct Runtime<B: Broker> {
+    pub(crate) broker: B,
+    pub(crate) mux: Mux,
+    pub(crate) config: ServerConfig,
+    pub(crate) queues: Vec<(QueueName, u32)>,
+    /// Server id, also the consumer name in every group.
+    pub(crate) id: String,
+    /// Fetched but not yet started deliveries, one buffer per queue (same order as `queues`).
+    buffers: Mutex<Vec<VecDeque<Lease>>>,
+    /// Wakes the dispatcher when a buffer gains a task.
+    pub(crate) ready: Notify,
+    /// Wakes fetchers when a slot or buffer space frees up.
+    pub(crate) space: Notify,
+    /// Deliveries held, per queue index, by stream entry id.
+    held: Mutex<Vec<HashMap<String, Held>>>,
+    pub(crate) paused: Vec<AtomicBool>,
+    /// Set when a non-blocking read of the queue found nothing, cleared when a read returns
+    /// tasks. Strict priority waits for a higher queue until it is known to be empty.
+    pub(crate) drained: Vec<AtomicBool>,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) acks: mpsc::UnboundedSender<Completion>,
+    pub(crate) counters: Counters,
+    /// Stops fetching and dispatching (first step of shutdown).
+    pub(crate) stop_fetch: CancellationToken,
+    /// Cancels running handlers (shutdown past its grace period); per-task tokens are children.
+    pub(crate) hard_cancel: CancellationToken,
+    /// Stops the maintenance loops (last step of shutdown).
+    pub(crate) stop_maintenance: CancellationToken,
+    pub(crate) running: TaskTracker,
+    pub(crate) started_at_ms: i64,
+}
+
+impl<B: Broker> Runtime<B> {
+    pub(crate) fn new(
+        broker: B,
+        mux: Mux,
+        config: ServerConfig,
+        queues: Vec<(QueueName, u32)>,
+        id: String,
+        acks: mpsc::UnboundedSender<Completion>,
+    ) -> Self {
+        let n = queues.len();
+        Self {
+            slots: Arc::new(Semaphore::new(config.concurrency)),
+            broker,
+            mux,
+            config,
+            id,
+            buffers: Mutex::new((0..n).map(|_| VecDeque::new()).collect()),
+            ready: Notify::new(),
+            space: Notify::new(),
+            held: Mutex::new((0..n).map(|_| HashMap::new()).collect()),
+            paused: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            drained: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            acks,
+            counters: Counters::default(),
+            stop_fetch: CancellationToken::new(),
+            hard_cancel: CancellationToken::new(),
+            stop_maintenance: CancellationToken::new(),
+            running: TaskTracker::new(),
+            started_at_ms: chronos_broker::now_ms(),
+            queues,
+        }
+    }
+
+    fn buffers(&self) -> MutexGuard<'_, Vec<VecDeque<Lease>>> {
+        // A poisoned lock only means a panic elsewhere while holding it; the data is still a
+        // valid queue of leases, so go on with it rather than take the server down.
+        self.buffers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn held(&self) -> MutexGuard<'_, Vec<HashMap<String, Held>>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tasks fetched but not started, over all queues.
+    pub(crate) fn buffered(&self) -> usize {
+        self.buffers().iter().map(VecDeque::len).sum()
+    }
+
+    pub(crate) fn buffered_in(&self, q: usize) -> usize {
+        self.buffers().get(q).map_or(0, VecDeque::len)
+    }
+
+    /// Adds fetched leases to the buffer of queue `q` and to the held set.
+    pub(crate) fn push(&self, q: usize, leases: Vec<Lease>) {
+        {
+            let mut held = self.held();
+            for l in &leases {
+                held[q].insert(l.id.msg_id.clone(), Held { cancel: None });
+            }
+        }
+        self.buffers()[q].extend(leases);
+        self.drained[q].store(false, Ordering::Relaxed);
+        self.ready.notify_one();
+    }
+
+    /// A non-blocking read of queue `q` found nothing.
+    pub(crate) fn mark_drained(&self, q: usize) {
+        self.drained[q].store(true, Ordering::Relaxed);
+        // Strict dispatch may have been waiting on this queue.
+        self.ready.notify_one();
+    }
+
+    /// Takes the next task to start: the highest-weight non-empty queue in strict mode,
+    /// otherwise a non-empty queue drawn with probability proportional to its weight.
+    pub(crate) fn pop(&self) -> Option<(usize, Lease)> {
+        let mut buffers = self.buffers();
+        let candidates: Vec<usize> = (0..buffers.len())
+            .filter(|&i| !buffers[i].is_empty())
+            .collect();
+        let pick = if self.config.strict_priority {
+            // Highest weight first; a higher queue that may still have work (not known to be
+            // drained, not paused) blocks the lower ones until its fetcher reports.
+            let mut order: Vec<usize> = (0..buffers.len()).collect();
+            order.sort_by_key(|&i| std::cmp::Reverse(self.queues[i].1));
+            let mut chosen = None;
+            for i in order {
+                if !buffers[i].is_empty() {
+                    chosen = Some(i);
+                    break;
+                }
+                if !self.is_paused(i) && !self.drained[i].load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            chosen?
+        } else {
+            let total: u64 = candidates
+                .iter()
+                .map(|&i| u64::from(self.queues[i].1))
+                .sum();
+            if total == 0 {
+                return None;
+            }
+            let mut r = rand::random::<u64>() % total;
+            let mut chosen = *candidates.first()?;
+            for &i in &candidates {
+                let w = u64::from(self.queues[i].1);
+                if r < w {
+                    chosen = i;
+                    break;
+                }
+                r -= w;
+            }
+            chosen
+        };
+        let lease = buffers[pick].pop_front()?;
+        Some((pick, lease))
+    }
+
+    /// Removes and returns every buffered lease (shutdown), per queue.
+    pub(crate) fn drain_buffers(&self) -> Vec<Vec<Lease>> {
+        let drained: Vec<Vec<Lease>> = self
+            .buffers()
+            .iter_mut()
+            .map(|b| b.drain(..).collect())
+            .collect();
+        let mut held = self.held();
+        for (q, leases) in drained.iter().enumerate() {
+            for l in leases {
+                held[q].remove(&l.id.msg_id);
+            }
+        }
+        drained
+    }
+
+    /// Marks a delivery as running with its cancellation token.
+    pub(crate) fn mark_running(&self, q: usize, msg_id: &str, cancel: CancellationToken) {
+        self.held()[q].insert(
+            msg_id.to_string(),
+            Held {
+                cancel: Some(cancel),
+            },
+        );
+    }
+
+    pub(crate) fn release(&self, q: usize, msg_id: &str) {
+        self.held()[q].remove(msg_id);
+    }
+
+    /// Entry ids held in queue `q`.
+    pub(crate) fn held_ids(&self, q: usize) -> Vec<String> {
+        self.held()[q].keys().cloned().collect()
+    }
+
+    /// The heartbeat found these deliveries reclaimed: drop them from the buffer and cancel
+    /// them if running. Their new delivery belongs to someone else.
+    pub(crate) fn lose(&self, q: usize, lost: &[String]) {
+        let mut held = self.held();
+        for id in lost {
+            if let Some(Held {
+                cancel: Some(token),
+            }) = held[q].remove(id)
+            {
+                token.cancel();
+            }
+        }
+        drop(held);
+        self.buffers()[q].retain(|l| !lost.contains(&l.id.msg_id));
+    }
+
+    pub(crate) fn running_count(&self) -> usize {
+        self.config
+            .concurrency
+            .saturating_sub(self.slots.available_permits())
+    }
+
+    pub(crate) fn is_paused(&self, q: usize) -> bool {
+        self.paused[q].load(Ordering::Relaxed)
+    }
+}

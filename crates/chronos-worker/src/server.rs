@@ -1,0 +1,234 @@
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronos_broker::{Broker, LeaseId, QueueName};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::runtime::Runtime;
+use crate::{acker, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer};
+use crate::{Mux, ServerConfig, WorkerError};
+
+/// How often the paused-queue set is read: pausing takes effect within this time.
+const PAUSE_POLL: Duration = Duration::from_millis(500);
+
+/// Runs the handlers of a [`Mux`] on tasks from a broker. Configure, then [`Server::start`].
+pub struct Server<B: Broker> {
+    broker: B,
+    mux: Mux,
+    config: ServerConfig,
+    queues: Vec<(QueueName, u32)>,
+}
+
+impl<B: Broker> std::fmt::Debug for Server<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.config)
+            .field("mux", &self.mux)
+            .finish()
+    }
+}
+
+/// Snapshot of a running server's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Attempts that succeeded.
+    pub succeeded: u64,
+    /// Attempts that failed (each retry or dead letter counts once).
+    pub failed: u64,
+    /// Tasks dead-lettered by this server (including by its recoverer).
+    pub dead: u64,
+    /// Handlers running now.
+    pub running: u64,
+}
+
+impl<B: Broker> Server<B> {
+    /// Validates `config` (queue names, weights, intervals) and builds a server.
+    pub fn new(broker: B, mux: Mux, config: ServerConfig) -> Result<Self, WorkerError> {
+        let queues = config.validate()?;
+        Ok(Self {
+            broker,
+            mux,
+            config,
+            queues,
+        })
+    }
+
+    /// Starts the fetch, dispatch, heartbeat, forwarder, recoverer, janitor and pause loops and
+    /// returns at once. Fails only when Redis cannot be reached to register the server.
+    pub async fn start(self) -> Result<ServerHandle, WorkerError> {
+        let id = format!(
+            "{}:{}:{:08x}",
+            hostname::get()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "host".into()),
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        for (queue, _) in &self.queues {
+            self.broker.ensure_queue(queue).await?;
+        }
+        let (ack_tx, ack_rx) = mpsc::unbounded_channel();
+        let rt = Arc::new(Runtime::new(
+            self.broker,
+            self.mux,
+            self.config,
+            self.queues,
+            id.clone(),
+            ack_tx,
+        ));
+        refresh_paused(&rt).await;
+        heartbeat::beat(&rt).await;
+
+        let mut fetchers = Vec::new();
+        for q in 0..rt.queues.len() {
+            fetchers.push(tokio::spawn(fetcher::run(rt.clone(), q)));
+        }
+        let dispatcher = tokio::spawn(dispatcher::run(rt.clone()));
+        let acker = tokio::spawn(acker::run(rt.clone(), ack_rx));
+        let maintenance = vec![
+            tokio::spawn(heartbeat::run(rt.clone())),
+            tokio::spawn(forwarder::run(rt.clone())),
+            tokio::spawn(recoverer::run(rt.clone())),
+            tokio::spawn(janitor::run(rt.clone())),
+            tokio::spawn(pause_poller(rt.clone())),
+        ];
+        info!(server = %id, queues = ?rt.queues, concurrency = rt.config.concurrency, "server started");
+        let handle_rt = rt.clone();
+        let stop = rt.stop_fetch.clone();
+        let supervisor = tokio::spawn(async move {
+            stop.cancelled().await;
+            shut_down(rt, fetchers, dispatcher, acker, maintenance).await;
+        });
+        Ok(ServerHandle {
+            id,
+            stop: handle_rt.stop_fetch.clone(),
+            stats: Box::new(move || stats(&handle_rt)),
+            supervisor,
+        })
+    }
+}
+
+fn stats<B: Broker>(rt: &Runtime<B>) -> ServerStats {
+    ServerStats {
+        succeeded: rt.counters.succeeded.load(Ordering::Relaxed),
+        failed: rt.counters.failed.load(Ordering::Relaxed),
+        dead: rt.counters.dead.load(Ordering::Relaxed),
+        running: rt.running_count() as u64,
+    }
+}
+
+/// A started server. Dropping it does not stop the server; call [`ServerHandle::shutdown`].
+pub struct ServerHandle {
+    id: String,
+    stop: tokio_util::sync::CancellationToken,
+    stats: Box<dyn Fn() -> ServerStats + Send + Sync>,
+    supervisor: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerHandle {
+    /// The server id: its consumer name in every group and the key of its published record.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Counters since start.
+    pub fn stats(&self) -> ServerStats {
+        (self.stats)()
+    }
+
+    /// Stops gracefully: stops fetching, puts fetched-but-unstarted tasks back in their queue
+    /// without spending an attempt, lets running handlers finish within the shutdown timeout
+    /// (their leases stay fresh meanwhile), then cancels the rest (each is retried, not lost),
+    /// flushes pending acks and withdraws the server record.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        if let Err(e) = self.supervisor.await {
+            warn!(error = %e, "server supervisor ended abnormally");
+        }
+    }
+}
+
+async fn shut_down<B: Broker>(
+    rt: Arc<Runtime<B>>,
+    fetchers: Vec<JoinHandle<()>>,
+    dispatcher: JoinHandle<()>,
+    acker: JoinHandle<()>,
+    maintenance: Vec<JoinHandle<()>>,
+) {
+    info!(server = %rt.id, "shutting down");
+    // 1. No new reads; each fetcher finishes the read in flight (at most one block).
+    let _ = dispatcher.await;
+    for f in fetchers {
+        let _ = f.await;
+    }
+    // 2. Unstarted tasks go back to their queues without an attempt.
+    for (q, leases) in rt.drain_buffers().into_iter().enumerate() {
+        if leases.is_empty() {
+            continue;
+        }
+        let ids: Vec<LeaseId> = leases.into_iter().map(|l| l.id).collect();
+        match rt.broker.requeue(&rt.queues[q].0, &ids).await {
+            Ok(n) => info!(queue = %rt.queues[q].0, n, "returned unstarted tasks to the queue"),
+            Err(e) => warn!(error = %e, "could not return unstarted tasks; they will be recovered"),
+        }
+    }
+    // 3. Running handlers get the grace period; the heartbeat keeps their leases fresh.
+    rt.running.close();
+    if tokio::time::timeout(rt.config.shutdown_timeout, rt.running.wait())
+        .await
+        .is_err()
+    {
+        warn!(
+            running = rt.running_count(),
+            "shutdown timeout: cancelling running handlers"
+        );
+        rt.hard_cancel.cancel();
+        if tokio::time::timeout(Duration::from_secs(5), rt.running.wait())
+            .await
+            .is_err()
+        {
+            warn!("handlers did not settle after cancellation; the recoverer will re-deliver them");
+        }
+    }
+    // 4. Stop the loops; the acker flushes every ack still queued before it ends.
+    rt.stop_maintenance.cancel();
+    for m in maintenance {
+        let _ = m.await;
+    }
+    let _ = acker.await;
+    if let Err(e) = rt.broker.remove_server(&rt.id).await {
+        warn!(error = %e, "could not withdraw the server record; it expires by itself");
+    }
+    info!(server = %rt.id, "server stopped");
+}
+
+async fn pause_poller<B: Broker>(rt: Arc<Runtime<B>>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(PAUSE_POLL) => refresh_paused(&rt).await,
+            _ = rt.stop_maintenance.cancelled() => return,
+        }
+    }
+}
+
+async fn refresh_paused<B: Broker>(rt: &Runtime<B>) {
+    match rt.broker.paused_queues().await {
+        Ok(paused) => {
+            for (i, (q, _)) in rt.queues.iter().enumerate() {
+                rt.paused[i].store(paused.contains(q), Ordering::Relaxed);
+            }
+        }
+        Err(e) => warn!(error = %e, "could not read paused queues"),
+    }
+}

@@ -1,0 +1,66 @@
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chronos_broker::{QueueName, RedisBroker, TaskArgs};
+use chronos_worker::ServerConfig;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub n: u32,
+    #[serde(default)]
+    pub sleep_ms: u64,
+}
+
+impl TaskArgs for Job {
+    const KIND: &'static str = "job";
+}
+
+pub async fn broker_at(url: &str) -> RedisBroker {
+    RedisBroker::builder(url)
+        .namespace(chronos_testkit::namespace())
+        .connect()
+        .await
+        .expect("connect")
+}
+
+pub async fn broker() -> RedisBroker {
+    broker_at(&chronos_testkit::shared_url().expect("redis for tests")).await
+}
+
+/// Fast loops and no retry delay, so tests finish in well under a second per scenario.
+pub fn fast_config() -> ServerConfig {
+    ServerConfig {
+        concurrency: 4,
+        shutdown_timeout: Duration::from_secs(5),
+        recover_min_idle: Duration::from_secs(3),
+        recover_interval: Duration::from_millis(200),
+        heartbeat_interval: Duration::from_millis(200),
+        forward_interval: Duration::from_millis(50),
+        janitor_interval: Duration::from_millis(300),
+        retry_delay: Arc::new(|_, _| Duration::ZERO),
+        ..ServerConfig::default()
+    }
+}
+
+pub fn q(name: &str) -> QueueName {
+    QueueName::new(name).expect("queue")
+}
+
+/// Polls `check` every 20 ms until it is true or `within` passes; panics with `what` otherwise.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out after {within:?} waiting for: {what}");
+}
