@@ -339,6 +339,13 @@ async fn heartbeat_keeps_lease_and_reports_a_reclaimed_one() {
         .expect("fetch");
     let ids: Vec<String> = f.leases.iter().map(|l| l.id.msg_id.clone()).collect();
     tokio::time::sleep(Duration::from_millis(120)).await;
+    // Every lease held is refreshed, not only the first.
+    let mut both = b.extend_leases(&queue, "w", &ids).await.expect("extend");
+    both.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(both, want);
+    tokio::time::sleep(Duration::from_millis(120)).await;
     // Refresh only the first lease; the second goes idle and is reclaimed.
     assert_eq!(
         b.extend_leases(&queue, "w", &ids[..1])

@@ -24,7 +24,10 @@ pub(crate) async fn run<B: Broker>(
             _ = rt.stop_maintenance.cancelled() => {
                 // Shutdown: take no more, flush what is queued. Later completions ack directly.
                 rx.close();
-                rx.recv_many(&mut batch, usize::MAX).await
+                while let Ok(c) = rx.try_recv() {
+                    batch.push(c);
+                }
+                batch.len()
             }
         };
         if n == 0 {
@@ -36,6 +39,9 @@ pub(crate) async fn run<B: Broker>(
         }
         for (queue, done) in by_queue {
             ack(&rt, &queue, &done).await;
+        }
+        if rt.stop_maintenance.is_cancelled() && rx.is_closed() {
+            return;
         }
     }
 }

@@ -14,9 +14,11 @@ pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
             _ = rt.stop_fetch.cancelled() => return,
         };
         rt.space.notify_waiters();
+        let mut chosen = None;
         let (q, lease) = loop {
-            if let Some(next) = rt.pop() {
-                break next;
+            match rt.pop(chosen) {
+                Ok(next) => break next,
+                Err(wait_for) => chosen = wait_for,
             }
             tokio::select! {
                 _ = rt.ready.notified() => {}

@@ -130,51 +130,61 @@ impl<B: Broker> Runtime<B> {
         self.ready.notify_one();
     }
 
-    /// Takes the next task to start: the highest-weight non-empty queue in strict mode,
-    /// otherwise a non-empty queue drawn with probability proportional to its weight.
-    pub(crate) fn pop(&self) -> Option<(usize, Lease)> {
+    /// Takes the next task to start. A queue is a candidate while it has buffered
+    /// tasks or may have more in Redis (not known drained, not paused).
+    /// * strict: the highest-weight candidate;
+    /// * weighted: a candidate drawn with probability proportional to its weight. Drawing among
+    ///   queues that have work in Redis, not only among non-empty buffers, is what makes the
+    ///   share follow the weights: buffers refill one fetch at a time.
+    ///
+    /// `Err(q)` means queue `q` was chosen but has nothing buffered yet: pass it back as
+    /// `chosen` on the next call, so that waiting does not re-draw (re-drawing after each wait
+    /// would favour whichever queue refills first and flatten the weights).
+    pub(crate) fn pop(&self, chosen: Option<usize>) -> Result<(usize, Lease), Option<usize>> {
         let mut buffers = self.buffers();
         let candidates: Vec<usize> = (0..buffers.len())
-            .filter(|&i| !buffers[i].is_empty())
+            .filter(|&i| {
+                !buffers[i].is_empty()
+                    || (!self.is_paused(i) && !self.drained[i].load(Ordering::Relaxed))
+            })
             .collect();
-        let pick = if self.config.strict_priority {
-            // Highest weight first; a higher queue that may still have work (not known to be
-            // drained, not paused) blocks the lower ones until its fetcher reports.
-            let mut order: Vec<usize> = (0..buffers.len()).collect();
-            order.sort_by_key(|&i| std::cmp::Reverse(self.queues[i].1));
-            let mut chosen = None;
-            for i in order {
-                if !buffers[i].is_empty() {
-                    chosen = Some(i);
-                    break;
-                }
-                if !self.is_paused(i) && !self.drained[i].load(Ordering::Relaxed) {
-                    break;
-                }
+        let kept = chosen.filter(|c| candidates.contains(c));
+        let pick = if let Some(c) = kept {
+            c
+        } else if self.config.strict_priority {
+            // Highest weight first; ties go to the queue listed first.
+            match candidates
+                .iter()
+                .copied()
+                .max_by_key(|&i| (self.queues[i].1, usize::MAX - i))
+            {
+                Some(i) => i,
+                None => return Err(None),
             }
-            chosen?
         } else {
             let total: u64 = candidates
                 .iter()
                 .map(|&i| u64::from(self.queues[i].1))
                 .sum();
             if total == 0 {
-                return None;
+                return Err(None);
             }
             let mut r = rand::random::<u64>() % total;
-            let mut chosen = *candidates.first()?;
+            let mut drawn = candidates[0];
             for &i in &candidates {
                 let w = u64::from(self.queues[i].1);
                 if r < w {
-                    chosen = i;
+                    drawn = i;
                     break;
                 }
                 r -= w;
             }
-            chosen
+            drawn
         };
-        let lease = buffers[pick].pop_front()?;
-        Some((pick, lease))
+        match buffers[pick].pop_front() {
+            Some(lease) => Ok((pick, lease)),
+            None => Err(Some(pick)),
+        }
     }
 
     /// Removes and returns every buffered lease (shutdown), per queue.

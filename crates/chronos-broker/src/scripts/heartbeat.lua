@@ -11,4 +11,8 @@ for i = 3, #ARGV do
   if p[1] and p[1][2] == me then owned[#owned + 1] = ARGV[i] end
 end
 if #owned == 0 then return {} end
-return redis.call('XCLAIM', KEYS[1], group, me, 0, unpack(owned), 'JUSTID')
+-- unpack() must be the last argument: in the middle of a list Lua keeps only its first value.
+local args = {KEYS[1], group, me, 0}
+for _, id in ipairs(owned) do args[#args + 1] = id end
+args[#args + 1] = 'JUSTID'
+return redis.call('XCLAIM', unpack(args))

@@ -1,0 +1,506 @@
+#!/usr/bin/env node
+// BullMQ peer benchmark for `cargo xtask bench`.
+//
+//   REDIS_URL=redis://127.0.0.1:6379/0 node bench.mjs <mode> [options]
+//
+// Modes: enqueue | e2e | latency (see usage() below and README.md).
+// Results: one JSON object per line on stdout. Everything else goes to stderr.
+
+import { createRequire } from 'node:module';
+import { performance } from 'node:perf_hooks';
+import { randomBytes } from 'node:crypto';
+import { Queue, Worker } from 'bullmq';
+import IORedis from 'ioredis';
+
+const require = createRequire(import.meta.url);
+const BULLMQ_VERSION = require('bullmq/package.json').version;
+const IOREDIS_VERSION = require('ioredis/package.json').version;
+
+const PEER = 'bullmq';
+const JOB_NAME = 't';
+
+// ---------------------------------------------------------------------------
+// small helpers
+
+const log = (...args) => console.error('[bullmq-peer]', ...args);
+
+function emit(record) {
+  process.stdout.write(JSON.stringify({ peer: PEER, ...record }) + '\n');
+}
+
+function usage() {
+  return [
+    'usage: REDIS_URL=redis://HOST:PORT/DB node bench.mjs <mode> [options]',
+    '',
+    'modes:',
+    '  enqueue  --n 100000 --payload 100 [--producers 50] [--batch 1000]',
+    '  e2e      --n 100000 --payload 100 --concurrency 1,16,64,256 [--n1 20000]',
+    '  latency  --rate 50 --seconds 10 --payload 100 [--worker-concurrency 50]',
+    '',
+    'common options:',
+    '  --timeout SECONDS   abort (after cleanup) if the mode runs longer (default 900)',
+  ].join('\n');
+}
+
+function die(msg, code = 2) {
+  console.error(`bullmq-peer: error: ${msg}`);
+  process.exit(code);
+}
+
+const DEFAULTS = {
+  enqueue: { n: '100000', payload: '100', producers: '50', batch: '1000' },
+  e2e: { n: '100000', payload: '100', concurrency: '1,16,64,256', n1: '20000', batch: '1000' },
+  latency: { rate: '50', seconds: '10', payload: '100', 'worker-concurrency': '50' },
+};
+
+function parseArgs(argv) {
+  const mode = argv[0];
+  if (!mode || mode === '-h' || mode === '--help') {
+    console.error(usage());
+    process.exit(mode ? 0 : 2);
+  }
+  if (!(mode in DEFAULTS)) die(`unknown mode '${mode}'\n${usage()}`);
+  const allowed = new Set([...Object.keys(DEFAULTS[mode]), 'timeout']);
+  const raw = { ...DEFAULTS[mode], timeout: '900' };
+  for (let i = 1; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) die(`unexpected argument '${arg}'\n${usage()}`);
+    let key = arg.slice(2);
+    let value;
+    const eq = key.indexOf('=');
+    if (eq >= 0) {
+      value = key.slice(eq + 1);
+      key = key.slice(0, eq);
+    } else {
+      value = argv[++i];
+      if (value === undefined) die(`option --${key} needs a value`);
+    }
+    if (!allowed.has(key)) die(`option --${key} is not valid for mode '${mode}'\n${usage()}`);
+    raw[key] = value;
+  }
+  const positiveInt = (key) => {
+    const v = Number(raw[key]);
+    if (!Number.isInteger(v) || v <= 0) die(`--${key} must be a positive integer, got '${raw[key]}'`);
+    return v;
+  };
+  const opts = { mode, timeoutS: positiveInt('timeout') };
+  for (const key of Object.keys(DEFAULTS[mode])) {
+    if (key === 'concurrency') {
+      opts.concurrency = raw.concurrency.split(',').map((s) => {
+        const v = Number(s.trim());
+        if (!Number.isInteger(v) || v <= 0) die(`--concurrency must be a comma list of positive integers, got '${raw.concurrency}'`);
+        return v;
+      });
+    } else if (key === 'payload') {
+      const v = Number(raw.payload);
+      if (!Number.isInteger(v) || v < 0) die(`--payload must be a non-negative integer, got '${raw.payload}'`);
+      opts.payload = v;
+    } else {
+      opts[key.replace(/-(\w)/g, (_, c) => c.toUpperCase())] = positiveInt(key);
+    }
+  }
+  return opts;
+}
+
+function redactUrl(url) {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '<unparseable REDIS_URL>';
+  }
+}
+
+// Wall clock in ms with sub-ms resolution, monotonic within this process.
+const nowMs = () => performance.timeOrigin + performance.now();
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Resolves to `fallback` if `p` has not settled within `ms`; never rejects.
+function bounded(p, ms, fallback = 'timeout') {
+  let timer;
+  return Promise.race([
+    Promise.resolve(p).catch((e) => e),
+    new Promise((r) => {
+      timer = setTimeout(() => r(fallback), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+// Job data whose JSON encoding is exactly `payload` bytes: {"p":"xxxx"}.
+// (For payload < 8 the JSON is 8 bytes: {"p":""}.)
+function makeData(payload) {
+  return { p: 'x'.repeat(Math.max(0, payload - 8)) };
+}
+
+const round = (x, digits) => Number(x.toFixed(digits));
+
+// Nearest-rank percentile on an ascending array.
+function percentile(sorted, q) {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.max(1, Math.ceil(q * sorted.length));
+  return sorted[Math.min(rank, sorted.length) - 1];
+}
+
+// ---------------------------------------------------------------------------
+// run context: Redis connection, unique key prefix, resource tracking, cleanup
+
+class Run {
+  constructor(url) {
+    this.url = url;
+    // Every key this run creates lives under "<prefix>:". Kept short (BullMQ's
+    // default is "bull") because key names count in bytes_per_task.
+    this.prefix = `bmq-${randomBytes(3).toString('hex')}`;
+    this.queues = new Set();
+    this.workers = new Set();
+    this.admin = null;
+    this.cleaning = null;
+    this.stopping = false; // set on abort; long loops check it
+  }
+
+  connection() {
+    // Fresh options object per Queue/Worker: BullMQ mutates it.
+    return { url: this.url, maxRetriesPerRequest: null };
+  }
+
+  async connectAdmin() {
+    const admin = new IORedis(this.url, {
+      lazyConnect: true,
+      connectTimeout: 3000,
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      retryStrategy: () => null, // no reconnect: fail fast
+    });
+    let lastError = null;
+    admin.on('error', (e) => {
+      lastError = e; // reported through the rejected promise below
+    });
+    try {
+      await admin.connect();
+      await admin.ping();
+    } catch (e) {
+      admin.disconnect();
+      const cause = lastError ?? e;
+      throw new Error(`cannot reach Redis at ${redactUrl(this.url)}: ${cause && cause.message ? cause.message : cause}`);
+    }
+    this.admin = admin;
+    const info = await admin.info('server');
+    const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
+    log(`redis ${version} at ${redactUrl(this.url)}; bullmq ${BULLMQ_VERSION}, ioredis ${IOREDIS_VERSION}, node ${process.version}`);
+    log(`key prefix for this run: ${this.prefix}:`);
+  }
+
+  async usedMemory() {
+    const info = await this.admin.info('memory');
+    const m = /^used_memory:(\d+)/m.exec(info);
+    if (!m) throw new Error('INFO memory did not report used_memory');
+    return Number(m[1]);
+  }
+
+  async queue(name) {
+    const q = new Queue(name, { connection: this.connection(), prefix: this.prefix });
+    q.on('error', (e) => log(`queue ${name} error: ${e.message}`));
+    this.queues.add(q);
+    await q.waitUntilReady();
+    return q;
+  }
+
+  worker(name, processor, opts) {
+    const w = new Worker(name, processor, {
+      connection: this.connection(),
+      prefix: this.prefix,
+      ...opts,
+    });
+    w.on('error', (e) => log(`worker ${name} error: ${e.message}`));
+    this.workers.add(w);
+    return w;
+  }
+
+  async closeWorker(w) {
+    this.workers.delete(w);
+    await w.close();
+  }
+
+  // Delete a queue's data and close it.
+  async dropQueue(q) {
+    this.queues.delete(q);
+    const t0 = nowMs();
+    await q.obliterate({ force: true });
+    await q.close();
+    log(`  obliterated queue '${q.name}' in ${((nowMs() - t0) / 1000).toFixed(1)} s`);
+  }
+
+  // Best effort, bounded: close workers, obliterate remaining queues, then
+  // delete any leftover key under this run's prefix.
+  cleanup() {
+    if (!this.cleaning) this.cleaning = this._cleanup();
+    return this.cleaning;
+  }
+
+  async _cleanup() {
+    for (const w of [...this.workers]) {
+      this.workers.delete(w);
+      const r = await bounded(w.close(), 10_000);
+      if (r === 'timeout') log(`worker '${w.name}' did not close within 10 s`);
+    }
+    for (const q of [...this.queues]) {
+      this.queues.delete(q);
+      const r = await bounded(q.obliterate({ force: true }), 60_000);
+      if (r instanceof Error || r === 'timeout') log(`obliterate '${q.name}' failed: ${r.message ?? r}`);
+      await bounded(q.close(), 5_000);
+    }
+    if (this.admin) {
+      const sweep = async () => {
+        let cursor = '0';
+        let deleted = 0;
+        do {
+          const [next, keys] = await this.admin.scan(cursor, 'MATCH', `${this.prefix}:*`, 'COUNT', 1000);
+          cursor = next;
+          if (keys.length) deleted += await this.admin.unlink(...keys);
+        } while (cursor !== '0');
+        return deleted;
+      };
+      const r = await bounded(sweep(), 60_000);
+      if (typeof r === 'number') {
+        if (r > 0) log(`removed ${r} leftover key(s) under ${this.prefix}:`);
+      } else {
+        log(`leftover key sweep failed: ${r.message ?? r}`);
+      }
+      this.admin.disconnect();
+      this.admin = null;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// modes
+
+async function fillBulk(run, q, n, batch, data) {
+  for (let done = 0; done < n && !run.stopping; ) {
+    const size = Math.min(batch, n - done);
+    const jobs = new Array(size);
+    for (let i = 0; i < size; i++) jobs[i] = { name: JOB_NAME, data };
+    await q.addBulk(jobs);
+    done += size;
+  }
+}
+
+async function expectWaiting(q, n) {
+  const counts = await q.getJobCounts('wait', 'active', 'completed', 'failed', 'delayed', 'prioritized');
+  if (counts.wait !== n) throw new Error(`queue '${q.name}': expected ${n} waiting jobs, found ${JSON.stringify(counts)}`);
+}
+
+async function modeEnqueue(run, o) {
+  const data = makeData(o.payload);
+  log(`enqueue: n=${o.n} payload=${o.payload} B (job data JSON), producers=${o.producers}, batch=${o.batch}`);
+
+  // (a) queue.add from N concurrent producers sharing one Queue (one connection).
+  {
+    const q = await run.queue('single');
+    let issued = 0;
+    const producer = async () => {
+      while (issued < o.n && !run.stopping) {
+        issued++;
+        await q.add(JOB_NAME, data);
+      }
+    };
+    const t0 = nowMs();
+    await Promise.all(Array.from({ length: o.producers }, producer));
+    const secs = (nowMs() - t0) / 1000;
+    await expectWaiting(q, o.n);
+    emit({ mode: 'enqueue', case: `single_c${o.producers}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1) });
+    log(`  single_c${o.producers}: ${o.n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+
+  // (b) queue.addBulk, one batch in flight at a time.
+  {
+    const q = await run.queue('bulk');
+    const t0 = nowMs();
+    await fillBulk(run, q, o.n, o.batch, data);
+    const secs = (nowMs() - t0) / 1000;
+    await expectWaiting(q, o.n);
+    emit({ mode: 'enqueue', case: `bulk_${o.batch}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1) });
+    log(`  bulk_${o.batch}: ${o.n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+
+  // (c) Redis memory per pending job (no worker), via INFO used_memory delta.
+  {
+    const q = await run.queue('mem');
+    await sleep(200);
+    const before = await run.usedMemory();
+    await fillBulk(run, q, o.n, o.batch, data);
+    await expectWaiting(q, o.n);
+    await sleep(200);
+    const after = await run.usedMemory();
+    const perTask = (after - before) / o.n;
+    const sample = await run.admin.call('MEMORY', 'USAGE', q.toKey('1'), 'SAMPLES', '0');
+    log(`  (MEMORY USAGE of one job hash '${q.toKey('1')}': ${sample} B)`);
+    emit({
+      mode: 'enqueue',
+      case: 'bytes_per_task',
+      n: o.n,
+      payload: o.payload,
+      value: round(perTask, 1),
+      used_memory_before: before,
+      used_memory_after: after,
+    });
+    log(`  bytes_per_task: used_memory ${before} -> ${after} (${perTask.toFixed(1)} B/job)`);
+    await run.dropQueue(q);
+  }
+}
+
+async function modeE2e(run, o) {
+  const data = makeData(o.payload);
+  log(`e2e: n=${o.n} (n1=${o.n1} for concurrency 1) payload=${o.payload} B, concurrency=${o.concurrency.join(',')}`);
+  for (const c of o.concurrency) {
+    const n = c === 1 ? Math.min(o.n, o.n1) : o.n;
+    const q = await run.queue(`e2e-c${c}`);
+    await fillBulk(run, q, n, o.batch, data); // not timed
+    await expectWaiting(q, n);
+
+    let completed = 0;
+    let failed = 0;
+    let finish;
+    const allDone = new Promise((r) => (finish = r));
+    const w = run.worker(q.name, async () => {}, {
+      concurrency: c,
+      autorun: false,
+      // Worker-level equivalent of job option removeOnComplete/removeOnFail: true.
+      removeOnComplete: { count: 0 },
+      removeOnFail: { count: 0 },
+    });
+    w.on('completed', () => {
+      if (++completed + failed === n) finish();
+    });
+    w.on('failed', (_job, err) => {
+      if (failed++ === 0) log(`  job failed: ${err?.message}`);
+      if (completed + failed === n) finish();
+    });
+    await w.waitUntilReady();
+
+    const t0 = nowMs();
+    const running = w.run().catch((e) => log(`worker run() ended with error: ${e.message}`));
+    await allDone;
+    const secs = (nowMs() - t0) / 1000;
+    await run.closeWorker(w);
+    await running;
+    if (failed > 0) throw new Error(`e2e concurrency ${c}: ${failed} of ${n} jobs failed`);
+
+    const counts = await q.getJobCounts('wait', 'active', 'completed', 'failed');
+    if (counts.wait + counts.active + counts.completed + counts.failed !== 0) {
+      throw new Error(`e2e concurrency ${c}: queue not empty after run: ${JSON.stringify(counts)}`);
+    }
+    emit({ mode: 'e2e', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1) });
+    log(`  concurrency ${c}: ${n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+}
+
+async function modeLatency(run, o) {
+  const total = o.rate * o.seconds;
+  const fill = makeData(o.payload).p;
+  log(`latency: rate=${o.rate}/s for ${o.seconds} s (${total} jobs), payload=${o.payload} B, worker concurrency=${o.workerConcurrency}`);
+
+  const q = await run.queue('latency');
+  const samples = [];
+  const w = run.worker(
+    q.name,
+    async (job) => {
+      samples.push(nowMs() - job.data.t);
+    },
+    { concurrency: o.workerConcurrency, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } },
+  );
+  await w.waitUntilReady();
+  await sleep(500); // let the worker reach its blocking fetch
+
+  const interval = 1000 / o.rate;
+  const adds = [];
+  const start = nowMs();
+  for (let i = 0; i < total && !run.stopping; i++) {
+    const wait = start + i * interval - nowMs();
+    if (wait > 0) await sleep(wait);
+    adds.push(q.add(JOB_NAME, { t: nowMs(), p: fill }));
+  }
+  await Promise.all(adds);
+  const sendSecs = (nowMs() - start) / 1000;
+
+  const deadline = nowMs() + 30_000;
+  while (samples.length < total && nowMs() < deadline && !run.stopping) await sleep(10);
+  await run.closeWorker(w);
+  if (samples.length < total) throw new Error(`latency: only ${samples.length} of ${total} jobs started within 30 s after the last add`);
+
+  const sorted = [...samples].sort((a, b) => a - b);
+  const mean = sorted.reduce((s, x) => s + x, 0) / sorted.length;
+  emit({
+    mode: 'latency',
+    rate: o.rate,
+    seconds: o.seconds,
+    n: total,
+    payload: o.payload,
+    p50_ms: round(percentile(sorted, 0.5), 3),
+    p99_ms: round(percentile(sorted, 0.99), 3),
+    mean_ms: round(mean, 3),
+    max_ms: round(sorted[sorted.length - 1], 3),
+  });
+  log(`  sent ${total} jobs in ${sendSecs.toFixed(2)} s (actual rate ${(total / sendSecs).toFixed(1)}/s)`);
+  await run.dropQueue(q);
+}
+
+// ---------------------------------------------------------------------------
+// main
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const url = process.env.REDIS_URL;
+  if (!url) die('REDIS_URL is not set (e.g. REDIS_URL=redis://127.0.0.1:6379/0)');
+
+  const run = new Run(url);
+  try {
+    await run.connectAdmin();
+  } catch (e) {
+    die(e.message, 3);
+  }
+
+  let exiting = false;
+  const abort = async (msg, code, { tryCleanup = true } = {}) => {
+    if (exiting) return;
+    exiting = true;
+    run.stopping = true;
+    console.error(`bullmq-peer: error: ${msg}`);
+    if (tryCleanup) await bounded(run.cleanup(), 30_000);
+    process.exit(code);
+  };
+  process.on('SIGINT', () => abort('interrupted', 130));
+  process.on('SIGTERM', () => abort('terminated', 143));
+  // Once aborting, in-flight BullMQ calls fail as their connections close.
+  process.on('unhandledRejection', (e) => {
+    if (!exiting) abort(`unhandled rejection: ${e && e.stack ? e.stack : e}`, 1);
+  });
+  const watchdog = setTimeout(() => abort(`mode '${o.mode}' exceeded --timeout ${o.timeoutS} s`, 1), o.timeoutS * 1000);
+  watchdog.unref();
+
+  // If the server goes away mid-run, BullMQ's connections keep retrying; the
+  // admin connection does not reconnect, so its loss is reported here.
+  run.admin.on('end', () => {
+    if (!run.cleaning) abort(`lost connection to Redis at ${redactUrl(url)}`, 3, { tryCleanup: false });
+  });
+
+  const t0 = nowMs();
+  try {
+    if (o.mode === 'enqueue') await modeEnqueue(run, o);
+    else if (o.mode === 'e2e') await modeE2e(run, o);
+    else await modeLatency(run, o);
+  } catch (e) {
+    await abort(e && e.stack ? e.stack : String(e), 1);
+    return;
+  }
+  await run.cleanup();
+  clearTimeout(watchdog);
+  log(`done in ${((nowMs() - t0) / 1000).toFixed(1)} s`);
+  process.exit(0);
+}
+
+main();
