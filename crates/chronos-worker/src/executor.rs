@@ -137,7 +137,11 @@ async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, outcome: Outcome) {
             };
             if let Err(back) = rt.acks.send(completion) {
                 let c = back.0;
-                if let Err(e) = rt.broker.complete(&c.lease.queue, std::slice::from_ref(&c)).await {
+                if let Err(e) = rt
+                    .broker
+                    .complete(&c.lease.queue, std::slice::from_ref(&c))
+                    .await
+                {
                     error!(error = %e, "ack failed; the task will run again after recovery");
                 }
             }

@@ -1,4 +1,8 @@
-//! chronos-rs: a Redis-backed distributed task queue and cron/interval scheduler.
+#![doc = include_str!("../README.md")]
+//!
+//! # Crates
+//! This facade re-exports the layers; depend on one alone when that is all you need:
+//! `chronos-broker` (producers and broker implementers), `chronos-worker` (the runtime).
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -8,4 +12,23 @@
 )]
 
 #[doc(inline)]
-pub use chronos_broker::*;
+pub use chronos_broker::{
+    decode_args, encode_args, fred, Broker, BrokerError, Client, Completion, Consume, Coordinate,
+    DeadLetter, DeadOutcome, DecodeError, Enqueue, EnqueueOptions, Inspect, Keyspace, Lease,
+    LeaseId, Maintain, QueueName, QueueStats, RedisBroker, RedisBrokerBuilder, ServerRecord,
+    TaskArgs, TaskEnvelope, TaskInfo, TaskRecord, TaskState, DEFAULT_MAX_RETRY,
+};
+#[doc(inline)]
+pub use chronos_worker::{
+    default_retry_delay, Context, DeadLetterEvent, FailureKind, Handler, Middleware, Mux, Next,
+    Server, ServerConfig, ServerHandle, ServerStats, Task, TaskError, TaskFailure,
+    UnrunnablePolicy, WorkerError,
+};
+
+/// The names most programs need: `use chronos::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        Client, Context, EnqueueOptions, Mux, RedisBroker, Server, ServerConfig, Task, TaskArgs,
+        TaskError,
+    };
+}
