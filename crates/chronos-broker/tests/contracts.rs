@@ -171,6 +171,12 @@ async fn oversized_payload_is_refused_and_leaves_the_rest_of_a_batch() {
 
 #[tokio::test]
 async fn undecodable_entries_and_envelopes_never_block_the_queue() {
+    // Both fetch paths: the blocking read plus activate, and the one-call claim.
+    undecodable_entries_case(Duration::from_millis(100)).await;
+    undecodable_entries_case(Duration::ZERO).await;
+}
+
+async fn undecodable_entries_case(block: Duration) {
     let b = broker().await;
     let client = Client::new(b.clone());
     let queue = QueueName::new("poison").expect("queue");
@@ -201,7 +207,7 @@ async fn undecodable_entries_and_envelopes_never_block_the_queue() {
 
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::from_millis(100))
+        .fetch(&mut reader, &queue, "w", 10, block)
         .await
         .expect("fetch");
     assert_eq!(f.dropped, 1, "the foreign entry is dropped");

@@ -4,6 +4,7 @@
 //! Each figure is the median of several runs against a fresh throwaway Redis (or
 //! `CHRONOS_REDIS_URL`), and each peer figure comes from the same Redis build on the same machine.
 
+mod e2e;
 mod enqueue;
 mod peers;
 mod report;
@@ -14,7 +15,7 @@ use anyhow::{bail, Result};
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((peers_dir, modes)) = args.split_first() else {
-        bail!("usage: chronos-bench <peers dir> [enqueue|all]");
+        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|all]");
     };
     let peers = peers::Peers::new(peers_dir);
     let all = modes.iter().any(|m| m == "all");
@@ -23,8 +24,12 @@ async fn main() -> Result<()> {
         enqueue::run(&peers).await?;
         ran = true;
     }
+    if all || modes.iter().any(|m| m == "e2e") {
+        e2e::run(&peers).await?;
+        ran = true;
+    }
     if !ran {
-        bail!("unknown bench mode {modes:?}: expected enqueue or all");
+        bail!("unknown bench mode {modes:?}: expected enqueue, e2e or all");
     }
     Ok(())
 }

@@ -19,3 +19,12 @@ pub(crate) fn row(label: &str, ours: f64, peer: Option<f64>, unit: &str) {
         _ => println!("{label:<44} {ours:>12.1} {unit:<8} bullmq {:>12} ", "n/a"),
     }
 }
+
+/// The `p`-th percentile (0..=100) of sorted samples, by nearest rank.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}

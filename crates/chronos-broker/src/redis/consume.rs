@@ -45,16 +45,18 @@ impl Consume for RedisBroker {
         count: usize,
         block: Duration,
     ) -> Result<Fetched, BrokerError> {
+        if block.is_zero() {
+            return self.claim(queue, consumer, count).await;
+        }
         let keys = self.queue_keys(queue);
-        // Zero means a plain read that returns at once; otherwise block, capped at MAX_BLOCK.
-        let block_ms = (!block.is_zero()).then(|| block.min(MAX_BLOCK).as_millis().max(1) as u64);
+        let block_ms = block.min(MAX_BLOCK).as_millis().max(1) as u64;
         let read = reader
             .client
             .xreadgroup::<ReadReply, _, _, _, _>(
                 GROUP,
                 consumer,
                 Some(count.max(1) as u64),
-                block_ms,
+                Some(block_ms),
                 false,
                 keys.stream(),
                 ">",
@@ -62,12 +64,7 @@ impl Consume for RedisBroker {
             .await;
         let streams = match read {
             Ok(r) => r.unwrap_or_default(),
-            // Redis lost its data (restart without persistence): recreate the group and go on.
-            Err(e) if e.details().starts_with("NOGROUP") => {
-                self.forget_queues();
-                self.register_queue(queue).await?;
-                return Ok(Fetched::default());
-            }
+            Err(e) if e.details().starts_with("NOGROUP") => return self.regroup(queue).await,
             Err(e) => return Err(e.into()),
         };
         let entries: Entries = streams.into_iter().flat_map(|(_, e)| e).collect();
@@ -86,37 +83,13 @@ impl Consume for RedisBroker {
             args.push(mid.as_str().into());
             args.push(id.into());
         }
-        let rows = reply::array(
-            self.run(|s| &s.activate, keys.stream(), args).await?,
-            "activate",
-        )?;
+        let rows = self.run(|s| &s.activate, keys.stream(), args).await?;
         let mut fetched = Fetched::default();
-        for ((mid, _), row) in entries.into_iter().zip(rows) {
-            if !matches!(row, Value::Array(_)) {
-                fetched.dropped += 1;
-                continue;
+        for ((mid, _), row) in entries.into_iter().zip(reply::array(rows, "activate")?) {
+            match row {
+                Value::Array(cols) => fetched.leases.push(lease(queue, mid, cols.into_iter())?),
+                _ => fetched.dropped += 1,
             }
-            let mut cols = reply::array(row, "activate")?.into_iter();
-            let mut next = || cols.next().unwrap_or(Value::Null);
-            let task_id = reply::string(next(), "activate")?;
-            let env = reply::bytes(next(), "activate")?;
-            let retried = reply::int(&next(), "activate")?;
-            let last_error = reply::opt_string(next(), "activate")?;
-            let failed_at = reply::int(&next(), "activate")?;
-            let envelope = TaskEnvelope::decode(&env).map(|mut e| {
-                e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
-                e.last_error = last_error;
-                e.last_failed_at_ms = (failed_at > 0).then_some(failed_at);
-                e
-            });
-            fetched.leases.push(Lease {
-                id: LeaseId {
-                    queue: queue.clone(),
-                    task_id,
-                    msg_id: mid,
-                },
-                envelope,
-            });
         }
         Ok(fetched)
     }
@@ -196,6 +169,77 @@ impl Consume for RedisBroker {
         let n = self.run(|s| &s.requeue, keys.stream(), args).await?;
         Ok(reply::int(&n, "requeue")?.max(0) as u64)
     }
+}
+
+impl RedisBroker {
+    /// The non-blocking fetch: read and activate in one script call, one round trip per batch.
+    async fn claim(
+        &self,
+        queue: &QueueName,
+        consumer: &str,
+        count: usize,
+    ) -> Result<Fetched, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let args: Vec<Value> = vec![
+            keys.prefix().into(),
+            GROUP.into(),
+            consumer.into(),
+            (count.max(1) as i64).into(),
+        ];
+        let rows = match self.run(|s| &s.claim, keys.stream(), args).await {
+            Ok(v) => reply::array(v, "claim")?,
+            Err(BrokerError::Redis(e)) if e.details().contains("NOGROUP") => {
+                return self.regroup(queue).await
+            }
+            Err(e) => return Err(e),
+        };
+        let mut fetched = Fetched::default();
+        for row in rows {
+            let mut cols = reply::array(row, "claim")?.into_iter();
+            let mid = reply::string(cols.next().unwrap_or(Value::Null), "claim")?;
+            if cols.len() == 0 {
+                fetched.dropped += 1;
+            } else {
+                fetched.leases.push(lease(queue, mid, cols)?);
+            }
+        }
+        Ok(fetched)
+    }
+
+    /// Redis lost its data (a restart without persistence): recreate the group and go on.
+    async fn regroup(&self, queue: &QueueName) -> Result<Fetched, BrokerError> {
+        self.forget_queues();
+        self.register_queue(queue).await?;
+        Ok(Fetched::default())
+    }
+}
+
+/// Builds a lease from a script row `task id, envelope, retried, last error, last failed at`.
+fn lease(
+    queue: &QueueName,
+    msg_id: String,
+    mut cols: impl Iterator<Item = Value>,
+) -> Result<Lease, BrokerError> {
+    let mut next = || cols.next().unwrap_or(Value::Null);
+    let task_id = reply::string(next(), "fetch")?;
+    let env = reply::bytes(next(), "fetch")?;
+    let retried = reply::int(&next(), "fetch")?;
+    let last_error = reply::opt_string(next(), "fetch")?;
+    let failed_at = reply::int(&next(), "fetch")?;
+    let envelope = TaskEnvelope::decode(&env).map(|mut e| {
+        e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
+        e.last_error = last_error;
+        e.last_failed_at_ms = (failed_at > 0).then_some(failed_at);
+        e
+    });
+    Ok(Lease {
+        id: LeaseId {
+            queue: queue.clone(),
+            task_id,
+            msg_id,
+        },
+        envelope,
+    })
 }
 
 /// Decodes an envelope returned by a script.

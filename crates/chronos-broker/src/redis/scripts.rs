@@ -31,6 +31,7 @@ macro_rules! scripts {
 scripts!(
     enqueue,
     activate,
+    claim,
     complete,
     retry,
     dead,

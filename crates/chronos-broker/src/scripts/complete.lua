@@ -6,26 +6,30 @@
 -- then triples: task id, stream entry id, retention ms (0 = delete at once)
 -- Returns: how many tasks were completed. A task whose entry id no longer matches (already
 -- completed by a re-sent call, reclaimed, or deleted) is left alone, which makes re-sends no-ops.
+-- XACK, XDEL and DEL take the whole batch in one call each: per-command overhead dominates the
+-- cost of this script.
 local prefix, group, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local done = 0
+local acked, dropped = {}, {}
 for i = 4, #ARGV, 3 do
   local id, mid, keep = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local tkey = prefix .. 't:' .. id
-  if redis.call('HGET', tkey, 'm') == mid then
-    redis.call('XACK', KEYS[1], group, mid)
-    redis.call('XDEL', KEYS[1], mid)
-    local ukey = redis.call('HGET', tkey, 'u')
-    if ukey and redis.call('GET', ukey) == id then redis.call('DEL', ukey) end
+  local h = redis.call('HMGET', tkey, 'm', 'u')
+  if h[1] == mid then
+    acked[#acked + 1] = mid
+    if h[2] and redis.call('GET', h[2]) == id then redis.call('DEL', h[2]) end
     if keep > 0 then
       redis.call('HSET', tkey, 's', 'completed', 'f', now)
       redis.call('HDEL', tkey, 'm')
       redis.call('PEXPIRE', tkey, keep)
       redis.call('ZADD', prefix .. 'completed', now + keep, id)
     else
-      redis.call('DEL', tkey)
+      dropped[#dropped + 1] = tkey
     end
-    done = done + 1
   end
 end
-if done > 0 then redis.call('INCRBY', prefix .. 'processed', done) end
-return done
+if #acked == 0 then return 0 end
+redis.call('XACK', KEYS[1], group, unpack(acked))
+redis.call('XDEL', KEYS[1], unpack(acked))
+if #dropped > 0 then redis.call('DEL', unpack(dropped)) end
+redis.call('INCRBY', prefix .. 'processed', #acked)
+return #acked

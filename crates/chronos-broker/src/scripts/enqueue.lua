@@ -26,16 +26,20 @@ for i = 3, #ARGV, 7 do
   elseif ukey and not redis.call('SET', ukey, id, 'NX', 'PX', uttl) then
     out[#out + 1] = -1
   else
-    redis.call('HSET', tkey, 'e', env, 'r', 0, 'x', maxr)
-    if ukey then redis.call('HSET', tkey, 'u', ukey) end
-    if discard == '1' then redis.call('HSET', tkey, 'dl', '1') end
+    -- One HSET per task with every field: the hash is written once.
+    local fields = {tkey, 'e', env, 'r', 0, 'x', maxr}
+    if ukey then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
+    if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
+    fields[#fields + 1] = 's'
     if run_at > now then
-      redis.call('HSET', tkey, 's', 'scheduled')
+      fields[#fields + 1] = 'scheduled'
       redis.call('ZADD', prefix .. 'scheduled', run_at, id)
     else
-      local mid = redis.call('XADD', KEYS[1], '*', 'i', id)
-      redis.call('HSET', tkey, 's', 'pending', 'm', mid)
+      fields[#fields + 1] = 'pending'
+      fields[#fields + 1] = 'm'
+      fields[#fields + 1] = redis.call('XADD', KEYS[1], '*', 'i', id)
     end
+    redis.call('HSET', unpack(fields))
     out[#out + 1] = 1
   end
 end

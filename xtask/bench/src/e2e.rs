@@ -1,0 +1,183 @@
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use chronos::fred::interfaces::ClientLike;
+use chronos::prelude::*;
+use chronos::Inspect;
+use serde::{Deserialize, Serialize};
+
+use crate::enqueue::{payload, Payload};
+use crate::peers::{field, Peers};
+use crate::report::{median, percentile, row};
+
+const N: usize = 100_000;
+/// Concurrency 1 drains one task per round trip; fewer tasks keep the run short (BullMQ's run
+/// uses the same cap).
+const N1: usize = 20_000;
+const CONCURRENCY: [usize; 4] = [1, 16, 64, 256];
+const RUNS: usize = 3;
+
+/// A task carrying its enqueue time, for latency.
+#[derive(Serialize, Deserialize)]
+struct Stamped {
+    enqueued_us: u64,
+    body: String,
+}
+
+impl TaskArgs for Stamped {
+    const KIND: &'static str = "bench:stamped";
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// Drain throughput at several concurrencies and enqueue-to-start latency at a light load.
+pub(crate) async fn run(peers: &Peers) -> Result<()> {
+    let server = chronos_testkit::RedisServer::start().context("redis for the bench")?;
+    let url = server.url();
+    println!("== e2e: drain {N} no-op tasks (100-byte payload; {N1} at concurrency 1), median of {RUNS} runs, redis at {url}");
+    let mut ours = Vec::new();
+    for c in CONCURRENCY {
+        let n = if c == 1 { N1 } else { N };
+        let mut runs = Vec::new();
+        for run in 0..RUNS {
+            runs.push(drain(&url, &format!("e2e-{c}-{run}"), c, n).await?);
+        }
+        ours.push((c, n, median(&runs), runs));
+    }
+    let (p50, p99) = latency(&url).await?;
+
+    let conc = CONCURRENCY.map(|c| c.to_string()).join(",");
+    let peer_e2e = peers.bullmq(
+        &url,
+        &[
+            "e2e",
+            "--n",
+            &N.to_string(),
+            "--n1",
+            &N1.to_string(),
+            "--payload",
+            "100",
+            "--concurrency",
+            &conc,
+        ],
+    );
+    let peer_lat = peers.bullmq(
+        &url,
+        &[
+            "latency",
+            "--rate",
+            "50",
+            "--seconds",
+            "10",
+            "--payload",
+            "100",
+        ],
+    );
+    let pe = peer_e2e.as_deref().unwrap_or(&[]);
+    let pl = peer_lat.as_deref().unwrap_or(&[]);
+    for (c, n, m, runs) in &ours {
+        let label = format!("drain {n} tasks, concurrency {c} (tasks/s)");
+        row(
+            &label,
+            *m,
+            field(pe, &[&format!("\"concurrency\":{c},")], "tasks_per_s"),
+            "tasks/s",
+        );
+        println!("   runs: {runs:.0?}");
+    }
+    row(
+        "enqueue-to-start latency p50 at 50/s (ms)",
+        p50,
+        field(pl, &["latency"], "p50_ms"),
+        "ms",
+    );
+    row(
+        "enqueue-to-start latency p99 at 50/s (ms)",
+        p99,
+        field(pl, &["latency"], "p99_ms"),
+        "ms",
+    );
+    Ok(())
+}
+
+async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<f64> {
+    let broker = RedisBroker::builder(url).namespace(ns).connect().await?;
+    let client = Client::new(broker.clone());
+    let args = payload();
+    for _ in 0..n / 1000 {
+        let r = client
+            .enqueue_batch((0..1000).map(|_| (&args, EnqueueOptions::new())))
+            .await?;
+        anyhow::ensure!(r.iter().all(|r| r.is_ok()), "enqueue refused a task");
+    }
+    let mut mux = Mux::new();
+    mux.handle(|_ctx: Context, _t: Task<Payload>| async { Ok(()) })?;
+    let config = ServerConfig::default().concurrency(concurrency);
+    let start = Instant::now();
+    let server = Server::new(broker.clone(), mux, config)?.start().await?;
+    while server.stats().succeeded < n as u64 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let elapsed = start.elapsed();
+    server.shutdown().await;
+    let stats = broker
+        .queue_stats(&chronos::QueueName::new("default")?)
+        .await?;
+    anyhow::ensure!(
+        stats.processed == n as u64,
+        "only {} of {n} acked",
+        stats.processed
+    );
+    let _: () = broker.client().flushall(false).await?;
+    Ok(n as f64 / elapsed.as_secs_f64())
+}
+
+/// 50 tasks/s for 10 s into a server with concurrency 50; each handler records start minus
+/// enqueue time (same process, same clock).
+async fn latency(url: &str) -> Result<(f64, f64)> {
+    let broker = RedisBroker::builder(url)
+        .namespace("latency")
+        .connect()
+        .await?;
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let s = samples.clone();
+    let mut mux = Mux::new();
+    mux.handle(move |_ctx: Context, t: Task<Stamped>| {
+        let s = s.clone();
+        async move {
+            let ms = now_us().saturating_sub(t.args.enqueued_us) as f64 / 1000.0;
+            s.lock().map_err(|_| TaskError::retry("poisoned"))?.push(ms);
+            Ok(())
+        }
+    })?;
+    let server = Server::new(broker.clone(), mux, ServerConfig::default().concurrency(50))?
+        .start()
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let client = Client::new(broker.clone());
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    for _ in 0..500 {
+        tick.tick().await;
+        let t = Stamped {
+            enqueued_us: now_us(),
+            body: "x".repeat(80),
+        };
+        client.enqueue(&t, EnqueueOptions::new()).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.shutdown().await;
+    let _: () = broker.client().flushall(false).await?;
+    let mut v = samples
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
+    anyhow::ensure!(v.len() == 500, "{} of 500 latency samples", v.len());
+    v.sort_by(|a, b| a.total_cmp(b));
+    Ok((percentile(&v, 50.0), percentile(&v, 99.0)))
+}
