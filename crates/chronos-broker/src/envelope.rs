@@ -60,12 +60,14 @@ pub struct TaskEnvelope {
 }
 
 impl TaskEnvelope {
-    /// Encodes as the version byte followed by a MessagePack map. Encoding a value of this type
-    /// cannot fail in practice; an error is still returned rather than a panic.
+    /// Encodes as the version byte followed by a positional MessagePack array (no field names:
+    /// they would cost ~150 bytes per stored task). Fields are only ever appended, with
+    /// `#[serde(default)]`, so older envelopes still decode; an incompatible change bumps
+    /// [`ENVELOPE_VERSION`]. Encoding cannot fail in practice; an error is still returned.
     pub fn encode(&self) -> Result<Vec<u8>, rmp_serde::encode::Error> {
-        let mut out = Vec::with_capacity(64 + self.payload.len());
+        let mut out = Vec::with_capacity(48 + self.payload.len());
         out.push(ENVELOPE_VERSION);
-        rmp_serde::encode::write_named(&mut out, self)?;
+        rmp_serde::encode::write(&mut out, self)?;
         Ok(out)
     }
 
