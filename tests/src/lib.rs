@@ -19,3 +19,14 @@ impl TaskArgs for Work {
 pub fn runs_key(ns: &str, task_id: &str) -> String {
     format!("{ns}:runs:{task_id}")
 }
+
+/// The task a test scheduler fires every second.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Tick {
+    /// Free text.
+    pub note: String,
+}
+
+impl TaskArgs for Tick {
+    const KIND: &'static str = "e2e:tick";
+}

@@ -73,6 +73,7 @@ mod envelope;
 mod error;
 mod keys;
 mod redis;
+mod schedule;
 mod server_record;
 mod task;
 mod traits;
@@ -83,6 +84,7 @@ pub use error::{BrokerError, DecodeError};
 pub use keys::{Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
 pub use redis::RedisReader;
 pub use redis::{RedisBroker, RedisBrokerBuilder, DEFAULT_MAX_PAYLOAD, MAX_BLOCK};
+pub use schedule::{FireOutcome, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
@@ -90,7 +92,7 @@ pub use task::{
 };
 pub use traits::{
     Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, Inspect,
-    Lease, LeaseId, Maintain, QueueStats, Reclaimed, TaskRecord,
+    Lease, LeaseId, Maintain, QueueStats, Reclaimed, Schedules, TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

@@ -5,7 +5,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, DecodeError, NewTask, QueueName, ServerRecord, TaskEnvelope, TaskInfo, TaskState,
+    BrokerError, DecodeError, FireOutcome, LeaderInfo, NewTask, QueueName, ScheduleEntry,
+    SchedulerMetrics, ServerRecord, TaskEnvelope, TaskInfo, TaskState, Trigger,
 };
 
 /// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
@@ -318,8 +319,97 @@ pub trait Inspect: Send + Sync {
     fn servers(&self) -> impl Future<Output = Result<Vec<ServerRecord>, BrokerError>> + Send;
 }
 
+/// What the cluster-wide scheduler needs: a leader lock with a fencing epoch, fenced and
+/// deduplicated firing, the fire state, and the schedule registry.
+pub trait Schedules: Send + Sync {
+    /// Takes the leadership for `token` if nobody holds it; returns the new fencing epoch (which
+    /// only ever grows), or None when another instance leads.
+    fn acquire_leadership(
+        &self,
+        token: &str,
+        instance: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<u64>, BrokerError>> + Send;
+
+    /// Extends the leadership if `token` still holds it.
+    fn renew_leadership(
+        &self,
+        token: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Gives the leadership up if `token` holds it and wakes the followers at once.
+    fn resign_leadership(
+        &self,
+        token: &str,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// The current leader, if any holds the lock.
+    fn leader(&self) -> impl Future<Output = Result<Option<LeaderInfo>, BrokerError>> + Send;
+
+    /// A channel that receives a message whenever a leader resigns. Messages can be missed (pub/sub
+    /// is a hint), so followers still poll the lock.
+    fn resignations(
+        &self,
+    ) -> impl Future<Output = Result<tokio::sync::mpsc::Receiver<()>, BrokerError>> + Send;
+
+    /// Raises `queue`'s fence to `epoch`, so lower epochs can no longer fire into it.
+    fn fence(
+        &self,
+        queue: &QueueName,
+        epoch: u64,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Fires triggers of one queue in one round trip, fenced by `epoch`; one outcome per trigger.
+    fn fire(
+        &self,
+        queue: &QueueName,
+        epoch: u64,
+        triggers: Vec<Trigger>,
+        dedup_ttl: Duration,
+    ) -> impl Future<Output = Result<Vec<FireOutcome>, BrokerError>> + Send;
+
+    /// Last fired trigger (unix ms) and last task id of each schedule of `queue`, in order.
+    fn fire_state(
+        &self,
+        queue: &QueueName,
+        schedule_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<(Option<i64>, Option<String>)>, BrokerError>> + Send;
+
+    /// Publishes (or refreshes) registry entries.
+    fn publish_schedules(
+        &self,
+        entries: &[ScheduleEntry],
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Every registry entry with its fire state; entries not re-published within `stale_after`
+    /// are marked stale, and those older than `remove_after` are deleted.
+    fn schedules(
+        &self,
+        stale_after: Duration,
+        remove_after: Duration,
+    ) -> impl Future<Output = Result<Vec<ScheduleEntry>, BrokerError>> + Send;
+
+    /// Adds to the cluster-wide scheduler counters.
+    fn add_scheduler_metrics(
+        &self,
+        delta: SchedulerMetrics,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// The cluster-wide scheduler counters.
+    fn scheduler_metrics(
+        &self,
+    ) -> impl Future<Output = Result<SchedulerMetrics, BrokerError>> + Send;
+}
+
 /// Everything the worker runtime and the scheduler need; implemented for every type that has
 /// all the capabilities.
-pub trait Broker: Enqueue + Consume + Maintain + Coordinate + Inspect + Clone + 'static {}
+pub trait Broker:
+    Enqueue + Consume + Maintain + Coordinate + Inspect + Schedules + Clone + 'static
+{
+}
 
-impl<T: Enqueue + Consume + Maintain + Coordinate + Inspect + Clone + 'static> Broker for T {}
+impl<T> Broker for T where
+    T: Enqueue + Consume + Maintain + Coordinate + Inspect + Schedules + Clone + 'static
+{
+}

@@ -293,3 +293,80 @@ async fn unreachable_redis_is_a_typed_transient_error() {
         .expect_err("refused");
     assert!(err.is_transient(), "{err}");
 }
+
+fn trigger(schedule: &str, at_ms: i64, queue: &str) -> chronos_broker::Trigger {
+    let opts = EnqueueOptions::new()
+        .queue(queue)
+        .task_id(format!("{schedule}:{}", at_ms / 1000));
+    let payload = chronos_broker::encode_args(&email(1)).expect("encode");
+    chronos_broker::Trigger {
+        schedule_id: schedule.into(),
+        at_ms,
+        task: chronos_broker::NewTask::build("email", payload, opts, chronos_broker::now_ms())
+            .expect("task"),
+        forbid_overlap: false,
+    }
+}
+
+#[tokio::test]
+async fn fire_is_fenced_deduplicated_and_monotonic() {
+    use chronos_broker::{FireOutcome::*, Schedules};
+    let b = broker().await;
+    let queue = QueueName::new("sched").expect("queue");
+    let ttl = Duration::from_secs(30);
+    let e1 = b
+        .acquire_leadership("t1", "one", ttl)
+        .await
+        .expect("acquire")
+        .expect("leader");
+    assert_eq!(
+        b.acquire_leadership("t2", "two", ttl)
+            .await
+            .expect("acquire"),
+        None
+    );
+    // Two leaders in split-brain fire the same trigger at once: one enqueue.
+    let (a, c) = tokio::join!(
+        b.fire(&queue, e1, vec![trigger("s", 10_000, "sched")], ttl),
+        b.fire(&queue, e1, vec![trigger("s", 10_000, "sched")], ttl),
+    );
+    let mut outcomes = [a.expect("fire")[0], c.expect("fire")[0]];
+    outcomes.sort_by_key(|o| *o != Fired);
+    assert_eq!(outcomes, [Fired, Duplicate]);
+    // An older trigger than the last fired is refused too (last fired only moves forward).
+    assert_eq!(
+        b.fire(&queue, e1, vec![trigger("s", 9_000, "sched")], ttl)
+            .await
+            .expect("fire"),
+        vec![Duplicate]
+    );
+    // A new leader takes over and raises the fence: the deposed one is refused from then on.
+    assert!(b.resign_leadership("t1").await.expect("resign"));
+    let e2 = b
+        .acquire_leadership("t2", "two", ttl)
+        .await
+        .expect("acquire")
+        .expect("leader");
+    assert!(e2 > e1);
+    b.fence(&queue, e2).await.expect("fence");
+    assert_eq!(
+        b.fire(&queue, e1, vec![trigger("s", 11_000, "sched")], ttl)
+            .await
+            .expect("fire"),
+        vec![Stale]
+    );
+    assert_eq!(
+        b.fire(&queue, e2, vec![trigger("s", 11_000, "sched")], ttl)
+            .await
+            .expect("fire"),
+        vec![Fired]
+    );
+    let state = b
+        .fire_state(&queue, &["s".to_string(), "other".to_string()])
+        .await
+        .expect("state");
+    assert_eq!(state[0], (Some(11_000), Some("s:11".to_string())));
+    assert_eq!(state[1], (None, None));
+    assert_eq!(b.queue_stats(&queue).await.expect("stats").pending, 2);
+    assert_eq!(b.leader().await.expect("leader").expect("held").epoch, e2);
+}

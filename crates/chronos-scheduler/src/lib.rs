@@ -1,1 +1,86 @@
-//! placeholder
+//! The cluster-wide scheduler of chronos-rs: interval and cron schedules whose every trigger is
+//! enqueued exactly once across all instances, through leader crashes, pauses and hand-offs.
+//!
+//! Who should depend on this crate directly: services that schedule but do not execute; most
+//! applications use the `chronos` facade. The scheduler only enqueues: a worker `Server` must
+//! run somewhere to execute the tasks.
+//!
+//! # How it works
+//! * **One leader.** Every instance runs a [`Scheduler`]; they elect a leader with a Redis lock
+//!   (`SET NX PX`, default TTL 5 s) that the leader renews every half TTL by compare-and-renew.
+//!   Each acquisition takes a new *fencing epoch* from a counter. On shutdown or
+//!   [`SchedulerHandle::resign_leadership`] the leader releases the lock by compare-and-delete and
+//!   publishes a message that wakes the followers at once; a crashed leader's lock expires within
+//!   one TTL, and followers poll at half the TTL in case the message was missed. A leader stops
+//!   firing on its own once it cannot prove it still holds the lock.
+//! * **Exactly once per trigger.** Trigger times are deterministic: intervals are aligned to the
+//!   unix epoch, cron triggers come from the expression in its zone. Each trigger is fired by one
+//!   script that (1) refuses a caller whose epoch is older than the queue's fence (a new leader
+//!   raises the fence of its queues when it takes over, so a paused, deposed leader that wakes up
+//!   is refused), (2) refuses a trigger at or before the schedule's last fired mark or whose dedup
+//!   key `<schedule>:<trigger unix seconds>` exists, and (3) sets the dedup key, moves the last
+//!   fired mark forward and enqueues the task (id `<schedule>:<trigger unix seconds>`), all
+//!   atomically. Two leaders in split-brain therefore cannot both enqueue one trigger.
+//! * **Bounded catch-up.** A new leader fires the triggers that fell due since each schedule last
+//!   fired, as its [`MisfirePolicy`] allows (default: at most 10, from the last hour): a day-long
+//!   outage of a per-minute job never fires 1440 runs. A schedule that never fired starts from now.
+//! * **Overlap.** [`OverlapPolicy::Forbid`] skips a trigger while the schedule's previous task is
+//!   still pending, scheduled, retrying or running.
+//! * **Registry.** Every instance publishes its schedules (id, spec, zone, queue, kind, next run,
+//!   liveness); [`list_schedules`] reads them back with the last fired trigger and task, marking
+//!   entries that no live instance publishes as stale.
+//!
+//! # Time zones and DST
+//! Cron expressions run in an explicit IANA zone (default UTC). A wall-clock time skipped by a
+//! spring-forward transition fires once, at the first valid instant after the gap (02:30 on a
+//! day that jumps from 02:00 to 03:00 fires at 03:00). A time repeated by a fall-back transition
+//! fires once, on its first pass. Expressions with a seconds or minutes step (`*/30 * * * *`)
+//! fire in both passes of a repeated hour, since those are distinct instants.
+//!
+//! # Example
+//! ```no_run
+//! use chronos_broker::{RedisBroker, TaskArgs};
+//! use chronos_scheduler::{ScheduleOptions, Scheduler, SchedulerConfig};
+//! use serde::{Deserialize, Serialize};
+//! use std::time::Duration;
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct Cleanup { older_than_days: u32 }
+//! impl TaskArgs for Cleanup { const KIND: &'static str = "cleanup"; }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = RedisBroker::connect("redis://127.0.0.1:6379").await?;
+//! let mut scheduler = Scheduler::new(broker, SchedulerConfig::default());
+//! scheduler.register_interval(Duration::from_secs(30), &Cleanup { older_than_days: 7 }, ScheduleOptions::new())?;
+//! scheduler.register_cron("0 3 * * *", &Cleanup { older_than_days: 30 },
+//!                         ScheduleOptions::new().zone("Europe/Berlin"))?;
+//! let handle = scheduler.start().await?;
+//! // ... run a worker Server too, somewhere ...
+//! handle.shutdown().await; // resigns, so another instance takes over at once
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+mod config;
+mod error;
+mod leader;
+mod misfire;
+mod options;
+mod registry;
+mod schedule;
+mod scheduler;
+mod spec;
+
+pub use config::SchedulerConfig;
+pub use error::SchedulerError;
+pub use misfire::MisfirePolicy;
+pub use options::{OverlapPolicy, ScheduleOptions};
+pub use registry::list_schedules;
+pub use scheduler::{Scheduler, SchedulerHandle, SchedulerStats};
+pub use spec::{Spec, SpecError};

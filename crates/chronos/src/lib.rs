@@ -2,7 +2,8 @@
 //!
 //! # Crates
 //! This facade re-exports the layers; depend on one alone when that is all you need:
-//! `chronos-broker` (producers and broker implementers), `chronos-worker` (the runtime).
+//! `chronos-broker` (producers and broker implementers), `chronos-worker` (the runtime),
+//! `chronos-scheduler` (cluster-wide cron and interval schedules).
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -25,10 +26,18 @@ pub use chronos_worker::{
     UnrunnablePolicy, WorkerError,
 };
 
+#[doc(inline)]
+pub use chronos_broker::{FireOutcome, LeaderInfo, ScheduleEntry, SchedulerMetrics, Schedules};
+#[doc(inline)]
+pub use chronos_scheduler::{
+    list_schedules, MisfirePolicy, OverlapPolicy, ScheduleOptions, Scheduler, SchedulerConfig,
+    SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError,
+};
+
 /// The names most programs need: `use chronos::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        Client, Context, EnqueueOptions, Mux, RedisBroker, Server, ServerConfig, Task, TaskArgs,
-        TaskError,
+        Client, Context, EnqueueOptions, Mux, RedisBroker, ScheduleOptions, Scheduler,
+        SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
     };
 }

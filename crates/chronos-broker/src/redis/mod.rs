@@ -5,6 +5,7 @@ mod enqueue;
 mod inspect;
 mod maintain;
 mod reply;
+mod schedules;
 mod scripts;
 
 pub use consume::RedisReader;

@@ -44,6 +44,9 @@ scripts!(
     lock_renew,
     lock_release,
     drop_consumer,
+    leader_acquire,
+    fence,
+    fire,
 );
 
 impl Scripts {

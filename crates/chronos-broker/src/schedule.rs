@@ -1,0 +1,92 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{DecodeError, NewTask};
+
+/// One trigger of a schedule, ready to be fired into its queue.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    /// The schedule's id.
+    pub schedule_id: String,
+    /// The trigger time (unix ms); part of the dedup key `<schedule>:<trigger unix seconds>`.
+    pub at_ms: i64,
+    /// The task to enqueue. Its id should be deterministic (the scheduler uses
+    /// `<schedule>:<trigger unix seconds>`), so that even the task is deduplicated.
+    pub task: NewTask,
+    /// Skip this trigger while the schedule's previous task is still pending or running.
+    pub forbid_overlap: bool,
+}
+
+/// What firing one trigger did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireOutcome {
+    /// The task was enqueued.
+    Fired,
+    /// Another leader (or an earlier call) already fired this trigger: nothing written.
+    Duplicate,
+    /// Skipped by the overlap policy; the trigger counts as handled.
+    Overlap,
+    /// Refused: the caller is no longer the leader (its epoch is older than the queue's fence).
+    Stale,
+}
+
+/// The current scheduler leader, as recorded when it took the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderInfo {
+    /// The leader instance's id.
+    pub id: String,
+    /// Its fencing epoch.
+    pub epoch: u64,
+    /// When it took the lock (unix ms).
+    pub since_ms: i64,
+}
+
+/// A registered schedule as published for the inspector, CLI and console.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleEntry {
+    /// Schedule id.
+    pub id: String,
+    /// Human-readable spec (`every 5s`, `0 0 * * *`).
+    pub spec: String,
+    /// IANA zone of a cron spec (`UTC` for intervals).
+    pub zone: String,
+    /// Queue the tasks go to.
+    pub queue: String,
+    /// Kind of the tasks.
+    pub kind: String,
+    /// Next trigger (unix ms) as computed by the publisher.
+    pub next_run_ms: Option<i64>,
+    /// Last trigger fired (unix ms); filled in from the fire state when read.
+    pub last_fired_ms: Option<i64>,
+    /// Id of the last task fired; filled in when read.
+    pub last_task_id: Option<String>,
+    /// Instance that registered it.
+    pub registered_by: String,
+    /// When an instance last re-published it (unix ms).
+    pub last_seen_ms: i64,
+    /// True when no live instance has re-published it recently; set when read.
+    #[serde(default)]
+    pub stale: bool,
+}
+
+impl ScheduleEntry {
+    /// MessagePack with field names, so fields can be added compatibly.
+    pub fn encode(&self) -> Result<Vec<u8>, rmp_serde::encode::Error> {
+        rmp_serde::to_vec_named(self)
+    }
+
+    /// Decodes an entry; bad bytes give a [`DecodeError`], never a panic.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        rmp_serde::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))
+    }
+}
+
+/// Scheduler counters, cluster-wide.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedulerMetrics {
+    /// Triggers enqueued.
+    pub fired: u64,
+    /// Triggers skipped by a misfire policy during catch-up.
+    pub missed: u64,
+    /// Triggers suppressed as duplicates or by the overlap policy.
+    pub suppressed: u64,
+}
