@@ -1,5 +1,6 @@
-//! The whole system in one process: a worker pool on three weighted queues and a producer, with a
-//! live progress line, until Ctrl-C (or `--seconds N`), then a graceful shutdown.
+//! The whole system in one process: a worker pool on three weighted queues, a producer, and the
+//! cluster scheduler firing a 1 s interval schedule, with a live progress line, until Ctrl-C (or
+//! `--seconds N`), then a graceful shutdown.
 //!
 //! `cargo xtask demo [--seconds N] [--rate TASKS_PER_S]`. Uses CHRONOS_REDIS_URL when set,
 //! otherwise starts a throwaway redis-server.
@@ -30,6 +31,17 @@ impl TaskArgs for BuildReport {
     const KIND: &'static str = "report:build";
     fn default_options() -> EnqueueOptions {
         EnqueueOptions::new().queue("low").max_retry(2)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Reconcile {
+    ledger: String,
+}
+impl TaskArgs for Reconcile {
+    const KIND: &'static str = "ledger:reconcile";
+    fn default_options() -> EnqueueOptions {
+        EnqueueOptions::new().queue("critical")
     }
 }
 
@@ -130,6 +142,17 @@ async fn main() -> anyhow::Result<()> {
         Ok(())
     })?;
 
+    // Fired every second by the scheduler below.
+    let reconciled = Arc::new(AtomicU64::new(0));
+    let r = reconciled.clone();
+    mux.handle(move |_ctx: Context, _t: Task<Reconcile>| {
+        let r = r.clone();
+        async move {
+            r.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    })?;
+
     let config = ServerConfig {
         concurrency: 32,
         retry_delay: Arc::new(|retried, _| Duration::from_millis(500 * u64::from(retried))),
@@ -137,6 +160,16 @@ async fn main() -> anyhow::Result<()> {
     }
     .queues([("critical", 6), ("default", 3), ("low", 1)]);
     let server = Server::new(broker.clone(), mux, config)?.start().await?;
+
+    let mut scheduler = Scheduler::new(broker.clone(), SchedulerConfig::default());
+    scheduler.register_interval(
+        Duration::from_secs(1),
+        &Reconcile {
+            ledger: "main".into(),
+        },
+        ScheduleOptions::new().id("reconcile"),
+    )?;
+    let scheduler = scheduler.start().await?;
 
     let enqueued = Arc::new(AtomicU64::new(0));
     let stop = tokio_stop(args.seconds);
@@ -160,18 +193,21 @@ async fn main() -> anyhow::Result<()> {
         let rate = (s.succeeded - last.1) as f64 / last.0.elapsed().as_secs_f64();
         last = (Instant::now(), s.succeeded);
         println!(
-            "[{:>4}s] enqueued {:>7}  done {:>7}  retried {:>5}  dead {:>4}  running {:>3}  {:>7.1} tasks/s",
+            "[{:>4}s] enqueued {:>7}  done {:>7}  retried {:>5}  dead {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}{}",
             started.elapsed().as_secs(),
             enqueued.load(Ordering::Relaxed),
             s.succeeded,
             s.failed - s.dead.min(s.failed),
             s.dead,
             s.running,
-            rate
+            rate,
+            reconciled.load(Ordering::Relaxed),
+            if scheduler.is_leader() { " (leader)" } else { "" },
         );
     }
     println!("stopping: producer first, then a graceful server shutdown");
     producer.await??;
+    scheduler.shutdown().await;
     server.shutdown().await;
     for q in ["critical", "default", "low"] {
         let stats = broker.queue_stats(&QueueName::new(q)?).await?;

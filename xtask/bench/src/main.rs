@@ -8,14 +8,20 @@ mod e2e;
 mod enqueue;
 mod peers;
 mod report;
+mod scheduler;
 
 use anyhow::{bail, Result};
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [mode, url, ns] = args.as_slice() {
+        if mode == "__scheduler" {
+            return scheduler::child(url, ns).await;
+        }
+    }
     let Some((peers_dir, modes)) = args.split_first() else {
-        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|all]");
+        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|all]");
     };
     let peers = peers::Peers::new(peers_dir);
     let all = modes.iter().any(|m| m == "all");
@@ -28,8 +34,12 @@ async fn main() -> Result<()> {
         e2e::run(&peers).await?;
         ran = true;
     }
+    if all || modes.iter().any(|m| m == "scheduler") {
+        scheduler::run().await?;
+        ran = true;
+    }
     if !ran {
-        bail!("unknown bench mode {modes:?}: expected enqueue, e2e or all");
+        bail!("unknown bench mode {modes:?}: expected enqueue, e2e, scheduler or all");
     }
     Ok(())
 }
