@@ -46,7 +46,8 @@ impl<B: Enqueue> Client<B> {
             .unwrap_or_else(|| Err(BrokerError::Encode("no result".into())))
     }
 
-    /// Enqueues many tasks of one type in one round trip per queue (per 1000 tasks). Returns one
+    /// Enqueues many tasks of one type in one round trip (script calls of 125 tasks per queue,
+    /// pipelined together; each call is atomic). Returns one
     /// result per task, in order: a refused task (duplicate, bad queue) does not stop the others.
     pub async fn enqueue_batch<'a, T: TaskArgs>(
         &self,

@@ -19,8 +19,8 @@
 //!   that were in flight when a connection dropped: a transition is guarded by the task id and
 //!   the stream entry id of its delivery, so a re-sent call is a no-op.
 //! * Enqueue, fetch and ack cost O(1) Redis work per task and batch: one round trip per batch
-//!   of enqueues (per queue, per 1000 tasks), one blocking read plus one script per fetched
-//!   batch, one script per batch of acks.
+//!   of enqueues (script calls of 125 tasks per queue, pipelined), one script per fetched batch
+//!   (after a blocking read only when the queue was empty), one script per batch of acks.
 //! * Bad input gets a typed [`BrokerError`] and writes nothing.
 //!
 //! # Key layout
@@ -31,8 +31,8 @@
 //! |---|---|---|---|---|
 //! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
 //! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
-//! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id>` per ready or running delivery; group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim), so it holds only live deliveries |
-//! | `<ns>:{<q>}:t:<id>` | hash | `e` envelope, `s` state, `m` entry id of the current delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `u` unique key, `dl` discard flag | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
+//! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
+//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `u` unique key, `dl` discard flag; `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
 //! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
 //! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
 //! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |
@@ -84,7 +84,7 @@ pub use error::{BrokerError, DecodeError};
 pub use keys::{Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
 pub use redis::RedisReader;
 pub use redis::{RedisBroker, RedisBrokerBuilder, DEFAULT_MAX_PAYLOAD, MAX_BLOCK};
-pub use schedule::{FireOutcome, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
+pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,

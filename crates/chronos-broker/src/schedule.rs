@@ -29,6 +29,15 @@ pub enum FireOutcome {
     Stale,
 }
 
+/// What the fire state records for one schedule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FireState {
+    /// The last trigger fired (unix ms); it only moves forward.
+    pub last_fired_ms: Option<i64>,
+    /// The id of the last task fired.
+    pub last_task_id: Option<String>,
+}
+
 /// The current scheduler leader, as recorded when it took the lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderInfo {

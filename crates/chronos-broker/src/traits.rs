@@ -5,8 +5,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, DecodeError, FireOutcome, LeaderInfo, NewTask, QueueName, ScheduleEntry,
-    SchedulerMetrics, ServerRecord, TaskEnvelope, TaskInfo, TaskState, Trigger,
+    BrokerError, DecodeError, FireOutcome, FireState, LeaderInfo, NewTask, QueueName,
+    ScheduleEntry, SchedulerMetrics, ServerRecord, TaskEnvelope, TaskInfo, TaskState, Trigger,
 };
 
 /// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
@@ -374,7 +374,7 @@ pub trait Schedules: Send + Sync {
         &self,
         queue: &QueueName,
         schedule_ids: &[String],
-    ) -> impl Future<Output = Result<Vec<(Option<i64>, Option<String>)>, BrokerError>> + Send;
+    ) -> impl Future<Output = Result<Vec<FireState>, BrokerError>> + Send;
 
     /// Publishes (or refreshes) registry entries.
     fn publish_schedules(

@@ -208,8 +208,8 @@ async fn catch_up<B: Broker>(
         let ids: Vec<String> = idx.iter().map(|&i| sh.schedules[i].id.clone()).collect();
         match sh.broker.fire_state(q, &ids).await {
             Ok(state) => {
-                for (&i, (l, _)) in idx.iter().zip(state) {
-                    last[i] = l;
+                for (&i, st) in idx.iter().zip(state) {
+                    last[i] = st.last_fired_ms;
                 }
             }
             Err(e) => {

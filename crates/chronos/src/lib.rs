@@ -27,7 +27,9 @@ pub use chronos_worker::{
 };
 
 #[doc(inline)]
-pub use chronos_broker::{FireOutcome, LeaderInfo, ScheduleEntry, SchedulerMetrics, Schedules};
+pub use chronos_broker::{
+    FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Schedules,
+};
 #[doc(inline)]
 pub use chronos_scheduler::{
     list_schedules, MisfirePolicy, OverlapPolicy, ScheduleOptions, Scheduler, SchedulerConfig,

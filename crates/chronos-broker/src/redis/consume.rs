@@ -85,9 +85,18 @@ impl Consume for RedisBroker {
         }
         let rows = self.run(|s| &s.activate, keys.stream(), args).await?;
         let mut fetched = Fetched::default();
-        for ((mid, _), row) in entries.into_iter().zip(reply::array(rows, "activate")?) {
+        for ((mid, fields), row) in entries.into_iter().zip(reply::array(rows, "activate")?) {
             match row {
-                Value::Array(cols) => fetched.leases.push(lease(queue, mid, cols.into_iter())?),
+                Value::Array(cols) => {
+                    // The envelope travels in the entry's `e` field; activate returns only what
+                    // the hash adds (or a hash-held envelope, for tasks of the older layout).
+                    let env = fields
+                        .and_then(|f| f.into_iter().find(|(k, _)| k == "e"))
+                        .map(|(_, v)| v);
+                    fetched
+                        .leases
+                        .push(lease(queue, mid, cols.into_iter(), env)?)
+                }
                 _ => fetched.dropped += 1,
             }
         }
@@ -200,7 +209,7 @@ impl RedisBroker {
             if cols.len() == 0 {
                 fetched.dropped += 1;
             } else {
-                fetched.leases.push(lease(queue, mid, cols)?);
+                fetched.leases.push(lease(queue, mid, cols, None)?);
             }
         }
         Ok(fetched)
@@ -215,10 +224,13 @@ impl RedisBroker {
 }
 
 /// Builds a lease from a script row `task id, envelope, retried, last error, last failed at`.
+/// An empty envelope column means "the envelope is in the stream entry": `entry_env`, the `e`
+/// field the caller read with the entry (None when it has none, or did not read it).
 fn lease(
     queue: &QueueName,
     msg_id: String,
     mut cols: impl Iterator<Item = Value>,
+    entry_env: Option<Bytes>,
 ) -> Result<Lease, BrokerError> {
     let mut next = || cols.next().unwrap_or(Value::Null);
     let task_id = reply::string(next(), "fetch")?;
@@ -226,7 +238,11 @@ fn lease(
     let retried = reply::int(&next(), "fetch")?;
     let last_error = reply::opt_string(next(), "fetch")?;
     let failed_at = reply::int(&next(), "fetch")?;
-    let envelope = TaskEnvelope::decode(&env).map(|mut e| {
+    let env: &[u8] = match &entry_env {
+        Some(e) if env.is_empty() => e,
+        _ => &env,
+    };
+    let envelope = TaskEnvelope::decode(env).map(|mut e| {
         e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
         e.last_error = last_error;
         e.last_failed_at_ms = (failed_at > 0).then_some(failed_at);

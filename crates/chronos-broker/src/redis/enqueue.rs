@@ -7,9 +7,11 @@ use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, Enqueue, NewTask, QueueName, TaskInfo, TaskState,
 };
 
-/// Tasks per script call: large enough to amortise the round trip, small enough that one call
-/// does not hold Redis for long (about 5 ms at 1000 tasks).
-const CHUNK: usize = 1000;
+/// Tasks per script call. A batch is split into calls of this size that go out together on the
+/// auto-pipelined connection (still one round trip): Redis runs one call while the client encodes
+/// the next, which on a 2-core host gave ~1.4x the batch throughput of one call per 1000 tasks.
+/// Each call holds Redis for under 1 ms.
+const CHUNK: usize = 125;
 
 impl Enqueue for RedisBroker {
     async fn enqueue(
@@ -19,19 +21,39 @@ impl Enqueue for RedisBroker {
         let now = now_ms();
         let mut results: Vec<Option<Result<TaskInfo, BrokerError>>> =
             (0..tasks.len()).map(|_| None).collect();
-        // Per queue: (index in the batch, encoded envelope, task).
-        let mut by_queue: BTreeMap<QueueName, Vec<(usize, Vec<u8>, NewTask)>> = BTreeMap::new();
+        // Per queue: (index in the batch, task). Each distinct queue name is validated once.
+        let mut by_name: BTreeMap<String, Vec<(usize, NewTask)>> = BTreeMap::new();
         for (i, task) in tasks.into_iter().enumerate() {
-            match self.prepare(&task) {
-                Ok((queue, bytes)) => by_queue.entry(queue).or_default().push((i, bytes, task)),
-                Err(e) => results[i] = Some(Err(e)),
+            match by_name.get_mut(&task.envelope.queue) {
+                Some(items) => items.push((i, task)),
+                None => {
+                    by_name.insert(task.envelope.queue.clone(), vec![(i, task)]);
+                }
             }
         }
-        let calls = by_queue.iter().flat_map(|(queue, items)| {
-            items
-                .chunks(CHUNK)
-                .map(move |chunk| self.enqueue_chunk(queue, chunk, now))
-        });
+        let mut chunks: Vec<(QueueName, Vec<(usize, NewTask)>)> = Vec::new();
+        for (name, items) in by_name {
+            let queue = match QueueName::new(name) {
+                Ok(q) => q,
+                Err(BrokerError::InvalidQueue { name, reason }) => {
+                    for (i, _) in items {
+                        let name = name.clone();
+                        results[i] = Some(Err(BrokerError::InvalidQueue { name, reason }));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut items = items.into_iter().peekable();
+            while items.peek().is_some() {
+                chunks.push((queue.clone(), items.by_ref().take(CHUNK).collect()));
+            }
+        }
+        // Envelopes are encoded inside each call, so the first call is on the wire before the
+        // last chunk is encoded.
+        let calls = chunks
+            .into_iter()
+            .map(|(queue, chunk)| self.enqueue_chunk(queue, chunk, now));
         let outcomes = futures::future::join_all(calls).await;
         for outcome in outcomes {
             for (i, r) in outcome? {
@@ -46,36 +68,42 @@ impl Enqueue for RedisBroker {
 }
 
 impl RedisBroker {
-    fn prepare(&self, task: &NewTask) -> Result<(QueueName, Vec<u8>), BrokerError> {
-        let queue = QueueName::new(task.envelope.queue.clone())?;
+    /// The stored bytes of a task's envelope, after the payload limit check.
+    fn encode_task(&self, task: &NewTask) -> Result<Vec<u8>, BrokerError> {
         if task.envelope.payload.len() > self.inner.max_payload {
             return Err(BrokerError::PayloadTooLarge {
                 size: task.envelope.payload.len(),
                 limit: self.inner.max_payload,
             });
         }
-        let bytes = task
-            .envelope
+        task.envelope
             .encode()
-            .map_err(|e| BrokerError::Encode(e.to_string()))?;
-        Ok((queue, bytes))
+            .map_err(|e| BrokerError::Encode(e.to_string()))
     }
 
     async fn enqueue_chunk(
         &self,
-        queue: &QueueName,
-        chunk: &[(usize, Vec<u8>, NewTask)],
+        queue: QueueName,
+        chunk: Vec<(usize, NewTask)>,
         now: i64,
     ) -> Result<Vec<(usize, Result<TaskInfo, BrokerError>)>, BrokerError> {
-        self.register_queue(queue).await?;
-        let keys = self.queue_keys(queue);
+        let mut out = Vec::with_capacity(chunk.len());
+        let mut sent = Vec::with_capacity(chunk.len());
+        let keys = self.queue_keys(&queue);
         let mut args: Vec<Value> = Vec::with_capacity(2 + 7 * chunk.len());
         args.push(keys.prefix().into());
         args.push(now.into());
-        for (_, bytes, task) in chunk {
+        for (i, task) in chunk {
+            let bytes = match self.encode_task(&task) {
+                Ok(b) => b,
+                Err(e) => {
+                    out.push((i, Err(e)));
+                    continue;
+                }
+            };
             let env = &task.envelope;
             args.push(env.id.as_str().into());
-            args.push(Value::Bytes(bytes.clone().into()));
+            args.push(Value::Bytes(bytes.into()));
             args.push(task.run_at_ms.into());
             args.push(env.unique_key.as_deref().unwrap_or("").into());
             args.push(task.unique_ttl.map(duration_ms).unwrap_or(0).into());
@@ -88,25 +116,30 @@ impl RedisBroker {
                 }
                 .into(),
             );
+            sent.push((i, task));
         }
+        if sent.is_empty() {
+            return Ok(out);
+        }
+        self.register_queue(&queue).await?;
         let codes = reply::array(
             self.run(|s| &s.enqueue, keys.stream(), args).await?,
             "enqueue",
         )?;
-        if codes.len() != chunk.len() {
+        if codes.len() != sent.len() {
             return Err(reply::bad(
                 "enqueue",
-                format!("{} codes for {} tasks", codes.len(), chunk.len()),
+                format!("{} codes for {} tasks", codes.len(), sent.len()),
             ));
         }
-        let mut out = Vec::with_capacity(chunk.len());
-        for ((i, _, task), code) in chunk.iter().zip(codes) {
-            let env = &task.envelope;
-            let r = match reply::int(&code, "enqueue")? {
+        for ((i, task), code) in sent.into_iter().zip(codes) {
+            let code = reply::int(&code, "enqueue")?;
+            let env = task.envelope;
+            let r = match code {
                 1 | 2 => Ok(TaskInfo {
-                    id: env.id.clone(),
-                    queue: env.queue.clone(),
-                    kind: env.kind.clone(),
+                    id: env.id,
+                    queue: env.queue,
+                    kind: env.kind,
                     state: if task.run_at_ms > now {
                         TaskState::Scheduled
                     } else {
@@ -114,16 +147,14 @@ impl RedisBroker {
                     },
                     run_at_ms: task.run_at_ms.max(now),
                 }),
-                -1 => Err(BrokerError::DuplicateTask {
-                    queue: env.queue.clone(),
-                }),
+                -1 => Err(BrokerError::DuplicateTask { queue: env.queue }),
                 -2 => Err(BrokerError::TaskIdConflict {
-                    id: env.id.clone(),
-                    queue: env.queue.clone(),
+                    id: env.id,
+                    queue: env.queue,
                 }),
                 other => Err(reply::bad("enqueue", format!("unknown code {other}"))),
             };
-            out.push((*i, r));
+            out.push((i, r));
         }
         Ok(out)
     }

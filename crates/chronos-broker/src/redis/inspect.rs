@@ -1,9 +1,11 @@
+use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
 use crate::{
-    now_ms, BrokerError, Inspect, QueueName, QueueStats, ServerRecord, TaskRecord, TaskState, GROUP,
+    now_ms, BrokerError, Inspect, QueueKeys, QueueName, QueueStats, ServerRecord, TaskRecord,
+    TaskState, GROUP,
 };
 
 /// Stream entries read per page when listing pending or active tasks.
@@ -42,32 +44,7 @@ impl Inspect for RedisBroker {
     }
 
     async fn task(&self, queue: &QueueName, id: &str) -> Result<Option<TaskRecord>, BrokerError> {
-        let key = self.queue_keys(queue).task(id);
-        let v: Vec<Value> = self
-            .inner
-            .client
-            .hmget(key, vec!["s", "e", "r", "err", "f"])
-            .await?;
-        let mut cols = v.into_iter();
-        let mut next = || cols.next().unwrap_or(Value::Null);
-        let state = next();
-        if state.is_null() {
-            return Ok(None);
-        }
-        let state_name = reply::string(state, "task")?;
-        let state = TaskState::parse(&state_name)
-            .ok_or_else(|| reply::bad("task", format!("unknown state {state_name:?}")))?;
-        let envelope = decode_envelope(next());
-        let retried = next().as_i64().unwrap_or(0);
-        let err = reply::opt_string(next(), "task")?;
-        let failed = next().as_i64().unwrap_or(0);
-        let envelope = envelope.map(|mut e| {
-            e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
-            e.last_error = err;
-            e.last_failed_at_ms = (failed > 0).then_some(failed);
-            e
-        });
-        Ok(Some(TaskRecord { state, envelope }))
+        self.record(&self.queue_keys(queue), id, None).await
     }
 
     async fn list_tasks(
@@ -85,17 +62,25 @@ impl Inspect for RedisBroker {
             TaskState::Completed => Some(keys.completed()),
             _ => None,
         };
-        let ids: Vec<String> = match zset {
+        // Task ids, with the envelope of their stream entry when listed from the stream.
+        let ids: Vec<(String, Option<Bytes>)> = match zset {
             Some(z) => {
                 let stop = (offset + limit).saturating_sub(1) as i64;
-                self.inner
+                let ids: Vec<String> = self
+                    .inner
                     .client
                     .zrange(z, offset as i64, stop, None, false, None, false)
-                    .await?
+                    .await?;
+                ids.into_iter().map(|id| (id, None)).collect()
             }
             None => self.stream_ids(queue, state, offset, limit).await?,
         };
-        let records = futures::future::join_all(ids.iter().map(|id| self.task(queue, id))).await;
+        let keys = &keys;
+        let records = futures::future::join_all(
+            ids.into_iter()
+                .map(|(id, env)| async move { self.record(keys, &id, env).await }),
+        )
+        .await;
         let mut out = Vec::new();
         for r in records {
             if let Some(rec) = r? {
@@ -151,34 +136,104 @@ impl Inspect for RedisBroker {
 }
 
 impl RedisBroker {
-    /// Task ids in the stream whose hash says `state` (pending or active), in stream order.
+    /// One task as the inspector sees it, or None. The envelope is the hash's `e` while the task
+    /// is out of the stream; in the stream it is the `e` field of its entry: `entry_env` when the
+    /// caller already read the entry, else read from the entry at the hash's `m`.
+    async fn record(
+        &self,
+        keys: &QueueKeys,
+        id: &str,
+        mut entry_env: Option<Bytes>,
+    ) -> Result<Option<TaskRecord>, BrokerError> {
+        // The hash and the entry are two reads: a task that leaves the stream between them (its
+        // envelope moves into the hash) is read again, a bounded number of times.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let v: Vec<Value> = self
+                .inner
+                .client
+                .hmget(keys.task(id), vec!["s", "e", "r", "err", "f", "m"])
+                .await?;
+            let mut cols = v.into_iter();
+            let mut next = || cols.next().unwrap_or(Value::Null);
+            let state = next();
+            if state.is_null() {
+                return Ok(None);
+            }
+            let state_name = reply::string(state, "task")?;
+            let state = TaskState::parse(&state_name)
+                .ok_or_else(|| reply::bad("task", format!("unknown state {state_name:?}")))?;
+            let mut env = next();
+            let retried = next().as_i64().unwrap_or(0);
+            let err = reply::opt_string(next(), "task")?;
+            let failed = next().as_i64().unwrap_or(0);
+            let mid = reply::opt_string(next(), "task")?;
+            if env.is_null() {
+                if let Some(e) = entry_env.take() {
+                    env = Value::Bytes(e);
+                } else if let Some(mid) = mid {
+                    env = self.entry_envelope(keys, &mid).await?;
+                    if env.is_null() && attempts < 3 {
+                        continue;
+                    }
+                }
+            }
+            let envelope = decode_envelope(env).map(|mut e| {
+                e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
+                e.last_error = err;
+                e.last_failed_at_ms = (failed > 0).then_some(failed);
+                e
+            });
+            return Ok(Some(TaskRecord { state, envelope }));
+        }
+    }
+
+    /// The `e` field of one stream entry, or nil when the entry or the field is gone.
+    async fn entry_envelope(&self, keys: &QueueKeys, mid: &str) -> Result<Value, BrokerError> {
+        let entries: Vec<(String, Vec<(String, Bytes)>)> = self
+            .inner
+            .client
+            .xrange(keys.stream(), mid, mid, Some(1))
+            .await?;
+        Ok(entries
+            .into_iter()
+            .flat_map(|(_, fields)| fields)
+            .find(|(k, _)| k == "e")
+            .map_or(Value::Null, |(_, v)| Value::Bytes(v)))
+    }
+
+    /// Task ids in the stream whose hash says `state` (pending or active), in stream order, each
+    /// with the envelope its entry carries.
     async fn stream_ids(
         &self,
         queue: &QueueName,
         state: TaskState,
         offset: usize,
         limit: usize,
-    ) -> Result<Vec<String>, BrokerError> {
+    ) -> Result<Vec<(String, Option<Bytes>)>, BrokerError> {
         let keys = self.queue_keys(queue);
         let mut start = "-".to_string();
         let mut seen = 0usize;
         let mut out = Vec::new();
         // Bounded: an inspector page never reads more than 20 pages of the stream.
         for _ in 0..20 {
-            let page: Vec<(String, Vec<(String, String)>)> = self
+            // Field values as bytes: the envelope is binary.
+            let page: Vec<(String, Vec<(String, Bytes)>)> = self
                 .inner
                 .client
                 .xrange(keys.stream(), start.as_str(), "+", Some(PAGE))
                 .await?;
             let full = page.len() as u64 == PAGE;
             for (mid, fields) in &page {
-                let Some(id) = fields.iter().find(|(k, _)| k == "i").map(|(_, v)| v) else {
+                let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+                let Some(id) = field("i").and_then(|v| std::str::from_utf8(v).ok()) else {
                     continue;
                 };
                 let s: Option<String> = self.inner.client.hget(keys.task(id), "s").await?;
                 if s.as_deref() == Some(state.as_str()) {
                     if seen >= offset {
-                        out.push(id.clone());
+                        out.push((id.to_string(), field("e").cloned()));
                         if out.len() >= limit {
                             return Ok(out);
                         }

@@ -7,7 +7,7 @@ use tracing::warn;
 
 use super::{client_builder, reply, RedisBroker};
 use crate::{
-    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, LeaderInfo, QueueName,
+    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo, QueueName,
     ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
 };
 
@@ -177,7 +177,7 @@ impl Schedules for RedisBroker {
         &self,
         queue: &QueueName,
         schedule_ids: &[String],
-    ) -> Result<Vec<(Option<i64>, Option<String>)>, BrokerError> {
+    ) -> Result<Vec<FireState>, BrokerError> {
         if schedule_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -193,7 +193,14 @@ impl Schedules for RedisBroker {
             .client
             .hmget(format!("{}sched:task", keys.prefix()), ids)
             .await?;
-        Ok(last.into_iter().zip(task).collect())
+        Ok(last
+            .into_iter()
+            .zip(task)
+            .map(|(last_fired_ms, last_task_id)| FireState {
+                last_fired_ms,
+                last_task_id,
+            })
+            .collect())
     }
 
     async fn publish_schedules(&self, entries: &[ScheduleEntry]) -> Result<(), BrokerError> {
@@ -249,9 +256,9 @@ impl Schedules for RedisBroker {
         for (queue, mut entries) in by_queue {
             if let Ok(q) = QueueName::new(queue) {
                 let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
-                for (e, (last, task)) in entries.iter_mut().zip(self.fire_state(&q, &ids).await?) {
-                    e.last_fired_ms = last;
-                    e.last_task_id = task;
+                for (e, state) in entries.iter_mut().zip(self.fire_state(&q, &ids).await?) {
+                    e.last_fired_ms = state.last_fired_ms;
+                    e.last_task_id = state.last_task_id;
                 }
             }
             out.extend(entries);

@@ -6,6 +6,9 @@
 -- Returns: per pair, {task id, envelope, retried, last error, last failed at ms}, or 0 when the
 -- entry is stale (its task was deleted, or it is not ours to run): such an entry is acked and
 -- deleted so it never blocks the queue. Running twice returns the same rows.
+-- The envelope is '' when the hash holds none (the normal case: a task in the stream keeps its
+-- envelope in the entry's `e` field, which the caller already read with the entry); it is the
+-- hash's `e` only for a task written before envelopes moved into the stream.
 local prefix, group = ARGV[1], ARGV[2]
 local out = {}
 for i = 3, #ARGV, 2 do
@@ -14,9 +17,9 @@ for i = 3, #ARGV, 2 do
   if id ~= '' then
     h = redis.call('HMGET', prefix .. 't:' .. id, 'm', 'e', 'r', 'err', 'f')
   end
-  if h[1] == mid and h[2] then
+  if h[1] == mid then
     redis.call('HSET', prefix .. 't:' .. id, 's', 'active')
-    out[#out + 1] = {id, h[2], h[3] or '0', h[4] or '', h[5] or '0'}
+    out[#out + 1] = {id, h[2] or '', h[3] or '0', h[4] or '', h[5] or '0'}
   else
     redis.call('XACK', KEYS[1], group, mid)
     redis.call('XDEL', KEYS[1], mid)

@@ -5,6 +5,8 @@
 -- ARGV[1]  key prefix, ARGV[2] consumer group, ARGV[3] consumer, ARGV[4] most entries to read
 -- Returns: per entry read, {entry id, task id, envelope, retried, last error, last failed at}
 -- for a live task, or {entry id} for a stale one (acked and deleted, as in activate.lua).
+-- The envelope is the entry's `e` field (or the hash's `e`, for a task written before envelopes
+-- moved into the stream; '' when neither has one).
 -- A re-sent call reads nothing new: entries delivered by the first run wait in the consumer's
 -- pending list and are reclaimed if the reply was lost.
 local prefix, group = ARGV[1], ARGV[2]
@@ -13,17 +15,17 @@ local out = {}
 if not res then return out end
 for _, entry in ipairs(res[1][2]) do
   local mid, fields = entry[1], entry[2]
-  local id = nil
+  local id, env = nil, nil
   if fields then
     for j = 1, #fields, 2 do
-      if fields[j] == 'i' then id = fields[j + 1] end
+      if fields[j] == 'i' then id = fields[j + 1] elseif fields[j] == 'e' then env = fields[j + 1] end
     end
   end
   local h = {false, false, false, false, false}
   if id then h = redis.call('HMGET', prefix .. 't:' .. id, 'm', 'e', 'r', 'err', 'f') end
-  if h[1] == mid and h[2] then
+  if h[1] == mid then
     redis.call('HSET', prefix .. 't:' .. id, 's', 'active')
-    out[#out + 1] = {mid, id, h[2], h[3] or '0', h[4] or '', h[5] or '0'}
+    out[#out + 1] = {mid, id, h[2] or env or '', h[3] or '0', h[4] or '', h[5] or '0'}
   else
     redis.call('XACK', KEYS[1], group, mid)
     redis.call('XDEL', KEYS[1], mid)

@@ -4,22 +4,40 @@
 -- ARGV[4]  task id, ARGV[5] stream entry id, ARGV[6] error message,
 -- ARGV[7]  '1' when this failure counts as an attempt
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
--- The unique lock is released either way.
+-- The unique lock is released either way. An archived task leaves the stream, so its envelope
+-- moves from the entry's `e` into the hash's `e` before the entry is deleted.
 local prefix, group, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local id, mid = ARGV[4], ARGV[5]
 local tkey = prefix .. 't:' .. id
-if redis.call('HGET', tkey, 'm') ~= mid then return 0 end
+
+-- The `e` field of a stream entry, or nil.
+local function entry_envelope()
+  local r = redis.call('XRANGE', KEYS[1], mid, mid)
+  local fields = r[1] and r[1][2]
+  if not fields then return nil end
+  for j = 1, #fields, 2 do
+    if fields[j] == 'e' then return fields[j + 1] end
+  end
+  return nil
+end
+
+local h = redis.call('HMGET', tkey, 'm', 'e', 'u', 'dl')
+if h[1] ~= mid then return 0 end
+local discard = h[4] == '1'
+local env = not h[2] and not discard and entry_envelope()
 redis.call('XACK', KEYS[1], group, mid)
 redis.call('XDEL', KEYS[1], mid)
 redis.call('INCR', prefix .. 'failed')
-local ukey = redis.call('HGET', tkey, 'u')
+local ukey = h[3]
 if ukey and redis.call('GET', ukey) == id then redis.call('DEL', ukey) end
-if redis.call('HGET', tkey, 'dl') == '1' then
+if discard then
   redis.call('DEL', tkey)
   return 2
 end
 if ARGV[7] == '1' then redis.call('HINCRBY', tkey, 'r', 1) end
-redis.call('HSET', tkey, 's', 'archived', 'err', ARGV[6], 'f', now)
+local fields = {tkey, 's', 'archived', 'err', ARGV[6], 'f', now}
+if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
 redis.call('ZADD', prefix .. 'archived', now, id)
 return 1

@@ -39,9 +39,10 @@ for i = 5, #ARGV, 7 do
     if busy then
       out[#out + 1] = -2
     else
+      -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
       local tkey = prefix .. 't:' .. id
-      local mid = redis.call('XADD', KEYS[1], '*', 'i', id)
-      local fields = {tkey, 'e', env, 'r', 0, 'x', maxr, 's', 'pending', 'm', mid}
+      local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+      local fields = {tkey, 'r', '0', 'x', maxr, 's', 'pending', 'm', mid}
       if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
       redis.call('HSET', unpack(fields))
       redis.call('HSET', prefix .. 'sched:task', sid, id)

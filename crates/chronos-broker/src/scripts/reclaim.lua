@@ -6,44 +6,58 @@
 -- ARGV[4]  min idle ms, ARGV[5] XAUTOCLAIM cursor, ARGV[6] count, ARGV[7] now (unix ms)
 -- Returns: {next cursor, re-queued count, {id, envelope, '1' if discarded else '0'}...}
 -- The claiming consumer ends with nothing pending: every claimed entry is acked and deleted.
+-- The envelope is the claimed entry's `e` (or the hash's `e`, for a task written before
+-- envelopes moved into the stream): a re-queued task's new entry carries it, an archived task's
+-- hash keeps it, and dead tasks return it.
 local prefix, group, me = ARGV[1], ARGV[2], ARGV[3]
 local now = ARGV[7]
 local res = redis.call('XAUTOCLAIM', KEYS[1], group, me, ARGV[4], ARGV[5], 'COUNT', ARGV[6])
 local requeued, dead = 0, {}
 for _, entry in ipairs(res[2]) do
   local mid, fields = entry[1], entry[2]
-  local id = nil
+  local id, eenv = nil, nil
   if fields then
     for j = 1, #fields, 2 do
-      if fields[j] == 'i' then id = fields[j + 1] end
+      if fields[j] == 'i' then id = fields[j + 1] elseif fields[j] == 'e' then eenv = fields[j + 1] end
     end
   end
   redis.call('XACK', KEYS[1], group, mid)
   redis.call('XDEL', KEYS[1], mid)
   if id then
     local tkey = prefix .. 't:' .. id
-    if redis.call('HGET', tkey, 'm') == mid then
+    local h = redis.call('HMGET', tkey, 'm', 'e', 'x', 'u', 'dl')
+    if h[1] == mid then
+      local env = h[2] or eenv
       local r = redis.call('HINCRBY', tkey, 'r', 1)
-      local maxr = tonumber(redis.call('HGET', tkey, 'x') or '0') or 0
+      local maxr = tonumber(h[3] or '0') or 0
       local err = 'worker lost: no heartbeat for ' .. ARGV[4] .. ' ms'
       redis.call('HSET', tkey, 'err', err, 'f', now)
       if r > maxr then
         redis.call('INCR', prefix .. 'failed')
-        local ukey = redis.call('HGET', tkey, 'u')
+        local ukey = h[4]
         if ukey and redis.call('GET', ukey) == id then redis.call('DEL', ukey) end
-        local env = redis.call('HGET', tkey, 'e')
-        if redis.call('HGET', tkey, 'dl') == '1' then
+        if h[5] == '1' then
           redis.call('DEL', tkey)
-          dead[#dead + 1] = {id, env, '1'}
+          dead[#dead + 1] = {id, env or false, '1'}
         else
-          redis.call('HSET', tkey, 's', 'archived')
+          if env and not h[2] then
+            redis.call('HSET', tkey, 's', 'archived', 'e', env)
+          else
+            redis.call('HSET', tkey, 's', 'archived')
+          end
           redis.call('HDEL', tkey, 'm')
           redis.call('ZADD', prefix .. 'archived', now, id)
-          dead[#dead + 1] = {id, env, '0'}
+          dead[#dead + 1] = {id, env or false, '0'}
         end
       else
-        local new = redis.call('XADD', KEYS[1], '*', 'i', id)
+        local new
+        if env then
+          new = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+        else
+          new = redis.call('XADD', KEYS[1], '*', 'i', id)
+        end
         redis.call('HSET', tkey, 's', 'pending', 'm', new)
+        if h[2] then redis.call('HDEL', tkey, 'e') end
         requeued = requeued + 1
       end
     end

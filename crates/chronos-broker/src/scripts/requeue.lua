@@ -4,16 +4,39 @@
 -- ARGV[1]  key prefix, ARGV[2] consumer group
 -- then pairs: task id, stream entry id
 -- Returns: how many tasks were re-queued; a pair whose lease no longer matches is skipped.
+-- The new entry carries the envelope of the old one (`i=<id> e=<envelope>`). A hash that still
+-- holds `e` (a task written before envelopes moved into the stream) gives its envelope to the
+-- entry and drops it.
 local prefix, group = ARGV[1], ARGV[2]
 local n = 0
+
+-- The `e` field of a stream entry, or nil.
+local function entry_envelope(mid)
+  local r = redis.call('XRANGE', KEYS[1], mid, mid)
+  local fields = r[1] and r[1][2]
+  if not fields then return nil end
+  for j = 1, #fields, 2 do
+    if fields[j] == 'e' then return fields[j + 1] end
+  end
+  return nil
+end
+
 for i = 3, #ARGV, 2 do
   local id, mid = ARGV[i], ARGV[i + 1]
   local tkey = prefix .. 't:' .. id
-  if redis.call('HGET', tkey, 'm') == mid then
+  local h = redis.call('HMGET', tkey, 'm', 'e')
+  if h[1] == mid then
+    local env = h[2] or entry_envelope(mid)
     redis.call('XACK', KEYS[1], group, mid)
     redis.call('XDEL', KEYS[1], mid)
-    local new = redis.call('XADD', KEYS[1], '*', 'i', id)
+    local new
+    if env then
+      new = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+    else
+      new = redis.call('XADD', KEYS[1], '*', 'i', id)
+    end
     redis.call('HSET', tkey, 's', 'pending', 'm', new)
+    if h[2] then redis.call('HDEL', tkey, 'e') end
     n = n + 1
   end
 end

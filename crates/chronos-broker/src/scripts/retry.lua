@@ -4,14 +4,32 @@
 -- ARGV[4]  task id, ARGV[5] stream entry id, ARGV[6] retry at (unix ms), ARGV[7] error message
 -- Returns: 1 when moved to the retry set, 0 when the lease no longer matches (re-sent call,
 -- reclaimed or deleted task): nothing changed.
+-- The task leaves the stream, so its envelope moves from the entry's `e` into the hash's `e`
+-- before the entry is deleted.
 local prefix, group, now = ARGV[1], ARGV[2], ARGV[3]
 local id, mid = ARGV[4], ARGV[5]
 local tkey = prefix .. 't:' .. id
-if redis.call('HGET', tkey, 'm') ~= mid then return 0 end
+
+-- The `e` field of a stream entry, or nil.
+local function entry_envelope()
+  local r = redis.call('XRANGE', KEYS[1], mid, mid)
+  local fields = r[1] and r[1][2]
+  if not fields then return nil end
+  for j = 1, #fields, 2 do
+    if fields[j] == 'e' then return fields[j + 1] end
+  end
+  return nil
+end
+
+local h = redis.call('HMGET', tkey, 'm', 'e')
+if h[1] ~= mid then return 0 end
+local fields = {tkey, 's', 'retry', 'err', ARGV[7], 'f', now}
+local env = not h[2] and entry_envelope()
+if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
 redis.call('XACK', KEYS[1], group, mid)
 redis.call('XDEL', KEYS[1], mid)
 redis.call('HINCRBY', tkey, 'r', 1)
-redis.call('HSET', tkey, 's', 'retry', 'err', ARGV[7], 'f', now)
+redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
 redis.call('ZADD', prefix .. 'retry', ARGV[6], id)
 redis.call('INCR', prefix .. 'failed')
