@@ -27,6 +27,9 @@ pub enum FireOutcome {
     Overlap,
     /// Refused: the caller is no longer the leader (its epoch is older than the queue's fence).
     Stale,
+    /// Never sent: the task cannot be stored (its payload is over the broker's limit). Permanent
+    /// for this schedule's payload; the scheduler reports it and moves on.
+    Invalid,
 }
 
 /// What the fire state records for one schedule.
@@ -36,6 +39,9 @@ pub struct FireState {
     pub last_fired_ms: Option<i64>,
     /// The id of the last task fired.
     pub last_task_id: Option<String>,
+    /// When a leader first saw this schedule (unix ms): where catch-up starts for a schedule
+    /// that never fired, so a trigger due during its first failover is not lost.
+    pub watermark_ms: Option<i64>,
 }
 
 /// The current scheduler leader, as recorded when it took the lock.

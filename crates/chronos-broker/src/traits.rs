@@ -324,11 +324,15 @@ pub trait Inspect: Send + Sync {
 pub trait Schedules: Send + Sync {
     /// Takes the leadership for `token` if nobody holds it; returns the new fencing epoch (which
     /// only ever grows), or None when another instance leads.
+    ///
+    /// The epoch is above `min_epoch`: a candidate that saw a higher fence (the epoch counter was
+    /// lost, say with a Redis shard restarted empty) passes it, so fences stay meaningful.
     fn acquire_leadership(
         &self,
         token: &str,
         instance: &str,
         ttl: Duration,
+        min_epoch: u64,
     ) -> impl Future<Output = Result<Option<u64>, BrokerError>> + Send;
 
     /// Extends the leadership if `token` still holds it.
@@ -353,11 +357,20 @@ pub trait Schedules: Send + Sync {
         &self,
     ) -> impl Future<Output = Result<tokio::sync::mpsc::Receiver<()>, BrokerError>> + Send;
 
-    /// Raises `queue`'s fence to `epoch`, so lower epochs can no longer fire into it.
+    /// Raises `queue`'s fence to `epoch`, so lower epochs can no longer fire into it; returns the
+    /// fence afterwards (higher than `epoch` means a newer leader exists, or the counter reset).
     fn fence(
         &self,
         queue: &QueueName,
         epoch: u64,
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Records `at_ms` as the catch-up start of each schedule that has none yet.
+    fn set_watermarks(
+        &self,
+        queue: &QueueName,
+        schedule_ids: &[String],
+        at_ms: i64,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
     /// Fires triggers of one queue in one round trip, fenced by `epoch`; one outcome per trigger.
@@ -369,7 +382,7 @@ pub trait Schedules: Send + Sync {
         dedup_ttl: Duration,
     ) -> impl Future<Output = Result<Vec<FireOutcome>, BrokerError>> + Send;
 
-    /// Last fired trigger (unix ms) and last task id of each schedule of `queue`, in order.
+    /// Last fired trigger, last task id and watermark of each schedule of `queue`, in order.
     fn fire_state(
         &self,
         queue: &QueueName,

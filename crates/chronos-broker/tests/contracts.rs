@@ -315,12 +315,19 @@ async fn fire_is_fenced_deduplicated_and_monotonic() {
     let queue = QueueName::new("sched").expect("queue");
     let ttl = Duration::from_secs(30);
     let e1 = b
-        .acquire_leadership("t1", "one", ttl)
+        .acquire_leadership("t1", "one", ttl, 0)
         .await
         .expect("acquire")
         .expect("leader");
+    // A re-sent acquire (its first reply lost) is still a win, with the same epoch.
     assert_eq!(
-        b.acquire_leadership("t2", "two", ttl)
+        b.acquire_leadership("t1", "one", ttl, 0)
+            .await
+            .expect("acquire"),
+        Some(e1)
+    );
+    assert_eq!(
+        b.acquire_leadership("t2", "two", ttl, 0)
             .await
             .expect("acquire"),
         None
@@ -343,12 +350,17 @@ async fn fire_is_fenced_deduplicated_and_monotonic() {
     // A new leader takes over and raises the fence: the deposed one is refused from then on.
     assert!(b.resign_leadership("t1").await.expect("resign"));
     let e2 = b
-        .acquire_leadership("t2", "two", ttl)
+        .acquire_leadership("t2", "two", ttl, 0)
         .await
         .expect("acquire")
         .expect("leader");
     assert!(e2 > e1);
-    b.fence(&queue, e2).await.expect("fence");
+    assert_eq!(b.fence(&queue, e2).await.expect("fence"), e2);
+    assert_eq!(
+        b.fence(&queue, e1).await.expect("fence"),
+        e2,
+        "a fence never goes down"
+    );
     assert_eq!(
         b.fire(&queue, e1, vec![trigger("s", 11_000, "sched")], ttl)
             .await
@@ -372,4 +384,47 @@ async fn fire_is_fenced_deduplicated_and_monotonic() {
     assert_eq!(state[1], chronos_broker::FireState::default());
     assert_eq!(b.queue_stats(&queue).await.expect("stats").pending, 2);
     assert_eq!(b.leader().await.expect("leader").expect("held").epoch, e2);
+}
+
+#[tokio::test]
+async fn epoch_floor_and_invalid_triggers() {
+    use chronos_broker::{FireOutcome::*, Schedules};
+    let b = broker().await; // 4096-byte payload limit
+    let queue = QueueName::new("floor").expect("queue");
+    let ttl = Duration::from_secs(30);
+    // The epoch counter was lost while a fence of 40 survived: the next epoch passes the floor.
+    let e = b
+        .acquire_leadership("t", "one", ttl, 40)
+        .await
+        .expect("acquire")
+        .expect("leader");
+    assert_eq!(e, 41);
+    // A trigger whose payload is over the limit is refused on its own; the others fire.
+    let mut big = trigger("big", 5_000, "floor");
+    big.task.envelope.payload = vec![0; 5000];
+    let out = b
+        .fire(
+            &queue,
+            e,
+            vec![
+                trigger("a", 5_000, "floor"),
+                big,
+                trigger("c", 5_000, "floor"),
+            ],
+            ttl,
+        )
+        .await;
+    assert_eq!(out.expect("fire"), vec![Fired, Invalid, Fired]);
+    // Watermarks are set once and never moved.
+    b.set_watermarks(&queue, &["a".to_string(), "w".to_string()], 7)
+        .await
+        .expect("mark");
+    b.set_watermarks(&queue, &["w".to_string()], 9)
+        .await
+        .expect("mark");
+    let st = b
+        .fire_state(&queue, &["w".to_string()])
+        .await
+        .expect("state");
+    assert_eq!((st[0].watermark_ms, st[0].last_fired_ms), (Some(7), None));
 }

@@ -534,3 +534,85 @@ async fn list_tasks_by_state() {
     b.set_paused(&queue, false).await.expect("resume");
     assert!(b.paused_queues().await.expect("paused").is_empty());
 }
+
+#[tokio::test]
+async fn janitor_spares_a_task_enqueued_again_under_an_expired_retained_id() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("reuse");
+    let opts = EnqueueOptions::new().queue("reuse").task_id("same");
+    client
+        .enqueue(&email(1), opts.clone().retention(Duration::from_millis(50)))
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    let done = [Completion {
+        lease: f.leases[0].id.clone(),
+        retention: Some(Duration::from_millis(50)),
+    }];
+    b.complete(&queue, &done).await.expect("complete");
+    tokio::time::sleep(Duration::from_millis(120)).await; // the retained hash expires
+    client
+        .enqueue(&email(1), opts)
+        .await
+        .expect("same id again");
+    b.trim(&queue, Duration::from_secs(3600), 100, 100)
+        .await
+        .expect("trim");
+    let rec = b
+        .task(&queue, "same")
+        .await
+        .expect("task")
+        .expect("the new task survives the janitor");
+    assert_eq!(rec.state, TaskState::Pending);
+}
+
+#[tokio::test]
+async fn reclaiming_a_delivery_that_never_reached_a_handler_spends_no_attempt() {
+    use chronos_broker::fred::interfaces::StreamsInterface;
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("lost-reply");
+    client
+        .enqueue(
+            &email(1),
+            EnqueueOptions::new().queue("lost-reply").max_retry(0),
+        )
+        .await
+        .expect("enqueue");
+    // A read whose reply was lost on a reconnect: delivered to the group, never activated.
+    let stream = b.keyspace().queue(&queue).stream();
+    let _: chronos_broker::fred::prelude::Value = b
+        .client()
+        .xreadgroup(
+            chronos_broker::GROUP,
+            "gone",
+            Some(1),
+            None,
+            false,
+            stream,
+            ">",
+        )
+        .await
+        .expect("raw read");
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let r = b
+        .reclaim_idle(&queue, Duration::from_millis(50), 100)
+        .await
+        .expect("reclaim");
+    assert_eq!(
+        (r.requeued, r.dead.len()),
+        (1, 0),
+        "max_retry 0, yet not dead: it never ran"
+    );
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 0);
+}

@@ -28,20 +28,27 @@ pub(crate) async fn run<B: Broker>(sh: Arc<Shared<B>>) {
         }
     };
     let mut cooldown_until: Option<Instant> = None;
+    // The highest fence seen above our own epoch: the next acquisition takes an epoch above it.
+    let mut min_epoch = 0;
     while !sh.stop.is_cancelled() {
         if cooldown_until.is_none_or(|t| Instant::now() >= t) {
             let asked = Instant::now();
             match sh
                 .broker
-                .acquire_leadership(&token, &sh.instance, ttl)
+                .acquire_leadership(&token, &sh.instance, ttl, min_epoch)
                 .await
             {
                 Ok(Some(epoch)) => {
-                    let resigned = lead(&sh, &token, epoch, asked)
+                    let end = lead(&sh, &token, epoch, asked)
                         .instrument(info_span!("leader", instance = %sh.instance, epoch))
                         .await;
-                    // After handing over, stay out for one TTL so a follower takes the lock.
-                    cooldown_until = resigned.then(|| Instant::now() + ttl);
+                    cooldown_until = None;
+                    match end {
+                        // After handing over, stay out for one TTL so a follower takes the lock.
+                        End::Resigned => cooldown_until = Some(Instant::now() + ttl),
+                        End::Fenced(fence) => min_epoch = min_epoch.max(fence),
+                        End::Lost => {}
+                    }
                     continue;
                 }
                 Ok(None) => {}
@@ -69,8 +76,19 @@ async fn recv(rx: &mut Option<tokio::sync::mpsc::Receiver<()>>) {
     }
 }
 
-/// One leadership term. Returns true when it ended by resigning (shutdown or on request).
-async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant) -> bool {
+/// How a leadership term ended.
+enum End {
+    /// Resigned (shutdown or on request).
+    Resigned,
+    /// Lost the lock, or could not prove it still held it.
+    Lost,
+    /// A fence above its epoch was found: a newer leader exists, or the epoch counter was lost
+    /// (a Redis shard restarted empty). The lock is released and the next term starts above it.
+    Fenced(u64),
+}
+
+/// One leadership term.
+async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant) -> End {
     let ttl = sh.config.leader_ttl;
     let c = &sh.counters;
     c.is_leader.store(true, Ordering::SeqCst);
@@ -85,10 +103,17 @@ async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant
     let mut queues: Vec<QueueName> = sh.schedules.iter().map(|s| s.queue.clone()).collect();
     queues.sort();
     queues.dedup();
+    let mut highest = epoch;
     for q in &queues {
-        if let Err(e) = sh.broker.fence(q, epoch).await {
-            warn!(queue = %q, error = %e, "could not raise the fence; fire calls still check it");
+        match sh.broker.fence(q, epoch).await {
+            Ok(fence) => highest = highest.max(fence),
+            Err(e) => {
+                warn!(queue = %q, error = %e, "could not raise the fence; fire calls still check it")
+            }
         }
+    }
+    if highest > epoch {
+        return step_down(sh, token, Term::Fenced(highest)).await;
     }
     let mut next = match catch_up(sh, epoch, &queues).await {
         Ok(next) => next,
@@ -166,29 +191,51 @@ enum Term {
     Resign,
     Lost,
     Stale,
+    Fenced(u64),
     Failed(Vec<(usize, i64)>),
 }
 
-async fn step_down<B: Broker>(sh: &Shared<B>, token: &str, term: Term) -> bool {
+async fn step_down<B: Broker>(sh: &Shared<B>, token: &str, term: Term) -> End {
     let c = &sh.counters;
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
     match term {
         Term::Resign => {
-            match sh.broker.resign_leadership(token).await {
-                Ok(_) => info!("resigned the scheduler leadership"),
-                Err(e) => warn!(error = %e, "could not resign; the lock expires by itself"),
-            }
-            true
+            release(sh, token).await;
+            info!("resigned the scheduler leadership");
+            End::Resigned
         }
         Term::Lost | Term::Failed(_) => {
             warn!("lost the scheduler leadership");
-            false
+            End::Lost
+        }
+        Term::Fenced(fence) => {
+            release(sh, token).await;
+            warn!(
+                fence,
+                "a fence above this epoch exists; re-electing above it"
+            );
+            End::Fenced(fence)
         }
         Term::Stale => {
-            warn!("a newer leader fenced this one off; stepping down");
-            false
+            // Learn the fence that refused us, so a lost epoch counter is passed next time.
+            let mut fence = 0;
+            for s in &sh.schedules {
+                if let Ok(f) = sh.broker.fence(&s.queue, 0).await {
+                    fence = fence.max(f);
+                }
+            }
+            release(sh, token).await;
+            warn!(fence, "a newer epoch fenced this leader off; stepping down");
+            End::Fenced(fence)
         }
+    }
+}
+
+/// Compare-and-delete of the lock: a no-op when it already belongs to someone else.
+async fn release<B: Broker>(sh: &Shared<B>, token: &str) {
+    if let Err(e) = sh.broker.resign_leadership(token).await {
+        warn!(error = %e, "could not release the lock; it expires by itself");
     }
 }
 
@@ -201,6 +248,7 @@ async fn catch_up<B: Broker>(
 ) -> Result<Vec<Option<i64>>, Term> {
     let now = now_ms();
     let mut last = vec![None; sh.schedules.len()];
+    let mut unmarked: Vec<(QueueName, String)> = Vec::new();
     for q in queues {
         let idx: Vec<usize> = (0..sh.schedules.len())
             .filter(|&i| sh.schedules[i].queue == *q)
@@ -209,12 +257,28 @@ async fn catch_up<B: Broker>(
         match sh.broker.fire_state(q, &ids).await {
             Ok(state) => {
                 for (&i, st) in idx.iter().zip(state) {
-                    last[i] = st.last_fired_ms;
+                    // Never fired: catch up from when a leader first saw it.
+                    last[i] = st.last_fired_ms.or(st.watermark_ms);
+                    if last[i].is_none() {
+                        unmarked.push((q.clone(), sh.schedules[i].id.clone()));
+                    }
                 }
             }
             Err(e) => {
                 warn!(queue = %q, error = %e, "could not read fire state");
                 return Err(Term::Lost);
+            }
+        }
+    }
+    for q in queues {
+        let ids: Vec<String> = unmarked
+            .iter()
+            .filter(|(uq, _)| uq == q)
+            .map(|(_, id)| id.clone())
+            .collect();
+        if !ids.is_empty() {
+            if let Err(e) = sh.broker.set_watermarks(q, &ids, now).await {
+                warn!(queue = %q, error = %e, "could not record catch-up watermarks");
             }
         }
     }
@@ -288,6 +352,13 @@ async fn fire<B: Broker>(sh: &Shared<B>, epoch: u64, due: &[(usize, i64)]) -> Re
                         FireOutcome::Fired => delta.fired += 1,
                         FireOutcome::Duplicate | FireOutcome::Overlap => delta.suppressed += 1,
                         FireOutcome::Stale => stale = true,
+                        FireOutcome::Invalid => {
+                            delta.missed += 1;
+                            tracing::error!(
+                                schedule = %trig.schedule_id,
+                                "the trigger's task cannot be stored (payload over the broker's limit)"
+                            );
+                        }
                     }
                     tracing::debug!(schedule = %trig.schedule_id, at = t, outcome = ?o, "trigger");
                 }

@@ -232,7 +232,11 @@ impl SchedulerHandle {
     /// a message that wakes the followers at once. This instance then stays a follower for one
     /// leader TTL, so another takes over. No-op for a follower.
     pub fn resign_leadership(&self) {
-        self.shared.resign().notify_one();
+        // notify_one keeps a permit when nobody waits: only a leader may leave one, or the next
+        // term would end right after it began.
+        if self.is_leader() {
+            self.shared.resign().notify_one();
+        }
     }
 
     /// Stops the scheduler; a leader resigns first, so a follower takes over at once.

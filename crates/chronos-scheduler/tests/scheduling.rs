@@ -271,3 +271,37 @@ async fn forbidden_overlap_skips_triggers_while_the_previous_run_is_pending() {
     );
     assert!(stats.suppressed >= 2, "{stats:?}");
 }
+
+#[tokio::test]
+async fn never_fired_schedule_catches_up_on_a_trigger_due_while_no_leader_ran() {
+    let ns = chronos_testkit::namespace();
+    // Start just after a multiple of 3 s, so the first trigger of a 3 s interval is ~3 s away.
+    let now = chronos_broker::now_ms();
+    tokio::time::sleep(Duration::from_millis(3_000 - (now % 3_000) as u64 + 50)).await;
+    let opts = || ScheduleOptions::new().id("rare");
+    let mut first = Scheduler::new(broker(&ns).await, config(1000));
+    first
+        .register_interval(Duration::from_secs(3), &Ping { n: 6 }, opts())
+        .expect("register");
+    let h = first.start().await.expect("start");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(h.is_leader());
+    h.shutdown().await; // leaves before the schedule's first trigger
+    let b = broker(&ns).await;
+    assert!(fired(&b, "default", "rare").await.0.is_empty());
+    tokio::time::sleep(Duration::from_millis(3_000)).await; // the trigger falls due, no leader
+    let mut second = Scheduler::new(broker(&ns).await, config(1000));
+    second
+        .register_interval(Duration::from_secs(3), &Ping { n: 6 }, opts())
+        .expect("register");
+    let h = second.start().await.expect("start");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.shutdown().await;
+    let (secs, _) = fired(&b, "default", "rare").await;
+    assert_eq!(
+        secs.len(),
+        1,
+        "the trigger due during the gap was caught up: {secs:?}"
+    );
+    assert_eq!(secs[0] % 3, 0);
+}

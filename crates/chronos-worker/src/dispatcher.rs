@@ -1,11 +1,15 @@
 //! Starts buffered tasks as slots free up, choosing the queue by weight (or strict priority).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chronos_broker::Broker;
 
 use crate::executor;
 use crate::runtime::Runtime;
+
+/// Longest wait for the drawn queue before drawing again.
+const REDRAW: Duration = Duration::from_millis(100);
 
 pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
     loop {
@@ -22,6 +26,9 @@ pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
             }
             tokio::select! {
                 _ = rt.ready.notified() => {}
+                // A backstop: look again even if no wake-up comes, so a drawn queue that was
+                // paused or started failing meanwhile is dropped from the draw.
+                _ = tokio::time::sleep(REDRAW) => {}
                 _ = rt.stop_fetch.cancelled() => return,
             }
         };

@@ -21,6 +21,9 @@ enum Outcome {
     Dead(String),
     /// The lease was lost (reclaimed by the recoverer): someone else owns the task now.
     LeaseLost,
+    /// Cancelled by a shutdown past its grace period: back to the queue, no attempt spent (the
+    /// task did nothing wrong, and counting it could dead-letter a task on its last attempt).
+    Requeue,
 }
 
 pub(crate) async fn run<B: Broker>(rt: &Runtime<B>, q: usize, lease: Lease) {
@@ -84,7 +87,7 @@ async fn attempt<B: Broker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> Outcome
         _ = timer => Outcome::Failed(TaskError::retry(format!("timed out after {:?}", limit.unwrap_or_default()))),
         _ = cancel.cancelled() => {
             if rt.hard_cancel.is_cancelled() {
-                Outcome::Failed(TaskError::retry_after(Duration::ZERO, "cancelled by server shutdown"))
+                Outcome::Requeue
             } else {
                 Outcome::LeaseLost
             }
@@ -126,6 +129,16 @@ async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, outcome: Outcome) {
     match outcome {
         Outcome::LeaseLost => {
             warn!("lease lost to the recoverer; this attempt's result is dropped")
+        }
+        Outcome::Requeue => {
+            warn!("cancelled by shutdown; returning the task to its queue");
+            if let Err(e) = rt
+                .broker
+                .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
+                .await
+            {
+                error!(error = %e, "could not requeue; the recoverer will re-deliver the task");
+            }
         }
         Outcome::Succeeded => {
             rt.counters.succeeded.fetch_add(1, Ordering::Relaxed);

@@ -36,6 +36,8 @@ pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>, q: usize) {
     }
     while !rt.stop_fetch.is_cancelled() {
         if rt.is_paused(q) {
+            // Release a dispatcher that drew this queue before the pause.
+            rt.mark_drained(q);
             if sleep_or_stop(&rt, Duration::from_millis(200)).await {
                 break;
             }
@@ -78,6 +80,9 @@ pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>, q: usize) {
             }
             Err(e) => {
                 warn!(queue = %queue, error = %e, "fetch failed; retrying");
+                // Until a read succeeds this queue has nothing to offer: a dispatcher waiting
+                // for it must draw another, or one unreachable queue would stall them all.
+                rt.mark_drained(q);
                 if sleep_or_stop(&rt, backoff).await {
                     break;
                 }

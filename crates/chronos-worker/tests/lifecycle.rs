@@ -170,7 +170,7 @@ async fn graceful_shutdown_loses_nothing_and_spends_no_attempt_on_unstarted_task
 }
 
 #[tokio::test]
-async fn shutdown_past_its_timeout_cancels_and_retries_running_tasks() {
+async fn shutdown_past_its_timeout_cancels_and_requeues_without_spending_an_attempt() {
     let b = broker().await;
     let client = Client::new(b.clone());
     let info = client
@@ -179,7 +179,8 @@ async fn shutdown_past_its_timeout_cancels_and_retries_running_tasks() {
                 n: 1,
                 sleep_ms: 60_000,
             },
-            EnqueueOptions::new(),
+            // Its only attempt: counting the shutdown as a failure would dead-letter it.
+            EnqueueOptions::new().max_retry(0),
         )
         .await
         .expect("enqueue");
@@ -203,13 +204,9 @@ async fn shutdown_past_its_timeout_cancels_and_retries_running_tasks() {
         .await
         .expect("task")
         .expect("not lost");
-    assert_eq!(rec.state, TaskState::Retry);
-    assert!(rec
-        .envelope
-        .expect("decodes")
-        .last_error
-        .expect("error")
-        .contains("shutdown"));
+    assert_eq!(rec.state, TaskState::Pending);
+    let env = rec.envelope.expect("decodes");
+    assert_eq!(env.retried, 0, "a shutdown is not the task's failure");
 }
 
 #[tokio::test]
@@ -439,5 +436,33 @@ async fn middleware_wraps_every_handler_call_and_can_short_circuit() {
         log.lock().expect("lock").clone(),
         vec![("default".to_string(), 1)]
     );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn paused_top_queue_does_not_stall_strict_priority() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    fill(&client, "urgent", 5, 0).await;
+    b.set_paused(&q("urgent"), true).await.expect("pause");
+    let (mux, log) = recording_mux();
+    let cfg = ServerConfig {
+        strict_priority: true,
+        ..fast_config()
+    }
+    .queues([("urgent", 2), ("bulk", 1)]);
+    let server = Server::new(b.clone(), mux, cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    fill(&client, "bulk", 5, 0).await;
+    eventually(
+        Duration::from_secs(5),
+        "bulk runs while urgent is paused",
+        || async { log.lock().expect("lock").len() == 5 },
+    )
+    .await;
+    assert!(log.lock().expect("lock").iter().all(|(q, _)| q == "bulk"));
     server.shutdown().await;
 }

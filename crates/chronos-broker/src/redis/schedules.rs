@@ -26,12 +26,14 @@ impl Schedules for RedisBroker {
         token: &str,
         instance: &str,
         ttl: Duration,
+        min_epoch: u64,
     ) -> Result<Option<u64>, BrokerError> {
         let args: Vec<Value> = vec![
             token.into(),
             ttl_ms(ttl)?.into(),
             instance.into(),
             now_ms().into(),
+            epoch_arg(min_epoch).into(),
         ];
         let epoch = self
             .run(|s| &s.leader_acquire, self.sched_key("leader"), args)
@@ -102,10 +104,28 @@ impl Schedules for RedisBroker {
         Ok(rx)
     }
 
-    async fn fence(&self, queue: &QueueName, epoch: u64) -> Result<(), BrokerError> {
+    async fn fence(&self, queue: &QueueName, epoch: u64) -> Result<u64, BrokerError> {
         let keys = self.queue_keys(queue);
         let args: Vec<Value> = vec![keys.prefix().into(), epoch_arg(epoch).into()];
-        self.run(|s| &s.fence, keys.stream(), args).await?;
+        let fence = self.run(|s| &s.fence, keys.stream(), args).await?;
+        Ok(reply::int(&fence, "fence")?.max(0) as u64)
+    }
+
+    async fn set_watermarks(
+        &self,
+        queue: &QueueName,
+        schedule_ids: &[String],
+        at_ms: i64,
+    ) -> Result<(), BrokerError> {
+        let key = format!("{}sched:since", self.queue_keys(queue).prefix());
+        let calls = schedule_ids.iter().map(|id| {
+            self.inner
+                .client
+                .hsetnx::<i64, _, _, _>(&key, id.as_str(), at_ms)
+        });
+        for r in futures::future::join_all(calls).await {
+            r?;
+        }
         Ok(())
     }
 
@@ -119,6 +139,14 @@ impl Schedules for RedisBroker {
         if triggers.is_empty() {
             return Ok(Vec::new());
         }
+        for t in &triggers {
+            if t.task.envelope.queue != queue.as_str() {
+                return Err(BrokerError::InvalidOption(format!(
+                    "trigger for queue {:?} fired into {queue}",
+                    t.task.envelope.queue
+                )));
+            }
+        }
         self.register_queue(queue).await?;
         let keys = self.queue_keys(queue);
         let mut args: Vec<Value> = Vec::with_capacity(4 + 7 * triggers.len());
@@ -126,23 +154,16 @@ impl Schedules for RedisBroker {
         args.push(epoch_arg(epoch).into());
         args.push(now_ms().into());
         args.push(ttl_ms(dedup_ttl)?.into());
-        for t in &triggers {
+        // A trigger whose task cannot be stored is answered `Invalid` on its own, so it never
+        // blocks the other schedules of its queue.
+        let mut outcomes = vec![FireOutcome::Invalid; triggers.len()];
+        let mut sent = Vec::with_capacity(triggers.len());
+        for (i, t) in triggers.iter().enumerate() {
             let env = &t.task.envelope;
-            if env.queue != queue.as_str() {
-                return Err(BrokerError::InvalidOption(format!(
-                    "trigger for queue {:?} fired into {queue}",
-                    env.queue
-                )));
-            }
-            let bytes = env
-                .encode()
-                .map_err(|e| BrokerError::Encode(e.to_string()))?;
             if env.payload.len() > self.inner.max_payload {
-                return Err(BrokerError::PayloadTooLarge {
-                    size: env.payload.len(),
-                    limit: self.inner.max_payload,
-                });
+                continue;
             }
+            let Ok(bytes) = env.encode() else { continue };
             args.push(t.schedule_id.as_str().into());
             args.push(t.at_ms.into());
             args.push(env.id.as_str().into());
@@ -157,20 +178,28 @@ impl Schedules for RedisBroker {
                 .into(),
             );
             args.push(if t.forbid_overlap { "1" } else { "0" }.into());
+            sent.push(i);
+        }
+        if sent.is_empty() {
+            return Ok(outcomes);
         }
         let codes = reply::array(self.run(|s| &s.fire, keys.stream(), args).await?, "fire")?;
-        codes
-            .iter()
-            .map(|c| {
-                Ok(match reply::int(c, "fire")? {
-                    1 => FireOutcome::Fired,
-                    -1 => FireOutcome::Duplicate,
-                    -2 => FireOutcome::Overlap,
-                    -3 => FireOutcome::Stale,
-                    other => return Err(reply::bad("fire", format!("unknown code {other}"))),
-                })
-            })
-            .collect()
+        if codes.len() != sent.len() {
+            return Err(reply::bad(
+                "fire",
+                format!("{} codes for {} triggers", codes.len(), sent.len()),
+            ));
+        }
+        for (i, c) in sent.into_iter().zip(codes) {
+            outcomes[i] = match reply::int(&c, "fire")? {
+                1 => FireOutcome::Fired,
+                -1 => FireOutcome::Duplicate,
+                -2 => FireOutcome::Overlap,
+                -3 => FireOutcome::Stale,
+                other => return Err(reply::bad("fire", format!("unknown code {other}"))),
+            };
+        }
+        Ok(outcomes)
     }
 
     async fn fire_state(
@@ -191,14 +220,21 @@ impl Schedules for RedisBroker {
         let task: Vec<Option<String>> = self
             .inner
             .client
-            .hmget(format!("{}sched:task", keys.prefix()), ids)
+            .hmget(format!("{}sched:task", keys.prefix()), ids.clone())
+            .await?;
+        let since: Vec<Option<i64>> = self
+            .inner
+            .client
+            .hmget(format!("{}sched:since", keys.prefix()), ids)
             .await?;
         Ok(last
             .into_iter()
             .zip(task)
-            .map(|(last_fired_ms, last_task_id)| FireState {
+            .zip(since)
+            .map(|((last_fired_ms, last_task_id), watermark_ms)| FireState {
                 last_fired_ms,
                 last_task_id,
+                watermark_ms,
             })
             .collect())
     }

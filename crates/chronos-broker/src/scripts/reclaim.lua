@@ -1,5 +1,5 @@
 -- Reclaim entries whose worker stopped heartbeating (crashed or cut off): each counts as a failed
--- attempt; the task goes back to the end of the stream, or is dead-lettered when it has no
+-- attempt (unless it was never activated, i.e. its fetch reply was lost); the task goes back to the end of the stream, or is dead-lettered when it has no
 -- retries left (a task that keeps killing its workers ends in the archive).
 -- KEYS[1]  the queue's stream
 -- ARGV[1]  key prefix, ARGV[2] consumer group, ARGV[3] consumer name to claim into,
@@ -25,14 +25,20 @@ for _, entry in ipairs(res[2]) do
   redis.call('XDEL', KEYS[1], mid)
   if id then
     local tkey = prefix .. 't:' .. id
-    local h = redis.call('HMGET', tkey, 'm', 'e', 'x', 'u', 'dl')
+    local h = redis.call('HMGET', tkey, 'm', 'e', 'x', 'u', 'dl', 's')
     if h[1] == mid then
       local env = h[2] or eenv
-      local r = redis.call('HINCRBY', tkey, 'r', 1)
+      -- 'pending' means the delivery never reached a handler (the fetch reply was lost on a
+      -- reconnect): no attempt was made, so none is counted.
+      local attempted = h[6] ~= 'pending'
+      local r = 0
       local maxr = tonumber(h[3] or '0') or 0
-      local err = 'worker lost: no heartbeat for ' .. ARGV[4] .. ' ms'
-      redis.call('HSET', tkey, 'err', err, 'f', now)
-      if r > maxr then
+      if attempted then
+        r = redis.call('HINCRBY', tkey, 'r', 1)
+        local err = 'worker lost: no heartbeat for ' .. ARGV[4] .. ' ms'
+        redis.call('HSET', tkey, 'err', err, 'f', now)
+      end
+      if attempted and r > maxr then
         redis.call('INCR', prefix .. 'failed')
         local ukey = h[4]
         if ukey and redis.call('GET', ukey) == id then redis.call('DEL', ukey) end
