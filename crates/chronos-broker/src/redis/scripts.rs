@@ -1,4 +1,5 @@
-//! The Lua scripts, one per atomic transition, embedded from `src/scripts/*.lua`.
+//! The Lua scripts, one per atomic transition, embedded from `src/scripts/*.lua`, each with the
+//! shared helpers of `src/scripts/lib.lua` prepended.
 
 use fred::prelude::*;
 use fred::types::scripts::Script;
@@ -16,7 +17,10 @@ macro_rules! scripts {
         impl Scripts {
             pub(crate) fn new() -> Self {
                 Self {
-                    $($name: Script::from_lua(include_str!(concat!("../scripts/", stringify!($name), ".lua"))),)*
+                    $($name: Script::from_lua(concat!(
+                        include_str!("../scripts/lib.lua"),
+                        include_str!(concat!("../scripts/", stringify!($name), ".lua")),
+                    )),)*
                 }
             }
 

@@ -15,12 +15,7 @@ local out = {}
 if not res then return out end
 for _, entry in ipairs(res[1][2]) do
   local mid, fields = entry[1], entry[2]
-  local id, env = nil, nil
-  if fields then
-    for j = 1, #fields, 2 do
-      if fields[j] == 'i' then id = fields[j + 1] elseif fields[j] == 'e' then env = fields[j + 1] end
-    end
-  end
+  local id, env = field_of(fields, 'i'), field_of(fields, 'e')
   local h = {false, false, false, false, false}
   if id then h = redis.call('HMGET', prefix .. 't:' .. id, 'm', 'e', 'r', 'err', 'f') end
   if h[1] == mid then

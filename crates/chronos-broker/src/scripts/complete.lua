@@ -13,17 +13,6 @@
 local prefix, group, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local acked, dropped = {}, {}
 
--- The `e` field of a stream entry, or nil.
-local function entry_envelope(mid)
-  local r = redis.call('XRANGE', KEYS[1], mid, mid)
-  local fields = r[1] and r[1][2]
-  if not fields then return nil end
-  for j = 1, #fields, 2 do
-    if fields[j] == 'e' then return fields[j + 1] end
-  end
-  return nil
-end
-
 for i = 4, #ARGV, 3 do
   local id, mid, keep = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local tkey = prefix .. 't:' .. id
@@ -34,7 +23,7 @@ for i = 4, #ARGV, 3 do
     if keep > 0 then
       local fields = {tkey, 's', 'completed', 'f', now}
       if not h[3] then
-        local env = entry_envelope(mid)
+        local env = entry_envelope(KEYS[1], mid)
         if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
       end
       redis.call('HSET', unpack(fields))

@@ -24,13 +24,7 @@ local function stored(tkey)
   local h = redis.call('HMGET', tkey, 'e', 'm')
   if h[1] then return h[1] end
   if not h[2] then return nil end
-  local r = redis.call('XRANGE', KEYS[1], h[2], h[2])
-  local fields = r[1] and r[1][2]
-  if not fields then return nil end
-  for j = 1, #fields, 2 do
-    if fields[j] == 'e' then return fields[j + 1] end
-  end
-  return nil
+  return entry_envelope(KEYS[1], h[2])
 end
 
 for i = 3, #ARGV, 7 do

@@ -15,12 +15,7 @@ local res = redis.call('XAUTOCLAIM', KEYS[1], group, me, ARGV[4], ARGV[5], 'COUN
 local requeued, dead = 0, {}
 for _, entry in ipairs(res[2]) do
   local mid, fields = entry[1], entry[2]
-  local id, eenv = nil, nil
-  if fields then
-    for j = 1, #fields, 2 do
-      if fields[j] == 'i' then id = fields[j + 1] elseif fields[j] == 'e' then eenv = fields[j + 1] end
-    end
-  end
+  local id, eenv = field_of(fields, 'i'), field_of(fields, 'e')
   redis.call('XACK', KEYS[1], group, mid)
   redis.call('XDEL', KEYS[1], mid)
   if id then

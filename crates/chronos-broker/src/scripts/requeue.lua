@@ -10,23 +10,12 @@
 local prefix, group = ARGV[1], ARGV[2]
 local n = 0
 
--- The `e` field of a stream entry, or nil.
-local function entry_envelope(mid)
-  local r = redis.call('XRANGE', KEYS[1], mid, mid)
-  local fields = r[1] and r[1][2]
-  if not fields then return nil end
-  for j = 1, #fields, 2 do
-    if fields[j] == 'e' then return fields[j + 1] end
-  end
-  return nil
-end
-
 for i = 3, #ARGV, 2 do
   local id, mid = ARGV[i], ARGV[i + 1]
   local tkey = prefix .. 't:' .. id
   local h = redis.call('HMGET', tkey, 'm', 'e')
   if h[1] == mid then
-    local env = h[2] or entry_envelope(mid)
+    local env = h[2] or entry_envelope(KEYS[1], mid)
     redis.call('XACK', KEYS[1], group, mid)
     redis.call('XDEL', KEYS[1], mid)
     local new

@@ -10,21 +10,10 @@ local prefix, group, now = ARGV[1], ARGV[2], ARGV[3]
 local id, mid = ARGV[4], ARGV[5]
 local tkey = prefix .. 't:' .. id
 
--- The `e` field of a stream entry, or nil.
-local function entry_envelope()
-  local r = redis.call('XRANGE', KEYS[1], mid, mid)
-  local fields = r[1] and r[1][2]
-  if not fields then return nil end
-  for j = 1, #fields, 2 do
-    if fields[j] == 'e' then return fields[j + 1] end
-  end
-  return nil
-end
-
 local h = redis.call('HMGET', tkey, 'm', 'e')
 if h[1] ~= mid then return 0 end
 local fields = {tkey, 's', 'retry', 'err', ARGV[7], 'f', now}
-local env = not h[2] and entry_envelope()
+local env = not h[2] and entry_envelope(KEYS[1], mid)
 if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
 redis.call('XACK', KEYS[1], group, mid)
 redis.call('XDEL', KEYS[1], mid)
