@@ -5,29 +5,25 @@ use std::sync::Arc;
 use chronos_broker::{now_ms, Broker};
 use tracing::warn;
 
-use crate::runtime::Runtime;
+use crate::runtime::{every, Runtime};
 
 /// Tasks moved per script call; more calls follow at once while a backlog remains.
 const LIMIT: usize = 1000;
 
 pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
-    let mut tick = tokio::time::interval(rt.config.forward_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = rt.stop_maintenance.cancelled() => return,
-        }
-        for (queue, _) in &rt.queues {
-            // Bounded so one huge backlog cannot starve the other queues of forwarding.
-            for _ in 0..20 {
-                match rt.broker.forward_due(queue, now_ms(), LIMIT).await {
-                    Ok(n) if n as usize >= LIMIT => continue,
-                    Ok(_) => break,
-                    Err(e) => {
-                        warn!(queue = %queue, error = %e, "forward failed");
-                        break;
-                    }
+    every(&rt, rt.config.forward_interval, || forward(&rt)).await
+}
+
+async fn forward<B: Broker>(rt: &Runtime<B>) {
+    for (queue, _) in &rt.queues {
+        // Bounded so one huge backlog cannot starve the other queues of forwarding.
+        for _ in 0..20 {
+            match rt.broker.forward_due(queue, now_ms(), LIMIT).await {
+                Ok(n) if n as usize >= LIMIT => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    warn!(queue = %queue, error = %e, "forward failed");
+                    break;
                 }
             }
         }

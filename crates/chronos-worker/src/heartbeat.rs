@@ -6,17 +6,10 @@ use std::sync::Arc;
 use chronos_broker::{now_ms, Broker, ServerRecord};
 use tracing::warn;
 
-use crate::runtime::Runtime;
+use crate::runtime::{every, Runtime};
 
 pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
-    let mut tick = tokio::time::interval(rt.config.heartbeat_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => beat(&rt).await,
-            _ = rt.stop_maintenance.cancelled() => return,
-        }
-    }
+    every(&rt, rt.config.heartbeat_interval, || beat(&rt)).await
 }
 
 pub(crate) async fn beat<B: Broker>(rt: &Runtime<B>) {

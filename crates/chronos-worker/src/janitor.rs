@@ -6,17 +6,10 @@ use std::sync::Arc;
 use chronos_broker::Broker;
 use tracing::{debug, warn};
 
-use crate::runtime::Runtime;
+use crate::runtime::{every, Runtime};
 
 pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
-    let mut tick = tokio::time::interval(rt.config.janitor_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => sweep(&rt).await,
-            _ = rt.stop_maintenance.cancelled() => return,
-        }
-    }
+    every(&rt, rt.config.janitor_interval, || sweep(&rt)).await
 }
 
 pub(crate) async fn sweep<B: Broker>(rt: &Runtime<B>) {

@@ -7,38 +7,34 @@ use chronos_broker::{Broker, LeaseId};
 use tracing::{info, warn};
 
 use crate::executor::notify_dead;
-use crate::runtime::Runtime;
+use crate::runtime::{every, Runtime};
 
 pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
-    let mut tick = tokio::time::interval(rt.config.recover_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = rt.stop_maintenance.cancelled() => return,
-        }
-        for (queue, _) in &rt.queues {
-            match rt
-                .broker
-                .reclaim_idle(queue, rt.config.recover_min_idle, 100)
-                .await
-            {
-                Ok(r) => {
-                    if r.requeued > 0 {
-                        info!(queue = %queue, n = r.requeued, "re-queued tasks of a lost worker");
-                    }
-                    for dead in r.dead {
-                        let id = LeaseId {
-                            queue: queue.clone(),
-                            task_id: dead.task_id,
-                            msg_id: String::new(),
-                        };
-                        let reason = "worker lost on the last allowed attempt";
-                        notify_dead(&rt, &id, dead.envelope.ok(), reason, dead.discarded);
-                    }
+    every(&rt, rt.config.recover_interval, || recover(&rt)).await
+}
+
+async fn recover<B: Broker>(rt: &Runtime<B>) {
+    for (queue, _) in &rt.queues {
+        match rt
+            .broker
+            .reclaim_idle(queue, rt.config.recover_min_idle, 100)
+            .await
+        {
+            Ok(r) => {
+                if r.requeued > 0 {
+                    info!(queue = %queue, n = r.requeued, "re-queued tasks of a lost worker");
                 }
-                Err(e) => warn!(queue = %queue, error = %e, "recovery failed"),
+                for dead in r.dead {
+                    let id = LeaseId {
+                        queue: queue.clone(),
+                        task_id: dead.task_id,
+                        msg_id: String::new(),
+                    };
+                    let reason = "worker lost on the last allowed attempt";
+                    notify_dead(rt, &id, dead.envelope.ok(), reason, dead.discarded);
+                }
             }
+            Err(e) => warn!(queue = %queue, error = %e, "recovery failed"),
         }
     }
 }

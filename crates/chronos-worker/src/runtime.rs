@@ -248,3 +248,21 @@ impl<B: Broker> Runtime<B> {
         self.paused[q].load(Ordering::Relaxed)
     }
 }
+
+/// Runs `step` every `period`, the first time at once, until the maintenance loops are stopped.
+/// A slow step delays the next tick rather than bunching ticks up.
+pub(crate) async fn every<B, F, Fut>(rt: &Runtime<B>, period: std::time::Duration, mut step: F)
+where
+    B: Broker,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => step().await,
+            _ = rt.stop_maintenance.cancelled() => return,
+        }
+    }
+}
