@@ -10,21 +10,6 @@ use chronos::prelude::*;
 use chronos::{Inspect, QueueName};
 use chronos_tests::{runs_key, Work};
 
-async fn wait_for<F, Fut>(within: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out after {within:?} waiting for: {what}");
-}
-
 #[tokio::test]
 async fn task_of_a_killed_worker_process_is_finished_by_another_worker() {
     let url = chronos_testkit::shared_url().expect("redis");
@@ -47,7 +32,7 @@ async fn task_of_a_killed_worker_process_is_finished_by_another_worker() {
         .spawn()
         .expect("spawn worker");
     let key = runs_key(&ns, &info.id);
-    wait_for(
+    chronos_testkit::eventually(
         Duration::from_secs(30),
         "the worker process started the task",
         || async { redis.get::<Option<i64>, _>(&key).await.ok().flatten() == Some(1) },
@@ -84,7 +69,7 @@ async fn task_of_a_killed_worker_process_is_finished_by_another_worker() {
         .await
         .expect("start");
     let queue = QueueName::new("default").expect("queue");
-    wait_for(
+    chronos_testkit::eventually(
         Duration::from_secs(15),
         "the task completed on the second worker",
         || async {

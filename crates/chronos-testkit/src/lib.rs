@@ -10,6 +10,7 @@
 //! * [`RedisServer`] is a server owned by one test (stopped on drop), for tests that restart or
 //!   kill Redis.
 //! * [`RedisCluster`] / [`shared_cluster_url`] start a 3-primary Redis Cluster on loopback.
+//! * [`eventually`] polls a condition until it holds, for tests that wait on other tasks.
 //!
 //! ```no_run
 //! let url = chronos_testkit::shared_url().expect("redis");
@@ -57,6 +58,23 @@ pub enum TestkitError {
     /// An I/O error while preparing or starting the server.
     #[error("I/O error while starting redis: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Polls `check` every 20 ms until it returns true; panics naming `what` when `within` passes
+/// first. For tests that wait on something another task or process does.
+pub async fn eventually<F, Fut>(within: std::time::Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("timed out after {within:?} waiting for: {what}");
 }
 
 /// A fresh random key namespace such as `t-3f9c0a1b2c3d4e5f`, so that tests sharing one server

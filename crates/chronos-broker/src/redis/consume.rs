@@ -154,7 +154,7 @@ impl Consume for RedisBroker {
             lease.task_id.as_str().into(),
             lease.msg_id.as_str().into(),
             error.into(),
-            if count_attempt { "1" } else { "0" }.into(),
+            reply::flag(count_attempt),
         ];
         Ok(
             match reply::int(&self.run(|s| &s.dead, keys.stream(), args).await?, "dead")? {

@@ -108,14 +108,7 @@ impl RedisBroker {
             args.push(env.unique_key.as_deref().unwrap_or("").into());
             args.push(task.unique_ttl.map(duration_ms).unwrap_or(0).into());
             args.push(i64::from(env.max_retry).into());
-            args.push(
-                if env.dead_letter == DeadLetter::Discard {
-                    "1"
-                } else {
-                    "0"
-                }
-                .into(),
-            );
+            args.push(reply::flag(env.dead_letter == DeadLetter::Discard));
             sent.push((i, task));
         }
         if sent.is_empty() {

@@ -43,3 +43,8 @@ pub(crate) fn opt_string(v: Value, context: &'static str) -> Result<Option<Strin
 pub(crate) fn bad(context: &'static str, detail: String) -> BrokerError {
     BrokerError::Protocol { context, detail }
 }
+
+/// A boolean script argument: `"1"` or `"0"` (scripts compare strings).
+pub(crate) fn flag(on: bool) -> Value {
+    if on { "1" } else { "0" }.into()
+}

@@ -169,15 +169,8 @@ impl Schedules for RedisBroker {
             args.push(env.id.as_str().into());
             args.push(Value::Bytes(bytes.into()));
             args.push(i64::from(env.max_retry).into());
-            args.push(
-                if env.dead_letter == DeadLetter::Discard {
-                    "1"
-                } else {
-                    "0"
-                }
-                .into(),
-            );
-            args.push(if t.forbid_overlap { "1" } else { "0" }.into());
+            args.push(reply::flag(env.dead_letter == DeadLetter::Discard));
+            args.push(reply::flag(t.forbid_overlap));
             sent.push(i);
         }
         if sent.is_empty() {

@@ -1,7 +1,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chronos_broker::{QueueName, RedisBroker, TaskArgs};
 use chronos_worker::ServerConfig;
@@ -49,18 +49,4 @@ pub fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue")
 }
 
-/// Polls `check` every 20 ms until it is true or `within` passes; panics with `what` otherwise.
-pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out after {within:?} waiting for: {what}");
-}
+pub use chronos_testkit::eventually;
