@@ -1,6 +1,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -120,6 +121,9 @@ pub(crate) fn start_watched_at(dir: &Path, port: u16, extra: &[&str]) -> Result<
     let child = Command::new("sh")
         .arg("-c")
         .arg(script)
+        // Own process group: a Ctrl-C in the terminal must not stop Redis under a program that
+        // is still shutting down gracefully (the pipe stops it when the process exits).
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -156,6 +160,9 @@ fn spawn_redis(dir: &Path, port: u16, extra: &[&str], stdin: Stdio) -> Result<Ch
         .collect();
     Ok(Command::new("redis-server")
         .args(&args)
+        // Own process group, so a terminal's Ctrl-C reaches only the program; the owner stops
+        // the server on drop.
+        .process_group(0)
         .stdin(stdin)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
