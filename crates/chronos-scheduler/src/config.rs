@@ -33,6 +33,8 @@ impl SchedulerConfig {
     /// How long a fired trigger's dedup key lives: well past any hand-off (four leader TTLs,
     /// at least 30 s). The monotonic last-fired mark guards beyond that.
     pub(crate) fn dedup_ttl(&self) -> Duration {
-        (self.leader_ttl * 4).max(Duration::from_secs(30))
+        self.leader_ttl
+            .saturating_mul(4)
+            .max(Duration::from_secs(30))
     }
 }

@@ -44,7 +44,7 @@ pub async fn list_schedules<B: Schedules>(
 ) -> Result<Vec<ScheduleEntry>, BrokerError> {
     broker
         .schedules(
-            config.publish_interval * 3,
+            config.publish_interval.saturating_mul(3),
             config.remove_after.max(Duration::from_secs(1)),
         )
         .await

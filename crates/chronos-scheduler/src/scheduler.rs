@@ -127,9 +127,19 @@ impl<B: Broker> Scheduler<B> {
 
     /// Starts the election, firing and registry loops and returns at once.
     pub async fn start(self) -> Result<SchedulerHandle, SchedulerError> {
-        if self.config.leader_ttl < Duration::from_millis(100) {
+        // Bounded above so every deadline derived from it (renewals, dedup TTL) stays finite.
+        if self.config.leader_ttl < Duration::from_millis(100)
+            || self.config.leader_ttl > Duration::from_secs(3600)
+        {
             return Err(SchedulerError::InvalidOption(
-                "leader_ttl must be at least 100 ms".into(),
+                "leader_ttl must be between 100 ms and 1 h".into(),
+            ));
+        }
+        if self.config.publish_interval.is_zero()
+            || self.config.publish_interval > Duration::from_secs(86_400)
+        {
+            return Err(SchedulerError::InvalidOption(
+                "publish_interval must be between 1 ms and 1 day".into(),
             ));
         }
         let mut queues = HashSet::new();

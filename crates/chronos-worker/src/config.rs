@@ -187,7 +187,7 @@ impl ServerConfig {
             }
         }
         // Three heartbeats fit in one min-idle window, so one late heartbeat never loses a lease.
-        if self.heartbeat_interval * 3 > self.recover_min_idle {
+        if self.heartbeat_interval.saturating_mul(3) > self.recover_min_idle {
             return Err(WorkerError::HeartbeatTooSlow {
                 heartbeat: self.heartbeat_interval,
                 min_idle: self.recover_min_idle,

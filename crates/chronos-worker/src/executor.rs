@@ -102,7 +102,7 @@ fn time_limit(env: &TaskEnvelope, now: i64) -> Option<Duration> {
     let timeout = env.timeout_ms.map(Duration::from_millis);
     let deadline = env
         .deadline_ms
-        .map(|d| Duration::from_millis(u64::try_from(d - now).unwrap_or(0)));
+        .map(|d| Duration::from_millis(u64::try_from(d.saturating_sub(now)).unwrap_or(0)));
     match (timeout, deadline) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

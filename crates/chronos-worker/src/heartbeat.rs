@@ -33,7 +33,7 @@ pub(crate) async fn beat<B: Broker>(rt: &Runtime<B>) {
     // Three missed heartbeats and the record expires: the server is considered dead.
     if let Err(e) = rt
         .broker
-        .publish_server(&record, rt.config.heartbeat_interval * 3)
+        .publish_server(&record, rt.config.heartbeat_interval.saturating_mul(3))
         .await
     {
         warn!(error = %e, "could not publish the server record");

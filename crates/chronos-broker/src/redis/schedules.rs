@@ -266,8 +266,8 @@ impl Schedules for RedisBroker {
         let mut by_queue: BTreeMap<String, Vec<ScheduleEntry>> = BTreeMap::new();
         for (id, bytes) in raw {
             match ScheduleEntry::decode(&bytes) {
-                Ok(mut e) if now - e.last_seen_ms <= duration_ms(remove_after) => {
-                    e.stale = now - e.last_seen_ms > duration_ms(stale_after);
+                Ok(mut e) if now.saturating_sub(e.last_seen_ms) <= duration_ms(remove_after) => {
+                    e.stale = now.saturating_sub(e.last_seen_ms) > duration_ms(stale_after);
                     by_queue.entry(e.queue.clone()).or_default().push(e);
                 }
                 Ok(_) => gone.push(id),
