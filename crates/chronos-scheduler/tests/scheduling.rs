@@ -200,6 +200,17 @@ async fn invalid_schedules_are_refused_at_registration() {
     // Same task, other spec: another derived id.
     s.register_cron("@hourly", &p, ScheduleOptions::new())
         .expect("distinct id");
+    for ttl in [Duration::from_millis(10), Duration::from_secs(7200)] {
+        let cfg = SchedulerConfig {
+            leader_ttl: ttl,
+            ..SchedulerConfig::default()
+        };
+        let started = Scheduler::new(broker("unused").await, cfg).start().await;
+        assert!(
+            matches!(started, Err(SchedulerError::InvalidOption(_))),
+            "{ttl:?}"
+        );
+    }
 }
 
 #[tokio::test]
