@@ -11,6 +11,7 @@
 //!   kill Redis.
 //! * [`RedisCluster`] / [`shared_cluster_url`] start a 3-primary Redis Cluster on loopback.
 //! * [`eventually`] polls a condition until it holds, for tests that wait on other tasks.
+//! * [`TcpProxy`] sits between a client and Redis and cuts connections on demand.
 //!
 //! ```no_run
 //! let url = chronos_testkit::shared_url().expect("redis");
@@ -26,9 +27,11 @@
 )]
 
 mod cluster;
+mod proxy;
 mod server;
 
 pub use cluster::{shared_cluster_url, RedisCluster};
+pub use proxy::TcpProxy;
 pub use server::{shared_url, RedisServer};
 
 use std::fmt::Write as _;
