@@ -14,6 +14,22 @@ use chronos_worker::{
 };
 use common::{broker, eventually, fast_config, q, Job};
 
+/// A mux whose `Job` handler counts its calls and succeeds.
+fn counting_mux() -> (Mux, Arc<AtomicU32>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let mut mux = Mux::new();
+    mux.handle(move |_c: Context, _t: Task<Job>| {
+        let c = c.clone();
+        async move {
+            c.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    })
+    .expect("register");
+    (mux, calls)
+}
+
 fn dead_sink(cfg: &mut ServerConfig) -> Arc<Mutex<Vec<DeadLetterEvent>>> {
     let dead = Arc::new(Mutex::new(Vec::new()));
     let sink = dead.clone();
@@ -278,17 +294,7 @@ async fn timeout_cancels_the_attempt_and_counts_it() {
 #[tokio::test]
 async fn passed_deadline_dead_letters_without_running() {
     let b = broker().await;
-    let ran = Arc::new(AtomicU32::new(0));
-    let mut mux = Mux::new();
-    let r = ran.clone();
-    mux.handle(move |_c: Context, _t: Task<Job>| {
-        let r = r.clone();
-        async move {
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }
-    })
-    .expect("register");
+    let (mux, ran) = counting_mux();
     let mut cfg = fast_config();
     let dead = dead_sink(&mut cfg);
     let client = Client::new(b.clone());
@@ -333,17 +339,7 @@ impl chronos_broker::TaskArgs for WrongShape {
 #[tokio::test]
 async fn poison_payload_and_unknown_kind_are_dead_lettered_exactly_once() {
     let b = broker().await;
-    let ok = Arc::new(AtomicU32::new(0));
-    let mut mux = Mux::new();
-    let o = ok.clone();
-    mux.handle(move |_c: Context, _t: Task<Job>| {
-        let o = o.clone();
-        async move {
-            o.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }
-    })
-    .expect("register");
+    let (mux, ok) = counting_mux();
     let mut cfg = fast_config();
     let dead = dead_sink(&mut cfg);
     let client = Client::new(b.clone());

@@ -17,3 +17,17 @@ local function entry_envelope(stream, mid)
   return field_of(r[1] and r[1][2], 'e')
 end
 
+-- Puts task `id` (hash `tkey`) back at the end of `stream` as a new delivery, with its envelope
+-- in the entry; `env_in_hash` says the hash still holds a copy (older layout) to drop.
+-- Returns the new entry id.
+local function back_to_stream(stream, tkey, id, env, env_in_hash)
+  local new
+  if env then
+    new = redis.call('XADD', stream, '*', 'i', id, 'e', env)
+  else
+    new = redis.call('XADD', stream, '*', 'i', id)
+  end
+  redis.call('HSET', tkey, 's', 'pending', 'm', new)
+  if env_in_hash then redis.call('HDEL', tkey, 'e') end
+  return new
+end

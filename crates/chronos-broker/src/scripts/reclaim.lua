@@ -51,14 +51,7 @@ for _, entry in ipairs(res[2]) do
           dead[#dead + 1] = {id, env or false, '0'}
         end
       else
-        local new
-        if env then
-          new = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
-        else
-          new = redis.call('XADD', KEYS[1], '*', 'i', id)
-        end
-        redis.call('HSET', tkey, 's', 'pending', 'm', new)
-        if h[2] then redis.call('HDEL', tkey, 'e') end
+        back_to_stream(KEYS[1], tkey, id, env, h[2])
         requeued = requeued + 1
       end
     end

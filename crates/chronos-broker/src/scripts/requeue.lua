@@ -18,14 +18,7 @@ for i = 3, #ARGV, 2 do
     local env = h[2] or entry_envelope(KEYS[1], mid)
     redis.call('XACK', KEYS[1], group, mid)
     redis.call('XDEL', KEYS[1], mid)
-    local new
-    if env then
-      new = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
-    else
-      new = redis.call('XADD', KEYS[1], '*', 'i', id)
-    end
-    redis.call('HSET', tkey, 's', 'pending', 'm', new)
-    if h[2] then redis.call('HDEL', tkey, 'e') end
+    back_to_stream(KEYS[1], tkey, id, env, h[2])
     n = n + 1
   end
 end
