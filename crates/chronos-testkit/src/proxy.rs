@@ -1,18 +1,38 @@
 use std::io;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-/// A loopback TCP proxy in front of a Redis, for fault tests: [`TcpProxy::cut`] drops every
-/// connection open at that moment (both directions, mid-command if need be); new connections are
-/// accepted as before, so clients see a network cut followed by a reconnect.
+/// A loopback TCP proxy in front of a Redis, for fault tests.
+///
+/// * [`TcpProxy::cut`] drops every connection open at that moment (both directions, mid-command
+///   if need be); new connections are accepted as before, so clients see a network cut followed
+///   by a reconnect.
+/// * [`TcpProxy::drop_reply_to`] arms a lost reply: the next request whose bytes contain a
+///   pattern (a script's SHA1, a command name) reaches Redis and runs there, but its reply is
+///   swallowed and that connection is cut. The client sees "connection closed" for a command
+///   that did take effect, and re-sends it after reconnecting: the path every idempotent
+///   transition must survive.
 #[derive(Debug)]
 pub struct TcpProxy {
     port: u16,
     cuts: watch::Sender<u64>,
+    shared: Arc<Shared>,
     accept: JoinHandle<()>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// The pattern of an armed lost reply (an empty pattern matches any request).
+    armed: Mutex<Option<Vec<u8>>>,
+    /// How many replies were dropped so far.
+    dropped: Mutex<u64>,
+    dropped_changed: Notify,
 }
 
 impl TcpProxy {
@@ -21,23 +41,39 @@ impl TcpProxy {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let port = listener.local_addr()?.port();
         let (cuts, _) = watch::channel(0u64);
+        let shared = Arc::new(Shared::default());
         let watcher = cuts.clone();
+        let state = shared.clone();
         let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
+            while let Ok((inbound, _)) = listener.accept().await {
                 let mut cut = watcher.subscribe();
+                let state = state.clone();
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                    let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
                     };
+                    let _ = inbound.set_nodelay(true);
+                    let _ = outbound.set_nodelay(true);
+                    let (client_rx, client_tx) = inbound.into_split();
+                    let (server_rx, server_tx) = outbound.into_split();
+                    // Set by the upstream half when it forwarded the request whose reply is to be
+                    // lost; the downstream half then swallows the next bytes and ends.
+                    let (doomed_tx, doomed_rx) = watch::channel(false);
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = upstream(client_rx, server_tx, &state, doomed_tx) => {}
+                        _ = downstream(server_rx, client_tx, &state, doomed_rx) => {}
                         // Returning drops both sockets: the client sees the connection reset.
                         _ = cut.changed() => {}
                     }
                 });
             }
         });
-        Ok(Self { port, cuts, accept })
+        Ok(Self {
+            port,
+            cuts,
+            shared,
+            accept,
+        })
     }
 
     /// `redis://127.0.0.1:<proxy port>`.
@@ -45,9 +81,43 @@ impl TcpProxy {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// The proxy's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Drops every connection open now.
     pub fn cut(&self) {
         self.cuts.send_modify(|n| *n += 1);
+    }
+
+    /// Arms one lost reply: the next request (on any connection) whose bytes contain `pattern`
+    /// is forwarded to Redis, and the reply to it is dropped and its connection cut. An empty
+    /// pattern matches the next request of all. Arming again before it fired replaces the
+    /// pattern.
+    pub fn drop_reply_to(&self, pattern: impl AsRef<[u8]>) {
+        *lock(&self.shared.armed) = Some(pattern.as_ref().to_vec());
+    }
+
+    /// Arms a lost reply for the next request of all (see [`TcpProxy::drop_reply_to`]).
+    pub fn drop_next_reply(&self) {
+        self.drop_reply_to([]);
+    }
+
+    /// How many replies were dropped so far.
+    pub fn dropped_replies(&self) -> u64 {
+        *lock(&self.shared.dropped)
+    }
+
+    /// Waits until at least `n` replies were dropped in all.
+    pub async fn wait_dropped(&self, n: u64) {
+        loop {
+            let woken = self.shared.dropped_changed.notified();
+            if self.dropped_replies() >= n {
+                return;
+            }
+            woken.await;
+        }
     }
 }
 
@@ -56,4 +126,69 @@ impl Drop for TcpProxy {
         self.accept.abort();
         self.cut();
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Client to Redis: forwards everything; marks the connection doomed when a request matches the
+/// armed pattern (disarming it, so exactly one reply is lost).
+async fn upstream(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    state: &Shared,
+    doomed: watch::Sender<bool>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        {
+            let mut armed = lock(&state.armed);
+            let hit = armed
+                .as_ref()
+                .is_some_and(|p| p.is_empty() || contains(chunk, p));
+            if hit {
+                *armed = None;
+                doomed.send_replace(true);
+            }
+        }
+        if to.write_all(chunk).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Redis to client: forwards replies until the connection is doomed; then the next bytes from
+/// Redis (the reply to the doomed request, and anything queued behind it) are dropped and the
+/// connection ends.
+async fn downstream(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    state: &Shared,
+    doomed: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if *doomed.borrow() {
+            *lock(&state.dropped) += 1;
+            state.dropped_changed.notify_waiters();
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
