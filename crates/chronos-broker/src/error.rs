@@ -79,15 +79,56 @@ pub enum BrokerError {
         /// What was wrong with it.
         detail: String,
     },
+    /// Redis may evict keys (`maxmemory-policy` is not `noeviction`), which can lose tasks and
+    /// break exactly-once firing; see [`crate::EvictionCheck`]. Permanent until the server's
+    /// policy changes.
+    #[error(
+        "redis maxmemory-policy is {policy:?}: evicting keys can lose tasks; set it to \
+         noeviction (or choose EvictionCheck::Warn)"
+    )]
+    EvictionPolicy {
+        /// The policy the server reported.
+        policy: String,
+    },
     /// A lock or lease operation was asked for with a TTL Redis cannot express. Permanent.
     #[error("invalid duration {0:?}")]
     InvalidDuration(Duration),
 }
 
 impl BrokerError {
-    /// True when the same call may succeed later (Redis unreachable or timed out).
+    /// True when the same call may succeed later: Redis unreachable, timed out, busy or failing
+    /// over. A malformed URL, bad credentials, a refused command or a reply of the wrong shape
+    /// are permanent: retrying them in a loop would spin forever.
     pub fn is_transient(&self) -> bool {
-        matches!(self, BrokerError::Redis(_))
+        use fred::error::ErrorKind;
+        match self {
+            BrokerError::Redis(e) => match e.kind() {
+                ErrorKind::IO
+                | ErrorKind::Timeout
+                | ErrorKind::Canceled
+                | ErrorKind::Cluster
+                | ErrorKind::Backpressure
+                | ErrorKind::Routing
+                | ErrorKind::Sentinel => true,
+                // Server errors that say "try again": loading, failover, busy script, OOM.
+                ErrorKind::Unknown => {
+                    let d = e.details();
+                    [
+                        "LOADING",
+                        "TRYAGAIN",
+                        "BUSY",
+                        "MASTERDOWN",
+                        "CLUSTERDOWN",
+                        "READONLY",
+                        "OOM",
+                    ]
+                    .iter()
+                    .any(|p| d.starts_with(p))
+                }
+                _ => false,
+            },
+            _ => false,
+        }
     }
 }
 

@@ -196,4 +196,35 @@ impl QueueKeys {
     pub fn unique(&self, hash: &str) -> String {
         format!("{}u:{hash}", self.prefix)
     }
+
+    /// The done marker of one task: set for the idempotency window when a task that was
+    /// delivered moments ago is deleted (completed without retention, or discarded), so an
+    /// enqueue of that id re-sent by the producer's client is a no-op.
+    pub fn done(&self, id: &str) -> String {
+        format!("{}d:{id}", self.prefix)
+    }
+
+    /// The fetch receipt of one consumer: the nonce of its last fetch call that delivered
+    /// anything and the entry ids it delivered, so a re-sent call returns them again instead of
+    /// reading new ones.
+    pub fn receipt(&self, consumer: &str) -> String {
+        format!("{}c:{consumer}", self.prefix)
+    }
+
+    /// The counter of tasks completed since the queue was created.
+    pub fn processed(&self) -> String {
+        format!("{}processed", self.prefix)
+    }
+
+    /// The counter of failed attempts since the queue was created.
+    pub fn failed(&self) -> String {
+        format!("{}failed", self.prefix)
+    }
+
+    /// True when `key` is one of this queue's keys (it carries the queue's prefix, so it lives
+    /// in the queue's cluster slot). Key names read back from Redis are checked with this before
+    /// a script declares them.
+    pub fn owns(&self, key: &str) -> bool {
+        key.starts_with(&self.prefix)
+    }
 }

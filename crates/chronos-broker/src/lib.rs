@@ -83,7 +83,10 @@ pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError};
 pub use keys::{Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
 pub use redis::RedisReader;
-pub use redis::{RedisBroker, RedisBrokerBuilder, DEFAULT_MAX_PAYLOAD, MAX_BLOCK};
+pub use redis::{
+    EvictionCheck, RedisBroker, RedisBrokerBuilder, DEFAULT_IDEMPOTENCY_WINDOW,
+    DEFAULT_MAX_PAYLOAD, MAX_BLOCK,
+};
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
 pub use server_record::ServerRecord;
 pub use task::{
@@ -91,8 +94,8 @@ pub use task::{
     TaskArgs, TaskInfo, TaskState, DEFAULT_MAX_RETRY,
 };
 pub use traits::{
-    Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, Inspect,
-    Lease, LeaseId, Maintain, QueueStats, Reclaimed, Schedules, TaskRecord,
+    Attempt, Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched,
+    Inspect, Lease, LeaseId, Maintain, QueueStats, Reclaimed, Schedules, StartOutcome, TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

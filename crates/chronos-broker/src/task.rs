@@ -236,6 +236,21 @@ pub struct NewTask {
     pub run_at_ms: i64,
     /// Unique lock TTL, when the task is unique.
     pub unique_ttl: Option<Duration>,
+    /// The run time the producer asked for, as it asked: an absolute time, a delay from now (by
+    /// the store's clock, so producers with skewed clocks agree), or neither (run now).
+    pub(crate) due: Due,
+    /// The producer chose the id: an enqueue of an id already in use is compared by
+    /// [`NewTask::fingerprint`] (what the producer chose), not by the stored bytes, which hold
+    /// the enqueue time.
+    pub(crate) explicit_id: bool,
+}
+
+/// When a new task is due, as its producer asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Due {
+    Now,
+    At(i64),
+    In(i64),
 }
 
 impl NewTask {
@@ -247,6 +262,7 @@ impl NewTask {
         opts: EnqueueOptions,
         now_ms: i64,
     ) -> Result<Self, BrokerError> {
+        let explicit_id = opts.task_id.is_some();
         let id = match opts.task_id {
             Some(id) => {
                 crate::keys::check_task_id(&id)?;
@@ -259,10 +275,15 @@ impl NewTask {
                 "unique TTL must be at least 1 ms".into(),
             ));
         }
-        let run_at_ms = match (opts.run_at_ms, opts.process_in) {
-            (Some(at), _) => at,
-            (None, Some(d)) => now_ms.saturating_add(duration_ms(d)),
-            (None, None) => now_ms,
+        let due = match (opts.run_at_ms, opts.process_in) {
+            (Some(at), _) => Due::At(at),
+            (None, Some(d)) => Due::In(duration_ms(d)),
+            (None, None) => Due::Now,
+        };
+        let run_at_ms = match due {
+            Due::At(at) => at,
+            Due::In(d) => now_ms.saturating_add(d),
+            Due::Now => now_ms,
         };
         let queue = opts.queue.unwrap_or_else(|| "default".to_string());
         let unique_key = opts.unique_ttl.map(|_| unique_hash(&queue, kind, &payload));
@@ -286,7 +307,32 @@ impl NewTask {
             },
             run_at_ms,
             unique_ttl: opts.unique_ttl,
+            due,
+            explicit_id,
         })
+    }
+
+    /// SHA-256 (first 16 bytes, hex) of what the producer chose: kind, payload, max retry,
+    /// timeout, deadline, unique key, retention and dead-letter policy. Not the enqueue time,
+    /// the run time or the headers (a trace header differs between two tries of one enqueue).
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let e = &self.envelope;
+        let mut h = Sha256::new();
+        for part in [e.kind.as_bytes(), &e.payload] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.update(e.max_retry.to_le_bytes());
+        h.update(e.timeout_ms.map_or(-1i128, i128::from).to_le_bytes());
+        h.update(e.deadline_ms.map_or(i128::MIN, i128::from).to_le_bytes());
+        h.update(e.retention_ms.map_or(-1i128, i128::from).to_le_bytes());
+        h.update(e.unique_key.as_deref().unwrap_or("").as_bytes());
+        h.update([0, u8::from(e.dead_letter == DeadLetter::Discard)]);
+        h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 }
 

@@ -19,6 +19,52 @@ pub struct LeaseId {
     pub task_id: String,
     /// Stream entry id of this delivery.
     pub msg_id: String,
+    /// The task's unique lock key, as [`Consume::start`] read it from the task record (None for
+    /// a task that is not unique, or not started yet). Settling releases the lock only when it
+    /// is named here: a script touches only the keys its caller declared.
+    pub unique_key: Option<String>,
+}
+
+impl LeaseId {
+    /// The lease of delivery `msg_id` of task `task_id` in `queue`, with no unique key known.
+    pub fn new(queue: QueueName, task_id: impl Into<String>, msg_id: impl Into<String>) -> Self {
+        Self {
+            queue,
+            task_id: task_id.into(),
+            msg_id: msg_id.into(),
+            unique_key: None,
+        }
+    }
+}
+
+/// What the task record says about a delivery at its start, merged into the envelope the worker
+/// read with the entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Failed attempts so far.
+    pub retried: u32,
+    /// Retries allowed after the first attempt (from the record, so it is known even when the
+    /// envelope does not decode).
+    pub max_retry: u32,
+    /// Message of the last failure.
+    pub last_error: Option<String>,
+    /// When the last failure happened (unix ms).
+    pub last_failed_at_ms: Option<i64>,
+    /// The task's unique lock key, if it holds one.
+    pub unique_key: Option<String>,
+}
+
+/// What [`Consume::start`] found for one delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartOutcome {
+    /// Marked active: the handler may run. From now on a lost worker costs an attempt.
+    Started(Attempt),
+    /// The delivery is no longer current (the task was deleted, settled or reclaimed): do not
+    /// run it. Its stream entry was removed.
+    Lost,
+    /// The task record is corrupt (the reason says how); nothing was written. Dead-letter it
+    /// without counting an attempt.
+    Corrupt(String),
 }
 
 /// A task handed to a worker. The envelope is a `Result` so that a task whose bytes do not decode
@@ -143,7 +189,10 @@ pub trait Consume: Send + Sync {
 
     /// Reads up to `count` new tasks of `queue` for `consumer`, waiting up to `block` when none
     /// is ready (`Duration::ZERO`: return at once). Each returned lease is held by `consumer` until
-    /// it is settled or reclaimed.
+    /// it is settled or reclaimed, but it is not an attempt yet: call [`Consume::start`] right
+    /// before running it. A delivery fetched and never started (a crash, a lost reply) is
+    /// re-delivered later without spending an attempt, and a fetch re-sent by the client after a
+    /// lost reply returns the same deliveries again.
     fn fetch(
         &self,
         reader: &mut Self::Reader,
@@ -153,6 +202,14 @@ pub trait Consume: Send + Sync {
         block: Duration,
     ) -> impl Future<Output = Result<Fetched, BrokerError>> + Send;
 
+    /// Marks fetched deliveries of one queue as started, in one round trip; one outcome per
+    /// lease, in order. Re-sending is harmless (a started delivery stays started).
+    fn start(
+        &self,
+        queue: &QueueName,
+        leases: &[LeaseId],
+    ) -> impl Future<Output = Result<Vec<StartOutcome>, BrokerError>> + Send;
+
     /// Acknowledges succeeded tasks of one queue in one round trip; returns how many were
     /// settled (stale leases are skipped).
     fn complete(
@@ -161,17 +218,19 @@ pub trait Consume: Send + Sync {
         done: &[Completion],
     ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
 
-    /// Records a failed attempt and schedules the next one at `retry_at_ms`. False when the
-    /// lease was stale.
+    /// Records a failed attempt and schedules the next one `delay` from now (by the store's
+    /// clock). False when the lease was stale; a re-sent call whose first run took effect answers
+    /// true.
     fn retry(
         &self,
         lease: &LeaseId,
-        retry_at_ms: i64,
+        delay: Duration,
         error: &str,
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
     /// Dead-letters the task (archive, or discard when it asked so) and releases its unique lock.
-    /// `count_attempt` says whether this failure counts as an attempt.
+    /// `count_attempt` says whether this failure counts as an attempt. A re-sent call whose
+    /// first run took effect answers what that run did (never `Stale`).
     fn dead_letter(
         &self,
         lease: &LeaseId,
@@ -191,15 +250,16 @@ pub trait Consume: Send + Sync {
 /// Background upkeep: forwarding, recovery, leases and trimming.
 pub trait Maintain: Send + Sync {
     /// Moves up to `limit` due delayed and retry tasks of `queue` (each set) into its stream.
+    /// "Due" is decided by the store's clock, not the caller's.
     fn forward_due(
         &self,
         queue: &QueueName,
-        now_ms: i64,
         limit: usize,
     ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
 
-    /// Reclaims up to `limit` deliveries idle longer than `min_idle`: each counts as a failed
-    /// attempt and is re-queued or dead-lettered.
+    /// Reclaims up to `limit` deliveries idle longer than `min_idle`, wherever they are in the
+    /// queue's pending list: each started one counts as a failed attempt and is re-queued or
+    /// dead-lettered; one never started is re-queued without an attempt.
     fn reclaim_idle(
         &self,
         queue: &QueueName,
@@ -217,7 +277,8 @@ pub trait Maintain: Send + Sync {
     ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send;
 
     /// Removes expired retained tasks and archive entries older than `archive_max_age` or beyond
-    /// `archive_max_len`, at most `limit` per kind of removal. Returns how many were removed.
+    /// `archive_max_len`, at most `limit` per kind of removal (one bounded chunk: call again
+    /// while it returns `limit` or more to trim everything due). Returns how many were removed.
     fn trim(
         &self,
         queue: &QueueName,

@@ -5,10 +5,10 @@ mod common;
 use std::time::Duration;
 
 use chronos_broker::{
-    now_ms, BrokerError, Client, Completion, Consume, Coordinate, EnqueueOptions, Inspect,
-    Maintain, QueueName,
+    BrokerError, Client, Completion, Consume, Coordinate, EnqueueOptions, Inspect, Maintain,
+    QueueName,
 };
-use common::{cluster_broker, email, Email};
+use common::{cluster_broker, email, take, Email};
 
 #[tokio::test]
 async fn full_task_cycle_runs_on_a_cluster_across_many_queues() {
@@ -31,19 +31,22 @@ async fn full_task_cycle_runs_on_a_cluster_across_many_queues() {
     let mut reader = b.open_reader().await.expect("reader");
     for name in &names {
         let queue = QueueName::new(name.clone()).expect("queue");
-        let f = b
-            .fetch(&mut reader, &queue, "w", 100, Duration::from_millis(100))
-            .await
-            .expect("fetch");
+        let f = take(
+            &b,
+            &mut reader,
+            &queue,
+            "w",
+            100,
+            Duration::from_millis(100),
+        )
+        .await;
         assert_eq!(f.leases.len(), 10, "{name}");
         let (first, rest) = f.leases.split_first().expect("lease");
-        assert!(b.retry(&first.id, now_ms(), "again").await.expect("retry"));
-        assert_eq!(
-            b.forward_due(&queue, now_ms() + 1, 100)
-                .await
-                .expect("forward"),
-            1
-        );
+        assert!(b
+            .retry(&first.id, Duration::ZERO, "again")
+            .await
+            .expect("retry"));
+        assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 1);
         let done: Vec<Completion> = rest
             .iter()
             .map(|l| Completion {
@@ -52,10 +55,7 @@ async fn full_task_cycle_runs_on_a_cluster_across_many_queues() {
             })
             .collect();
         assert_eq!(b.complete(&queue, &done).await.expect("complete"), 9);
-        let again = b
-            .fetch(&mut reader, &queue, "w", 10, Duration::from_millis(100))
-            .await
-            .expect("fetch");
+        let again = take(&b, &mut reader, &queue, "w", 10, Duration::from_millis(100)).await;
         assert_eq!(again.leases.len(), 1);
         assert_eq!(
             b.extend_leases(&queue, "w", &[again.leases[0].id.msg_id.clone()])

@@ -10,7 +10,7 @@ use chronos_broker::{
     BrokerError, Client, Completion, Consume, Coordinate, EnqueueOptions, Inspect, QueueName,
     RedisBroker, TaskArgs,
 };
-use common::{broker, email, Email};
+use common::{broker, email, take, Email};
 
 #[tokio::test]
 async fn every_script_is_loaded_on_connect() {
@@ -46,10 +46,7 @@ async fn two_consumers_never_receive_the_same_entry() {
             let mut reader = b.open_reader().await.expect("reader");
             let mut got = Vec::new();
             loop {
-                let f = b
-                    .fetch(&mut reader, &queue, name, 7, Duration::from_millis(50))
-                    .await
-                    .expect("fetch");
+                let f = take(&b, &mut reader, &queue, name, 7, Duration::from_millis(50)).await;
                 if f.leases.is_empty() {
                     break;
                 }
@@ -171,7 +168,7 @@ async fn oversized_payload_is_refused_and_leaves_the_rest_of_a_batch() {
 
 #[tokio::test]
 async fn undecodable_entries_and_envelopes_never_block_the_queue() {
-    // Both fetch paths: the blocking read plus activate, and the one-call claim.
+    // With and without a blocking wait.
     undecodable_entries_case(Duration::from_millis(100)).await;
     undecodable_entries_case(Duration::ZERO).await;
 }
@@ -191,25 +188,46 @@ async fn undecodable_entries_case(block: Duration) {
         .xadd(keys.stream(), false, None, "*", vec![("junk", "1")])
         .await
         .expect("xadd");
-    let bad = client
-        .enqueue(&email(2), EnqueueOptions::new().queue("poison"))
+    // A task whose entry carries garbage bytes as its envelope (its record is sound).
+    let bad_id = format!("bad-{}", block.as_millis());
+    let bad_mid: String = b
+        .client()
+        .xadd(
+            keys.stream(),
+            false,
+            None,
+            "*",
+            vec![
+                ("i", bad_id.as_bytes()),
+                ("e", [1u8, 0xc1, 0xff].as_slice()),
+            ],
+        )
         .await
-        .expect("enqueue");
+        .expect("xadd");
     let _: i64 = b
         .client()
-        .hset(keys.task(&bad.id), ("e", vec![1u8, 0xc1, 0xff].as_slice()))
+        .hset(
+            keys.task(&bad_id),
+            vec![
+                ("r", "0"),
+                ("x", "25"),
+                ("s", "pending"),
+                ("m", bad_mid.as_str()),
+            ],
+        )
         .await
         .expect("hset");
+    struct Bad {
+        id: String,
+    }
+    let bad = Bad { id: bad_id };
     let after = client
         .enqueue(&email(3), EnqueueOptions::new().queue("poison"))
         .await
         .expect("enqueue");
 
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 10, block)
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 10, block).await;
     assert_eq!(f.dropped, 1, "the foreign entry is dropped");
     assert_eq!(f.leases.len(), 3);
     let by_id = |id: &str| f.leases.iter().find(|l| l.id.task_id == id).expect("lease");

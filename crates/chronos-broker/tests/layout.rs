@@ -13,7 +13,7 @@ use chronos_broker::{
     DecodeError, Enqueue, EnqueueOptions, Inspect, Maintain, NewTask, QueueName, RedisBroker,
     TaskArgs, TaskState,
 };
-use common::broker;
+use common::{broker, take};
 
 /// A task with a 100-byte payload body, as in the bench.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -125,10 +125,7 @@ async fn pending_hash_is_a_listpack_and_the_envelope_follows_every_transition() 
 
     // Active (blocking fetch path): still in the entry.
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
     let lease = f.leases[0].id.clone();
     let env = f.leases[0].envelope.as_ref().expect("lease decodes");
     assert_eq!(decode_args::<Body>(&env.payload).expect("args"), want);
@@ -136,27 +133,25 @@ async fn pending_hash_is_a_listpack_and_the_envelope_follows_every_transition() 
     assert_readable(&b, &queue, id, TaskState::Active, &want).await;
 
     // Retry: out of the stream, the envelope moved into the hash.
-    let due = now_ms() + 100;
-    assert!(b.retry(&lease, due, "smtp down").await.expect("retry"));
-    assert!(!b.retry(&lease, due, "smtp down").await.expect("re-sent"));
+    let delay = Duration::from_millis(100);
+    assert!(b.retry(&lease, delay, "smtp down").await.expect("retry"));
+    assert!(b.retry(&lease, delay, "smtp down").await.expect("re-sent"));
     let s = stored(&b, &queue, id).await;
     assert!(s.hash_has_e, "retry keeps the envelope in the hash");
     assert!(s.entry_fields.is_empty());
     assert_readable(&b, &queue, id, TaskState::Retry, &want).await;
 
     // Forward: back in the stream with the envelope in the entry, and the hash rebuilt small.
-    assert_eq!(b.forward_due(&queue, due, 100).await.expect("forward"), 1);
+    tokio::time::sleep(delay + Duration::from_millis(50)).await;
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 1);
     let s = stored(&b, &queue, id).await;
     assert_eq!(s.encoding, "listpack", "forwarded task hash");
     assert!(!s.hash_has_e);
     assert_eq!(s.entry_fields, ["i", "e"]);
     assert_readable(&b, &queue, id, TaskState::Pending, &want).await;
 
-    // Fetch again (the one-call claim path): the attempt count and error come from the hash.
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
-        .await
-        .expect("claim");
+    // Fetch again without waiting: the attempt count and error come from the hash at start.
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
     let env = f.leases[0].envelope.as_ref().expect("lease decodes");
     assert_eq!(decode_args::<Body>(&env.payload).expect("args"), want);
     assert_eq!(env.retried, 1);
@@ -192,7 +187,7 @@ async fn delayed_task_keeps_its_envelope_in_the_hash_until_forwarded() {
             &want,
             EnqueueOptions::new()
                 .queue("later")
-                .process_in(Duration::from_secs(60)),
+                .process_in(Duration::from_millis(300)),
         )
         .await
         .expect("enqueue");
@@ -200,12 +195,8 @@ async fn delayed_task_keeps_its_envelope_in_the_hash_until_forwarded() {
     assert!(s.hash_has_e);
     assert!(s.entry_fields.is_empty());
     assert_readable(&b, &queue, &info.id, TaskState::Scheduled, &want).await;
-    assert_eq!(
-        b.forward_due(&queue, info.run_at_ms, 100)
-            .await
-            .expect("forward"),
-        1
-    );
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 1);
     let s = stored(&b, &queue, &info.id).await;
     assert_eq!(s.encoding, "listpack");
     assert_eq!(s.entry_fields, ["i", "e"]);
@@ -290,10 +281,7 @@ async fn requeue_and_reclaim_carry_the_envelope() {
         .await
         .expect("enqueue");
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 10, Duration::from_millis(100)).await;
     let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
     assert_eq!(b.requeue(&queue, &ids).await.expect("requeue"), 2);
     for id in [&kept.id, &dropped.id] {
@@ -305,16 +293,15 @@ async fn requeue_and_reclaim_carry_the_envelope() {
 
     // Both die in their worker: `kept` is re-queued once, `dropped` has no retry left.
     let idle = Duration::from_millis(30);
-    let f = b
-        .fetch(
-            &mut reader,
-            &queue,
-            "dead-1",
-            10,
-            Duration::from_millis(100),
-        )
-        .await
-        .expect("fetch");
+    let f = take(
+        &b,
+        &mut reader,
+        &queue,
+        "dead-1",
+        10,
+        Duration::from_millis(100),
+    )
+    .await;
     assert!(f.leases.iter().all(|l| l.envelope.is_ok()));
     tokio::time::sleep(idle * 2).await;
     let r = b.reclaim_idle(&queue, idle, 100).await.expect("reclaim");
@@ -326,15 +313,15 @@ async fn requeue_and_reclaim_carry_the_envelope() {
     assert_eq!(stored(&b, &queue, &kept.id).await.entry_fields, ["i", "e"]);
     assert_readable(&b, &queue, &kept.id, TaskState::Pending, &want).await;
 
-    b.fetch(
+    take(
+        &b,
         &mut reader,
         &queue,
         "dead-2",
         10,
         Duration::from_millis(100),
     )
-    .await
-    .expect("fetch");
+    .await;
     tokio::time::sleep(idle * 2).await;
     let r = b.reclaim_idle(&queue, idle, 100).await.expect("reclaim");
     assert_eq!((r.requeued, r.dead.len()), (0, 1));
@@ -387,10 +374,7 @@ async fn undecodable_envelope_in_the_entry_is_leased_and_archived() {
             .expect("hset");
 
         let mut reader = b.open_reader().await.expect("reader");
-        let f = b
-            .fetch(&mut reader, &queue, "w", 10, block)
-            .await
-            .expect("fetch");
+        let f = take(&b, &mut reader, &queue, "w", 10, block).await;
         assert_eq!(f.leases.len(), 1, "{block:?}");
         assert!(
             matches!(f.leases[0].envelope, Err(DecodeError::Malformed(_))),
@@ -408,73 +392,4 @@ async fn undecodable_envelope_in_the_entry_is_leased_and_archived() {
         assert!(matches!(rec.envelope, Err(DecodeError::Malformed(_))));
         b.close_reader(reader).await;
     }
-}
-
-#[tokio::test]
-async fn task_stored_with_the_envelope_in_its_hash_still_runs() {
-    // The layout before envelopes moved into the stream entry: hash with `e`, entry `i` only.
-    let b = broker().await;
-    let queue = q("legacy");
-    b.ensure_queue(&queue).await.expect("queue");
-    let keys = b.keyspace().queue(&queue);
-    let want = body('l');
-    let task = NewTask::build(
-        Body::KIND,
-        encode_args(&want).expect("args"),
-        EnqueueOptions::new().queue("legacy"),
-        now_ms(),
-    )
-    .expect("task");
-    let id = task.envelope.id.clone();
-    let bytes = task.envelope.encode().expect("encode");
-    let mid: String = b
-        .client()
-        .xadd(keys.stream(), false, None, "*", ("i", id.as_str()))
-        .await
-        .expect("xadd");
-    let _: i64 = b
-        .client()
-        .hset(
-            keys.task(&id),
-            vec![
-                ("e", Value::from(bytes.as_slice())),
-                ("s", "pending".into()),
-                ("m", mid.as_str().into()),
-                ("r", 0.into()),
-                ("x", 25.into()),
-            ],
-        )
-        .await
-        .expect("hset");
-    assert_readable(&b, &queue, &id, TaskState::Pending, &want).await;
-    // Re-sending the same bytes is still recognised.
-    let again = b.enqueue(vec![task]).await.expect("enqueue");
-    assert!(again[0].is_ok(), "{again:?}");
-
-    let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::from_millis(100))
-        .await
-        .expect("fetch");
-    assert_eq!(f.leases.len(), 1);
-    assert!(f.leases[0].envelope.is_ok());
-    // A requeue moves it to the new layout.
-    let ids = [f.leases[0].id.clone()];
-    assert_eq!(b.requeue(&queue, &ids).await.expect("requeue"), 1);
-    let s = stored(&b, &queue, &id).await;
-    assert!(!s.hash_has_e);
-    assert_eq!(s.entry_fields, ["i", "e"]);
-    let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
-        .await
-        .expect("claim");
-    let env = f.leases[0].envelope.as_ref().expect("decodes");
-    assert_eq!(decode_args::<Body>(&env.payload).expect("args"), want);
-    let done = [Completion {
-        lease: f.leases[0].id.clone(),
-        retention: None,
-    }];
-    assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
-    assert!(b.task(&queue, &id).await.expect("task").is_none());
-    b.close_reader(reader).await;
 }

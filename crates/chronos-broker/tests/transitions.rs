@@ -8,7 +8,7 @@ use chronos_broker::{
     decode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome, EnqueueOptions,
     Inspect, Maintain, QueueName, TaskState,
 };
-use common::{broker, email, Email};
+use common::{broker, email, take, Email};
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("valid queue")
@@ -27,10 +27,15 @@ async fn enqueued_task_is_fetched_decoded_and_deleted_on_complete() {
 
     let queue = q("default");
     let mut reader = b.open_reader().await.expect("reader");
-    let fetched = b
-        .fetch(&mut reader, &queue, "w1", 10, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let fetched = take(
+        &b,
+        &mut reader,
+        &queue,
+        "w1",
+        10,
+        Duration::from_millis(100),
+    )
+    .await;
     assert_eq!(fetched.leases.len(), 1);
     let lease = &fetched.leases[0];
     let env = lease.envelope.as_ref().expect("decodes");
@@ -70,10 +75,7 @@ async fn retention_keeps_completed_task_for_inspection() {
     let info = client.enqueue(&email(2), opts).await.expect("enqueue");
     let queue = q("default");
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w1", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w1", 1, Duration::from_millis(100)).await;
     let done = [Completion {
         lease: f.leases[0].id.clone(),
         retention: Some(Duration::from_secs(60)),
@@ -103,34 +105,22 @@ async fn retry_counts_attempt_and_forward_brings_it_back_when_due() {
         .expect("enqueue");
     let queue = q("r");
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w1", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w1", 1, Duration::from_millis(100)).await;
     let lease = f.leases[0].id.clone();
-    let due = now_ms() + 300;
-    assert!(b.retry(&lease, due, "smtp down").await.expect("retry"));
-    assert!(!b
-        .retry(&lease, due, "smtp down")
+    let delay = Duration::from_millis(300);
+    assert!(b.retry(&lease, delay, "smtp down").await.expect("retry"));
+    // A re-sent retry answers what its first run did, and changes nothing.
+    assert!(b
+        .retry(&lease, delay, "smtp down")
         .await
-        .expect("re-sent retry is a no-op"));
+        .expect("re-sent retry"));
     let stats = b.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.retry, stats.active, stats.failed), (1, 0, 1));
 
-    assert_eq!(
-        b.forward_due(&queue, now_ms(), 100)
-            .await
-            .expect("forward early"),
-        0
-    );
-    assert_eq!(
-        b.forward_due(&queue, due, 100).await.expect("forward due"),
-        1
-    );
-    let f = b
-        .fetch(&mut reader, &queue, "w1", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward early"), 0);
+    tokio::time::sleep(delay + Duration::from_millis(50)).await;
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward due"), 1);
+    let f = take(&b, &mut reader, &queue, "w1", 1, Duration::from_millis(100)).await;
     let env = f.leases[0].envelope.as_ref().expect("decodes");
     assert_eq!(env.id, info.id);
     assert_eq!(env.retried, 1);
@@ -153,18 +143,10 @@ async fn delayed_task_becomes_due_at_its_time() {
     assert_eq!(info.state, TaskState::Scheduled);
     let queue = q("d");
     assert_eq!(b.queue_stats(&queue).await.expect("stats").scheduled, 1);
-    assert_eq!(
-        b.forward_due(&queue, info.run_at_ms - 1, 100)
-            .await
-            .expect("forward"),
-        0
-    );
-    assert_eq!(
-        b.forward_due(&queue, info.run_at_ms, 100)
-            .await
-            .expect("forward"),
-        1
-    );
+    assert!(info.run_at_ms > now_ms() + 200, "{}", info.run_at_ms);
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 0);
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 1);
     let stats = b.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.scheduled, stats.pending), (0, 1));
 }
@@ -183,21 +165,19 @@ async fn dead_letter_archives_or_discards_and_releases_unique_lock() {
         .enqueue(&email(5), unique.clone())
         .await
         .expect("enqueue");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
     assert_eq!(
         b.dead_letter(&f.leases[0].id, "bad address", true)
             .await
             .expect("dead"),
         DeadOutcome::Archived
     );
+    // A re-sent call answers what its first run did.
     assert_eq!(
         b.dead_letter(&f.leases[0].id, "bad address", true)
             .await
             .expect("again"),
-        DeadOutcome::Stale
+        DeadOutcome::Archived
     );
     let rec = b
         .task(&queue, &kept.id)
@@ -215,10 +195,7 @@ async fn dead_letter_archives_or_discards_and_releases_unique_lock() {
         .await
         .expect("unique lock released");
 
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
     b.complete(
         &queue,
         &[Completion {
@@ -233,10 +210,7 @@ async fn dead_letter_archives_or_discards_and_releases_unique_lock() {
         .enqueue(&email(6), unique.clone().discard_on_dead_letter())
         .await
         .expect("enqueue");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
     assert_eq!(
         b.dead_letter(&f.leases[0].id, "no", false)
             .await
@@ -257,17 +231,11 @@ async fn requeue_puts_task_back_without_counting_an_attempt() {
         .await
         .expect("enqueue");
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
     let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
     assert_eq!(b.requeue(&queue, &ids).await.expect("requeue"), 1);
     assert_eq!(b.requeue(&queue, &ids).await.expect("re-sent requeue"), 0);
-    let f = b
-        .fetch(&mut reader, &queue, "w2", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w2", 1, Duration::from_millis(100)).await;
     assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 0);
 }
 
@@ -284,17 +252,28 @@ async fn reclaim_counts_attempt_and_dead_letters_a_task_that_keeps_killing_worke
     let idle = Duration::from_millis(50);
 
     // Worker 1 takes it and dies.
-    b.fetch(&mut reader, &queue, "dead-1", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    take(
+        &b,
+        &mut reader,
+        &queue,
+        "dead-1",
+        1,
+        Duration::from_millis(100),
+    )
+    .await;
     tokio::time::sleep(idle * 2).await;
     let r = b.reclaim_idle(&queue, idle, 100).await.expect("reclaim");
     assert_eq!((r.requeued, r.dead.len()), (1, 0));
     // Worker 2 takes it and dies too: no retry left.
-    let f = b
-        .fetch(&mut reader, &queue, "dead-2", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(
+        &b,
+        &mut reader,
+        &queue,
+        "dead-2",
+        1,
+        Duration::from_millis(100),
+    )
+    .await;
     assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 1);
     tokio::time::sleep(idle * 2).await;
     let r = b.reclaim_idle(&queue, idle, 100).await.expect("reclaim");
@@ -333,10 +312,7 @@ async fn heartbeat_keeps_lease_and_reports_a_reclaimed_one() {
             .expect("enqueue");
     }
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 2, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 2, Duration::from_millis(100)).await;
     let ids: Vec<String> = f.leases.iter().map(|l| l.id.msg_id.clone()).collect();
     tokio::time::sleep(Duration::from_millis(120)).await;
     // Every lease held is refreshed, not only the first.
@@ -413,10 +389,7 @@ async fn trim_removes_archive_beyond_count_and_age() {
             .await
             .expect("enqueue");
     }
-    let f = b
-        .fetch(&mut reader, &queue, "w", 5, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 5, Duration::from_millis(100)).await;
     for l in &f.leases {
         b.dead_letter(&l.id, "x", true).await.expect("dead");
     }
@@ -452,13 +425,24 @@ async fn consumer_with_pending_entries_is_never_removed() {
         .await
         .expect("enqueue");
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "busy", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
-    b.fetch(&mut reader, &queue, "idle", 1, Duration::from_millis(10))
-        .await
-        .expect("fetch");
+    let f = take(
+        &b,
+        &mut reader,
+        &queue,
+        "busy",
+        1,
+        Duration::from_millis(100),
+    )
+    .await;
+    take(
+        &b,
+        &mut reader,
+        &queue,
+        "idle",
+        1,
+        Duration::from_millis(10),
+    )
+    .await;
     assert!(!b.remove_consumer(&queue, "busy").await.expect("remove"));
     assert!(b.remove_consumer(&queue, "idle").await.expect("remove"));
     b.complete(
@@ -494,9 +478,7 @@ async fn list_tasks_by_state() {
         .await
         .expect("enqueue");
     let mut reader = b.open_reader().await.expect("reader");
-    b.fetch(&mut reader, &queue, "w", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
     assert_eq!(
         b.list_tasks(&queue, TaskState::Pending, 0, 10)
             .await
@@ -546,10 +528,7 @@ async fn janitor_spares_a_task_enqueued_again_under_an_expired_retained_id() {
         .await
         .expect("enqueue");
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
     let done = [Completion {
         lease: f.leases[0].id.clone(),
         retention: Some(Duration::from_millis(50)),
@@ -610,9 +589,6 @@ async fn reclaiming_a_delivery_that_never_reached_a_handler_spends_no_attempt() 
         "max_retry 0, yet not dead: it never ran"
     );
     let mut reader = b.open_reader().await.expect("reader");
-    let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
-        .await
-        .expect("fetch");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
     assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 0);
 }

@@ -4,13 +4,16 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use chronos_broker::{now_ms, Broker, Completion, DeadOutcome, Lease, LeaseId, TaskEnvelope};
+use chronos_broker::{
+    now_ms, Broker, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope,
+};
 use futures::FutureExt;
 use tracing::{error, info_span, warn, Instrument};
 
 use crate::config::{DeadLetterEvent, TaskFailure, UnrunnablePolicy};
 use crate::mux::Unrunnable;
 use crate::runtime::Runtime;
+use crate::starter;
 use crate::{Context, FailureKind, TaskError};
 
 /// How an attempt ended, before it is settled.
@@ -26,7 +29,15 @@ enum Outcome {
     Requeue,
 }
 
-pub(crate) async fn run<B: Broker>(rt: &Runtime<B>, q: usize, lease: Lease) {
+/// Attempts so far and allowed, from the task record (known even when the envelope does not
+/// decode).
+#[derive(Debug, Clone, Copy)]
+struct Tries {
+    retried: u32,
+    max_retry: u32,
+}
+
+pub(crate) async fn run<B: Broker>(rt: &Runtime<B>, q: usize, mut lease: Lease) {
     let span = info_span!(
         "task",
         task_id = %lease.id.task_id,
@@ -34,9 +45,45 @@ pub(crate) async fn run<B: Broker>(rt: &Runtime<B>, q: usize, lease: Lease) {
         kind = lease.envelope.as_ref().map(|e| e.kind.as_str()).unwrap_or("<undecodable>"),
     );
     async {
+        let tries = match starter::start(rt, &lease.id).await {
+            Some(StartOutcome::Started(a)) => {
+                lease.id.unique_key = a.unique_key.clone();
+                if let Ok(env) = &mut lease.envelope {
+                    env.retried = a.retried;
+                    env.max_retry = a.max_retry;
+                    env.last_error = a.last_error.clone();
+                    env.last_failed_at_ms = a.last_failed_at_ms;
+                }
+                Tries {
+                    retried: a.retried,
+                    max_retry: a.max_retry,
+                }
+            }
+            Some(StartOutcome::Lost) => {
+                rt.release(q, &lease.id.msg_id);
+                warn!("delivery no longer current (task deleted or settled); not running it");
+                return;
+            }
+            Some(StartOutcome::Corrupt(reason)) => {
+                rt.release(q, &lease.id.msg_id);
+                rt.counters.failed.fetch_add(1, Ordering::Relaxed);
+                report_failure(rt, &lease, &reason);
+                dead_letter(rt, &lease, &reason, false).await;
+                return;
+            }
+            None => {
+                // Not marked started, so not an attempt: stop refreshing its lease and let the
+                // recoverer re-deliver it for free once Redis answers again.
+                rt.release(q, &lease.id.msg_id);
+                warn!("could not mark the task started; it will be re-delivered without spending an attempt");
+                return;
+            }
+        };
+        rt.counters.running.fetch_add(1, Ordering::Relaxed);
         let outcome = attempt(rt, q, &lease).await;
+        rt.counters.running.fetch_sub(1, Ordering::Relaxed);
         rt.release(q, &lease.id.msg_id);
-        settle(rt, &lease, outcome).await;
+        settle(rt, &lease, tries, outcome).await;
     }
     .instrument(span)
     .await
@@ -124,7 +171,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "non-string panic payload".into())
 }
 
-async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, outcome: Outcome) {
+async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, outcome: Outcome) {
     let env = lease.envelope.as_ref().ok();
     match outcome {
         Outcome::LeaseLost => {
@@ -167,8 +214,8 @@ async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, outcome: Outcome) {
         Outcome::Failed(err) => {
             rt.counters.failed.fetch_add(1, Ordering::Relaxed);
             report_failure(rt, lease, err.message());
-            let retried = env.map_or(0, |e| e.retried).saturating_add(1);
-            let max_retry = env.map_or(0, |e| e.max_retry);
+            let retried = tries.retried.saturating_add(1);
+            let max_retry = tries.max_retry;
             let delay = match err.kind() {
                 FailureKind::SkipRetry => return dead_letter(rt, lease, err.message(), true).await,
                 _ if retried > max_retry => {
@@ -177,8 +224,7 @@ async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, outcome: Outcome) {
                 FailureKind::RetryAfter(d) => d,
                 _ => (rt.config.retry_delay)(retried, &err),
             };
-            let at = now_ms().saturating_add(chronos_broker::duration_ms(delay));
-            if let Err(e) = rt.broker.retry(&lease.id, at, err.message()).await {
+            if let Err(e) = rt.broker.retry(&lease.id, delay, err.message()).await {
                 error!(error = %e, "could not schedule the retry; the recoverer will re-deliver the task");
             }
         }

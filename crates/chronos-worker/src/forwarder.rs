@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use chronos_broker::{now_ms, Broker};
+use chronos_broker::Broker;
 use tracing::warn;
 
 use crate::runtime::{every, Runtime};
 
 /// Tasks moved per script call; more calls follow at once while a backlog remains.
-const LIMIT: usize = 1000;
+const LIMIT: usize = 500;
 
 pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.forward_interval, || forward(&rt)).await
@@ -18,7 +18,7 @@ async fn forward<B: Broker>(rt: &Runtime<B>) {
     for (queue, _) in &rt.queues {
         // Bounded so one huge backlog cannot starve the other queues of forwarding.
         for _ in 0..20 {
-            match rt.broker.forward_due(queue, now_ms(), LIMIT).await {
+            match rt.broker.forward_due(queue, LIMIT).await {
                 Ok(n) if n as usize >= LIMIT => continue,
                 Ok(_) => break,
                 Err(e) => {

@@ -12,6 +12,39 @@ pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.janitor_interval, || sweep(&rt)).await
 }
 
+/// Tasks removed per call: each call holds Redis for about a millisecond.
+const TRIM_CHUNK: usize = 500;
+/// Most calls per queue per sweep (a million removals), so one sweep always ends.
+const MAX_CHUNKS: usize = 2000;
+
+/// Trims the queue's archive and retained tasks until nothing more is due: a dead-letter or
+/// retention rate of any size is trimmed back to the caps each sweep, in bounded chunks.
+async fn trim<B: Broker>(rt: &Runtime<B>, queue: &chronos_broker::QueueName) {
+    for _ in 0..MAX_CHUNKS {
+        match rt
+            .broker
+            .trim(
+                queue,
+                rt.config.archive_retention,
+                rt.config.archive_max,
+                TRIM_CHUNK,
+            )
+            .await
+        {
+            Ok(0) => return,
+            Ok(_) => {
+                if rt.stop_maintenance.is_cancelled() {
+                    return;
+                }
+            }
+            Err(e) => {
+                warn!(queue = %queue, error = %e, "trim failed");
+                return;
+            }
+        }
+    }
+}
+
 pub(crate) async fn sweep<B: Broker>(rt: &Runtime<B>) {
     let live: HashSet<String> = match rt.broker.servers().await {
         Ok(s) => s.into_iter().map(|r| r.id).collect(),
@@ -21,18 +54,7 @@ pub(crate) async fn sweep<B: Broker>(rt: &Runtime<B>) {
         }
     };
     for (queue, _) in &rt.queues {
-        if let Err(e) = rt
-            .broker
-            .trim(
-                queue,
-                rt.config.archive_retention,
-                rt.config.archive_max,
-                1000,
-            )
-            .await
-        {
-            warn!(queue = %queue, error = %e, "trim failed");
-        }
+        trim(rt, queue).await;
         let consumers = match rt.broker.consumers(queue).await {
             Ok(c) => c,
             Err(e) => {

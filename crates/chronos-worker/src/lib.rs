@@ -50,6 +50,7 @@ mod outcome;
 mod recoverer;
 mod runtime;
 mod server;
+mod starter;
 mod task;
 
 pub use config::{

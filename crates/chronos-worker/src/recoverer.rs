@@ -25,11 +25,7 @@ async fn recover<B: Broker>(rt: &Runtime<B>) {
                     info!(queue = %queue, n = r.requeued, "re-queued tasks of a lost worker");
                 }
                 for dead in r.dead {
-                    let id = LeaseId {
-                        queue: queue.clone(),
-                        task_id: dead.task_id,
-                        msg_id: String::new(),
-                    };
+                    let id = LeaseId::new(queue.clone(), dead.task_id, String::new());
                     let reason = "worker lost on the last allowed attempt";
                     notify_dead(rt, &id, dead.envelope.ok(), reason, dead.discarded);
                 }

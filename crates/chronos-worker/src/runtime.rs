@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::starter::StartRequest;
 use crate::{Mux, ServerConfig};
 
 /// Counters of one server since it started.
@@ -17,6 +18,8 @@ pub(crate) struct Counters {
     pub(crate) succeeded: AtomicU64,
     pub(crate) failed: AtomicU64,
     pub(crate) dead: AtomicU64,
+    /// Handlers running now (not the dispatcher's permit held while it waits for a task).
+    pub(crate) running: AtomicU64,
 }
 
 /// A delivery this server holds (buffered or running), as the heartbeat sees it.
@@ -47,6 +50,7 @@ pub(crate) struct Runtime<B: Broker> {
     pub(crate) drained: Vec<AtomicBool>,
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) acks: mpsc::UnboundedSender<Completion>,
+    pub(crate) starts: mpsc::UnboundedSender<StartRequest>,
     pub(crate) counters: Counters,
     /// Stops fetching and dispatching (first step of shutdown).
     pub(crate) stop_fetch: CancellationToken,
@@ -66,6 +70,7 @@ impl<B: Broker> Runtime<B> {
         queues: Vec<(QueueName, u32)>,
         id: String,
         acks: mpsc::UnboundedSender<Completion>,
+        starts: mpsc::UnboundedSender<StartRequest>,
     ) -> Self {
         let n = queues.len();
         Self {
@@ -81,6 +86,7 @@ impl<B: Broker> Runtime<B> {
             paused: (0..n).map(|_| AtomicBool::new(false)).collect(),
             drained: (0..n).map(|_| AtomicBool::new(false)).collect(),
             acks,
+            starts,
             counters: Counters::default(),
             stop_fetch: CancellationToken::new(),
             hard_cancel: CancellationToken::new(),
@@ -239,9 +245,7 @@ impl<B: Broker> Runtime<B> {
     }
 
     pub(crate) fn running_count(&self) -> usize {
-        self.config
-            .concurrency
-            .saturating_sub(self.slots.available_permits())
+        usize::try_from(self.counters.running.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
     }
 
     pub(crate) fn is_paused(&self, q: usize) -> bool {

@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
-use crate::{acker, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer};
+use crate::{acker, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer, starter};
 use crate::{Mux, ServerConfig, WorkerError};
 
 /// How often the paused-queue set is read: pausing takes effect within this time.
@@ -71,6 +71,7 @@ impl<B: Broker> Server<B> {
             self.broker.ensure_queue(queue).await?;
         }
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
+        let (start_tx, start_rx) = mpsc::unbounded_channel();
         let rt = Arc::new(Runtime::new(
             self.broker,
             self.mux,
@@ -78,6 +79,7 @@ impl<B: Broker> Server<B> {
             self.queues,
             id.clone(),
             ack_tx,
+            start_tx,
         ));
         refresh_paused(&rt).await;
         heartbeat::beat(&rt).await;
@@ -88,12 +90,14 @@ impl<B: Broker> Server<B> {
         }
         let dispatcher = tokio::spawn(dispatcher::run(rt.clone()));
         let acker = tokio::spawn(acker::run(rt.clone(), ack_rx));
+        let starter = tokio::spawn(starter::run(rt.clone(), start_rx));
         let maintenance = vec![
             tokio::spawn(heartbeat::run(rt.clone())),
             tokio::spawn(forwarder::run(rt.clone())),
             tokio::spawn(recoverer::run(rt.clone())),
             tokio::spawn(janitor::run(rt.clone())),
             tokio::spawn(pause_poller(rt.clone())),
+            starter,
         ];
         info!(server = %id, queues = ?rt.queues, concurrency = rt.config.concurrency, "server started");
         let handle_rt = rt.clone();

@@ -1,12 +1,11 @@
 use std::time::Duration;
 
-use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
 use crate::{
-    duration_ms, now_ms, BrokerError, Completion, Consume, DeadOutcome, DecodeError, Fetched,
-    Lease, LeaseId, QueueName, TaskEnvelope, GROUP,
+    duration_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, DecodeError, Fetched,
+    Lease, LeaseId, QueueKeys, QueueName, StartOutcome, TaskEnvelope, GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -14,11 +13,6 @@ use crate::{
 pub struct RedisReader {
     client: Client,
 }
-
-/// `(entry id, fields)`; fields are None for an entry deleted while pending.
-type Entries = Vec<(String, Option<Vec<(String, Bytes)>>)>;
-/// None on a block timeout.
-type ReadReply = Option<Vec<(String, Entries)>>;
 
 impl Consume for RedisBroker {
     type Reader = RedisReader;
@@ -45,62 +39,57 @@ impl Consume for RedisBroker {
         count: usize,
         block: Duration,
     ) -> Result<Fetched, BrokerError> {
-        if block.is_zero() {
-            return self.claim(queue, consumer, count).await;
+        let (fetched, cursor) = self.claim(queue, consumer, count).await?;
+        if block.is_zero() || !fetched.leases.is_empty() || fetched.dropped > 0 {
+            return Ok(fetched);
         }
-        let keys = self.queue_keys(queue);
+        // Nothing ready: wait on the reader's own connection for an entry newer than the last
+        // one delivered to the group, then claim. The wait is a plain XREAD (no group), so a
+        // reply lost on a reconnect strands nothing: only claim.lua delivers.
         let block_ms = block.min(MAX_BLOCK).as_millis().max(1) as u64;
-        let read = reader
+        let woke: Value = reader
             .client
-            .xreadgroup::<ReadReply, _, _, _, _>(
-                GROUP,
-                consumer,
-                Some(count.max(1) as u64),
+            .xread(
+                Some(1),
                 Some(block_ms),
-                false,
-                keys.stream(),
-                ">",
+                self.queue_keys(queue).stream(),
+                cursor,
             )
-            .await;
-        let streams = match read {
-            Ok(r) => r.unwrap_or_default(),
-            Err(e) if e.details().starts_with("NOGROUP") => return self.regroup(queue).await,
-            Err(e) => return Err(e.into()),
-        };
-        let entries: Entries = streams.into_iter().flat_map(|(_, e)| e).collect();
-        if entries.is_empty() {
+            .await?;
+        if woke.is_null() {
             return Ok(Fetched::default());
         }
-        let mut args: Vec<Value> = Vec::with_capacity(2 + 2 * entries.len());
-        args.push(keys.prefix().into());
+        Ok(self.claim(queue, consumer, count).await?.0)
+    }
+
+    async fn start(
+        &self,
+        queue: &QueueName,
+        leases: &[LeaseId],
+    ) -> Result<Vec<StartOutcome>, BrokerError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = self.queue_keys(queue);
+        let mut declared = Vec::with_capacity(1 + leases.len());
+        declared.push(keys.stream());
+        let mut args: Vec<Value> = Vec::with_capacity(1 + leases.len());
         args.push(GROUP.into());
-        for (mid, fields) in &entries {
-            let id = fields
-                .as_ref()
-                .and_then(|f| f.iter().find(|(k, _)| k == "i"))
-                .and_then(|(_, v)| std::str::from_utf8(v).ok())
-                .unwrap_or("");
-            args.push(mid.as_str().into());
-            args.push(id.into());
+        for l in leases {
+            declared.push(keys.task(&l.task_id));
+            args.push(l.msg_id.as_str().into());
         }
-        let rows = self.run(|s| &s.activate, keys.stream(), args).await?;
-        let mut fetched = Fetched::default();
-        for ((mid, fields), row) in entries.into_iter().zip(reply::array(rows, "activate")?) {
-            match row {
-                Value::Array(cols) => {
-                    // The envelope travels in the entry's `e` field; activate returns only what
-                    // the hash adds (or a hash-held envelope, for tasks of the older layout).
-                    let env = fields
-                        .and_then(|f| f.into_iter().find(|(k, _)| k == "e"))
-                        .map(|(_, v)| v);
-                    fetched
-                        .leases
-                        .push(lease(queue, mid, cols.into_iter(), env)?)
-                }
-                _ => fetched.dropped += 1,
-            }
+        let rows = reply::array(self.run(|s| &s.start, declared, args).await?, "start")?;
+        if rows.len() != leases.len() {
+            return Err(reply::bad(
+                "start",
+                format!("{} rows for {} deliveries", rows.len(), leases.len()),
+            ));
         }
-        Ok(fetched)
+        Ok(rows
+            .into_iter()
+            .map(|row| start_outcome(&keys, row))
+            .collect())
     }
 
     async fn complete(&self, queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError> {
@@ -108,36 +97,46 @@ impl Consume for RedisBroker {
             return Ok(0);
         }
         let keys = self.queue_keys(queue);
-        let mut args: Vec<Value> = Vec::with_capacity(3 + 3 * done.len());
-        args.push(keys.prefix().into());
+        let mut declared = Vec::with_capacity(3 + 3 * done.len());
+        declared.extend([keys.stream(), keys.completed(), keys.processed()]);
+        let mut args: Vec<Value> = Vec::with_capacity(2 + 3 * done.len());
         args.push(GROUP.into());
-        args.push(now_ms().into());
+        args.push(duration_ms(self.inner.idempotency_window).into());
         for c in done {
+            let tkey = keys.task(&c.lease.task_id);
+            declared.push(tkey.clone());
+            declared.push(keys.done(&c.lease.task_id));
+            declared.push(self.unique_or(&keys, &c.lease, tkey));
             args.push(c.lease.task_id.as_str().into());
             args.push(c.lease.msg_id.as_str().into());
             args.push(c.retention.map(duration_ms).unwrap_or(0).into());
         }
-        let n = self.run(|s| &s.complete, keys.stream(), args).await?;
+        let n = self.run(|s| &s.complete, declared, args).await?;
         Ok(reply::int(&n, "complete")?.max(0) as u64)
     }
 
     async fn retry(
         &self,
         lease: &LeaseId,
-        retry_at_ms: i64,
+        delay: Duration,
         error: &str,
     ) -> Result<bool, BrokerError> {
         let keys = self.queue_keys(&lease.queue);
+        let declared = vec![
+            keys.stream(),
+            keys.retry(),
+            keys.failed(),
+            keys.task(&lease.task_id),
+        ];
         let args: Vec<Value> = vec![
-            keys.prefix().into(),
             GROUP.into(),
-            now_ms().into(),
             lease.task_id.as_str().into(),
             lease.msg_id.as_str().into(),
-            retry_at_ms.into(),
+            duration_ms(delay).into(),
             error.into(),
         ];
-        Ok(reply::int(&self.run(|s| &s.retry, keys.stream(), args).await?, "retry")? == 1)
+        let n = self.run(|s| &s.retry, declared, args).await?;
+        Ok(reply::int(&n, "retry")? == 1)
     }
 
     async fn dead_letter(
@@ -147,17 +146,25 @@ impl Consume for RedisBroker {
         count_attempt: bool,
     ) -> Result<DeadOutcome, BrokerError> {
         let keys = self.queue_keys(&lease.queue);
+        let tkey = keys.task(&lease.task_id);
+        let declared = vec![
+            keys.stream(),
+            keys.archived(),
+            keys.failed(),
+            tkey.clone(),
+            keys.done(&lease.task_id),
+            self.unique_or(&keys, lease, tkey),
+        ];
         let args: Vec<Value> = vec![
-            keys.prefix().into(),
             GROUP.into(),
-            now_ms().into(),
             lease.task_id.as_str().into(),
             lease.msg_id.as_str().into(),
             error.into(),
             reply::flag(count_attempt),
+            duration_ms(self.inner.idempotency_window).into(),
         ];
         Ok(
-            match reply::int(&self.run(|s| &s.dead, keys.stream(), args).await?, "dead")? {
+            match reply::int(&self.run(|s| &s.dead, declared, args).await?, "dead")? {
                 1 => DeadOutcome::Archived,
                 2 => DeadOutcome::Discarded,
                 _ => DeadOutcome::Stale,
@@ -170,91 +177,138 @@ impl Consume for RedisBroker {
             return Ok(0);
         }
         let keys = self.queue_keys(queue);
-        let mut args: Vec<Value> = vec![keys.prefix().into(), GROUP.into()];
+        let mut declared = vec![keys.stream()];
+        let mut args: Vec<Value> = vec![GROUP.into()];
         for l in leases {
+            declared.push(keys.task(&l.task_id));
             args.push(l.task_id.as_str().into());
             args.push(l.msg_id.as_str().into());
         }
-        let n = self.run(|s| &s.requeue, keys.stream(), args).await?;
+        let n = self.run(|s| &s.requeue, declared, args).await?;
         Ok(reply::int(&n, "requeue")?.max(0) as u64)
     }
 }
 
 impl RedisBroker {
-    /// The non-blocking fetch: read and activate in one script call, one round trip per batch.
+    /// One claim call: delivers up to `count` new entries to `consumer`. Returns the batch and,
+    /// when it is empty, the group's last delivered id (where a blocking wait starts).
     async fn claim(
         &self,
         queue: &QueueName,
         consumer: &str,
         count: usize,
-    ) -> Result<Fetched, BrokerError> {
+    ) -> Result<(Fetched, String), BrokerError> {
         let keys = self.queue_keys(queue);
+        let nonce = format!("{:016x}", rand::random::<u64>());
+        let declared = vec![keys.stream(), keys.receipt(consumer)];
         let args: Vec<Value> = vec![
-            keys.prefix().into(),
             GROUP.into(),
             consumer.into(),
             (count.max(1) as i64).into(),
+            duration_ms(RECEIPT_TTL).into(),
+            nonce.into(),
         ];
-        let rows = match self.run(|s| &s.claim, keys.stream(), args).await {
+        let reply = match self.run(|s| &s.claim, declared, args).await {
             Ok(v) => reply::array(v, "claim")?,
             Err(BrokerError::Redis(e)) if e.details().contains("NOGROUP") => {
-                return self.regroup(queue).await
+                self.regroup(queue).await?;
+                return Ok((Fetched::default(), "0-0".into()));
             }
             Err(e) => return Err(e),
         };
+        let mut parts = reply.into_iter();
+        let cursor = reply::string(parts.next().unwrap_or(Value::Null), "claim")?;
         let mut fetched = Fetched::default();
-        for row in rows {
-            let mut cols = reply::array(row, "claim")?.into_iter();
-            let mid = reply::string(cols.next().unwrap_or(Value::Null), "claim")?;
-            if cols.len() == 0 {
-                fetched.dropped += 1;
-            } else {
-                fetched.leases.push(lease(queue, mid, cols, None)?);
+        for row in reply::array(parts.next().unwrap_or(Value::Null), "claim")? {
+            match lease(queue, row) {
+                Some(l) => fetched.leases.push(l),
+                // A row this build cannot read stays in the consumer's pending list; the
+                // recoverer removes it (it carries no task id it can name) without an attempt.
+                None => fetched.dropped += 1,
             }
         }
-        Ok(fetched)
+        let cursor = if cursor.is_empty() {
+            "0-0".into()
+        } else {
+            cursor
+        };
+        Ok((fetched, cursor))
     }
 
     /// Redis lost its data (a restart without persistence): recreate the group and go on.
-    async fn regroup(&self, queue: &QueueName) -> Result<Fetched, BrokerError> {
+    async fn regroup(&self, queue: &QueueName) -> Result<(), BrokerError> {
         self.forget_queues();
-        self.register_queue(queue).await?;
-        Ok(Fetched::default())
+        self.register_queue(queue).await
+    }
+
+    /// The unique lock key to declare for `lease`: its own when it names one of this queue's
+    /// keys, else `fallback` (the task hash again, which the script then never treats as a lock).
+    fn unique_or(&self, keys: &QueueKeys, lease: &LeaseId, fallback: String) -> String {
+        match &lease.unique_key {
+            Some(k) if keys.owns(k) => k.clone(),
+            _ => fallback,
+        }
     }
 }
 
-/// Builds a lease from a script row `task id, envelope, retried, last error, last failed at`.
-/// An empty envelope column means "the envelope is in the stream entry": `entry_env`, the `e`
-/// field the caller read with the entry (None when it has none, or did not read it).
-fn lease(
-    queue: &QueueName,
-    msg_id: String,
-    mut cols: impl Iterator<Item = Value>,
-    entry_env: Option<Bytes>,
-) -> Result<Lease, BrokerError> {
-    let mut next = || cols.next().unwrap_or(Value::Null);
-    let task_id = reply::string(next(), "fetch")?;
-    let env = reply::bytes(next(), "fetch")?;
-    let retried = reply::int(&next(), "fetch")?;
-    let last_error = reply::opt_string(next(), "fetch")?;
-    let failed_at = reply::int(&next(), "fetch")?;
-    let env: &[u8] = match &entry_env {
-        Some(e) if env.is_empty() => e,
-        _ => &env,
-    };
-    let envelope = TaskEnvelope::decode(env).map(|mut e| {
-        e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
-        e.last_error = last_error;
-        e.last_failed_at_ms = (failed_at > 0).then_some(failed_at);
-        e
-    });
-    Ok(Lease {
-        id: LeaseId {
-            queue: queue.clone(),
-            task_id,
-            msg_id,
-        },
+/// How long a fetch receipt lives: longer than any re-send of the call can come (commands time
+/// out after 10 s), short enough that a consumer that went away leaves nothing for long.
+const RECEIPT_TTL: Duration = Duration::from_secs(60);
+
+/// Builds a lease from a claim row `{entry id, task id, envelope}`; None for a row without a
+/// task (`{entry id}`, already acked and removed by the script) or one that does not parse.
+/// The attempt count and last error are not known yet: [`Consume::start`] reads them.
+fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
+    let mut cols = reply::array(row, "claim").ok()?.into_iter();
+    let msg_id = reply::string(cols.next()?, "claim").ok()?;
+    let task_id = reply::string(cols.next()?, "claim").ok()?;
+    let envelope = decode_envelope(cols.next()?);
+    Some(Lease {
+        id: LeaseId::new(queue.clone(), task_id, msg_id),
         envelope,
+    })
+}
+
+/// Reads one row of start.lua. A row of the wrong shape is a corrupt record of that task alone.
+fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
+    let mut cols = match reply::array(row, "start") {
+        Ok(c) => c.into_iter(),
+        Err(e) => return StartOutcome::Corrupt(e.to_string()),
+    };
+    let mut next = || cols.next().unwrap_or(Value::Null);
+    match reply::int(&next(), "start") {
+        Ok(1) => {}
+        Ok(0) => return StartOutcome::Lost,
+        _ => {
+            let reason =
+                reply::string(next(), "start").unwrap_or_else(|_| "corrupt task record".into());
+            return StartOutcome::Corrupt(reason);
+        }
+    }
+    let number = |v: Value| -> Option<i64> {
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.parse::<i64>().ok()))
+    };
+    let (retried, max_retry) = match (number(next()), number(next())) {
+        (Some(r), Some(x)) => (r, x),
+        (r, x) => {
+            return StartOutcome::Corrupt(format!(
+                "corrupt task record: retried = {r:?}, max retry = {x:?}"
+            ))
+        }
+    };
+    let last_error = reply::opt_string(next(), "start").ok().flatten();
+    let failed_at = number(next()).unwrap_or(0);
+    let unique_key = reply::opt_string(next(), "start")
+        .ok()
+        .flatten()
+        .filter(|k| keys.owns(k));
+    StartOutcome::Started(Attempt {
+        retried: u32::try_from(retried).unwrap_or(u32::MAX),
+        max_retry: u32::try_from(max_retry).unwrap_or(u32::MAX),
+        last_error,
+        last_failed_at_ms: (failed_at > 0).then_some(failed_at),
+        unique_key,
     })
 }
 

@@ -3,8 +3,9 @@ use std::collections::BTreeMap;
 use fred::prelude::*;
 
 use super::{reply, RedisBroker};
+use crate::task::Due;
 use crate::{
-    duration_ms, now_ms, BrokerError, DeadLetter, Enqueue, NewTask, QueueName, TaskInfo, TaskState,
+    duration_ms, BrokerError, DeadLetter, Enqueue, NewTask, QueueName, TaskInfo, TaskState,
 };
 
 /// Tasks per script call. A batch is split into calls of this size that go out together on the
@@ -18,7 +19,6 @@ impl Enqueue for RedisBroker {
         &self,
         tasks: Vec<NewTask>,
     ) -> Result<Vec<Result<TaskInfo, BrokerError>>, BrokerError> {
-        let now = now_ms();
         let mut results: Vec<Option<Result<TaskInfo, BrokerError>>> =
             (0..tasks.len()).map(|_| None).collect();
         // Per queue: (index in the batch, task). Each distinct queue name is validated once.
@@ -53,7 +53,7 @@ impl Enqueue for RedisBroker {
         // last chunk is encoded.
         let calls = chunks
             .into_iter()
-            .map(|(queue, chunk)| self.enqueue_chunk(queue, chunk, now));
+            .map(|(queue, chunk)| self.enqueue_chunk(queue, chunk));
         let outcomes = futures::future::join_all(calls).await;
         for outcome in outcomes {
             for (i, r) in outcome? {
@@ -85,14 +85,14 @@ impl RedisBroker {
         &self,
         queue: QueueName,
         chunk: Vec<(usize, NewTask)>,
-        now: i64,
     ) -> Result<Vec<(usize, Result<TaskInfo, BrokerError>)>, BrokerError> {
         let mut out = Vec::with_capacity(chunk.len());
         let mut sent = Vec::with_capacity(chunk.len());
         let keys = self.queue_keys(&queue);
-        let mut args: Vec<Value> = Vec::with_capacity(2 + 7 * chunk.len());
-        args.push(keys.prefix().into());
-        args.push(now.into());
+        let mut declared = Vec::with_capacity(2 + 3 * chunk.len());
+        declared.push(keys.stream());
+        declared.push(keys.scheduled());
+        let mut args: Vec<Value> = Vec::with_capacity(8 * chunk.len());
         for (i, task) in chunk {
             let bytes = match self.encode_task(&task) {
                 Ok(b) => b,
@@ -102,43 +102,60 @@ impl RedisBroker {
                 }
             };
             let env = &task.envelope;
+            let tkey = keys.task(&env.id);
+            declared.push(tkey.clone());
+            declared.push(keys.done(&env.id));
+            declared.push(match &env.unique_key {
+                Some(hash) if task.unique_ttl.is_some() => keys.unique(hash),
+                _ => tkey,
+            });
+            let (at, delay) = match task.due {
+                Due::Now => (0, 0),
+                Due::At(at) => (at.max(1), 0),
+                Due::In(d) => (0, d.max(0)),
+            };
             args.push(env.id.as_str().into());
             args.push(Value::Bytes(bytes.into()));
-            args.push(task.run_at_ms.into());
-            args.push(env.unique_key.as_deref().unwrap_or("").into());
+            args.push(at.into());
+            args.push(delay.into());
             args.push(task.unique_ttl.map(duration_ms).unwrap_or(0).into());
             args.push(i64::from(env.max_retry).into());
             args.push(reply::flag(env.dead_letter == DeadLetter::Discard));
+            args.push(if task.explicit_id {
+                task.fingerprint().into()
+            } else {
+                "".into()
+            });
             sent.push((i, task));
         }
         if sent.is_empty() {
             return Ok(out);
         }
         self.register_queue(&queue).await?;
-        let codes = reply::array(
-            self.run(|s| &s.enqueue, keys.stream(), args).await?,
-            "enqueue",
-        )?;
-        if codes.len() != sent.len() {
+        let codes = reply::array(self.run(|s| &s.enqueue, declared, args).await?, "enqueue")?;
+        if codes.len() != 3 * sent.len() {
             return Err(reply::bad(
                 "enqueue",
-                format!("{} codes for {} tasks", codes.len(), sent.len()),
+                format!("{} values for {} tasks", codes.len(), sent.len()),
             ));
         }
-        for ((i, task), code) in sent.into_iter().zip(codes) {
-            let code = reply::int(&code, "enqueue")?;
+        let mut codes = codes.into_iter();
+        for (i, task) in sent {
+            let code = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")?;
+            let run_at = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")?;
+            let delayed = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")? == 1;
             let env = task.envelope;
             let r = match code {
                 1 | 2 => Ok(TaskInfo {
                     id: env.id,
                     queue: env.queue,
                     kind: env.kind,
-                    state: if task.run_at_ms > now {
+                    state: if delayed {
                         TaskState::Scheduled
                     } else {
                         TaskState::Pending
                     },
-                    run_at_ms: task.run_at_ms.max(now),
+                    run_at_ms: run_at,
                 }),
                 -1 => Err(BrokerError::DuplicateTask { queue: env.queue }),
                 -2 => Err(BrokerError::TaskIdConflict {

@@ -24,8 +24,17 @@ impl Inspect for RedisBroker {
 
     async fn queue_stats(&self, queue: &QueueName) -> Result<QueueStats, BrokerError> {
         let keys = self.queue_keys(queue);
-        let args: Vec<Value> = vec![keys.prefix().into(), GROUP.into()];
-        let v = reply::array(self.run(|s| &s.stats, keys.stream(), args).await?, "stats")?;
+        let declared = vec![
+            keys.stream(),
+            keys.scheduled(),
+            keys.retry(),
+            keys.archived(),
+            keys.completed(),
+            keys.processed(),
+            keys.failed(),
+        ];
+        let args: Vec<Value> = vec![GROUP.into()];
+        let v = reply::array(self.run(|s| &s.stats, declared, args).await?, "stats")?;
         let n: Vec<u64> = v
             .iter()
             .map(|x| reply::int(x, "stats").map(|i| i.max(0) as u64))

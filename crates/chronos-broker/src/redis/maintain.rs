@@ -5,27 +5,27 @@ use fred::prelude::*;
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
 use crate::{
-    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Maintain, QueueName, Reclaimed,
-    ServerRecord, GROUP,
+    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Maintain, QueueKeys, QueueName,
+    Reclaimed, ServerRecord, GROUP,
 };
 
-/// The consumer the recoverer claims into; it never keeps anything pending.
-const RECOVERER: &str = "recoverer";
-
 impl Maintain for RedisBroker {
-    async fn forward_due(
-        &self,
-        queue: &QueueName,
-        now_ms: i64,
-        limit: usize,
-    ) -> Result<u64, BrokerError> {
+    async fn forward_due(&self, queue: &QueueName, limit: usize) -> Result<u64, BrokerError> {
         let keys = self.queue_keys(queue);
-        let args: Vec<Value> = vec![
-            keys.prefix().into(),
-            now_ms.into(),
-            (limit.max(1) as i64).into(),
-        ];
-        let n = self.run(|s| &s.forward, keys.stream(), args).await?;
+        let (scheduled, retry) = self.due(&keys, "f", limit, Duration::ZERO, 0).await?;
+        if scheduled.is_empty() && retry.is_empty() {
+            return Ok(0);
+        }
+        let mut declared = vec![keys.stream(), keys.scheduled(), keys.retry()];
+        let mut args: Vec<Value> = Vec::new();
+        for (set, ids) in [("s", scheduled), ("r", retry)] {
+            for id in ids {
+                declared.push(keys.task(&id));
+                args.push(set.into());
+                args.push(id.into());
+            }
+        }
+        let n = self.run(|s| &s.forward, declared, args).await?;
         Ok(reply::int(&n, "forward")?.max(0) as u64)
     }
 
@@ -37,44 +37,42 @@ impl Maintain for RedisBroker {
     ) -> Result<Reclaimed, BrokerError> {
         let keys = self.queue_keys(queue);
         let mut out = Reclaimed::default();
-        let mut cursor = "0-0".to_string();
-        let mut scanned = 0usize;
-        // XAUTOCLAIM scans the PEL in pages; stop after `limit` entries or a full pass.
-        loop {
+        let mut from = "-".to_string();
+        let mut left = limit.max(1);
+        // Pages of at most 100: each script call holds Redis for well under a millisecond.
+        while left > 0 {
+            let page = left.min(100);
             let args: Vec<Value> = vec![
-                keys.prefix().into(),
                 GROUP.into(),
-                RECOVERER.into(),
                 duration_ms(min_idle).into(),
-                cursor.as_str().into(),
-                (limit.clamp(1, 100) as i64).into(),
-                now_ms().into(),
+                (page as i64).into(),
+                from.as_str().into(),
             ];
-            let res = match self.run(|s| &s.reclaim, keys.stream(), args).await {
+            let listed = match self.run(|s| &s.idle, keys.stream(), args).await {
                 Err(BrokerError::Redis(e)) if e.details().contains("NOGROUP") => return Ok(out),
-                other => other?,
+                other => reply::array(other?, "idle")?,
             };
-            let mut parts = reply::array(res, "reclaim")?.into_iter();
-            cursor = reply::string(parts.next().unwrap_or(Value::Null), "reclaim")?;
-            out.requeued +=
-                reply::int(&parts.next().unwrap_or(Value::Null), "reclaim")?.max(0) as u64;
-            for d in reply::array(parts.next().unwrap_or(Value::Null), "reclaim")? {
-                let mut cols = reply::array(d, "reclaim")?.into_iter();
-                let task_id = reply::string(cols.next().unwrap_or(Value::Null), "reclaim")?;
-                let envelope = decode_envelope(cols.next().unwrap_or(Value::Null));
-                let discarded =
-                    reply::string(cols.next().unwrap_or(Value::Null), "reclaim")? == "1";
-                out.dead.push(DeadTask {
-                    task_id,
-                    envelope,
-                    discarded,
-                });
+            let n = listed.len();
+            let mut idle = Vec::with_capacity(n);
+            for row in listed {
+                let mut cols = reply::array(row, "idle")?.into_iter();
+                let mid = reply::string(cols.next().unwrap_or(Value::Null), "idle")?;
+                // An id that is not text cannot be a task of ours: reclaim.lua drops its entry.
+                let id =
+                    reply::string(cols.next().unwrap_or(Value::Null), "idle").unwrap_or_default();
+                idle.push((mid, id));
             }
-            scanned += limit.clamp(1, 100);
-            if cursor == "0-0" || scanned >= limit {
+            let Some((last, _)) = idle.last() else {
+                return Ok(out);
+            };
+            from = format!("({last}");
+            self.reclaim_page(&keys, min_idle, idle, &mut out).await?;
+            left = left.saturating_sub(n);
+            if n < page {
                 return Ok(out);
             }
         }
+        Ok(out)
     }
 
     async fn extend_leases(
@@ -107,14 +105,23 @@ impl Maintain for RedisBroker {
         limit: usize,
     ) -> Result<u64, BrokerError> {
         let keys = self.queue_keys(queue);
-        let args: Vec<Value> = vec![
-            keys.prefix().into(),
-            now_ms().into(),
-            duration_ms(archive_max_age).into(),
-            i64::try_from(archive_max_len).unwrap_or(i64::MAX).into(),
-            (limit.max(1) as i64).into(),
-        ];
-        let n = self.run(|s| &s.janitor, keys.stream(), args).await?;
+        let max_len = i64::try_from(archive_max_len).unwrap_or(i64::MAX);
+        let (completed, archived) = self
+            .due(&keys, "j", limit, archive_max_age, max_len)
+            .await?;
+        if completed.is_empty() && archived.is_empty() {
+            return Ok(0);
+        }
+        let mut declared = vec![keys.completed(), keys.archived()];
+        let mut args: Vec<Value> = vec![duration_ms(archive_max_age).into(), max_len.into()];
+        for (set, ids) in [("c", completed), ("a", archived)] {
+            for id in ids {
+                declared.push(keys.task(&id));
+                args.push(set.into());
+                args.push(id.into());
+            }
+        }
+        let n = self.run(|s| &s.janitor, declared, args).await?;
         Ok(reply::int(&n, "janitor")?.max(0) as u64)
     }
 
@@ -201,6 +208,95 @@ impl Maintain for RedisBroker {
         let args: Vec<Value> = vec![GROUP.into(), consumer.into()];
         let n = self.run(|s| &s.drop_consumer, keys.stream(), args).await?;
         Ok(reply::int(&n, "drop_consumer")? == 1)
+    }
+}
+
+impl RedisBroker {
+    /// What is due in one queue by Redis's clock (due.lua): for `which` = "f" the due scheduled
+    /// and retry ids, for "j" the expired retained ids and the archived ids to trim.
+    async fn due(
+        &self,
+        keys: &QueueKeys,
+        which: &str,
+        limit: usize,
+        max_age: Duration,
+        max_len: i64,
+    ) -> Result<(Vec<String>, Vec<String>), BrokerError> {
+        let declared = vec![
+            keys.scheduled(),
+            keys.retry(),
+            keys.completed(),
+            keys.archived(),
+        ];
+        let args: Vec<Value> = vec![
+            (limit.max(1) as i64).into(),
+            duration_ms(max_age).into(),
+            max_len.into(),
+            which.into(),
+        ];
+        let mut lists =
+            reply::array(self.run(|s| &s.due, declared, args).await?, "due")?.into_iter();
+        let mut ids = || -> Result<Vec<String>, BrokerError> {
+            reply::array(lists.next().unwrap_or(Value::Null), "due")?
+                .into_iter()
+                .map(|v| reply::string(v, "due"))
+                .collect()
+        };
+        Ok((ids()?, ids()?))
+    }
+
+    /// Reclaims one page of idle deliveries (reclaim.lua), declaring each task's hash and its
+    /// unique lock as read from the hash just before.
+    async fn reclaim_page(
+        &self,
+        keys: &QueueKeys,
+        min_idle: Duration,
+        idle: Vec<(String, String)>,
+        out: &mut Reclaimed,
+    ) -> Result<(), BrokerError> {
+        let locks = futures::future::join_all(idle.iter().map(|(_, id)| async move {
+            if id.is_empty() {
+                return None;
+            }
+            let u: Option<String> = self
+                .inner
+                .client
+                .hget(keys.task(id), "u")
+                .await
+                .ok()
+                .flatten();
+            u.filter(|k| keys.owns(k))
+        }))
+        .await;
+        let mut declared = vec![keys.stream(), keys.archived(), keys.failed()];
+        let mut args: Vec<Value> = vec![GROUP.into(), duration_ms(min_idle).into()];
+        for ((mid, id), lock) in idle.into_iter().zip(locks) {
+            // An entry without a task id still needs two key slots; it names the stream again.
+            let tkey = if id.is_empty() {
+                keys.stream()
+            } else {
+                keys.task(&id)
+            };
+            declared.push(tkey.clone());
+            declared.push(lock.unwrap_or(tkey));
+            args.push(mid.into());
+            args.push(id.into());
+        }
+        let res = self.run(|s| &s.reclaim, declared, args).await?;
+        let mut parts = reply::array(res, "reclaim")?.into_iter();
+        out.requeued += reply::int(&parts.next().unwrap_or(Value::Null), "reclaim")?.max(0) as u64;
+        for d in reply::array(parts.next().unwrap_or(Value::Null), "reclaim")? {
+            let mut cols = reply::array(d, "reclaim")?.into_iter();
+            let task_id = reply::string(cols.next().unwrap_or(Value::Null), "reclaim")?;
+            let envelope = decode_envelope(cols.next().unwrap_or(Value::Null));
+            let discarded = reply::string(cols.next().unwrap_or(Value::Null), "reclaim")? == "1";
+            out.dead.push(DeadTask {
+                task_id,
+                envelope,
+                discarded,
+            });
+        }
+        Ok(())
     }
 }
 

@@ -48,6 +48,27 @@ struct Inner {
     /// Queues this process has already registered (SADD + XGROUP CREATE), so the hot path pays
     /// for that once per queue, not per task.
     known: Mutex<HashSet<QueueName>>,
+    /// How long a deleted task's done marker lives (see [`RedisBrokerBuilder::idempotency_window`]).
+    idempotency_window: Duration,
+}
+
+/// What [`RedisBrokerBuilder::connect`] does when Redis may evict keys (`maxmemory-policy` is not
+/// `noeviction`).
+///
+/// An evicted task hash or stream entry is a task lost without a trace, and an evicted leader
+/// lock or dedup key breaks exactly-once firing: no guarantee of chronos-rs holds on a Redis that
+/// evicts. Run it with `maxmemory-policy noeviction` (writes then fail with an error when memory
+/// is full, and callers see [`BrokerError::Redis`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EvictionCheck {
+    /// Refuse to connect with [`BrokerError::EvictionPolicy`] (the default).
+    #[default]
+    Refuse,
+    /// Connect, and log an error naming the policy.
+    Warn,
+    /// Do not look (for a Redis that hides its configuration; you vouch for it).
+    Skip,
 }
 
 impl std::fmt::Debug for RedisBroker {
@@ -65,7 +86,13 @@ pub struct RedisBrokerBuilder {
     url: String,
     namespace: String,
     max_payload: usize,
+    idempotency_window: Duration,
+    eviction: EvictionCheck,
 }
+
+/// Default [`RedisBrokerBuilder::idempotency_window`]: longer than any re-send of a command can
+/// come (commands time out after 10 s).
+pub const DEFAULT_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(15);
 
 impl RedisBrokerBuilder {
     /// Key namespace (default `chronos`), so several applications can share one Redis.
@@ -80,7 +107,23 @@ impl RedisBrokerBuilder {
         self
     }
 
-    /// Connects, and loads every script on every primary. Fails fast when Redis refuses the
+    /// How long an enqueue of a task id that just ran and was deleted stays a no-op (default
+    /// 15 s). A producer's client re-sends an enqueue whose reply was lost on a reconnect; if a
+    /// fast worker already ran and deleted the task, the re-send must not run it again. Tasks
+    /// deleted within this window after their delivery leave a small marker for the window;
+    /// zero turns markers off.
+    pub fn idempotency_window(mut self, d: Duration) -> Self {
+        self.idempotency_window = d;
+        self
+    }
+
+    /// What to do when Redis may evict keys (default: refuse to connect). See [`EvictionCheck`].
+    pub fn eviction_check(mut self, check: EvictionCheck) -> Self {
+        self.eviction = check;
+        self
+    }
+
+    /// Connects, checks the eviction policy, and loads every script on every primary. Fails fast when Redis refuses the
     /// connection; once connected, the client reconnects by itself forever (exponential backoff,
     /// 100 ms to 2 s) and every command times out after 10 s instead of hanging.
     pub async fn connect(self) -> Result<RedisBroker, BrokerError> {
@@ -88,6 +131,20 @@ impl RedisBrokerBuilder {
         let config = Config::from_url(&self.url)?;
         let client = client_builder(config).build()?;
         client.init().await?;
+        if self.eviction != EvictionCheck::Skip {
+            let policy = eviction_policy(&client).await?;
+            if policy.as_deref().is_some_and(|p| p != "noeviction") {
+                let policy = policy.unwrap_or_default();
+                if self.eviction == EvictionCheck::Refuse {
+                    let _ = client.quit().await;
+                    return Err(BrokerError::EvictionPolicy { policy });
+                }
+                tracing::error!(
+                    policy = %policy,
+                    "redis may evict keys (maxmemory-policy is not noeviction): tasks can be lost"
+                );
+            }
+        }
         let scripts = Scripts::new();
         scripts.load_all(&client).await?;
         Ok(RedisBroker {
@@ -97,9 +154,20 @@ impl RedisBrokerBuilder {
                 scripts,
                 max_payload: self.max_payload,
                 known: Mutex::new(HashSet::new()),
+                idempotency_window: self.idempotency_window,
             }),
         })
     }
+}
+
+/// The server's `maxmemory_policy`, from `INFO memory` (which managed services allow where they
+/// forbid `CONFIG`); None when the server does not say.
+async fn eviction_policy(client: &Client) -> Result<Option<String>, BrokerError> {
+    let info: String = client.info(Some(fred::types::InfoKind::Memory)).await?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
+        .map(|p| p.trim().to_string()))
 }
 
 /// The connection settings every client of ours uses (see the design notes, pitfalls 1 and 9).
@@ -125,6 +193,8 @@ impl RedisBroker {
             url: url.into(),
             namespace: "chronos".into(),
             max_payload: DEFAULT_MAX_PAYLOAD,
+            idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
+            eviction: EvictionCheck::default(),
         }
     }
 

@@ -34,13 +34,15 @@ macro_rules! scripts {
 
 scripts!(
     enqueue,
-    activate,
     claim,
+    start,
     complete,
     retry,
     dead,
     requeue,
+    due,
     forward,
+    idle,
     reclaim,
     heartbeat,
     janitor,
@@ -64,17 +66,18 @@ impl Scripts {
 }
 
 impl RedisBroker {
-    /// EVALSHA of `script` with `key` as its only declared key (all other keys it touches share
-    /// that key's hash tag), reloading the script on NOSCRIPT (after a Redis restart).
+    /// EVALSHA of `script` with `keys` declared (every key it touches: the first routes the
+    /// call, and all of them share one hash tag), reloading the script on NOSCRIPT (after a
+    /// Redis restart).
     pub(crate) async fn run(
         &self,
         script: impl Fn(&Scripts) -> &Script,
-        key: String,
+        keys: impl Into<fred::types::MultipleKeys> + Send,
         args: Vec<Value>,
     ) -> Result<Value, BrokerError> {
         let s = script(&self.inner.scripts);
         Ok(
-            s.evalsha_with_reload::<Value, _, _>(&self.inner.client, key, args)
+            s.evalsha_with_reload::<Value, _, _>(&self.inner.client, keys, args)
                 .await?,
         )
     }

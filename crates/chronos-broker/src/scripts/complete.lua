@@ -1,43 +1,53 @@
 -- Acknowledge a batch of succeeded tasks of one queue.
--- KEYS[1]  the queue's stream
--- ARGV[1]  key prefix of the queue
--- ARGV[2]  consumer group
--- ARGV[3]  now, unix ms
--- then triples: task id, stream entry id, retention ms (0 = delete at once)
+-- KEYS[1]  the queue's stream, KEYS[2] its completed set, KEYS[3] its processed counter,
+--          then 3 keys per task: task hash, done marker, unique lock (the task hash again when
+--          the caller knows of none)
+-- ARGV[1]  consumer group, ARGV[2] idempotency window ms
+-- then 3 values per task: task id, stream entry id, retention ms (0 = delete at once)
 -- Returns: how many tasks were completed. A task whose entry id no longer matches (already
 -- completed by a re-sent call, reclaimed, or deleted) is left alone, which makes re-sends no-ops.
--- A retained task leaves the stream, so its envelope moves from the entry's `e` into the hash's
--- `e` before the entry is deleted.
--- XACK, XDEL and DEL take the whole batch in one call each: per-command overhead dominates the
--- cost of this script.
-local prefix, group, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- A retained task leaves the stream, so its envelope moves from the entry into the hash's `e`;
+-- `c` is its completion time, `d` the settled delivery. A task deleted at once within the
+-- idempotency window of its delivery leaves a done marker `<entry id>|<fingerprint>` for that
+-- window, so an enqueue re-sent by a producer's client after the task already ran is a no-op.
+local group, window = ARGV[1], tonumber(ARGV[2]) or 0
+local now = now_ms()
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+-- Reads first, so a corrupt record fails only itself and nothing errors after a write.
+local live = {}
+for t = 0, (#ARGV - 2) / 3 - 1 do
+  local a, k = 2 + t * 3, 3 + t * 3
+  local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
+  local h = read_hash(KEYS[k + 1], 'm', 'u', 'fp')
+  if h and h[1] == mid then
+    live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], h}
+  end
+end
+if #live == 0 then return 0 end
 local acked, dropped = {}, {}
-
-for i = 4, #ARGV, 3 do
-  local id, mid, keep = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local tkey = prefix .. 't:' .. id
-  local h = redis.call('HMGET', tkey, 'm', 'u', 'e')
-  if h[1] == mid then
-    acked[#acked + 1] = mid
-    if h[2] and redis.call('GET', h[2]) == id then redis.call('DEL', h[2]) end
-    if keep > 0 then
-      local fields = {tkey, 's', 'completed', 'f', now}
-      if not h[3] then
-        local env = entry_envelope(KEYS[1], mid)
-        if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
-      end
-      redis.call('HSET', unpack(fields))
-      redis.call('HDEL', tkey, 'm')
-      redis.call('PEXPIRE', tkey, keep)
-      redis.call('ZADD', prefix .. 'completed', now + keep, id)
-    else
-      dropped[#dropped + 1] = tkey
+for _, t in ipairs(live) do
+  local id, mid, keep, tkey, dkey, ukey, h = unpack(t)
+  acked[#acked + 1] = mid
+  if h[2] and h[2] == ukey then release_unique(ukey, id) end
+  if keep > 0 then
+    local fields = {tkey, 's', 'completed', 'c', now, 'd', mid}
+    local env = entry_envelope(KEYS[1], mid)
+    if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+    redis.call('HSET', unpack(fields))
+    redis.call('HDEL', tkey, 'm')
+    redis.call('PEXPIRE', tkey, keep)
+    redis.call('ZADD', KEYS[2], now + keep, id)
+  else
+    dropped[#dropped + 1] = tkey
+    if window > 0 and now - entry_time(mid) < window then
+      redis.call('SET', dkey, mid .. '|' .. (h[3] or ''), 'PX', window)
     end
   end
 end
-if #acked == 0 then return 0 end
 redis.call('XACK', KEYS[1], group, unpack(acked))
 redis.call('XDEL', KEYS[1], unpack(acked))
 if #dropped > 0 then redis.call('DEL', unpack(dropped)) end
-redis.call('INCRBY', prefix .. 'processed', #acked)
+bump(KEYS[3], #acked)
 return #acked

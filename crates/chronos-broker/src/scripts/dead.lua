@@ -1,32 +1,50 @@
 -- Dead-letter a task: archive it, or drop it when it was enqueued with discard.
--- KEYS[1]  the queue's stream
--- ARGV[1]  key prefix, ARGV[2] consumer group, ARGV[3] now (unix ms)
--- ARGV[4]  task id, ARGV[5] stream entry id, ARGV[6] error message,
--- ARGV[7]  '1' when this failure counts as an attempt
+-- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, KEYS[4] the task
+--          hash, KEYS[5] its done marker, KEYS[6] its unique lock (the task hash again when the
+--          caller knows of none)
+-- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] error message,
+-- ARGV[5]  '1' when this failure counts as an attempt, ARGV[6] idempotency window ms
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
+-- A re-sent call whose first run settled this delivery answers what that run did: an archived
+-- task's hash records the settled delivery in `d`; a discarded one leaves a done marker
+-- `<entry id>|<fingerprint>` for the idempotency window.
 -- The unique lock is released either way. An archived task leaves the stream, so its envelope
--- moves from the entry's `e` into the hash's `e` before the entry is deleted.
-local prefix, group, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local id, mid = ARGV[4], ARGV[5]
-local tkey = prefix .. 't:' .. id
-
-local h = redis.call('HMGET', tkey, 'm', 'e', 'u', 'dl')
-if h[1] ~= mid then return 0 end
-local discard = h[4] == '1'
-local env = not h[2] and not discard and entry_envelope(KEYS[1], mid)
+-- moves from the entry into the hash's `e`.
+local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
+local window = tonumber(ARGV[6]) or 0
+local tkey, dkey, ukey = KEYS[4], KEYS[5], KEYS[6]
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local h = read_hash(tkey, 'm', 'u', 'dl', 'r', 'd', 's', 'fp')
+if h == nil then
+  -- Not a hash: nothing of the task can be kept, but its delivery must not block the queue.
+  redis.call('XACK', KEYS[1], group, mid)
+  redis.call('XDEL', KEYS[1], mid)
+  return 0
+end
+if h[1] ~= mid then
+  if h[5] == mid and h[6] == 'archived' then return 1 end
+  local marker = redis.pcall('GET', dkey)
+  if type(marker) == 'string' and string.sub(marker, 1, #mid + 1) == mid .. '|' then return 2 end
+  return 0
+end
+local now = now_ms()
+local env = entry_envelope(KEYS[1], mid)
 redis.call('XACK', KEYS[1], group, mid)
 redis.call('XDEL', KEYS[1], mid)
-redis.call('INCR', prefix .. 'failed')
-local ukey = h[3]
-if ukey and redis.call('GET', ukey) == id then redis.call('DEL', ukey) end
-if discard then
+bump(KEYS[3], 1)
+if h[2] and h[2] == ukey then release_unique(ukey, id) end
+if h[3] == '1' then
   redis.call('DEL', tkey)
+  if window > 0 then redis.call('SET', dkey, mid .. '|' .. (h[7] or ''), 'PX', window) end
   return 2
 end
-if ARGV[7] == '1' then redis.call('HINCRBY', tkey, 'r', 1) end
-local fields = {tkey, 's', 'archived', 'err', ARGV[6], 'f', now}
+local fields = {tkey, 's', 'archived', 'err', ARGV[4], 'f', now, 'd', mid}
+local r = count_of(h[4])
+if ARGV[5] == '1' and r then fields[#fields + 1] = 'r'; fields[#fields + 1] = r + 1 end
 if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
 redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
-redis.call('ZADD', prefix .. 'archived', now, id)
+redis.call('ZADD', KEYS[2], now, id)
 return 1

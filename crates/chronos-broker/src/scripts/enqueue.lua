@@ -1,53 +1,78 @@
 -- Enqueue a batch of tasks into one queue, atomically per batch.
--- KEYS[1]  the queue's stream. Every other key is derived from ARGV[1] and carries the same
---          hash tag, so the script touches one cluster slot.
--- ARGV[1]  key prefix of the queue, "<ns>:{<queue>}:"
--- ARGV[2]  now, unix ms
--- then 7 values per task:
---   id, envelope bytes, run-at ms, unique hash ('' = not unique), unique TTL ms, max retry,
---   dead-letter discard ('1' or '0')
+-- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, then 3 keys per task: the task hash,
+--          the task's done marker, and its unique lock (the task hash again when not unique)
+-- ARGV     8 values per task: id, envelope bytes, run-at ms (0 = none), delay ms, unique TTL ms
+--          (0 = not unique), max retry, dead-letter discard ('1'/'0'), fingerprint ('' = none)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
--- member in the scheduled set.
--- Returns: one integer per task, in order:
+-- member in the scheduled set. Due means run-at (or now + delay) is after Redis's clock.
+-- The fingerprint is what the producer chose (kind, payload, options; not the clock): given for
+-- explicit task ids, it is what an id already in use is compared with, and it is kept in `fp`.
+-- Returns: three integers per task, in order: a code, the run-at ms the script used, and 1 when
+-- that is later than now (the task waits in the scheduled set) else 0.
 --    1  enqueued
---    2  this id already holds these exact bytes (a re-sent call): nothing changed
+--    2  already there (a re-sent call, or the same task again): nothing changed; this also holds
+--       while the id's done marker lives, so a re-send after the task already ran is a no-op
 --   -1  the unique lock is held by another task: nothing written
---   -2  this id holds a different task (or one whose envelope cannot be read): nothing written
-local prefix = ARGV[1]
-local now = tonumber(ARGV[2])
+--   -2  this id holds a different task: nothing written
+local now = now_ms()
 local out = {}
 
--- The stored envelope of an existing task: the hash's `e` when it is out of the stream (or was
--- written before envelopes moved into the stream), else the `e` of its stream entry. O(1).
-local function stored(tkey)
-  local h = redis.call('HMGET', tkey, 'e', 'm')
+-- The stored envelope of an existing task: the hash's `e` while it is out of the stream, else
+-- the `e` of its stream entry. O(1).
+local function stored(h)
   if h[1] then return h[1] end
   if not h[2] then return nil end
   return entry_envelope(KEYS[1], h[2])
 end
 
-for i = 3, #ARGV, 7 do
-  local id, env, run_at = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local uhash, uttl, maxr, discard = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local tkey = prefix .. 't:' .. id
-  local ukey = nil
-  if uhash ~= '' then ukey = prefix .. 'u:' .. uhash end
-  if redis.call('EXISTS', tkey) == 1 then
-    if stored(tkey) == env then out[#out + 1] = 2 else out[#out + 1] = -2 end
-  elseif ukey and not redis.call('SET', ukey, id, 'NX', 'PX', uttl) then
+-- Checks first: every number parses and the queue's keys have their types.
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local n = #ARGV / 8
+for t = 0, n - 1 do
+  local a = t * 8
+  for _, j in ipairs({3, 4, 5, 6}) do
+    if not tonumber(ARGV[a + j]) then return redis.error_reply('E_ARGS bad number') end
+  end
+end
+
+for t = 0, n - 1 do
+  local a, k = t * 8, 2 + t * 3
+  local id, env = ARGV[a + 1], ARGV[a + 2]
+  local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local maxr, discard, fp = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local tkey, dkey, ukey = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local run_at = now + delay
+  if at > 0 then run_at = at end
+  local h = read_hash(tkey, 'e', 'm', 'fp')
+  local marker = redis.pcall('GET', dkey)
+  if type(marker) ~= 'string' then marker = nil end
+  if h == nil then
+    out[#out + 1] = -2
+  elseif h[1] or h[2] or h[3] then
+    local same
+    if fp ~= '' then same = h[3] == fp else same = stored(h) == env end
+    if same then out[#out + 1] = 2 else out[#out + 1] = -2 end
+  elseif marker then
+    -- The task ran and was deleted moments ago: marker = "<entry id>|<fingerprint>".
+    local mfp = string.match(marker, '|(.*)$') or ''
+    if fp == '' or mfp == fp then out[#out + 1] = 2 else out[#out + 1] = -2 end
+  elseif uttl > 0 and not redis.call('SET', ukey, id, 'NX', 'PX', uttl) then
     out[#out + 1] = -1
   else
     -- One HSET per task with every field: the hash is written once.
     local fields = {tkey, 'r', '0', 'x', maxr}
-    if ukey then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
+    if uttl > 0 then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
     if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
+    if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
     fields[#fields + 1] = 's'
     if run_at > now then
       fields[#fields + 1] = 'scheduled'
       fields[#fields + 1] = 'e'
       fields[#fields + 1] = env
-      redis.call('ZADD', prefix .. 'scheduled', run_at, id)
+      redis.call('ZADD', KEYS[2], run_at, id)
     else
       fields[#fields + 1] = 'pending'
       fields[#fields + 1] = 'm'
@@ -56,5 +81,7 @@ for i = 3, #ARGV, 7 do
     redis.call('HSET', unpack(fields))
     out[#out + 1] = 1
   end
+  out[#out + 1] = math.max(run_at, now)
+  if run_at > now then out[#out + 1] = 1 else out[#out + 1] = 0 end
 end
 return out

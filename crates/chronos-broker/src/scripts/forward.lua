@@ -1,35 +1,48 @@
 -- Move due delayed and retry tasks of one queue into its stream.
--- KEYS[1]  the queue's stream
--- ARGV[1]  key prefix, ARGV[2] now (unix ms), ARGV[3] most tasks to move per set
--- Returns: how many tasks were moved. A member whose task hash is gone (deleted) is dropped.
+-- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] its retry set, then one task
+--          hash per task
+-- ARGV     pairs: 's' (scheduled) or 'r' (retry), task id (as listed by due.lua)
+-- Returns: how many tasks were moved. A task is moved only if it is still in its set and due by
+-- Redis's clock (so a re-sent call moves nothing twice); a member whose task hash is gone
+-- (deleted) is dropped from the set.
 -- The envelope moves from the hash's `e` into the new entry (`i=<id> e=<envelope>`), and the
 -- hash is rebuilt without it: a hash that once held the envelope was converted to a hashtable
 -- (the envelope is longer than hash-max-listpack-value) and never converts back by itself,
 -- while rebuilt with its small fields only it is a compact listpack again.
-local prefix, now, limit = ARGV[1], ARGV[2], ARGV[3]
-local moved = 0
-for _, set in ipairs({'scheduled', 'retry'}) do
-  local zkey = prefix .. set
-  local ids = redis.call('ZRANGEBYSCORE', zkey, '-inf', now, 'LIMIT', 0, limit)
-  for _, id in ipairs(ids) do
-    local tkey = prefix .. 't:' .. id
-    local env = redis.call('HGET', tkey, 'e')
-    if env then
-      local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
-      local all = redis.call('HGETALL', tkey)
-      local args = {tkey, 's', 'pending', 'm', mid}
-      for j = 1, #all, 2 do
-        local k = all[j]
-        if k ~= 'e' and k ~= 's' and k ~= 'm' then
-          args[#args + 1] = k
-          args[#args + 1] = all[j + 1]
-        end
-      end
-      redis.call('DEL', tkey)
-      redis.call('HSET', unpack(args))
-      moved = moved + 1
-    end
-    redis.call('ZREM', zkey, id)
+local now = now_ms()
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local todo = {}
+for t = 0, #ARGV / 2 - 1 do
+  local zkey = KEYS[2]
+  if ARGV[1 + t * 2] == 'r' then zkey = KEYS[3] end
+  local id, tkey = ARGV[2 + t * 2], KEYS[4 + t]
+  local score = tonumber(redis.call('ZSCORE', zkey, id))
+  if score and score <= now then
+    local h = redis.pcall('HGETALL', tkey)
+    if type(h) == 'table' and h.err then h = {} end
+    todo[#todo + 1] = {zkey, id, tkey, h}
   end
+end
+local moved = 0
+for _, t in ipairs(todo) do
+  local zkey, id, tkey, all = unpack(t)
+  local env = field_of(all, 'e')
+  if env then
+    local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+    local args = {tkey, 's', 'pending', 'm', mid}
+    for j = 1, #all, 2 do
+      local k = all[j]
+      if k ~= 'e' and k ~= 's' and k ~= 'm' then
+        args[#args + 1] = k
+        args[#args + 1] = all[j + 1]
+      end
+    end
+    redis.call('DEL', tkey)
+    redis.call('HSET', unpack(args))
+    moved = moved + 1
+  end
+  redis.call('ZREM', zkey, id)
 end
 return moved

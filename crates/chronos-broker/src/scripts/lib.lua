@@ -1,5 +1,18 @@
 -- Helpers shared by the scripts: scripts.rs prepends this file to every script (Redis gives
--- scripts no way to share functions at run time). Functions only; nothing here touches a key.
+-- scripts no way to share functions at run time). Functions only; nothing here writes.
+--
+-- Rules every script follows (see the crate docs):
+-- * every key a script touches is declared in KEYS (all of one queue's keys share its hash tag);
+-- * reads and checks come first, and nothing may raise an error after the first write: a read
+--   that could fail on a corrupt key goes through redis.pcall and marks that task alone;
+-- * "now" is the Redis server's clock (TIME), never a caller's, wherever a script decides what
+--   is due.
+
+-- Redis server time in unix ms.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 
 -- The value of `name` in a flat field list {k1, v1, k2, v2, ...}; nil when absent, or when the
 -- list itself is missing (an entry deleted while pending comes back with no fields).
@@ -17,10 +30,29 @@ local function entry_envelope(stream, mid)
   return field_of(r[1] and r[1][2], 'e')
 end
 
--- Puts task `id` (hash `tkey`) back at the end of `stream` as a new delivery, with its envelope
--- in the entry; `env_in_hash` says the hash still holds a copy (older layout) to drop.
--- Returns the new entry id.
-local function back_to_stream(stream, tkey, id, env, env_in_hash)
+-- HMGET that answers nil (instead of raising) when `key` is not a hash: a corrupt key fails
+-- only its own task.
+local function read_hash(key, ...)
+  local r = redis.pcall('HMGET', key, ...)
+  if type(r) == 'table' and r.err then return nil end
+  return r
+end
+
+-- A non-negative integer field, or nil when it is missing or corrupt.
+local function count_of(v)
+  local n = tonumber(v)
+  if n and n >= 0 and n == math.floor(n) then return n end
+  return nil
+end
+
+-- Unix ms at which stream entry `mid` was added (its id's first part).
+local function entry_time(mid)
+  return tonumber(string.match(mid, '^(%d+)')) or 0
+end
+
+-- Puts task `id` (hash `tkey`) back at the end of `stream` as a new delivery with its envelope
+-- in the entry. Returns the new entry id.
+local function back_to_stream(stream, tkey, id, env)
   local new
   if env then
     new = redis.call('XADD', stream, '*', 'i', id, 'e', env)
@@ -28,6 +60,22 @@ local function back_to_stream(stream, tkey, id, env, env_in_hash)
     new = redis.call('XADD', stream, '*', 'i', id)
   end
   redis.call('HSET', tkey, 's', 'pending', 'm', new)
-  if env_in_hash then redis.call('HDEL', tkey, 'e') end
   return new
+end
+
+-- Releases unique lock `ukey` if task `id` holds it.
+local function release_unique(ukey, id)
+  if redis.pcall('GET', ukey) == id then redis.call('DEL', ukey) end
+end
+
+-- Adds to a counter without ever raising (a corrupt counter is left alone).
+local function bump(key, n)
+  redis.pcall('INCRBY', key, n)
+end
+
+-- True when `key` is of type `want` or does not exist.
+local function type_ok(key, want)
+  local t = redis.call('TYPE', key)
+  t = t.ok or t
+  return t == want or t == 'none'
 end

@@ -1,60 +1,68 @@
--- Reclaim entries whose worker stopped heartbeating (crashed or cut off): each counts as a failed
--- attempt (unless it was never activated, i.e. its fetch reply was lost); the task goes back to the end of the stream, or is dead-lettered when it has no
--- retries left (a task that keeps killing its workers ends in the archive).
--- KEYS[1]  the queue's stream
--- ARGV[1]  key prefix, ARGV[2] consumer group, ARGV[3] consumer name to claim into,
--- ARGV[4]  min idle ms, ARGV[5] XAUTOCLAIM cursor, ARGV[6] count, ARGV[7] now (unix ms)
--- Returns: {next cursor, re-queued count, {id, envelope, '1' if discarded else '0'}...}
--- The claiming consumer ends with nothing pending: every claimed entry is acked and deleted.
--- The envelope is the claimed entry's `e` (or the hash's `e`, for a task written before
--- envelopes moved into the stream): a re-queued task's new entry carries it, an archived task's
--- hash keeps it, and dead tasks return it.
-local prefix, group, me = ARGV[1], ARGV[2], ARGV[3]
-local now = ARGV[7]
-local res = redis.call('XAUTOCLAIM', KEYS[1], group, me, ARGV[4], ARGV[5], 'COUNT', ARGV[6])
+-- Reclaim deliveries whose worker stopped heartbeating (crashed, frozen, cut off). A delivery
+-- that had started (state `active`) counts as a failed attempt; one fetched but never started
+-- costs nothing. The task goes back to the end of the stream, or is dead-lettered when it has
+-- no retries left (a task that keeps killing its workers ends in the archive).
+-- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, then 2 keys per
+--          delivery: task hash, unique lock (the task hash again when it has none)
+-- ARGV[1]  consumer group, ARGV[2] min idle ms, then pairs: entry id, task id (from idle.lua)
+-- Returns: {re-queued count, {task id, envelope, '1' if discarded else '0'}...}
+-- Each delivery is checked again: still pending and still idle (a heartbeat may have refreshed
+-- it since it was listed), so a re-sent call reclaims nothing twice. An entry without a live
+-- task is acked and removed. A task record that is corrupt is archived with the reason.
+local group, idle = ARGV[1], ARGV[2]
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local todo = {}
+for t = 0, (#ARGV - 2) / 2 - 1 do
+  local mid, id = ARGV[3 + t * 2], ARGV[4 + t * 2]
+  local tkey, ukey = KEYS[4 + t * 2], KEYS[5 + t * 2]
+  local p = redis.call('XPENDING', KEYS[1], group, 'IDLE', idle, mid, mid, 1)
+  if p[1] then
+    local h = false
+    if id ~= '' then h = read_hash(tkey, 'm', 'x', 'u', 'dl', 's', 'r') or false end
+    todo[#todo + 1] = {mid, id, tkey, ukey, h}
+  end
+end
+local now = now_ms()
 local requeued, dead = 0, {}
-for _, entry in ipairs(res[2]) do
-  local mid, fields = entry[1], entry[2]
-  local id, eenv = field_of(fields, 'i'), field_of(fields, 'e')
+for _, t in ipairs(todo) do
+  local mid, id, tkey, ukey, h = unpack(t)
+  local env = entry_envelope(KEYS[1], mid)
   redis.call('XACK', KEYS[1], group, mid)
   redis.call('XDEL', KEYS[1], mid)
-  if id then
-    local tkey = prefix .. 't:' .. id
-    local h = redis.call('HMGET', tkey, 'm', 'e', 'x', 'u', 'dl', 's')
-    if h[1] == mid then
-      local env = h[2] or eenv
-      -- 'pending' means the delivery never reached a handler (the fetch reply was lost on a
-      -- reconnect): no attempt was made, so none is counted.
-      local attempted = h[6] ~= 'pending'
-      local r = 0
-      local maxr = tonumber(h[3] or '0') or 0
-      if attempted then
-        r = redis.call('HINCRBY', tkey, 'r', 1)
-        local err = 'worker lost: no heartbeat for ' .. ARGV[4] .. ' ms'
-        redis.call('HSET', tkey, 'err', err, 'f', now)
+  if h and h[1] == mid then
+    local attempted = h[5] == 'active'
+    local r, maxr = count_of(h[6]), count_of(h[2])
+    local corrupt = not r or not maxr
+    if attempted and not corrupt then r = r + 1 end
+    if attempted and (corrupt or r > maxr) then
+      local err = 'worker lost: no heartbeat for ' .. idle .. ' ms'
+      if corrupt then
+        err = 'corrupt task record: retried = ' .. tostring(h[6]) .. ', max retry = ' .. tostring(h[2])
       end
-      if attempted and r > maxr then
-        redis.call('INCR', prefix .. 'failed')
-        local ukey = h[4]
-        if ukey and redis.call('GET', ukey) == id then redis.call('DEL', ukey) end
-        if h[5] == '1' then
-          redis.call('DEL', tkey)
-          dead[#dead + 1] = {id, env or false, '1'}
-        else
-          if env and not h[2] then
-            redis.call('HSET', tkey, 's', 'archived', 'e', env)
-          else
-            redis.call('HSET', tkey, 's', 'archived')
-          end
-          redis.call('HDEL', tkey, 'm')
-          redis.call('ZADD', prefix .. 'archived', now, id)
-          dead[#dead + 1] = {id, env or false, '0'}
-        end
+      bump(KEYS[3], 1)
+      if h[3] and h[3] == ukey then release_unique(ukey, id) end
+      if h[4] == '1' then
+        redis.call('DEL', tkey)
+        dead[#dead + 1] = {id, env or false, '1'}
       else
-        back_to_stream(KEYS[1], tkey, id, env, h[2])
-        requeued = requeued + 1
+        local fields = {tkey, 's', 'archived', 'err', err, 'f', now, 'd', mid}
+        if not corrupt then fields[#fields + 1] = 'r'; fields[#fields + 1] = r end
+        if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+        redis.call('HSET', unpack(fields))
+        redis.call('HDEL', tkey, 'm')
+        redis.call('ZADD', KEYS[2], now, id)
+        dead[#dead + 1] = {id, env or false, '0'}
       end
+    else
+      if attempted then
+        local err = 'worker lost: no heartbeat for ' .. idle .. ' ms'
+        redis.call('HSET', tkey, 'r', r, 'err', err, 'f', now)
+      end
+      back_to_stream(KEYS[1], tkey, id, env)
+      requeued = requeued + 1
     end
   end
 end
-return {res[1], requeued, dead}
+return {requeued, dead}

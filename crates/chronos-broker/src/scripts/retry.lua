@@ -1,25 +1,34 @@
 -- Schedule a failed task for a later attempt.
--- KEYS[1]  the queue's stream
--- ARGV[1]  key prefix, ARGV[2] consumer group, ARGV[3] now (unix ms)
--- ARGV[4]  task id, ARGV[5] stream entry id, ARGV[6] retry at (unix ms), ARGV[7] error message
--- Returns: 1 when moved to the retry set, 0 when the lease no longer matches (re-sent call,
--- reclaimed or deleted task): nothing changed.
--- The task leaves the stream, so its envelope moves from the entry's `e` into the hash's `e`
--- before the entry is deleted.
-local prefix, group, now = ARGV[1], ARGV[2], ARGV[3]
-local id, mid = ARGV[4], ARGV[5]
-local tkey = prefix .. 't:' .. id
-
-local h = redis.call('HMGET', tkey, 'm', 'e')
-if h[1] ~= mid then return 0 end
-local fields = {tkey, 's', 'retry', 'err', ARGV[7], 'f', now}
-local env = not h[2] and entry_envelope(KEYS[1], mid)
+-- KEYS[1]  the queue's stream, KEYS[2] its retry set, KEYS[3] its failed counter, KEYS[4] the
+--          task hash
+-- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
+--          Redis's clock), ARGV[5] error message
+-- Returns: 1 when moved to the retry set (also for a re-sent call whose first run did it: the
+-- hash's `d` records the settled delivery), 0 when the lease no longer matches (reclaimed or
+-- deleted task): nothing changed.
+-- The task leaves the stream, so its envelope moves from the entry into the hash's `e`.
+local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
+local delay = tonumber(ARGV[4]) or 0
+local tkey = KEYS[4]
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local h = read_hash(tkey, 'm', 'd', 'r')
+if h == nil then return 0 end
+if h[1] ~= mid then
+  if h[2] == mid then return 1 end
+  return 0
+end
+local now = now_ms()
+-- A corrupt attempt counter restarts at 1 rather than failing the script after a write.
+local r = (count_of(h[3]) or 0) + 1
+local fields = {tkey, 's', 'retry', 'err', ARGV[5], 'f', now, 'd', mid, 'r', r}
+local env = entry_envelope(KEYS[1], mid)
 if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
 redis.call('XACK', KEYS[1], group, mid)
 redis.call('XDEL', KEYS[1], mid)
-redis.call('HINCRBY', tkey, 'r', 1)
 redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
-redis.call('ZADD', prefix .. 'retry', ARGV[6], id)
-redis.call('INCR', prefix .. 'failed')
+redis.call('ZADD', KEYS[2], now + delay, id)
+bump(KEYS[3], 1)
 return 1

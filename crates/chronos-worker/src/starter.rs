@@ -1,0 +1,92 @@
+//! Marks deliveries as started right before their handlers run. Every task starting at the same
+//! moment shares one script call per queue, so the mark costs one round trip per batch.
+//!
+//! Why a mark at all: a delivery becomes an attempt only when marked, so a lost worker costs an
+//! attempt exactly when a handler may have run (a task that keeps killing its workers still ends
+//! in the dead letters), while deliveries that were fetched but never started (a lost fetch
+//! reply, a crash with tasks waiting in the buffer) are re-delivered for free.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chronos_broker::{Broker, LeaseId, QueueName, StartOutcome};
+use tokio::sync::{mpsc, oneshot};
+use tracing::warn;
+
+use crate::runtime::Runtime;
+
+const MAX_BATCH: usize = 512;
+
+/// One delivery about to start, and where its outcome goes (None: Redis could not be reached).
+#[derive(Debug)]
+pub(crate) struct StartRequest {
+    pub(crate) lease: LeaseId,
+    pub(crate) reply: oneshot::Sender<Option<StartOutcome>>,
+}
+
+pub(crate) async fn run<B: Broker>(
+    rt: Arc<Runtime<B>>,
+    mut rx: mpsc::UnboundedReceiver<StartRequest>,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let n = tokio::select! {
+            n = rx.recv_many(&mut batch, MAX_BATCH) => n,
+            _ = rt.stop_maintenance.cancelled() => {
+                rx.close();
+                while let Ok(r) = rx.try_recv() {
+                    batch.push(r);
+                }
+                batch.len()
+            }
+        };
+        if n == 0 {
+            return;
+        }
+        let mut by_queue: BTreeMap<QueueName, Vec<StartRequest>> = BTreeMap::new();
+        for r in batch.drain(..) {
+            by_queue.entry(r.lease.queue.clone()).or_default().push(r);
+        }
+        for (queue, requests) in by_queue {
+            let leases: Vec<LeaseId> = requests.iter().map(|r| r.lease.clone()).collect();
+            let outcomes = match rt.broker.start(&queue, &leases).await {
+                Ok(o) => o.into_iter().map(Some).collect(),
+                Err(e) => {
+                    warn!(queue = %queue, n = leases.len(), error = %e, "could not mark tasks started");
+                    vec![None; leases.len()]
+                }
+            };
+            for (r, outcome) in requests.into_iter().zip(outcomes) {
+                let _ = r.reply.send(outcome);
+            }
+        }
+        if rt.stop_maintenance.is_cancelled() && rx.is_closed() {
+            return;
+        }
+    }
+}
+
+/// Marks one delivery started through the batching loop (or directly once it has stopped).
+pub(crate) async fn start<B: Broker>(rt: &Runtime<B>, lease: &LeaseId) -> Option<StartOutcome> {
+    let (tx, rx) = oneshot::channel();
+    let request = StartRequest {
+        lease: lease.clone(),
+        reply: tx,
+    };
+    if rt.starts.send(request).is_ok() {
+        if let Ok(outcome) = rx.await {
+            return outcome;
+        }
+    }
+    match rt
+        .broker
+        .start(&lease.queue, std::slice::from_ref(lease))
+        .await
+    {
+        Ok(mut o) => o.pop(),
+        Err(e) => {
+            warn!(error = %e, "could not mark the task started");
+            None
+        }
+    }
+}
