@@ -278,7 +278,8 @@ pub trait Maintain: Send + Sync {
 
     /// Removes expired retained tasks and archive entries older than `archive_max_age` or beyond
     /// `archive_max_len`, at most `limit` per kind of removal (one bounded chunk: call again
-    /// while it returns `limit` or more to trim everything due). Returns how many were removed.
+    /// while it returns more than zero to trim everything due). Returns how many tasks were
+    /// removed from the completed and archived sets.
     fn trim(
         &self,
         queue: &QueueName,

@@ -164,7 +164,7 @@ async fn pending_hash_is_a_listpack_and_the_envelope_follows_every_transition() 
         retention: Some(Duration::from_secs(60)),
     }];
     assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
-    assert_eq!(b.complete(&queue, &done).await.expect("re-sent"), 0);
+    assert_eq!(b.complete(&queue, &done).await.expect("re-sent"), 1);
     let s = stored(&b, &queue, id).await;
     assert!(
         s.hash_has_e,

@@ -13,6 +13,8 @@ use tokio::task::JoinHandle;
 /// * [`TcpProxy::cut`] drops every connection open at that moment (both directions, mid-command
 ///   if need be); new connections are accepted as before, so clients see a network cut followed
 ///   by a reconnect.
+/// * [`TcpProxy::hold`] closes every new connection at once while set, so a client that lost its
+///   connection cannot reconnect (and re-send) until the test lets it.
 /// * [`TcpProxy::drop_reply_to`] arms a lost reply: the next request whose bytes contain a
 ///   pattern (a script's SHA1, a command name) reaches Redis and runs there, but its reply is
 ///   swallowed and that connection is cut. The client sees "connection closed" for a command
@@ -32,6 +34,8 @@ struct Shared {
     armed: Mutex<Option<Vec<u8>>>,
     /// How many replies were dropped so far.
     dropped: Mutex<u64>,
+    /// New connections are closed at once while set.
+    held: std::sync::atomic::AtomicBool,
     dropped_changed: Notify,
 }
 
@@ -46,6 +50,10 @@ impl TcpProxy {
         let state = shared.clone();
         let accept = tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
+                if state.held.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
                 let mut cut = watcher.subscribe();
                 let state = state.clone();
                 tokio::spawn(async move {
@@ -84,6 +92,14 @@ impl TcpProxy {
     /// The proxy's port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// While `on`, every new connection is closed as soon as it is accepted (open ones are left
+    /// alone): clients cannot reconnect until it is turned off again.
+    pub fn hold(&self, on: bool) {
+        self.shared
+            .held
+            .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Drops every connection open now.

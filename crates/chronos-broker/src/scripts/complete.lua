@@ -4,8 +4,10 @@
 --          the caller knows of none)
 -- ARGV[1]  consumer group, ARGV[2] idempotency window ms
 -- then 3 values per task: task id, stream entry id, retention ms (0 = delete at once)
--- Returns: how many tasks were completed. A task whose entry id no longer matches (already
--- completed by a re-sent call, reclaimed, or deleted) is left alone, which makes re-sends no-ops.
+-- Returns: how many of the tasks are completed by this delivery, counting those a first run of
+-- this same call already completed (a re-sent call: the retained hash's `d`, or the done
+-- marker, names the delivery) without touching them again. A task whose entry id no longer
+-- matches otherwise (reclaimed, or deleted) is left alone.
 -- A retained task leaves the stream, so its envelope moves from the entry into the hash's `e`;
 -- `c` is its completion time, `d` the settled delivery. A task deleted at once within the
 -- idempotency window of its delivery leaves a done marker `<entry id>|<fingerprint>` for that
@@ -16,16 +18,23 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 -- Reads first, so a corrupt record fails only itself and nothing errors after a write.
-local live = {}
+local live, before = {}, 0
 for t = 0, (#ARGV - 2) / 3 - 1 do
   local a, k = 2 + t * 3, 3 + t * 3
   local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
-  local h = read_hash(KEYS[k + 1], 'm', 'u', 'fp')
+  local h = read_hash(KEYS[k + 1], 'm', 'u', 'fp', 'd', 's')
   if h and h[1] == mid then
     live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], h}
+  elseif h and h[4] == mid and h[5] == 'completed' then
+    before = before + 1
+  elseif h and not h[1] then
+    local marker = redis.pcall('GET', KEYS[k + 2])
+    if type(marker) == 'string' and string.sub(marker, 1, #mid + 1) == mid .. '|' then
+      before = before + 1
+    end
   end
 end
-if #live == 0 then return 0 end
+if #live == 0 then return before end
 local acked, dropped = {}, {}
 for _, t in ipairs(live) do
   local id, mid, keep, tkey, dkey, ukey, h = unpack(t)
@@ -50,4 +59,4 @@ redis.call('XACK', KEYS[1], group, unpack(acked))
 redis.call('XDEL', KEYS[1], unpack(acked))
 if #dropped > 0 then redis.call('DEL', unpack(dropped)) end
 bump(KEYS[3], #acked)
-return #acked
+return #acked + before

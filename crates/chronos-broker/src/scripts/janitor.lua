@@ -2,7 +2,8 @@
 -- KEYS[1]  the queue's completed set, KEYS[2] its archive, then one task hash per task
 -- ARGV[1]  archive max age ms, ARGV[2] archive max length,
 -- then pairs: 'c' (completed) or 'a' (archived), task id (as listed by due.lua)
--- Returns: how many task hashes were removed. Each id is checked again: a retained task must
+-- Returns: how many set members were removed (a retained task whose hash already expired by its
+-- TTL still counts: its member had to go too). Each id is checked again: a retained task must
 -- have expired by Redis's clock; an archived one must be past the age, or still beyond the cap
 -- counted from the oldest. A task's hash is deleted only while it is still in the state the set
 -- stands for: an expired retained task may have been enqueued again under the same id, and that
@@ -32,10 +33,7 @@ end
 local removed = 0
 for _, t in ipairs(todo) do
   local zkey, id, tkey, state = unpack(t)
-  if redis.pcall('HGET', tkey, 's') == state then
-    redis.call('DEL', tkey)
-    removed = removed + 1
-  end
-  redis.call('ZREM', zkey, id)
+  if redis.pcall('HGET', tkey, 's') == state then redis.call('DEL', tkey) end
+  removed = removed + redis.call('ZREM', zkey, id)
 end
 return removed

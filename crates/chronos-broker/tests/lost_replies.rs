@@ -1,0 +1,391 @@
+//! Every transition whose reply is lost: a proxy lets the script call reach Redis and run, drops
+//! its reply and cuts the connection; the client reconnects and re-sends the same call. The
+//! re-send must leave the state as one run would, and answer what happened.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chronos_broker::fred::interfaces::{HashesInterface, KeysInterface, StreamsInterface};
+use chronos_broker::{
+    Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Maintain, QueueName,
+    RedisBroker, StartOutcome,
+};
+use chronos_testkit::{RedisServer, TcpProxy};
+use common::{email, take};
+
+/// A Redis of the test's own, a proxy in front of it, a broker through the proxy and one direct.
+struct Rig {
+    _redis: RedisServer,
+    proxy: TcpProxy,
+    via: RedisBroker,
+    direct: RedisBroker,
+}
+
+async fn rig() -> Rig {
+    let redis = RedisServer::start().expect("redis");
+    let target: SocketAddr = ([127, 0, 0, 1], redis.port()).into();
+    let proxy = TcpProxy::start(target).await.expect("proxy");
+    let ns = chronos_testkit::namespace();
+    let via = RedisBroker::builder(proxy.url())
+        .namespace(ns.clone())
+        .connect()
+        .await
+        .expect("connect via proxy");
+    let direct = RedisBroker::builder(redis.url())
+        .namespace(ns)
+        .connect()
+        .await
+        .expect("connect");
+    Rig {
+        _redis: redis,
+        proxy,
+        via,
+        direct,
+    }
+}
+
+impl Rig {
+    /// Arms a lost reply for the next call of script `name`.
+    fn lose_reply_of(&self, name: &str) {
+        let sha = self
+            .via
+            .script_shas()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, sha)| sha)
+            .expect("script");
+        self.proxy.drop_reply_to(sha);
+    }
+
+    /// The reply was really dropped (and the call then re-sent, since it returned).
+    fn assert_lost(&self, n: u64) {
+        assert_eq!(self.proxy.dropped_replies(), n, "replies dropped");
+    }
+}
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).expect("queue")
+}
+
+#[tokio::test]
+async fn enqueue_whose_reply_is_lost_enqueues_once() {
+    let rig = rig().await;
+    let queue = q("default");
+    rig.lose_reply_of("enqueue");
+    let info = Client::new(rig.via.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue re-sent");
+    rig.assert_lost(1);
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!(stats.pending, 1);
+    assert!(rig
+        .direct
+        .task(&queue, &info.id)
+        .await
+        .expect("task")
+        .is_some());
+}
+
+#[tokio::test]
+async fn enqueue_resent_after_a_fast_worker_ran_the_task_is_a_no_op() {
+    let rig = rig().await;
+    let queue = q("default");
+    let unique = EnqueueOptions::new().unique(Duration::from_secs(60));
+    // The producer's client cannot reconnect (so cannot re-send) until the task has run.
+    rig.proxy.hold(true);
+    rig.lose_reply_of("enqueue");
+    let producer = Client::new(rig.via.clone());
+    let opts = unique.clone();
+    let sent = tokio::spawn(async move { producer.enqueue(&email(1), opts).await });
+    rig.proxy.wait_dropped(1).await;
+
+    // Meanwhile a worker runs the task and deletes it; its unique lock is released.
+    let mut reader = rig.direct.open_reader().await.expect("reader");
+    let f = take(
+        &rig.direct,
+        &mut reader,
+        &queue,
+        "w",
+        10,
+        Duration::from_millis(200),
+    )
+    .await;
+    assert_eq!(f.leases.len(), 1);
+    let done = [Completion {
+        lease: f.leases[0].id.clone(),
+        retention: None,
+    }];
+    assert_eq!(rig.direct.complete(&queue, &done).await.expect("ack"), 1);
+
+    // Now the re-send arrives: it must neither enqueue the task again nor take the lock.
+    rig.proxy.hold(false);
+    let info = sent
+        .await
+        .expect("join")
+        .expect("re-sent enqueue answers success");
+    assert_eq!(info.id, f.leases[0].id.task_id);
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, 1));
+    assert!(rig
+        .direct
+        .task(&queue, &info.id)
+        .await
+        .expect("task")
+        .is_none());
+    Client::new(rig.direct.clone())
+        .enqueue(&email(1), unique)
+        .await
+        .expect("the unique lock is free: the re-send did not take it again");
+}
+
+#[tokio::test]
+async fn claim_whose_reply_is_lost_returns_the_same_batch_and_strands_nothing() {
+    let rig = rig().await;
+    let queue = q("default");
+    let client = Client::new(rig.direct.clone());
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let opts = EnqueueOptions::new().max_retry(0);
+        ids.push(client.enqueue(&email(n), opts).await.expect("enqueue").id);
+    }
+    rig.via.ensure_queue(&queue).await.expect("queue");
+    rig.lose_reply_of("claim");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+    let f = rig
+        .via
+        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .await
+        .expect("fetch re-sent");
+    rig.assert_lost(1);
+    let mut got: Vec<String> = f.leases.iter().map(|l| l.id.task_id.clone()).collect();
+    got.sort();
+    ids.sort();
+    assert_eq!(
+        got, ids,
+        "the re-send returns the batch the first run delivered"
+    );
+    // Nothing sits in the consumer's pending list beyond what it was handed.
+    let stream = rig.direct.keyspace().queue(&queue).stream();
+    let pending: (u64, Option<String>, Option<String>, Vec<(String, u64)>) = rig
+        .direct
+        .client()
+        .xpending(stream, chronos_broker::GROUP, ())
+        .await
+        .expect("xpending");
+    assert_eq!(pending.0, 3);
+    // None of them was charged an attempt: each starts with retried 0 (max_retry 0 would
+    // otherwise have archived them unrun).
+    let leases: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
+    for o in rig.direct.start(&queue, &leases).await.expect("start") {
+        assert!(
+            matches!(&o, StartOutcome::Started(a) if a.retried == 0),
+            "{o:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn start_whose_reply_is_lost_starts_once() {
+    let rig = rig().await;
+    let queue = q("default");
+    Client::new(rig.direct.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+    let f = rig
+        .via
+        .fetch(&mut reader, &queue, "w", 10, Duration::from_millis(200))
+        .await
+        .expect("fetch");
+    rig.lose_reply_of("start");
+    let ids = [f.leases[0].id.clone()];
+    let out = rig.via.start(&queue, &ids).await.expect("start re-sent");
+    rig.assert_lost(1);
+    assert!(
+        matches!(&out[..], [StartOutcome::Started(a)] if a.retried == 0),
+        "{out:?}"
+    );
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active), (0, 1));
+}
+
+#[tokio::test]
+async fn complete_whose_reply_is_lost_completes_once_and_says_so() {
+    let rig = rig().await;
+    let queue = q("default");
+    Client::new(rig.direct.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+    let f = take(
+        &rig.via,
+        &mut reader,
+        &queue,
+        "w",
+        1,
+        Duration::from_millis(200),
+    )
+    .await;
+    rig.lose_reply_of("complete");
+    let done = [Completion {
+        lease: f.leases[0].id.clone(),
+        retention: None,
+    }];
+    assert_eq!(rig.via.complete(&queue, &done).await.expect("ack"), 1);
+    rig.assert_lost(1);
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, 1));
+}
+
+#[tokio::test]
+async fn retry_whose_reply_is_lost_counts_one_attempt_and_says_so() {
+    let rig = rig().await;
+    let queue = q("default");
+    let info = Client::new(rig.direct.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+    let f = take(
+        &rig.via,
+        &mut reader,
+        &queue,
+        "w",
+        1,
+        Duration::from_millis(200),
+    )
+    .await;
+    rig.lose_reply_of("retry");
+    assert!(rig
+        .via
+        .retry(&f.leases[0].id, Duration::from_secs(60), "smtp down")
+        .await
+        .expect("retry"));
+    rig.assert_lost(1);
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.active, stats.retry, stats.failed), (0, 1, 1));
+    let key = rig.direct.keyspace().queue(&queue).task(&info.id);
+    let r: String = rig.direct.client().hget(key, "r").await.expect("hget");
+    assert_eq!(r, "1");
+}
+
+#[tokio::test]
+async fn dead_letter_whose_reply_is_lost_reports_what_happened() {
+    for discard in [false, true] {
+        let rig = rig().await;
+        let queue = q("default");
+        let mut opts = EnqueueOptions::new();
+        if discard {
+            opts = opts.discard_on_dead_letter();
+        }
+        Client::new(rig.direct.clone())
+            .enqueue(&email(1), opts)
+            .await
+            .expect("enqueue");
+        let mut reader = rig.via.open_reader().await.expect("reader");
+        let f = take(
+            &rig.via,
+            &mut reader,
+            &queue,
+            "w",
+            1,
+            Duration::from_millis(200),
+        )
+        .await;
+        rig.lose_reply_of("dead");
+        let out = rig
+            .via
+            .dead_letter(&f.leases[0].id, "bad address", true)
+            .await
+            .expect("dead letter");
+        rig.assert_lost(1);
+        let want = if discard {
+            DeadOutcome::Discarded
+        } else {
+            DeadOutcome::Archived
+        };
+        assert_eq!(out, want, "the re-send answers what the first run did");
+        let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+        assert_eq!(
+            (stats.active, stats.archived, stats.failed),
+            (0, u64::from(!discard), 1)
+        );
+    }
+}
+
+#[tokio::test]
+async fn requeue_forward_and_reclaim_whose_replies_are_lost_move_each_task_once() {
+    let rig = rig().await;
+    let queue = q("default");
+    let client = Client::new(rig.direct.clone());
+    client
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+
+    // requeue
+    let f = rig
+        .via
+        .fetch(&mut reader, &queue, "w", 1, Duration::from_millis(200))
+        .await
+        .expect("fetch");
+    rig.lose_reply_of("requeue");
+    let ids = [f.leases[0].id.clone()];
+    rig.via.requeue(&queue, &ids).await.expect("requeue");
+    rig.assert_lost(1);
+    let stream = rig.direct.keyspace().queue(&queue).stream();
+    let len: u64 = rig.direct.client().xlen(&stream).await.expect("xlen");
+    assert_eq!(len, 1, "one entry after a re-sent requeue");
+
+    // reclaim: a started delivery whose worker is gone
+    take(
+        &rig.via,
+        &mut reader,
+        &queue,
+        "gone",
+        1,
+        Duration::from_millis(200),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    rig.lose_reply_of("reclaim");
+    rig.via
+        .reclaim_idle(&queue, Duration::from_millis(50), 10)
+        .await
+        .expect("reclaim");
+    rig.assert_lost(2);
+    let len: u64 = rig.direct.client().xlen(&stream).await.expect("xlen");
+    assert_eq!(len, 1, "one entry after a re-sent reclaim");
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.failed), (1, 0, 0));
+
+    // forward: a retry that falls due
+    let f = take(
+        &rig.via,
+        &mut reader,
+        &queue,
+        "w",
+        1,
+        Duration::from_millis(200),
+    )
+    .await;
+    assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 1);
+    rig.via
+        .retry(&f.leases[0].id, Duration::from_millis(20), "again")
+        .await
+        .expect("retry");
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    rig.lose_reply_of("forward");
+    rig.via.forward_due(&queue, 100).await.expect("forward");
+    rig.assert_lost(3);
+    let len: u64 = rig.direct.client().xlen(&stream).await.expect("xlen");
+    assert_eq!(len, 1, "one entry after a re-sent forward");
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.retry), (1, 0));
+}
