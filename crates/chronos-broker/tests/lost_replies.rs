@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use chronos_broker::fred::interfaces::{HashesInterface, KeysInterface, StreamsInterface};
+use chronos_broker::fred::interfaces::{HashesInterface, StreamsInterface};
 use chronos_broker::{
     Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Maintain, QueueName,
     RedisBroker, StartOutcome,
@@ -169,7 +169,8 @@ async fn claim_whose_reply_is_lost_returns_the_same_batch_and_strands_nothing() 
     );
     // Nothing sits in the consumer's pending list beyond what it was handed.
     let stream = rig.direct.keyspace().queue(&queue).stream();
-    let pending: (u64, Option<String>, Option<String>, Vec<(String, u64)>) = rig
+    type Summary = (u64, Option<String>, Option<String>, Vec<(String, u64)>);
+    let pending: Summary = rig
         .direct
         .client()
         .xpending(stream, chronos_broker::GROUP, ())
