@@ -71,6 +71,7 @@
 mod client;
 mod envelope;
 mod error;
+mod forward;
 mod keys;
 mod redis;
 mod schedule;
@@ -88,7 +89,7 @@ pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerM
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
-    TaskArgs, TaskInfo, TaskState, DEFAULT_MAX_RETRY,
+    TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 pub use traits::{
     Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, Inspect,
@@ -97,3 +98,7 @@ pub use traits::{
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.
 pub use fred;
+/// Re-exported so users can build the [`time::OffsetDateTime`] that
+/// [`EnqueueOptions::process_at`] and [`EnqueueOptions::deadline`] take without a direct
+/// dependency.
+pub use time;

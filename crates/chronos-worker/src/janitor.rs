@@ -3,16 +3,16 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use chronos_broker::Broker;
+use crate::WorkerBroker;
 use tracing::{debug, warn};
 
 use crate::runtime::{every, Runtime};
 
-pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.janitor_interval, || sweep(&rt)).await
 }
 
-pub(crate) async fn sweep<B: Broker>(rt: &Runtime<B>) {
+pub(crate) async fn sweep<B: WorkerBroker>(rt: &Runtime<B>) {
     let live: HashSet<String> = match rt.broker.servers().await {
         Ok(s) => s.into_iter().map(|r| r.id).collect(),
         Err(e) => {

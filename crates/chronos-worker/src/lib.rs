@@ -53,11 +53,11 @@ mod server;
 mod task;
 
 pub use config::{
-    default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook, RetryDelayFn, ServerConfig,
-    TaskFailure, UnrunnablePolicy,
+    dead_letter_hook, default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook,
+    RetryDelayFn, ServerConfig, TaskFailure, UnrunnablePolicy, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
 };
 pub use error::WorkerError;
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};
-pub use server::{Server, ServerHandle, ServerStats};
+pub use server::{Server, ServerHandle, ServerStats, WorkerBroker};
 pub use task::{Context, Task};

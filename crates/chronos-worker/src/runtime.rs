@@ -4,11 +4,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use chronos_broker::{Broker, Completion, Lease, QueueName};
+use chronos_broker::{Completion, Lease, QueueName};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::WorkerBroker;
 use crate::{Mux, ServerConfig};
 
 /// Counters of one server since it started.
@@ -26,7 +27,7 @@ pub(crate) struct Held {
     pub(crate) cancel: Option<CancellationToken>,
 }
 
-pub(crate) struct Runtime<B: Broker> {
+pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) broker: B,
     pub(crate) mux: Mux,
     pub(crate) config: ServerConfig,
@@ -58,7 +59,7 @@ pub(crate) struct Runtime<B: Broker> {
     pub(crate) started_at_ms: i64,
 }
 
-impl<B: Broker> Runtime<B> {
+impl<B: WorkerBroker> Runtime<B> {
     pub(crate) fn new(
         broker: B,
         mux: Mux,
@@ -253,7 +254,7 @@ impl<B: Broker> Runtime<B> {
 /// A slow step delays the next tick rather than bunching ticks up.
 pub(crate) async fn every<B, F, Fut>(rt: &Runtime<B>, period: std::time::Duration, mut step: F)
 where
-    B: Broker,
+    B: WorkerBroker,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
