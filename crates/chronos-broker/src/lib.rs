@@ -9,9 +9,16 @@
 //! * [`TaskArgs`]: a serde type with a stable kind; [`Client::enqueue`] and
 //!   [`Client::enqueue_batch`] write it with [`EnqueueOptions`].
 //! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
-//! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`];
-//!   [`Broker`] is all of them. [`RedisBroker`] implements them over fred for standalone Redis,
-//!   Sentinel and Redis Cluster.
+//! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`],
+//!   [`Schedules`]; [`Broker`] is all of them, but each runtime asks only for what it uses (the
+//!   worker's server: `Consume + Maintain + Inspect`). [`RedisBroker`] implements them over fred
+//!   for standalone Redis, Sentinel and Redis Cluster. Each is also implemented for `&T`,
+//!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
+//!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
+//!   [`NewTask`], [`Trigger`], ...) re-exported here.
+//! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
+//!   pausing, live servers, the scheduler leader).
+//! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
 //!
 //! # Guarantees
 //! * Every state transition of a task is one Lua script: a crash between two Redis calls never

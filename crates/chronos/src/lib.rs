@@ -22,10 +22,10 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_worker::{
-    dead_letter_hook, default_retry_delay, Context, DeadLetterEvent, DeadLetterHook, ErrorHook,
-    FailureKind, Handler, Middleware, Mux, Next, RetryDelayFn, Server, ServerConfig, ServerHandle,
-    ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy, WorkerBroker, WorkerError,
-    DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
+    async_trait, dead_letter_hook, default_retry_delay, Context, DeadLetterEvent, DeadLetterHook,
+    ErrorHook, FailureKind, Handler, Middleware, Mux, Next, RetryDelayFn, Server, ServerConfig,
+    ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy, WorkerBroker,
+    WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
 };
 
 #[doc(inline)]
@@ -37,6 +37,12 @@ pub use chronos_scheduler::{
     list_schedules, MisfirePolicy, OverlapPolicy, ScheduleOptions, Scheduler, SchedulerConfig,
     SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError,
 };
+
+/// The repository README's examples, compiled as doctests so they cannot drift from the API.
+/// (Outside `cfg(doctest)` nothing reads the file, so packaging this crate does not need it.)
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct RepositoryReadme;
 
 /// The names most programs need: `use chronos::prelude::*;`. [`Inspect`] is here so that the
 /// inspector's methods (`queue_stats`, `task`, `list_tasks`, `set_paused`, `servers`,
