@@ -498,6 +498,21 @@ async fn client_close_quits_the_connection() {
 
 // ---- Forwarding impls ---------------------------------------------------------------------------
 
+/// Compiles only if every capability (all of `Broker`, which includes `Schedules` and
+/// `Coordinate`) forwards through `&T`, `Arc<T>` and `Box<T>`, and a server takes each.
+#[test]
+fn every_capability_forwards_through_references_arcs_and_boxes() {
+    fn broker<B: chronos_broker::Broker>() {}
+    fn server_broker<B: chronos_worker::WorkerBroker>() {}
+    broker::<&'static chronos_broker::RedisBroker>();
+    broker::<Arc<chronos_broker::RedisBroker>>();
+    broker::<Box<chronos_broker::RedisBroker>>();
+    broker::<Arc<Box<chronos_broker::RedisBroker>>>();
+    server_broker::<&'static chronos_broker::RedisBroker>();
+    server_broker::<Arc<chronos_broker::RedisBroker>>();
+    server_broker::<Box<chronos_broker::RedisBroker>>();
+}
+
 #[tokio::test]
 async fn server_and_client_take_shared_and_borrowed_brokers() {
     let b = broker().await;
