@@ -16,6 +16,15 @@ impl Client<RedisBroker> {
     pub async fn connect(url: impl Into<String>) -> Result<Self, BrokerError> {
         Ok(Self::new(RedisBroker::connect(url).await?))
     }
+
+    /// Quits the Redis connection once the replies of commands already sent are in, and does not
+    /// reconnect. Every clone of this client, and the [`RedisBroker`] it was built from (with a
+    /// server or scheduler running on it), shares that connection: close when all of them are
+    /// done. A call made on one of them afterwards fails with [`BrokerError::Redis`] (a timeout,
+    /// after the broker's 10 s command timeout).
+    pub async fn close(self) {
+        self.broker.close().await
+    }
 }
 
 impl<B: Enqueue> Client<B> {

@@ -9,9 +9,16 @@
 //! * [`TaskArgs`]: a serde type with a stable kind; [`Client::enqueue`] and
 //!   [`Client::enqueue_batch`] write it with [`EnqueueOptions`].
 //! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
-//! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`];
-//!   [`Broker`] is all of them. [`RedisBroker`] implements them over fred for standalone Redis,
-//!   Sentinel and Redis Cluster.
+//! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`],
+//!   [`Schedules`]; [`Broker`] is all of them, but each runtime asks only for what it uses (the
+//!   worker's server: `Consume + Maintain + Inspect`). [`RedisBroker`] implements them over fred
+//!   for standalone Redis, Sentinel and Redis Cluster. Each is also implemented for `&T`,
+//!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
+//!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
+//!   [`NewTask`], [`Trigger`], ...) re-exported here.
+//! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
+//!   pausing, live servers, the scheduler leader).
+//! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
 //!
 //! # Guarantees
 //! * Every state transition of a task is one Lua script: a crash between two Redis calls never
@@ -71,6 +78,7 @@
 mod client;
 mod envelope;
 mod error;
+mod forward;
 mod keys;
 mod redis;
 mod schedule;
@@ -91,7 +99,7 @@ pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerM
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
-    TaskArgs, TaskInfo, TaskState, DEFAULT_MAX_RETRY,
+    TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 pub use traits::{
     Attempt, Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched,
@@ -100,3 +108,7 @@ pub use traits::{
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.
 pub use fred;
+/// Re-exported so users can build the [`time::OffsetDateTime`] that
+/// [`EnqueueOptions::process_at`] and [`EnqueueOptions::deadline`] take without a direct
+/// dependency.
+pub use time;

@@ -1,5 +1,5 @@
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{de::DeserializeOwned, Serialize};
 use time::OffsetDateTime;
@@ -39,6 +39,54 @@ pub fn decode_args<T: TaskArgs>(payload: &[u8]) -> Result<T, DecodeError> {
         kind: T::KIND.to_string(),
         reason: e.to_string(),
     })
+}
+
+/// Header a scheduled task carries with the id of the schedule that fired it.
+pub const SCHEDULE_HEADER: &str = "chronos-schedule";
+
+/// Header a scheduled task carries with its trigger time, as unix milliseconds in decimal text.
+pub const TRIGGER_HEADER: &str = "chronos-trigger-ms";
+
+/// A point in time, as the enqueue options take it: unix milliseconds, saturating.
+///
+/// It exists so that [`EnqueueOptions::process_at`] and [`EnqueueOptions::deadline`] accept a
+/// [`time::OffsetDateTime`] (what earlier versions took, so existing calls keep compiling) as well
+/// as a [`std::time::SystemTime`] (what code without the `time` crate has), through one method
+/// each instead of a `_system` twin per option. Times before 1970 are kept (negative ms); times
+/// beyond the `i64` millisecond range saturate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// The time `ms` milliseconds after the unix epoch (negative: before it).
+    pub fn from_unix_ms(ms: i64) -> Self {
+        Self(ms)
+    }
+
+    /// Milliseconds since the unix epoch.
+    pub fn unix_ms(self) -> i64 {
+        self.0
+    }
+}
+
+impl From<OffsetDateTime> for Timestamp {
+    fn from(at: OffsetDateTime) -> Self {
+        Self(unix_ms(at))
+    }
+}
+
+impl From<SystemTime> for Timestamp {
+    fn from(at: SystemTime) -> Self {
+        Self(system_ms(at))
+    }
+}
+
+/// Unix milliseconds of a `SystemTime`, saturating at the ends of the `i64` range.
+fn system_ms(at: SystemTime) -> i64 {
+    match at.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(after) => duration_ms(after),
+        Err(before) => duration_ms(before.duration()).saturating_neg(),
+    }
 }
 
 /// Default number of retries after the first attempt, as in asynq and Sidekiq.
@@ -86,9 +134,10 @@ impl EnqueueOptions {
         self
     }
 
-    /// Run no earlier than `at`.
-    pub fn process_at(mut self, at: OffsetDateTime) -> Self {
-        self.run_at_ms = Some(unix_ms(at));
+    /// Run no earlier than `at`: a [`time::OffsetDateTime`], a [`std::time::SystemTime`] or a
+    /// [`Timestamp`] (see [`Timestamp`] for why one method takes all three).
+    pub fn process_at(mut self, at: impl Into<Timestamp>) -> Self {
+        self.run_at_ms = Some(at.into().unix_ms());
         self.process_in = None;
         self
     }
@@ -126,9 +175,10 @@ impl EnqueueOptions {
         self
     }
 
-    /// Do not run the task after `at`; an attempt still running then is cancelled.
-    pub fn deadline(mut self, at: OffsetDateTime) -> Self {
-        self.deadline_ms = Some(unix_ms(at));
+    /// Do not run the task after `at` (an [`time::OffsetDateTime`], a [`std::time::SystemTime`]
+    /// or a [`Timestamp`]); an attempt still running then is cancelled.
+    pub fn deadline(mut self, at: impl Into<Timestamp>) -> Self {
+        self.deadline_ms = Some(at.into().unix_ms());
         self
     }
 

@@ -151,6 +151,8 @@ pub struct QueueStats {
 /// A task as the inspector sees it.
 #[derive(Debug, Clone)]
 pub struct TaskRecord {
+    /// Task id: names the task even when its envelope does not decode (to delete or requeue it).
+    pub id: String,
     /// Current state.
     pub state: TaskState,
     /// The envelope, or why it did not decode.
@@ -379,6 +381,13 @@ pub trait Inspect: Send + Sync {
 
     /// Records of the servers alive now (whose record has not expired), by id.
     fn servers(&self) -> impl Future<Output = Result<Vec<ServerRecord>, BrokerError>> + Send;
+
+    /// The scheduler leader now, if any instance holds the leader lock: the same answer as
+    /// [`Schedules::leader`], offered here so that an inspector needs only this trait (named
+    /// apart from it so that a type with both traits in scope has no ambiguous `leader`).
+    fn scheduler_leader(
+        &self,
+    ) -> impl Future<Output = Result<Option<LeaderInfo>, BrokerError>> + Send;
 }
 
 /// What the cluster-wide scheduler needs: a leader lock with a fencing epoch, fenced and

@@ -5,15 +5,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Broker, Completion, QueueName};
+use chronos_broker::{Completion, QueueName};
 use tokio::sync::mpsc;
 use tracing::warn;
 
 use crate::runtime::Runtime;
+use crate::WorkerBroker;
 
 const MAX_BATCH: usize = 512;
 
-pub(crate) async fn run<B: Broker>(
+pub(crate) async fn run<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
     mut rx: mpsc::UnboundedReceiver<Completion>,
 ) {
@@ -48,7 +49,7 @@ pub(crate) async fn run<B: Broker>(
 
 /// Acks with a few retries: a re-sent ack is a no-op, so retrying is always safe. If Redis stays
 /// away, the tasks are re-delivered after recovery (at-least-once).
-async fn ack<B: Broker>(rt: &Runtime<B>, queue: &QueueName, done: &[Completion]) {
+async fn ack<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, done: &[Completion]) {
     let mut delay = Duration::from_millis(50);
     for attempt in 1..=5 {
         match rt.broker.complete(queue, done).await {

@@ -1,16 +1,40 @@
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{QueueName, TaskEnvelope};
+use chronos_broker::{BrokerError, QueueName, TaskEnvelope};
+use futures::future::BoxFuture;
 
 use crate::{TaskError, WorkerError};
 
 /// Computes the delay before retry number `retried` (1 for the first retry) after `error`.
 pub type RetryDelayFn = Arc<dyn Fn(u32, &TaskError) -> Duration + Send + Sync>;
 
-/// Sees every task that is archived or discarded, with the reason.
-pub type DeadLetterHook = Arc<dyn Fn(&DeadLetterEvent) + Send + Sync>;
+/// Sees every task that is archived or discarded, with the reason, and may do async work with it
+/// (notify a channel, write an audit row). Build one from an async closure with
+/// [`dead_letter_hook`] or [`ServerConfig::on_dead_letter`].
+///
+/// The server awaits the returned future before it moves on, for at most
+/// [`ServerConfig::dead_letter_hook_timeout`]; then the future is dropped and a warning logged.
+/// A worker slot (or the recoverer, for tasks it dead-letters) waits meanwhile, so a slow hook
+/// slows this server down rather than piling up unbounded work, and can delay shutdown by at most
+/// that timeout. The task is already dead-lettered when the hook runs: what the hook does cannot
+/// change its fate, and a hook that times out or panics loses nothing but its own work.
+pub type DeadLetterHook = Arc<dyn Fn(DeadLetterEvent) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Builds a [`DeadLetterHook`] from an async closure:
+/// `dead_letter_hook(|event| async move { alert(&event).await })`.
+pub fn dead_letter_hook<F, Fut>(hook: F) -> DeadLetterHook
+where
+    F: Fn(DeadLetterEvent) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    Arc::new(move |event| Box::pin(hook(event)))
+}
+
+/// Default of [`ServerConfig::dead_letter_hook_timeout`].
+pub const DEFAULT_DEAD_LETTER_HOOK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sees every failed attempt (before the retry or dead-letter decision is carried out).
 pub type ErrorHook = Arc<dyn Fn(&TaskFailure) + Send + Sync>;
@@ -90,9 +114,11 @@ pub struct ServerConfig {
     pub retry_delay: RetryDelayFn,
     /// What to do with tasks no handler here can run.
     pub unrunnable: UnrunnablePolicy,
-    /// Called for every dead-lettered task.
+    /// Called for every dead-lettered task, and awaited (see [`DeadLetterHook`]).
     pub on_dead_letter: Option<DeadLetterHook>,
-    /// Called for every failed attempt.
+    /// Longest wait for one call of `on_dead_letter` (default 5 s).
+    pub dead_letter_hook_timeout: Duration,
+    /// Called for every failed attempt, synchronously on the worker: keep it quick.
     pub on_error: Option<ErrorHook>,
 }
 
@@ -113,6 +139,7 @@ impl Default for ServerConfig {
             retry_delay: Arc::new(default_retry_delay),
             unrunnable: UnrunnablePolicy::default(),
             on_dead_letter: None,
+            dead_letter_hook_timeout: DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
             on_error: None,
         }
     }
@@ -128,12 +155,20 @@ impl fmt::Debug for ServerConfig {
             .field("recover_min_idle", &self.recover_min_idle)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("forward_interval", &self.forward_interval)
+            .field("recover_interval", &self.recover_interval)
             .field("janitor_interval", &self.janitor_interval)
+            .field("archive_retention", &self.archive_retention)
+            .field("archive_max", &self.archive_max)
             .field("unrunnable", &self.unrunnable)
+            .field("on_dead_letter", &self.on_dead_letter.is_some())
+            .field("dead_letter_hook_timeout", &self.dead_letter_hook_timeout)
+            .field("on_error", &self.on_error.is_some())
             .finish_non_exhaustive()
     }
 }
 
+/// Builder methods, one per field, each documented at its field; [`ServerConfig::validate`]
+/// (run by [`crate::Server::new`]) checks the result.
 impl ServerConfig {
     /// Serve these queues with these weights.
     pub fn queues<S: Into<String>>(mut self, queues: impl IntoIterator<Item = (S, u32)>) -> Self {
@@ -141,9 +176,100 @@ impl ServerConfig {
         self
     }
 
-    /// Set the concurrency.
+    /// Serve queues in strict priority order instead of by weight.
+    pub fn strict_priority(mut self, strict: bool) -> Self {
+        self.strict_priority = strict;
+        self
+    }
+
+    /// Most tasks running at once.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
+        self
+    }
+
+    /// Grace period of running handlers at shutdown.
+    pub fn shutdown_timeout(mut self, d: Duration) -> Self {
+        self.shutdown_timeout = d;
+        self
+    }
+
+    /// Idle time after which a delivery is taken from its worker.
+    pub fn recover_min_idle(mut self, d: Duration) -> Self {
+        self.recover_min_idle = d;
+        self
+    }
+
+    /// Period of the recoverer.
+    pub fn recover_interval(mut self, d: Duration) -> Self {
+        self.recover_interval = d;
+        self
+    }
+
+    /// Period of the lease heartbeat.
+    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
+        self.heartbeat_interval = d;
+        self
+    }
+
+    /// Period of the forwarder of due delayed and retry tasks.
+    pub fn forward_interval(mut self, d: Duration) -> Self {
+        self.forward_interval = d;
+        self
+    }
+
+    /// Period of the janitor.
+    pub fn janitor_interval(mut self, d: Duration) -> Self {
+        self.janitor_interval = d;
+        self
+    }
+
+    /// Age after which archived tasks are removed.
+    pub fn archive_retention(mut self, d: Duration) -> Self {
+        self.archive_retention = d;
+        self
+    }
+
+    /// Most archived tasks kept per queue.
+    pub fn archive_max(mut self, n: u64) -> Self {
+        self.archive_max = n;
+        self
+    }
+
+    /// Replaces the retry delay: `f(retried, error)`, with `retried` 1 for the first retry.
+    pub fn retry_delay(
+        mut self,
+        f: impl Fn(u32, &crate::TaskError) -> Duration + Send + Sync + 'static,
+    ) -> Self {
+        self.retry_delay = Arc::new(f);
+        self
+    }
+
+    /// What to do with tasks no handler here can run.
+    pub fn unrunnable(mut self, policy: UnrunnablePolicy) -> Self {
+        self.unrunnable = policy;
+        self
+    }
+
+    /// Calls (and awaits, see [`DeadLetterHook`]) `hook` for every dead-lettered task.
+    pub fn on_dead_letter<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(DeadLetterEvent) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.on_dead_letter = Some(dead_letter_hook(hook));
+        self
+    }
+
+    /// Longest wait for one call of the dead-letter hook.
+    pub fn dead_letter_hook_timeout(mut self, d: Duration) -> Self {
+        self.dead_letter_hook_timeout = d;
+        self
+    }
+
+    /// Calls `hook` for every failed attempt (synchronously: keep it quick).
+    pub fn on_error(mut self, hook: impl Fn(&TaskFailure) + Send + Sync + 'static) -> Self {
+        self.on_error = Some(Arc::new(hook));
         self
     }
 
@@ -161,7 +287,12 @@ impl ServerConfig {
                     "queue {name:?} has weight 0"
                 )));
             }
-            let q = QueueName::new(name.clone())?;
+            let q = QueueName::new(name.clone()).map_err(|e| match e {
+                BrokerError::InvalidQueue { reason, .. } => WorkerError::InvalidConfig(format!(
+                    "queue {name:?} is not a valid queue name: {reason}"
+                )),
+                other => WorkerError::InvalidConfig(format!("queue {name:?}: {other}")),
+            })?;
             if queues.iter().any(|(other, _)| *other == q) {
                 return Err(WorkerError::InvalidConfig(format!(
                     "queue {name:?} listed twice"
@@ -179,6 +310,7 @@ impl ServerConfig {
             ("heartbeat_interval", self.heartbeat_interval),
             ("forward_interval", self.forward_interval),
             ("janitor_interval", self.janitor_interval),
+            ("dead_letter_hook_timeout", self.dead_letter_hook_timeout),
         ] {
             if d.is_zero() {
                 return Err(WorkerError::InvalidConfig(format!(

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::Broker;
+use crate::WorkerBroker;
 
 use crate::executor;
 use crate::runtime::Runtime;
@@ -11,7 +11,7 @@ use crate::runtime::Runtime;
 /// Longest wait for the drawn queue before drawing again.
 const REDRAW: Duration = Duration::from_millis(100);
 
-pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     loop {
         let permit = tokio::select! {
             p = rt.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },

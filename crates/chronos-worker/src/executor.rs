@@ -4,9 +4,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use chronos_broker::{
-    now_ms, Broker, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope,
-};
+use chronos_broker::{now_ms, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope};
 use futures::FutureExt;
 use tracing::{error, info_span, warn, Instrument};
 
@@ -14,6 +12,7 @@ use crate::config::{DeadLetterEvent, TaskFailure, UnrunnablePolicy};
 use crate::mux::Unrunnable;
 use crate::runtime::Runtime;
 use crate::starter;
+use crate::WorkerBroker;
 use crate::{Context, FailureKind, TaskError};
 
 /// How an attempt ended, before it is settled.
@@ -37,7 +36,7 @@ struct Tries {
     max_retry: u32,
 }
 
-pub(crate) async fn run<B: Broker>(rt: &Runtime<B>, q: usize, mut lease: Lease) {
+pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: Lease) {
     let span = info_span!(
         "task",
         task_id = %lease.id.task_id,
@@ -89,7 +88,7 @@ pub(crate) async fn run<B: Broker>(rt: &Runtime<B>, q: usize, mut lease: Lease) 
     .await
 }
 
-async fn attempt<B: Broker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> Outcome {
+async fn attempt<B: WorkerBroker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> Outcome {
     let env = match &lease.envelope {
         Ok(env) => env,
         Err(e) => return unrunnable(rt, format!("payload does not decode: {e}")),
@@ -108,15 +107,7 @@ async fn attempt<B: Broker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> Outcome
     let limit = time_limit(env, now);
     let cancel = rt.hard_cancel.child_token();
     rt.mark_running(q, &lease.id.msg_id, cancel.clone());
-    let ctx = Context {
-        task_id: env.id.clone(),
-        kind: env.kind.clone(),
-        queue: env.queue.clone(),
-        attempt: env.retried.saturating_add(1),
-        max_retry: env.max_retry,
-        deadline: limit.map(|d| Instant::now() + d),
-        cancel: cancel.clone(),
-    };
+    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), cancel.clone());
     // Catch a panic where it happens, so it becomes a retryable failure of this task only.
     let handler = AssertUnwindSafe(start(ctx)).catch_unwind();
     let timer = async {
@@ -156,7 +147,7 @@ fn time_limit(env: &TaskEnvelope, now: i64) -> Option<Duration> {
     }
 }
 
-fn unrunnable<B: Broker>(rt: &Runtime<B>, reason: String) -> Outcome {
+fn unrunnable<B: WorkerBroker>(rt: &Runtime<B>, reason: String) -> Outcome {
     match rt.config.unrunnable {
         UnrunnablePolicy::DeadLetter => Outcome::Dead(reason),
         UnrunnablePolicy::Retry => Outcome::Failed(TaskError::retry(reason)),
@@ -171,7 +162,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "non-string panic payload".into())
 }
 
-async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, outcome: Outcome) {
+async fn settle<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, outcome: Outcome) {
     let env = lease.envelope.as_ref().ok();
     match outcome {
         Outcome::LeaseLost => {
@@ -231,7 +222,7 @@ async fn settle<B: Broker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, outcome
     }
 }
 
-fn report_failure<B: Broker>(rt: &Runtime<B>, lease: &Lease, message: &str) {
+fn report_failure<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, message: &str) {
     warn!(error = message, "task failed");
     if let Some(hook) = &rt.config.on_error {
         let env = lease.envelope.as_ref().ok();
@@ -245,7 +236,12 @@ fn report_failure<B: Broker>(rt: &Runtime<B>, lease: &Lease, message: &str) {
     }
 }
 
-async fn dead_letter<B: Broker>(rt: &Runtime<B>, lease: &Lease, reason: &str, count_attempt: bool) {
+async fn dead_letter<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    lease: &Lease,
+    reason: &str,
+    count_attempt: bool,
+) {
     match rt
         .broker
         .dead_letter(&lease.id, reason, count_attempt)
@@ -260,7 +256,8 @@ async fn dead_letter<B: Broker>(rt: &Runtime<B>, lease: &Lease, reason: &str, co
                 lease.envelope.as_ref().ok().cloned(),
                 reason,
                 discarded,
-            );
+            )
+            .await;
         }
         Err(e) => {
             error!(error = %e, "could not dead-letter; the recoverer will re-deliver the task")
@@ -268,8 +265,8 @@ async fn dead_letter<B: Broker>(rt: &Runtime<B>, lease: &Lease, reason: &str, co
     }
 }
 
-/// Counts a dead task and calls the server's hook.
-pub(crate) fn notify_dead<B: Broker>(
+/// Counts a dead task and awaits the server's hook, for at most its timeout.
+pub(crate) async fn notify_dead<B: WorkerBroker>(
     rt: &Runtime<B>,
     id: &LeaseId,
     envelope: Option<TaskEnvelope>,
@@ -279,13 +276,21 @@ pub(crate) fn notify_dead<B: Broker>(
     rt.counters.dead.fetch_add(1, Ordering::Relaxed);
     warn!(task_id = %id.task_id, queue = %id.queue, reason, discarded, "task dead-lettered");
     if let Some(hook) = &rt.config.on_dead_letter {
-        hook(&DeadLetterEvent {
+        let event = DeadLetterEvent {
             task_id: id.task_id.clone(),
             queue: id.queue.to_string(),
             kind: envelope.as_ref().map(|e| e.kind.clone()),
             envelope,
             reason: reason.to_string(),
             discarded,
-        });
+        };
+        let limit = rt.config.dead_letter_hook_timeout;
+        // A panicking hook must not take the worker's task (and its slot) down with it.
+        let call = AssertUnwindSafe(async { hook(event).await }).catch_unwind();
+        match tokio::time::timeout(limit, call).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => warn!("the dead-letter hook panicked"),
+            Err(_) => warn!(?limit, "the dead-letter hook timed out; it was dropped"),
+        }
     }
 }

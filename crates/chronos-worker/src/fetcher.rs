@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::Broker;
+use crate::WorkerBroker;
 use tracing::{debug, warn};
 
 use crate::runtime::Runtime;
@@ -16,7 +16,7 @@ const BLOCK: Duration = Duration::from_millis(1000);
 /// Most tasks taken by one read.
 const MAX_BATCH: usize = 128;
 
-pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>, q: usize) {
+pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
     let queue = rt.queues[q].0.clone();
     let mut backoff = Duration::from_millis(100);
     let mut reader = loop {
@@ -94,7 +94,7 @@ pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>, q: usize) {
 }
 
 /// Sleeps `d`; true when fetching was stopped meanwhile.
-async fn sleep_or_stop<B: Broker>(rt: &Runtime<B>, d: Duration) -> bool {
+async fn sleep_or_stop<B: WorkerBroker>(rt: &Runtime<B>, d: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(d) => false,
         _ = rt.stop_fetch.cancelled() => true,

@@ -2,19 +2,19 @@
 
 use std::sync::Arc;
 
-use chronos_broker::Broker;
 use tracing::warn;
 
 use crate::runtime::{every, Runtime};
+use crate::WorkerBroker;
 
 /// Tasks moved per script call; more calls follow at once while a backlog remains.
 const LIMIT: usize = 500;
 
-pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.forward_interval, || forward(&rt)).await
 }
 
-async fn forward<B: Broker>(rt: &Runtime<B>) {
+async fn forward<B: WorkerBroker>(rt: &Runtime<B>) {
     for (queue, _) in &rt.queues {
         // Bounded so one huge backlog cannot starve the other queues of forwarding.
         for _ in 0..20 {

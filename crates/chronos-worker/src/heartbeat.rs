@@ -3,16 +3,17 @@
 
 use std::sync::Arc;
 
-use chronos_broker::{now_ms, Broker, ServerRecord};
+use chronos_broker::{now_ms, ServerRecord};
 use tracing::warn;
 
 use crate::runtime::{every, Runtime};
+use crate::WorkerBroker;
 
-pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.heartbeat_interval, || beat(&rt)).await
 }
 
-pub(crate) async fn beat<B: Broker>(rt: &Runtime<B>) {
+pub(crate) async fn beat<B: WorkerBroker>(rt: &Runtime<B>) {
     for (q, (queue, _)) in rt.queues.iter().enumerate() {
         let ids = rt.held_ids(q);
         if ids.is_empty() {
@@ -40,7 +41,7 @@ pub(crate) async fn beat<B: Broker>(rt: &Runtime<B>) {
     }
 }
 
-fn record<B: Broker>(rt: &Runtime<B>) -> ServerRecord {
+fn record<B: WorkerBroker>(rt: &Runtime<B>) -> ServerRecord {
     ServerRecord {
         id: rt.id.clone(),
         host: hostname::get()

@@ -3,12 +3,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use chronos_broker::Broker;
+use crate::WorkerBroker;
 use tracing::{debug, warn};
 
 use crate::runtime::{every, Runtime};
 
-pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.janitor_interval, || sweep(&rt)).await
 }
 
@@ -19,7 +19,7 @@ const MAX_CHUNKS: usize = 2000;
 
 /// Trims the queue's archive and retained tasks until nothing more is due: a dead-letter or
 /// retention rate of any size is trimmed back to the caps each sweep, in bounded chunks.
-async fn trim<B: Broker>(rt: &Runtime<B>, queue: &chronos_broker::QueueName) {
+async fn trim<B: WorkerBroker>(rt: &Runtime<B>, queue: &chronos_broker::QueueName) {
     for _ in 0..MAX_CHUNKS {
         match rt
             .broker
@@ -45,7 +45,7 @@ async fn trim<B: Broker>(rt: &Runtime<B>, queue: &chronos_broker::QueueName) {
     }
 }
 
-pub(crate) async fn sweep<B: Broker>(rt: &Runtime<B>) {
+pub(crate) async fn sweep<B: WorkerBroker>(rt: &Runtime<B>) {
     let live: HashSet<String> = match rt.broker.servers().await {
         Ok(s) => s.into_iter().map(|r| r.id).collect(),
         Err(e) => {

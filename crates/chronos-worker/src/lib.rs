@@ -7,11 +7,17 @@
 //! # Tour
 //! * [`Handler`]: any `async fn(Context, Task<T>) -> Result<(), TaskError>`; [`Mux::handle`]
 //!   registers one per [`chronos_broker::TaskArgs`] kind.
-//! * [`TaskError`]: `?` turns any error into a retryable failure; [`TaskError::skip_retry`]
-//!   dead-letters at once, [`TaskError::retry_after`] picks the delay.
-//! * [`Middleware`]: code around every handler call (tracing, metrics, auth).
-//! * [`Server`] with [`ServerConfig`]: weighted or strict-priority queues, bounded concurrency,
-//!   timeouts and deadlines, a replaceable retry delay, hooks for errors and dead letters.
+//! * [`TaskError`]: `?` turns any `std::error::Error + Send + Sync`, `anyhow::Error`,
+//!   `Box<dyn Error + Send + Sync>` or `String` into a retryable failure;
+//!   [`TaskError::skip_retry`] dead-letters at once, [`TaskError::retry_after`] picks the delay.
+//! * [`Context`]: what the handler and every [`Middleware`] (code around each handler call:
+//!   tracing, metrics, auth) know of the attempt, including the task's headers and, for a task
+//!   the scheduler fired, [`Context::schedule_id`] and [`Context::trigger_time`].
+//! * [`Server`] with [`ServerConfig`] (a builder method per field): weighted or strict-priority
+//!   queues, bounded concurrency, timeouts and deadlines, a replaceable retry delay, a sync hook
+//!   for errors and an async one for dead letters ([`DeadLetterHook`], awaited with a timeout).
+//! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect`, so a
+//!   wrapper (metrics, fault injection) implements three traits, not the whole broker.
 //!
 //! # What the server guarantees
 //! * At least once: a task is acknowledged only after its handler returned `Ok`. A task whose
@@ -54,11 +60,15 @@ mod starter;
 mod task;
 
 pub use config::{
-    default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook, RetryDelayFn, ServerConfig,
-    TaskFailure, UnrunnablePolicy,
+    dead_letter_hook, default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook,
+    RetryDelayFn, ServerConfig, TaskFailure, UnrunnablePolicy, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
 };
 pub use error::WorkerError;
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};
-pub use server::{Server, ServerHandle, ServerStats};
+pub use server::{Server, ServerHandle, ServerStats, WorkerBroker};
 pub use task::{Context, Task};
+
+/// Re-exported for implementing [`Middleware`] and [`Handler`] by hand (`#[async_trait]` on the
+/// impl) without a direct dependency.
+pub use async_trait::async_trait;

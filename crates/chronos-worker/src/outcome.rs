@@ -13,11 +13,17 @@ pub enum FailureKind {
     SkipRetry,
 }
 
-/// The error a handler returns. Any `std::error::Error` converts into a retryable one with `?`;
-/// [`TaskError::skip_retry`] and [`TaskError::retry_after`] choose otherwise without downcasting.
+/// The error a handler returns. `?` turns an error into a retryable one; [`TaskError::skip_retry`]
+/// and [`TaskError::retry_after`] choose otherwise without downcasting.
 ///
-/// It deliberately does not implement `std::error::Error` itself, so that the blanket `From`
-/// conversion from every error type can exist.
+/// What `?` accepts: every type that converts into `Box<dyn std::error::Error + Send + Sync>`,
+/// that is any `std::error::Error + Send + Sync + 'static`, `anyhow::Error` (anyhow provides the
+/// conversion), a `Box<dyn Error + Send + Sync>` itself, and `String` or `&str` messages. The
+/// recorded message is the error followed by its whole source chain (`outer: inner: root`),
+/// since the message is all an operator sees later.
+///
+/// It deliberately does not implement `std::error::Error` itself, so that this blanket
+/// conversion can exist.
 pub struct TaskError {
     kind: FailureKind,
     message: String,
@@ -59,9 +65,13 @@ impl TaskError {
     }
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for TaskError {
+// Bounded by `Into<Box<dyn Error + Send + Sync>>` rather than by `Error`: a second impl for
+// `anyhow::Error` or `Box<dyn Error>` next to an `E: Error` blanket impl is refused by coherence
+// (std or anyhow could add `Error` impls for those types later), while this one bound covers
+// them all, and needs no dependency on anyhow.
+impl<E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>> From<E> for TaskError {
     fn from(e: E) -> Self {
-        // Keep the source chain in the recorded message: it is all an operator sees later.
+        let e: Box<dyn std::error::Error + Send + Sync + 'static> = e.into();
         let mut message = e.to_string();
         let mut source = e.source();
         while let Some(s) = source {

@@ -3,17 +3,18 @@
 
 use std::sync::Arc;
 
-use chronos_broker::{Broker, LeaseId};
+use chronos_broker::LeaseId;
 use tracing::{info, warn};
 
 use crate::executor::notify_dead;
 use crate::runtime::{every, Runtime};
+use crate::WorkerBroker;
 
-pub(crate) async fn run<B: Broker>(rt: Arc<Runtime<B>>) {
+pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.recover_interval, || recover(&rt)).await
 }
 
-async fn recover<B: Broker>(rt: &Runtime<B>) {
+async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
     for (queue, _) in &rt.queues {
         match rt
             .broker
@@ -27,7 +28,7 @@ async fn recover<B: Broker>(rt: &Runtime<B>) {
                 for dead in r.dead {
                     let id = LeaseId::new(queue.clone(), dead.task_id, String::new());
                     let reason = "worker lost on the last allowed attempt";
-                    notify_dead(rt, &id, dead.envelope.ok(), reason, dead.discarded);
+                    notify_dead(rt, &id, dead.envelope.ok(), reason, dead.discarded).await;
                 }
             }
             Err(e) => warn!(queue = %queue, error = %e, "recovery failed"),

@@ -4,12 +4,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use chronos_broker::{Broker, Completion, Lease, QueueName};
+use chronos_broker::{Completion, Lease, QueueName};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::starter::StartRequest;
+use crate::WorkerBroker;
 use crate::{Mux, ServerConfig};
 
 /// Counters of one server since it started.
@@ -29,7 +30,7 @@ pub(crate) struct Held {
     pub(crate) cancel: Option<CancellationToken>,
 }
 
-pub(crate) struct Runtime<B: Broker> {
+pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) broker: B,
     pub(crate) mux: Mux,
     pub(crate) config: ServerConfig,
@@ -62,7 +63,7 @@ pub(crate) struct Runtime<B: Broker> {
     pub(crate) started_at_ms: i64,
 }
 
-impl<B: Broker> Runtime<B> {
+impl<B: WorkerBroker> Runtime<B> {
     pub(crate) fn new(
         broker: B,
         mux: Mux,
@@ -257,7 +258,7 @@ impl<B: Broker> Runtime<B> {
 /// A slow step delays the next tick rather than bunching ticks up.
 pub(crate) async fn every<B, F, Fut>(rt: &Runtime<B>, period: std::time::Duration, mut step: F)
 where
-    B: Broker,
+    B: WorkerBroker,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {

@@ -2,7 +2,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Broker, LeaseId, QueueName};
+use chronos_broker::{Consume, Inspect, LeaseId, Maintain, QueueName};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -14,15 +14,29 @@ use crate::{Mux, ServerConfig, WorkerError};
 /// How often the paused-queue set is read: pausing takes effect within this time.
 const PAUSE_POLL: Duration = Duration::from_millis(500);
 
+/// What a [`Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
+/// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records) and
+/// [`Inspect`] (paused queues, live servers for the janitor). It asks for neither
+/// [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
+/// [`chronos_broker::Coordinate`], so a wrapper for metrics or fault injection implements only
+/// these three; the broker is shared by the server's loops behind an `Arc`, so it need not be
+/// `Clone`.
+///
+/// Implemented for every type with the three capabilities; never implement it by hand. `&T`,
+/// `Arc<T>` and `Box<T>` have them when `T` does.
+pub trait WorkerBroker: Consume + Maintain + Inspect + 'static {}
+
+impl<T: Consume + Maintain + Inspect + 'static> WorkerBroker for T {}
+
 /// Runs the handlers of a [`Mux`] on tasks from a broker. Configure, then [`Server::start`].
-pub struct Server<B: Broker> {
+pub struct Server<B: WorkerBroker> {
     broker: B,
     mux: Mux,
     config: ServerConfig,
     queues: Vec<(QueueName, u32)>,
 }
 
-impl<B: Broker> std::fmt::Debug for Server<B> {
+impl<B: WorkerBroker> std::fmt::Debug for Server<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("config", &self.config)
@@ -44,7 +58,7 @@ pub struct ServerStats {
     pub running: u64,
 }
 
-impl<B: Broker> Server<B> {
+impl<B: WorkerBroker> Server<B> {
     /// Validates `config` (queue names, weights, intervals) and builds a server.
     pub fn new(broker: B, mux: Mux, config: ServerConfig) -> Result<Self, WorkerError> {
         let queues = config.validate()?;
@@ -115,7 +129,7 @@ impl<B: Broker> Server<B> {
     }
 }
 
-fn stats<B: Broker>(rt: &Runtime<B>) -> ServerStats {
+fn stats<B: WorkerBroker>(rt: &Runtime<B>) -> ServerStats {
     ServerStats {
         succeeded: rt.counters.succeeded.load(Ordering::Relaxed),
         failed: rt.counters.failed.load(Ordering::Relaxed),
@@ -163,7 +177,7 @@ impl ServerHandle {
     }
 }
 
-async fn shut_down<B: Broker>(
+async fn shut_down<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
     fetchers: Vec<JoinHandle<()>>,
     dispatcher: JoinHandle<()>,
@@ -217,7 +231,7 @@ async fn shut_down<B: Broker>(
     info!(server = %rt.id, "server stopped");
 }
 
-async fn pause_poller<B: Broker>(rt: Arc<Runtime<B>>) {
+async fn pause_poller<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(PAUSE_POLL) => refresh_paused(&rt).await,
@@ -226,7 +240,7 @@ async fn pause_poller<B: Broker>(rt: Arc<Runtime<B>>) {
     }
 }
 
-async fn refresh_paused<B: Broker>(rt: &Runtime<B>) {
+async fn refresh_paused<B: WorkerBroker>(rt: &Runtime<B>) {
     match rt.broker.paused_queues().await {
         Ok(paused) => {
             for (i, (q, _)) in rt.queues.iter().enumerate() {

@@ -9,11 +9,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chronos_broker::{Broker, LeaseId, QueueName, StartOutcome};
+use chronos_broker::{LeaseId, QueueName, StartOutcome};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
 use crate::runtime::Runtime;
+use crate::WorkerBroker;
 
 const MAX_BATCH: usize = 512;
 
@@ -24,7 +25,7 @@ pub(crate) struct StartRequest {
     pub(crate) reply: oneshot::Sender<Option<StartOutcome>>,
 }
 
-pub(crate) async fn run<B: Broker>(
+pub(crate) async fn run<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
     mut rx: mpsc::UnboundedReceiver<StartRequest>,
 ) {
@@ -67,7 +68,10 @@ pub(crate) async fn run<B: Broker>(
 }
 
 /// Marks one delivery started through the batching loop (or directly once it has stopped).
-pub(crate) async fn start<B: Broker>(rt: &Runtime<B>, lease: &LeaseId) -> Option<StartOutcome> {
+pub(crate) async fn start<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    lease: &LeaseId,
+) -> Option<StartOutcome> {
     let (tx, rx) = oneshot::channel();
     let request = StartRequest {
         lease: lease.clone(),

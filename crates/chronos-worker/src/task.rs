@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
+use chronos_broker::{TaskEnvelope, SCHEDULE_HEADER, TRIGGER_HEADER};
 use tokio_util::sync::CancellationToken;
 
 /// A decoded task as its handler receives it.
@@ -14,19 +16,71 @@ pub struct Task<T> {
     pub enqueued_at_ms: i64,
 }
 
-/// What a handler knows about the attempt it runs.
+/// What a handler, and every middleware around it, knows about the attempt it runs: the task's
+/// identity, its headers (trace context travels here), the trigger of a scheduled task, and the
+/// attempt's limits. Cheap to clone (the headers are shared).
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub(crate) task_id: String,
-    pub(crate) kind: String,
-    pub(crate) queue: String,
-    pub(crate) attempt: u32,
-    pub(crate) max_retry: u32,
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) cancel: CancellationToken,
+    task_id: String,
+    kind: String,
+    queue: String,
+    attempt: u32,
+    max_retry: u32,
+    deadline: Option<Instant>,
+    cancel: CancellationToken,
+    headers: Arc<BTreeMap<String, String>>,
 }
 
 impl Context {
+    /// The context of one attempt of `env`, cut off at `deadline` and by `cancel`.
+    pub(crate) fn for_attempt(
+        env: &TaskEnvelope,
+        deadline: Option<Instant>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            task_id: env.id.clone(),
+            kind: env.kind.clone(),
+            queue: env.queue.clone(),
+            attempt: env.retried.saturating_add(1),
+            max_retry: env.max_retry,
+            deadline,
+            cancel,
+            headers: Arc::new(env.headers.clone()),
+        }
+    }
+
+    /// The headers given at enqueue (the same as [`Task::headers`]), so that middleware, which
+    /// never sees the typed task, can read trace context and the like.
+    pub fn headers(&self) -> &BTreeMap<String, String> {
+        &self.headers
+    }
+
+    /// One header, if the task carries it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    /// The id of the schedule that fired this task (its [`SCHEDULE_HEADER`]); None for a task
+    /// that was enqueued directly.
+    pub fn schedule_id(&self) -> Option<&str> {
+        self.header(SCHEDULE_HEADER)
+    }
+
+    /// The trigger time this scheduled task was fired for (its [`TRIGGER_HEADER`]), which may
+    /// be well before now when the task waited in the queue or was fired by a catch-up. None for
+    /// a task enqueued directly, and for a header that is not a unix-ms integer in the range of
+    /// `SystemTime` (a malformed header is ignored, never a panic).
+    pub fn trigger_time(&self) -> Option<SystemTime> {
+        let ms: i64 = self.header(TRIGGER_HEADER)?.trim().parse().ok()?;
+        let offset = Duration::from_millis(ms.unsigned_abs());
+        if ms >= 0 {
+            SystemTime::UNIX_EPOCH.checked_add(offset)
+        } else {
+            SystemTime::UNIX_EPOCH.checked_sub(offset)
+        }
+    }
+
     /// The task id.
     pub fn task_id(&self) -> &str {
         &self.task_id

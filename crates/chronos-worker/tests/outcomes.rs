@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use chronos_broker::{Client, EnqueueOptions, Inspect, TaskState};
 use chronos_worker::{
-    Context, DeadLetterEvent, Mux, Server, ServerConfig, Task, TaskError, UnrunnablePolicy,
-    WorkerError,
+    dead_letter_hook, Context, DeadLetterEvent, Mux, Server, ServerConfig, Task, TaskError,
+    UnrunnablePolicy, WorkerError,
 };
 use common::{broker, eventually, fast_config, q, Job};
 
@@ -33,8 +33,9 @@ fn counting_mux() -> (Mux, Arc<AtomicU32>) {
 fn dead_sink(cfg: &mut ServerConfig) -> Arc<Mutex<Vec<DeadLetterEvent>>> {
     let dead = Arc::new(Mutex::new(Vec::new()));
     let sink = dead.clone();
-    cfg.on_dead_letter = Some(Arc::new(move |e: &DeadLetterEvent| {
-        sink.lock().expect("lock").push(e.clone())
+    cfg.on_dead_letter = Some(dead_letter_hook(move |e: DeadLetterEvent| {
+        sink.lock().expect("lock").push(e);
+        async {}
     }));
     dead
 }

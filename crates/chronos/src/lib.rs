@@ -14,16 +14,19 @@
 
 #[doc(inline)]
 pub use chronos_broker::{
-    decode_args, encode_args, fred, Broker, BrokerError, Client, Completion, Consume, Coordinate,
-    DeadLetter, DeadOutcome, DecodeError, Enqueue, EnqueueOptions, Inspect, Keyspace, Lease,
-    LeaseId, Maintain, QueueName, QueueStats, RedisBroker, RedisBrokerBuilder, ServerRecord,
-    TaskArgs, TaskEnvelope, TaskInfo, TaskRecord, TaskState, DEFAULT_MAX_RETRY,
+    decode_args, encode_args, fred, time, Attempt, Broker, BrokerError, Client, Completion,
+    Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError, Enqueue, EnqueueOptions,
+    EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain, NewTask, QueueName,
+    QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, ServerRecord, StartOutcome, TaskArgs,
+    TaskEnvelope, TaskInfo, TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY,
+    SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
 pub use chronos_worker::{
-    default_retry_delay, Context, DeadLetterEvent, FailureKind, Handler, Middleware, Mux, Next,
-    Server, ServerConfig, ServerHandle, ServerStats, Task, TaskError, TaskFailure,
-    UnrunnablePolicy, WorkerError,
+    async_trait, dead_letter_hook, default_retry_delay, Context, DeadLetterEvent, DeadLetterHook,
+    ErrorHook, FailureKind, Handler, Middleware, Mux, Next, RetryDelayFn, Server, ServerConfig,
+    ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy, WorkerBroker,
+    WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
 };
 
 #[doc(inline)]
@@ -36,10 +39,18 @@ pub use chronos_scheduler::{
     SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError,
 };
 
-/// The names most programs need: `use chronos::prelude::*;`.
+/// The repository README's examples, compiled as doctests so they cannot drift from the API.
+/// (Outside `cfg(doctest)` nothing reads the file, so packaging this crate does not need it.)
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct RepositoryReadme;
+
+/// The names most programs need: `use chronos::prelude::*;`. [`Inspect`] is here so that the
+/// inspector's methods (`queue_stats`, `task`, `list_tasks`, `set_paused`, `servers`,
+/// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Client, Context, EnqueueOptions, Mux, RedisBroker, ScheduleOptions, Scheduler,
+        Client, Context, EnqueueOptions, Inspect, Mux, RedisBroker, ScheduleOptions, Scheduler,
         SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
     };
 }

@@ -4,8 +4,8 @@ use fred::prelude::*;
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
 use crate::{
-    now_ms, BrokerError, Inspect, QueueKeys, QueueName, QueueStats, ServerRecord, TaskRecord,
-    TaskState, GROUP,
+    now_ms, BrokerError, Inspect, LeaderInfo, QueueKeys, QueueName, QueueStats, Schedules,
+    ServerRecord, TaskRecord, TaskState, GROUP,
 };
 
 /// Stream entries read per page when listing pending or active tasks.
@@ -142,12 +142,16 @@ impl Inspect for RedisBroker {
         }
         Ok(out)
     }
+
+    async fn scheduler_leader(&self) -> Result<Option<LeaderInfo>, BrokerError> {
+        Schedules::leader(self).await
+    }
 }
 
 impl RedisBroker {
-    /// One task as the inspector sees it, or None. The envelope is the hash's `e` while the task
-    /// is out of the stream; in the stream it is the `e` field of its entry: `entry_env` when the
-    /// caller already read the entry, else read from the entry at the hash's `m`.
+    /// One task as the inspector sees it, or None. A pending or active task's envelope is the
+    /// `e` field of its stream entry (`entry_env` when the caller already read the entry, else
+    /// the entry at the hash's `m`); any other task's envelope is the hash's `e`.
     async fn record(
         &self,
         keys: &QueueKeys,
@@ -173,28 +177,37 @@ impl RedisBroker {
             let state_name = reply::string(state, "task")?;
             let state = TaskState::parse(&state_name)
                 .ok_or_else(|| reply::bad("task", format!("unknown state {state_name:?}")))?;
-            let mut env = next();
+            let hash_env = next();
             let retried = next().as_i64().unwrap_or(0);
             let err = reply::opt_string(next(), "task")?;
             let failed = next().as_i64().unwrap_or(0);
             let mid = reply::opt_string(next(), "task")?;
-            if env.is_null() {
-                if let Some(e) = entry_env.take() {
-                    env = Value::Bytes(e);
-                } else if let Some(mid) = mid {
-                    env = self.entry_envelope(keys, &mid).await?;
-                    if env.is_null() && attempts < 3 {
-                        continue;
+            let env = if matches!(state, TaskState::Pending | TaskState::Active) {
+                match (entry_env.take(), mid) {
+                    (Some(e), _) => Value::Bytes(e),
+                    (None, Some(mid)) => {
+                        let env = self.entry_envelope(keys, &mid).await?;
+                        if env.is_null() && attempts < 3 {
+                            continue;
+                        }
+                        env
                     }
+                    (None, None) => Value::Null,
                 }
-            }
+            } else {
+                hash_env
+            };
             let envelope = decode_envelope(env).map(|mut e| {
                 e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
                 e.last_error = err;
                 e.last_failed_at_ms = (failed > 0).then_some(failed);
                 e
             });
-            return Ok(Some(TaskRecord { state, envelope }));
+            return Ok(Some(TaskRecord {
+                id: id.to_string(),
+                state,
+                envelope,
+            }));
         }
     }
 
