@@ -77,7 +77,7 @@ mod schedule;
 mod scheduler;
 mod spec;
 
-pub use config::SchedulerConfig;
+pub use config::{Clock, SchedulerConfig, SystemClock};
 pub use error::SchedulerError;
 pub use misfire::MisfirePolicy;
 pub use options::{OverlapPolicy, ScheduleOptions};
