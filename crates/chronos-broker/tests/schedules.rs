@@ -460,3 +460,61 @@ async fn registry_liveness_and_pruning_of_forgotten_schedules() {
     // The forgotten instance learns it must write its entries again.
     assert!(!b.publish_schedules("i1", &[]).await.expect("mark alive"));
 }
+
+/// Every scheduler script declares all the keys it touches, so each runs on a Redis Cluster
+/// (queues spread over the primaries, the scheduler's own keys in their tag's slot).
+#[tokio::test]
+async fn scheduler_scripts_run_on_a_cluster() {
+    let b = common::cluster_broker().await;
+    let e = leader(&b, "t").await;
+    let ttl = Duration::from_secs(30);
+    for i in 0..6 {
+        let name = format!("cq{i}");
+        let queue = QueueName::new(name.clone()).expect("queue");
+        assert_eq!(b.fence(&queue, e).await.expect("fence"), e);
+        b.register_schedules(&queue, &["s".to_string()])
+            .await
+            .expect("register");
+        let mut t = trigger_with(
+            "s",
+            1_000,
+            EnqueueOptions::new()
+                .queue(name.clone())
+                .unique(Duration::from_secs(5)),
+        );
+        t.forbid_overlap = true;
+        let mut next = trigger("s", 2_000, &name);
+        next.forbid_overlap = true;
+        assert_eq!(
+            b.fire(&queue, e, vec![t, next], ttl, 1)
+                .await
+                .expect("fire"),
+            vec![Fired, Overlap],
+            "{name}"
+        );
+        let st = b
+            .fire_state(&queue, &["s".to_string()])
+            .await
+            .expect("state");
+        assert_eq!(st[0].last_task_id.as_deref(), Some("s:1"));
+    }
+    let m = b.scheduler_metrics().await.expect("metrics");
+    assert_eq!((m.fired, m.suppressed, m.missed), (6, 6, 6));
+    assert!(b
+        .publish_schedules("i1", &[entry("s", "cq0", Some(1000))])
+        .await
+        .expect("publish"));
+    assert_eq!(
+        b.schedules(Duration::from_secs(15), Duration::from_secs(3600))
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+    assert!(b
+        .prune_schedules(Duration::from_secs(3600), true)
+        .await
+        .expect("prune")
+        .is_empty());
+    assert!(b.resign_leadership("t").await.expect("resign"));
+}

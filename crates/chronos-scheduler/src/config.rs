@@ -35,7 +35,8 @@ pub struct SchedulerConfig {
     pub publish_interval: Duration,
     /// An instance not seen alive for this long is forgotten (default 1 h), and with it every
     /// schedule id that no remaining instance registers: its registry entry and its fire state
-    /// (last fired, last task, first registration). The leader prunes about once a minute.
+    /// (last fired, last task, first registration). The leader prunes about once a minute (or
+    /// every half `remove_after`, when that is shorter).
     /// Entries whose instances were last seen three publish intervals ago are reported stale.
     pub remove_after: Duration,
     /// The wall clock trigger times are compared with (default: the system's).
