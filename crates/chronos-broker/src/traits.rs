@@ -377,7 +377,8 @@ pub trait Schedules: Send + Sync {
 
     /// Fires triggers of one queue in one atomic script, fenced by `epoch`; one outcome per
     /// trigger. The cluster-wide counters (fired, suppressed, missed, plus `missed` triggers the
-    /// caller's misfire policy skipped) are updated in the same step. A call re-sent after a
+    /// caller's misfire policy skipped, plus triggers answered [`FireOutcome::Invalid`]) are
+    /// updated in the same step. A call re-sent after a
     /// lost reply writes and counts nothing again and answers the first run's outcomes.
     fn fire(
         &self,

@@ -145,6 +145,7 @@ async fn epoch_floor_invalid_triggers_and_first_registration() {
         )
         .await;
     assert_eq!(out.expect("fire"), vec![Fired, Invalid, Fired]);
+    assert_eq!(b.scheduler_metrics().await.expect("metrics").missed, 1);
     // First registrations are marked once, at Redis' clock, and never moved.
     let before = now_ms();
     let first = b
@@ -424,7 +425,33 @@ async fn registry_liveness_and_pruning_of_forgotten_schedules() {
     assert_eq!(keep.last_fired_ms, Some(1_000));
     assert!(!keep.stale);
 
-    // Nothing forgotten yet: a prune removes nothing.
+    // Entries of an older version name no instance: a full prune keeps the one its writer
+    // still refreshes and removes the one nobody refreshed for `remove_after`.
+    let registry = b.keyspace().tagged("scheduler", "registry");
+    for (id, seen) in [
+        ("legacy-live", now_ms()),
+        ("legacy-gone", now_ms() - 7_200_000),
+    ] {
+        let mut e = entry(id, "reg", None);
+        e.last_seen_ms = seen;
+        let _: i64 = b
+            .client()
+            .hset(&registry, (id, e.encode().expect("encode")))
+            .await
+            .expect("seed");
+    }
+    assert_eq!(
+        b.prune_schedules(Duration::from_secs(3600), true)
+            .await
+            .expect("prune"),
+        vec!["legacy-gone".to_string()]
+    );
+    let _: i64 = b
+        .client()
+        .hdel(&registry, "legacy-live")
+        .await
+        .expect("del");
+    // Nothing forgotten: a prune removes nothing.
     assert!(b
         .prune_schedules(Duration::from_secs(3600), true)
         .await

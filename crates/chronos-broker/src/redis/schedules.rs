@@ -219,6 +219,8 @@ impl Schedules for RedisBroker {
             sent.push(i);
             encoded.push(bytes);
         }
+        // Triggers that cannot be stored never fire: the counters call them missed.
+        let missed = missed.saturating_add(triggers.len().saturating_sub(sent.len()) as u64);
         if sent.is_empty() && missed == 0 {
             return Ok(outcomes);
         }

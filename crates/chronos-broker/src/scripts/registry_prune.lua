@@ -1,5 +1,5 @@
 -- Forget instances not seen for a while, then the registry entries no remaining instance
--- registers.
+-- registers (entries of older versions, which name no instance, by their own last-seen mark).
 -- KEYS[1]  registry hash, KEYS[2] liveness zset, KEYS[3..] the id sets of the instances the
 --          caller read from the zset, in the order of ARGV[3..]; one hash tag
 -- ARGV[1]  forget instances last seen more than this many ms ago (Redis' clock)
@@ -32,10 +32,18 @@ local registered = {}
 for _, k in ipairs(alive) do
   for _, id in ipairs(redis.call('SMEMBERS', k)) do registered[id] = true end
 end
+-- An entry that no instance set names was written by an older version, which refreshed the
+-- entry itself: it stays while its own last-seen mark is recent (its writer still runs).
+local function fresh(bytes)
+  local ok, e = pcall(cmsgpack.unpack, bytes)
+  if not ok or type(e) ~= 'table' then return false end
+  local seen = tonumber(e['last_seen_ms'])
+  return seen ~= nil and seen >= now - age
+end
 local out = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  if not registered[all[i]] then
+  if not registered[all[i]] and not fresh(all[i + 1]) then
     out[#out + 1] = all[i]
     out[#out + 1] = all[i + 1]
     redis.call('HDEL', KEYS[1], all[i])
