@@ -55,6 +55,15 @@
 //!   registers any more: its registry entry and its fire state (last fired, last task, first
 //!   registration), so a later registration of that id starts afresh.
 //!
+//! # Redis keys
+//! Cluster-wide, tagged `{scheduler}`: `leader` (the lock), `epoch`, `leader-info` (id, epoch,
+//! since), `registry` (id -> entry), `registry:live` (instance -> last seen),
+//! `registry:i:<instance>` (the ids an instance registers). Per queue, tagged with the queue:
+//! `sched:fence`, `sched:last`, `sched:task`, `sched:reg` (first registrations),
+//! `sched:metrics`, `sched:d:<schedule>:<trigger secs>` (dedup keys, expiring) and
+//! `sched:c:<call>` (a fire call's outcomes, expiring). Every script declares every key it
+//! touches, so each runs in one slot of a Redis Cluster.
+//!
 //! # Time zones and DST
 //! Cron expressions run in an explicit IANA zone (default UTC). A wall-clock time skipped by a
 //! spring-forward transition fires once, at the first valid instant after the gap (02:30 on a
