@@ -14,10 +14,17 @@ pub struct Trigger {
     pub task: NewTask,
     /// Skip this trigger while the schedule's previous task is still pending or running.
     pub forbid_overlap: bool,
+    /// The schedule's last task as the caller knows it (from [`FireState::last_task_id`] or
+    /// an earlier fire). Only a hint for the overlap check: the fire call declares that task's
+    /// key to Redis up front, and when the stored last task differs it looks the right one up
+    /// and sends again, at the price of one more round trip.
+    pub prev_task_id: Option<String>,
 }
 
-/// What firing one trigger did.
+/// What firing one trigger did. A fire call whose reply was lost and that the client re-sent
+/// answers the outcomes of its first run (and counts nothing again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FireOutcome {
     /// The task was enqueued.
     Fired,
@@ -30,6 +37,12 @@ pub enum FireOutcome {
     /// Never sent: the task cannot be stored (its payload is over the broker's limit). Permanent
     /// for this schedule's payload; the scheduler reports it and moves on.
     Invalid,
+    /// Skipped: the task is unique and another task of the same kind and payload holds the
+    /// lock. The trigger counts as handled (suppressed).
+    Unique,
+    /// Skipped: the task's deadline had passed when the trigger was fired (by Redis' clock).
+    /// The trigger counts as handled (missed).
+    Expired,
 }
 
 /// What the fire state records for one schedule.
@@ -39,9 +52,10 @@ pub struct FireState {
     pub last_fired_ms: Option<i64>,
     /// The id of the last task fired.
     pub last_task_id: Option<String>,
-    /// When a leader first saw this schedule (unix ms): where catch-up starts for a schedule
-    /// that never fired, so a trigger due during its first failover is not lost.
-    pub watermark_ms: Option<i64>,
+    /// When any instance first registered this schedule id (unix ms, Redis' clock): catch-up
+    /// never reaches before it, so a new id (or one whose state was pruned) fires nothing from
+    /// before it existed, and a trigger due during its first failover is still caught up.
+    pub registered_ms: Option<i64>,
 }
 
 /// The current scheduler leader, as recorded when it took the lock.
@@ -68,17 +82,24 @@ pub struct ScheduleEntry {
     pub queue: String,
     /// Kind of the tasks.
     pub kind: String,
-    /// Next trigger (unix ms) as computed by the publisher.
+    /// Next trigger (unix ms). Publishers write an entry only when it changes, so the stored
+    /// value can lie in the past; readers recompute it for intervals (from `every_ms`), and
+    /// publishers rewrite a cron entry once its stored next run has passed.
     pub next_run_ms: Option<i64>,
+    /// The period of an interval schedule (triggers at multiples of it since the unix epoch);
+    /// None for cron.
+    #[serde(default)]
+    pub every_ms: Option<u64>,
     /// Last trigger fired (unix ms); filled in from the fire state when read.
     pub last_fired_ms: Option<i64>,
     /// Id of the last task fired; filled in when read.
     pub last_task_id: Option<String>,
-    /// Instance that registered it.
+    /// Instance that last wrote the entry.
     pub registered_by: String,
-    /// When an instance last re-published it (unix ms).
+    /// When an instance that registers it last marked itself alive (unix ms, Redis' clock);
+    /// filled in when read.
     pub last_seen_ms: i64,
-    /// True when no live instance has re-published it recently; set when read.
+    /// True when no instance that registers it marked itself alive recently; set when read.
     #[serde(default)]
     pub stale: bool,
 }
@@ -95,7 +116,8 @@ impl ScheduleEntry {
     }
 }
 
-/// Scheduler counters, cluster-wide.
+/// Scheduler counters, cluster-wide (the sum of every queue's counters, which the fire script
+/// updates in the same atomic step as the triggers it counts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SchedulerMetrics {
     /// Triggers enqueued.

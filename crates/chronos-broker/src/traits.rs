@@ -419,7 +419,8 @@ pub trait Schedules: Send + Sync {
         token: &str,
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
-    /// The current leader, if any holds the lock.
+    /// The current leader, if any holds the lock: its instance id, fencing epoch and since when
+    /// it leads.
     fn leader(&self) -> impl Future<Output = Result<Option<LeaderInfo>, BrokerError>> + Send;
 
     /// A channel that receives a message whenever a leader resigns. Messages can be missed (pub/sub
@@ -436,49 +437,67 @@ pub trait Schedules: Send + Sync {
         epoch: u64,
     ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
 
-    /// Records `at_ms` as the catch-up start of each schedule that has none yet.
-    fn set_watermarks(
+    /// Records the first registration of each schedule id of `queue` that has none yet (at
+    /// Redis' clock; never moved later), and returns every id's mark, in order. Every instance
+    /// calls it at start, so catch-up is fenced by when the id first existed in the cluster.
+    fn register_schedules(
         &self,
         queue: &QueueName,
         schedule_ids: &[String],
-        at_ms: i64,
-    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+    ) -> impl Future<Output = Result<Vec<i64>, BrokerError>> + Send;
 
-    /// Fires triggers of one queue in one round trip, fenced by `epoch`; one outcome per trigger.
+    /// Fires triggers of one queue in one atomic script, fenced by `epoch`; one outcome per
+    /// trigger. The cluster-wide counters (fired, suppressed, missed, plus `missed` triggers the
+    /// caller's misfire policy skipped, plus triggers answered [`FireOutcome::Invalid`]) are
+    /// updated in the same step. A call re-sent after a
+    /// lost reply writes and counts nothing again and answers the first run's outcomes.
     fn fire(
         &self,
         queue: &QueueName,
         epoch: u64,
         triggers: Vec<Trigger>,
         dedup_ttl: Duration,
+        missed: u64,
     ) -> impl Future<Output = Result<Vec<FireOutcome>, BrokerError>> + Send;
 
-    /// Last fired trigger, last task id and watermark of each schedule of `queue`, in order.
+    /// Last fired trigger, last task id and first registration of each schedule of `queue`, in
+    /// order.
     fn fire_state(
         &self,
         queue: &QueueName,
         schedule_ids: &[String],
     ) -> impl Future<Output = Result<Vec<FireState>, BrokerError>> + Send;
 
-    /// Publishes (or refreshes) registry entries.
+    /// Writes registry entries for `instance` (which then counts as registering them) and marks
+    /// the instance alive. With no entries it only marks the instance alive, in one small
+    /// command, and returns false when the registry no longer knows the instance (its record
+    /// was pruned, or Redis lost its data): the caller must then write all its entries again.
     fn publish_schedules(
         &self,
+        instance: &str,
         entries: &[ScheduleEntry],
-    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
-    /// Every registry entry with its fire state; entries not re-published within `stale_after`
-    /// are marked stale, and those older than `remove_after` are deleted.
+    /// Every registry entry registered by an instance seen alive within `remove_after`, with
+    /// its fire state and next run; entries whose instances were all last seen more than
+    /// `stale_after` ago are marked stale. Reads only: pruning is
+    /// [`Schedules::prune_schedules`].
     fn schedules(
         &self,
         stale_after: Duration,
         remove_after: Duration,
     ) -> impl Future<Output = Result<Vec<ScheduleEntry>, BrokerError>> + Send;
 
-    /// Adds to the cluster-wide scheduler counters.
-    fn add_scheduler_metrics(
+    /// Forgets instances not seen alive for `remove_after`, then every schedule id that no
+    /// remaining instance registers: its registry entry and its fire state (last fired, last
+    /// task, first registration). `full` also checks entries that no instance record names
+    /// (left by older versions); otherwise that O(entries) pass runs only when an instance was
+    /// forgotten. Returns the ids removed.
+    fn prune_schedules(
         &self,
-        delta: SchedulerMetrics,
-    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+        remove_after: Duration,
+        full: bool,
+    ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send;
 
     /// The cluster-wide scheduler counters.
     fn scheduler_metrics(

@@ -1,4 +1,23 @@
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Where the scheduler reads the wall clock. Trigger times are wall-clock instants, so this is
+/// the seam through which a test (or a simulation) moves time: a clock that jumps forward
+/// shows what a host suspend or an NTP step does to a leader.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Now, in unix milliseconds.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        chronos_broker::now_ms()
+    }
+}
 
 /// Configuration of a [`crate::Scheduler`].
 #[derive(Debug, Clone)]
@@ -10,11 +29,18 @@ pub struct SchedulerConfig {
     pub default_zone: String,
     /// This instance's id in the registry and leader info (default `host:pid:random`).
     pub instance_id: Option<String>,
-    /// How often every instance re-publishes its schedules to the registry (default 5 s).
+    /// How often every instance marks itself alive in the registry (default 5 s). Entries are
+    /// written only when they change (at start, and for cron schedules when the published next
+    /// run has passed); the periodic mark is one small command.
     pub publish_interval: Duration,
-    /// Registry entries not re-published for this long are removed (default 1 h); after three
-    /// publish intervals they are reported stale.
+    /// An instance not seen alive for this long is forgotten (default 1 h), and with it every
+    /// schedule id that no remaining instance registers: its registry entry and its fire state
+    /// (last fired, last task, first registration). The leader prunes about once a minute (or
+    /// every half `remove_after`, when that is shorter).
+    /// Entries whose instances were last seen three publish intervals ago are reported stale.
     pub remove_after: Duration,
+    /// The wall clock trigger times are compared with (default: the system's).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for SchedulerConfig {
@@ -25,6 +51,7 @@ impl Default for SchedulerConfig {
             instance_id: None,
             publish_interval: Duration::from_secs(5),
             remove_after: Duration::from_secs(3600),
+            clock: Arc::new(SystemClock),
         }
     }
 }

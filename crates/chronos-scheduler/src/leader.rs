@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{now_ms, Broker, FireOutcome, QueueName, SchedulerMetrics, Trigger};
+use chronos_broker::{BrokerError, FireOutcome, QueueName, Schedules, Trigger};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, info_span, warn, Instrument};
 
@@ -14,10 +15,14 @@ use crate::scheduler::Shared;
 
 /// Triggers per fire call: one round trip each, short enough not to hold Redis for long.
 const FIRE_CHUNK: usize = 500;
-/// Most triggers of one schedule fired in one tick while catching up after a stall.
-const MAX_DUE_PER_TICK: usize = 100;
 
-pub(crate) async fn run<B: Broker>(sh: Arc<Shared<B>>) {
+/// A resign request: answered with whether this instance led and released the lock.
+pub(crate) type ResignRequest = oneshot::Sender<Result<bool, BrokerError>>;
+
+pub(crate) async fn run<B: Schedules + Clone + 'static>(
+    sh: Arc<Shared<B>>,
+    mut resign_rx: mpsc::Receiver<ResignRequest>,
+) {
     let token = format!("{}:{:016x}", sh.instance, rand::random::<u64>());
     let ttl = sh.config.leader_ttl;
     let mut resignations = match sh.broker.resignations().await {
@@ -39,7 +44,7 @@ pub(crate) async fn run<B: Broker>(sh: Arc<Shared<B>>) {
                 .await
             {
                 Ok(Some(epoch)) => {
-                    let end = lead(&sh, &token, epoch, asked)
+                    let end = lead(&sh, &token, epoch, asked, &mut resign_rx)
                         .instrument(info_span!("leader", instance = %sh.instance, epoch))
                         .await;
                     cooldown_until = None;
@@ -60,6 +65,7 @@ pub(crate) async fn run<B: Broker>(sh: Arc<Shared<B>>) {
         tokio::select! {
             _ = tokio::time::sleep(ttl / 2) => {}
             _ = recv(&mut resignations) => {}
+            Some(reply) = resign_rx.recv() => { let _ = reply.send(Ok(false)); }
             _ = sh.stop.cancelled() => return,
         }
     }
@@ -88,7 +94,13 @@ enum End {
 }
 
 /// One leadership term.
-async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant) -> End {
+async fn lead<B: Schedules + Clone + 'static>(
+    sh: &Shared<B>,
+    token: &str,
+    epoch: u64,
+    asked: Instant,
+    resign_rx: &mut mpsc::Receiver<ResignRequest>,
+) -> End {
     let ttl = sh.config.leader_ttl;
     let c = &sh.counters;
     c.is_leader.store(true, Ordering::SeqCst);
@@ -115,18 +127,20 @@ async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant
     if highest > epoch {
         return step_down(sh, token, Term::Fenced(highest)).await;
     }
-    let mut next = match catch_up(sh, epoch, &queues).await {
+    // Each schedule's last task as far as this term knows: the hint for the overlap check.
+    let mut last_task: Vec<Option<String>> = vec![None; sh.schedules.len()];
+    let mut next = match catch_up(sh, epoch, &queues, &mut last_task).await {
         Ok(next) => next,
         Err(outcome) => return step_down(sh, token, outcome).await,
     };
 
     loop {
-        let now = now_ms();
+        let now = sh.now();
         let due_in = next
             .iter()
             .flatten()
             .min()
-            .map(|&t| Duration::from_millis(u64::try_from(t - now).unwrap_or(0)));
+            .map(|&t| Duration::from_millis(u64::try_from(t.saturating_sub(now)).unwrap_or(0)));
         let wake = match due_in {
             Some(d) => (Instant::now() + d).min(renew_at),
             None => renew_at,
@@ -134,7 +148,11 @@ async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
             _ = sh.stop.cancelled() => return step_down(sh, token, Term::Resign).await,
-            _ = sh.resign.notified() => return step_down(sh, token, Term::Resign).await,
+            Some(reply) = resign_rx.recv() => {
+                let (end, released) = resign(sh, token).await;
+                let _ = reply.send(released);
+                return end;
+            }
         }
         if Instant::now() >= renew_at {
             let t0 = Instant::now();
@@ -154,30 +172,21 @@ async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant
             warn!("leader lock not renewed in time; stepping down");
             return step_down(sh, token, Term::Lost).await;
         }
-        let now = now_ms();
-        let mut due: Vec<(usize, i64)> = Vec::new();
-        for (i, slot) in next.iter_mut().enumerate() {
-            let mut n = 0;
-            while let Some(t) = *slot {
-                if t > now || n == MAX_DUE_PER_TICK {
-                    break;
-                }
-                due.push((i, t));
-                *slot = sh.schedules[i].spec.next_after(t);
-                n += 1;
-            }
-        }
-        if due.is_empty() {
+        let now = sh.now();
+        let (due, missed) = due_now(sh, &mut next, now);
+        if due.is_empty() && missed.is_empty() {
             continue;
         }
-        match fire(sh, epoch, &due).await {
+        match fire(sh, epoch, &due, &missed, &mut last_task).await {
             Ok(()) => {}
             Err(Term::Failed(failed)) => {
                 // Unknown outcome: put those schedules back to the earliest unfired trigger; the
                 // fire script is idempotent, so firing one again is safe.
                 for (i, t) in failed {
-                    if next[i].is_none_or(|n| t < n) {
-                        next[i] = Some(t);
+                    if let Some(slot) = next.get_mut(i) {
+                        if slot.is_none_or(|n| t < n) {
+                            *slot = Some(t);
+                        }
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -185,6 +194,43 @@ async fn lead<B: Broker>(sh: &Shared<B>, token: &str, epoch: u64, asked: Instant
             Err(term) => return step_down(sh, token, term).await,
         }
     }
+}
+
+/// The triggers due at `now`, and per queue how many the misfire policies skipped; advances
+/// each schedule's next trigger past `now`.
+///
+/// One due trigger per schedule is the normal case and fires. More than one means a backlog:
+/// the wall clock jumped forward, the host was suspended, or the leader stalled for a whole
+/// period. Then the schedule's misfire policy decides over every due trigger, exactly as in a
+/// catch-up after an outage, instead of firing the whole backlog.
+pub(crate) fn due_now<B>(
+    sh: &Shared<B>,
+    next: &mut [Option<i64>],
+    now: i64,
+) -> (Vec<(usize, i64)>, BTreeMap<QueueName, u64>) {
+    let mut due = Vec::new();
+    let mut missed: BTreeMap<QueueName, u64> = BTreeMap::new();
+    for (i, (slot, s)) in next.iter_mut().zip(&sh.schedules).enumerate() {
+        let Some(t) = *slot else { continue };
+        if t > now {
+            continue;
+        }
+        if s.spec.next_after(t).is_some_and(|after| after <= now) {
+            let p = plan(&s.misfire, &s.spec, Some(t.saturating_sub(1)), now);
+            if p.missed > 0 {
+                *missed.entry(s.queue.clone()).or_default() += p.missed;
+                sh.counters.missed.fetch_add(p.missed, Ordering::Relaxed);
+                warn!(schedule = %s.id, missed = p.missed, firing = p.fire.len(),
+                      "a backlog of triggers fell due at once (clock jump or suspend?); \
+                       the misfire policy skipped some");
+            }
+            due.extend(p.fire.into_iter().map(|x| (i, x)));
+        } else {
+            due.push((i, t));
+        }
+        *slot = s.spec.next_after(now);
+    }
+    (due, missed)
 }
 
 enum Term {
@@ -195,16 +241,25 @@ enum Term {
     Failed(Vec<(usize, i64)>),
 }
 
-async fn step_down<B: Broker>(sh: &Shared<B>, token: &str, term: Term) -> End {
+/// Ends a term on request: stops firing, then releases the lock and says whether that worked.
+async fn resign<B: Schedules>(sh: &Shared<B>, token: &str) -> (End, Result<bool, BrokerError>) {
+    let c = &sh.counters;
+    c.is_leader.store(false, Ordering::SeqCst);
+    c.epoch.store(0, Ordering::SeqCst);
+    let released = sh.broker.resign_leadership(token).await;
+    match &released {
+        Ok(_) => info!("resigned the scheduler leadership"),
+        Err(e) => warn!(error = %e, "could not release the lock; it expires by itself"),
+    }
+    (End::Resigned, released)
+}
+
+async fn step_down<B: Schedules>(sh: &Shared<B>, token: &str, term: Term) -> End {
     let c = &sh.counters;
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
     match term {
-        Term::Resign => {
-            release(sh, token).await;
-            info!("resigned the scheduler leadership");
-            End::Resigned
-        }
+        Term::Resign => resign(sh, token).await.0,
         Term::Lost | Term::Failed(_) => {
             warn!("lost the scheduler leadership");
             End::Lost
@@ -233,7 +288,7 @@ async fn step_down<B: Broker>(sh: &Shared<B>, token: &str, term: Term) -> End {
 }
 
 /// Compare-and-delete of the lock: a no-op when it already belongs to someone else.
-async fn release<B: Broker>(sh: &Shared<B>, token: &str) {
+async fn release<B: Schedules>(sh: &Shared<B>, token: &str) {
     if let Err(e) = sh.broker.resign_leadership(token).await {
         warn!(error = %e, "could not release the lock; it expires by itself");
     }
@@ -241,69 +296,82 @@ async fn release<B: Broker>(sh: &Shared<B>, token: &str) {
 
 /// Fires what the misfire policies allow for the gap since each schedule last fired, and
 /// returns each schedule's next trigger after now.
-async fn catch_up<B: Broker>(
+///
+/// Catch-up of a schedule starts after the later of its last fired trigger and its first
+/// registration anywhere in the cluster: an id never fires a trigger from before it existed,
+/// even when a last-fired mark of an earlier life (one that outlived a prune, or was written
+/// by an older version) is found under it.
+async fn catch_up<B: Schedules>(
     sh: &Shared<B>,
     epoch: u64,
     queues: &[QueueName],
+    last_task: &mut [Option<String>],
 ) -> Result<Vec<Option<i64>>, Term> {
-    let now = now_ms();
-    let mut last = vec![None; sh.schedules.len()];
-    let mut unmarked: Vec<(QueueName, String)> = Vec::new();
+    let now = sh.now();
+    let mut start = vec![None; sh.schedules.len()];
     for q in queues {
         let idx: Vec<usize> = (0..sh.schedules.len())
             .filter(|&i| sh.schedules[i].queue == *q)
             .collect();
         let ids: Vec<String> = idx.iter().map(|&i| sh.schedules[i].id.clone()).collect();
-        match sh.broker.fire_state(q, &ids).await {
-            Ok(state) => {
-                for (&i, st) in idx.iter().zip(state) {
-                    // Never fired: catch up from when a leader first saw it.
-                    last[i] = st.last_fired_ms.or(st.watermark_ms);
-                    if last[i].is_none() {
-                        unmarked.push((q.clone(), sh.schedules[i].id.clone()));
-                    }
-                }
-            }
+        let state = match sh.broker.fire_state(q, &ids).await {
+            Ok(state) => state,
             Err(e) => {
                 warn!(queue = %q, error = %e, "could not read fire state");
                 return Err(Term::Lost);
             }
+        };
+        let mut unmarked = Vec::new();
+        for (&i, st) in idx.iter().zip(state) {
+            last_task[i] = st.last_task_id;
+            match st.registered_ms {
+                Some(reg) => start[i] = Some(st.last_fired_ms.map_or(reg, |l| l.max(reg))),
+                None => unmarked.push((i, st.last_fired_ms)),
+            }
         }
-    }
-    for q in queues {
-        let ids: Vec<String> = unmarked
-            .iter()
-            .filter(|(uq, _)| uq == q)
-            .map(|(_, id)| id.clone())
-            .collect();
-        if !ids.is_empty() {
-            if let Err(e) = sh.broker.set_watermarks(q, &ids, now).await {
-                warn!(queue = %q, error = %e, "could not record catch-up watermarks");
+        if !unmarked.is_empty() {
+            // Not marked (pruned since this instance started, or its start could not reach
+            // Redis): the mark written now is the first registration.
+            let ids: Vec<String> = unmarked
+                .iter()
+                .map(|&(i, _)| sh.schedules[i].id.clone())
+                .collect();
+            match sh.broker.register_schedules(q, &ids).await {
+                Ok(marks) => {
+                    for (&(i, last), reg) in unmarked.iter().zip(marks) {
+                        start[i] = Some(last.map_or(reg, |l| l.max(reg)));
+                    }
+                }
+                Err(e) => {
+                    warn!(queue = %q, error = %e, "could not mark first registrations");
+                    return Err(Term::Lost);
+                }
             }
         }
     }
     let mut due = Vec::new();
-    let mut missed = 0;
+    let mut missed: BTreeMap<QueueName, u64> = BTreeMap::new();
+    let mut total = 0;
     for (i, s) in sh.schedules.iter().enumerate() {
-        let p = plan(&s.misfire, &s.spec, last[i], now);
-        missed += p.missed;
+        let p = plan(&s.misfire, &s.spec, start[i], now);
+        if p.missed > 0 {
+            *missed.entry(s.queue.clone()).or_default() += p.missed;
+            total += p.missed;
+        }
         due.extend(p.fire.into_iter().map(|t| (i, t)));
     }
-    if missed > 0 {
-        sh.counters.missed.fetch_add(missed, Ordering::Relaxed);
-        info!(missed, "catch-up skipped triggers by misfire policy");
-        report(
-            sh,
-            SchedulerMetrics {
-                missed,
-                ..Default::default()
-            },
-        )
-        .await;
+    if total > 0 {
+        sh.counters.missed.fetch_add(total, Ordering::Relaxed);
+        info!(
+            missed = total,
+            "catch-up skipped triggers by misfire policy"
+        );
     }
-    if !due.is_empty() {
-        info!(n = due.len(), "catching up on missed triggers");
-        if let Err(term) = fire(sh, epoch, &due).await {
+    if !due.is_empty() || !missed.is_empty() {
+        if !due.is_empty() {
+            info!(n = due.len(), "catching up on missed triggers");
+        }
+        if let Err(term) = fire(sh, epoch, &due, &missed, last_task).await {
             return Err(match term {
                 Term::Failed(_) => Term::Lost,
                 other => other,
@@ -317,12 +385,26 @@ async fn catch_up<B: Broker>(
         .collect())
 }
 
-/// Fires `due` (schedule index, trigger ms), one call per queue and chunk, concurrently.
-async fn fire<B: Broker>(sh: &Shared<B>, epoch: u64, due: &[(usize, i64)]) -> Result<(), Term> {
+/// Fires `due` (schedule index, trigger ms), one call per queue and chunk, concurrently; the
+/// first call of each queue also records that queue's `missed` count.
+async fn fire<B: Schedules>(
+    sh: &Shared<B>,
+    epoch: u64,
+    due: &[(usize, i64)],
+    missed: &BTreeMap<QueueName, u64>,
+    last_task: &mut [Option<String>],
+) -> Result<(), Term> {
+    let now = sh.now();
     let mut by_queue: BTreeMap<QueueName, Vec<(usize, i64, Trigger)>> = BTreeMap::new();
+    for q in missed.keys() {
+        by_queue.entry(q.clone()).or_default();
+    }
     for &(i, t) in due {
-        let s = &sh.schedules[i];
-        match s.trigger(t) {
+        let Some(s) = sh.schedules.get(i) else {
+            continue;
+        };
+        let prev = last_task.get(i).cloned().flatten();
+        match s.trigger(t, now, prev) {
             Ok(trigger) => by_queue
                 .entry(s.queue.clone())
                 .or_default()
@@ -332,32 +414,56 @@ async fn fire<B: Broker>(sh: &Shared<B>, epoch: u64, due: &[(usize, i64)]) -> Re
     }
     let dedup_ttl = sh.config.dedup_ttl();
     let calls = by_queue.iter().flat_map(|(q, items)| {
-        items.chunks(FIRE_CHUNK).map(move |chunk| async move {
-            let triggers: Vec<Trigger> = chunk.iter().map(|(_, _, t)| t.clone()).collect();
-            (chunk, sh.broker.fire(q, epoch, triggers, dedup_ttl).await)
-        })
+        let chunks: Vec<&[(usize, i64, Trigger)]> = if items.is_empty() {
+            vec![&items[..]]
+        } else {
+            items.chunks(FIRE_CHUNK).collect()
+        };
+        let q_missed = missed.get(q).copied().unwrap_or(0);
+        chunks
+            .into_iter()
+            .enumerate()
+            .map(move |(n, chunk)| async move {
+                let triggers: Vec<Trigger> = chunk.iter().map(|(_, _, t)| t.clone()).collect();
+                let m = if n == 0 { q_missed } else { 0 };
+                (
+                    chunk,
+                    sh.broker.fire(q, epoch, triggers, dedup_ttl, m).await,
+                )
+            })
     });
     // The calls share one auto-pipelined connection, so running them together overlaps their
     // round trips.
     let results = futures::future::join_all(calls).await;
-    let mut delta = SchedulerMetrics::default();
+    let (mut fired, mut suppressed, mut expired) = (0, 0, 0);
     let mut failed = Vec::new();
     let mut stale = false;
     for (chunk, result) in results {
         sh.counters.fire_calls.fetch_add(1, Ordering::Relaxed);
         match result {
             Ok(outcomes) => {
-                for ((_, t, trig), o) in chunk.iter().zip(outcomes) {
+                for ((i, t, trig), o) in chunk.iter().zip(outcomes) {
                     match o {
-                        FireOutcome::Fired => delta.fired += 1,
-                        FireOutcome::Duplicate | FireOutcome::Overlap => delta.suppressed += 1,
+                        FireOutcome::Fired => {
+                            fired += 1;
+                            if let Some(slot) = last_task.get_mut(*i) {
+                                *slot = Some(trig.task.envelope.id.clone());
+                            }
+                        }
+                        FireOutcome::Duplicate | FireOutcome::Overlap | FireOutcome::Unique => {
+                            suppressed += 1
+                        }
+                        FireOutcome::Expired => expired += 1,
                         FireOutcome::Stale => stale = true,
                         FireOutcome::Invalid => {
-                            delta.missed += 1;
+                            expired += 1;
                             tracing::error!(
                                 schedule = %trig.schedule_id,
                                 "the trigger's task cannot be stored (payload over the broker's limit)"
                             );
+                        }
+                        other => {
+                            warn!(schedule = %trig.schedule_id, outcome = ?other, "unknown fire outcome")
                         }
                     }
                     tracing::debug!(schedule = %trig.schedule_id, at = t, outcome = ?o, "trigger");
@@ -369,24 +475,15 @@ async fn fire<B: Broker>(sh: &Shared<B>, epoch: u64, due: &[(usize, i64)]) -> Re
             }
         }
     }
-    sh.counters.fired.fetch_add(delta.fired, Ordering::Relaxed);
-    sh.counters
-        .suppressed
-        .fetch_add(delta.suppressed, Ordering::Relaxed);
-    report(sh, delta).await;
+    let c = &sh.counters;
+    c.fired.fetch_add(fired, Ordering::Relaxed);
+    c.suppressed.fetch_add(suppressed, Ordering::Relaxed);
+    c.missed.fetch_add(expired, Ordering::Relaxed);
     if stale {
         Err(Term::Stale)
     } else if !failed.is_empty() {
         Err(Term::Failed(failed))
     } else {
         Ok(())
-    }
-}
-
-async fn report<B: Broker>(sh: &Shared<B>, delta: SchedulerMetrics) {
-    if delta != SchedulerMetrics::default() {
-        if let Err(e) = sh.broker.add_scheduler_metrics(delta).await {
-            warn!(error = %e, "could not record scheduler metrics");
-        }
     }
 }

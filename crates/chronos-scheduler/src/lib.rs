@@ -9,26 +9,60 @@
 //! * **One leader.** Every instance runs a [`Scheduler`]; they elect a leader with a Redis lock
 //!   (`SET NX PX`, default TTL 5 s) that the leader renews every half TTL by compare-and-renew.
 //!   Each acquisition takes a new *fencing epoch* from a counter. On shutdown or
-//!   [`SchedulerHandle::resign_leadership`] the leader releases the lock by compare-and-delete and
-//!   publishes a message that wakes the followers at once; a crashed leader's lock expires within
-//!   one TTL, and followers poll at half the TTL in case the message was missed. A leader stops
-//!   firing on its own once it cannot prove it still holds the lock.
+//!   [`SchedulerHandle::resign_leadership`] (which returns once the lock is released) the leader
+//!   releases the lock by compare-and-delete and publishes a message that wakes the followers at
+//!   once; a crashed leader's lock expires within one TTL, and followers poll at half the TTL in
+//!   case the message was missed. A leader stops firing on its own once it cannot prove it
+//!   still holds the lock.
 //! * **Exactly once per trigger.** Trigger times are deterministic: intervals are aligned to the
 //!   unix epoch, cron triggers come from the expression in its zone. Each trigger is fired by one
 //!   script that (1) refuses a caller whose epoch is older than the queue's fence (a new leader
 //!   raises the fence of its queues when it takes over, so a paused, deposed leader that wakes up
 //!   is refused), (2) refuses a trigger at or before the schedule's last fired mark or whose dedup
 //!   key `<schedule>:<trigger unix seconds>` exists, and (3) sets the dedup key, moves the last
-//!   fired mark forward and enqueues the task (id `<schedule>:<trigger unix seconds>`), all
-//!   atomically. Two leaders in split-brain therefore cannot both enqueue one trigger.
-//! * **Bounded catch-up.** A new leader fires the triggers that fell due since each schedule last
-//!   fired, as its [`MisfirePolicy`] allows (default: at most 10, from the last hour): a day-long
-//!   outage of a per-minute job never fires 1440 runs. A schedule that never fired starts from now.
-//! * **Overlap.** [`OverlapPolicy::Forbid`] skips a trigger while the schedule's previous task is
-//!   still pending, scheduled, retrying or running.
-//! * **Registry.** Every instance publishes its schedules (id, spec, zone, queue, kind, next run,
-//!   liveness); [`list_schedules`] reads them back with the last fired trigger and task, marking
-//!   entries that no live instance publishes as stale.
+//!   fired mark forward, enqueues the task (id `<schedule>:<trigger unix seconds>`) and counts it
+//!   in the cluster-wide counters, all atomically. Two leaders in split-brain therefore cannot
+//!   both enqueue one trigger, and a fire call re-sent after a lost reply is answered with its
+//!   first run's outcomes without enqueueing or counting anything again.
+//! * **Schedule ids.** An id names a schedule's fire state across the cluster and across deploys.
+//!   Give one with [`ScheduleOptions::id`]; otherwise it is `<kind>:<hash of kind, spec, zone and
+//!   queue>`. The payload is not part of it: a rolling deploy that changes only the payload keeps
+//!   the id, so old and new instances share the fire state and neither re-fires what the other
+//!   fired. (Versions before this one hashed the payload too, so upgrading starts derived ids
+//!   afresh, from their first registration.)
+//! * **Bounded catch-up, fenced by the first registration.** Every instance marks, at start, when
+//!   each of its schedule ids was first registered anywhere in the cluster (a per-id mark written
+//!   once, at Redis' clock). A new leader fires the triggers that fell due after the *later* of
+//!   the schedule's last fired trigger and that first registration, as its [`MisfirePolicy`]
+//!   allows (default: at most 10, from the last hour): a day-long outage of a per-minute job
+//!   never fires 1440 runs, a new id never fires triggers from before it existed, and a
+//!   last-fired mark of an earlier life of the id (one without a registration mark, say written
+//!   by an older version) never reaches back before the id's registration. A schedule
+//!   registered while no leader ran is still caught up from its registration on.
+//! * **Backlogs while leading.** When more than one trigger of a schedule is due at once (the
+//!   wall clock jumped forward, the host was suspended, the leader stalled for a whole period),
+//!   the misfire policy decides over all of them, as in a catch-up, instead of firing the whole
+//!   backlog. The scheduler reads the wall clock through [`SchedulerConfig::clock`].
+//! * **Overlap and enqueue options.** [`OverlapPolicy::Forbid`] skips a trigger while the
+//!   schedule's previous task is still pending, scheduled, retrying or running. A schedule's
+//!   enqueue options (unique lock, dead-letter discard, deadline, headers, retries, timeout,
+//!   retention) apply to every task it fires; a trigger whose unique lock is held is skipped.
+//! * **Registry.** Every instance publishes its schedules (id, spec, zone, queue, kind, next
+//!   run) once, rewrites an entry only when it changes, and otherwise marks itself alive with
+//!   one small command per publish interval. [`list_schedules`] reads the entries back with the
+//!   last fired trigger and task, marking those whose instances all went quiet as stale. The
+//!   leader prunes instances not seen for `remove_after` and, with them, every id no instance
+//!   registers any more: its registry entry and its fire state (last fired, last task, first
+//!   registration), so a later registration of that id starts afresh.
+//!
+//! # Redis keys
+//! Cluster-wide, tagged `{scheduler}`: `leader` (the lock), `epoch`, `leader-info` (id, epoch,
+//! since), `registry` (id -> entry), `registry:live` (instance -> last seen),
+//! `registry:i:<instance>` (the ids an instance registers). Per queue, tagged with the queue:
+//! `sched:fence`, `sched:last`, `sched:task`, `sched:reg` (first registrations),
+//! `sched:metrics`, `sched:d:<schedule>:<trigger secs>` (dedup keys, expiring) and
+//! `sched:c:<call>` (a fire call's outcomes, expiring). Every script declares every key it
+//! touches, so each runs in one slot of a Redis Cluster.
 //!
 //! # Time zones and DST
 //! Cron expressions run in an explicit IANA zone (default UTC). A wall-clock time skipped by a
@@ -56,7 +90,8 @@
 //!                         ScheduleOptions::new().zone("Europe/Berlin"))?;
 //! let handle = scheduler.start().await?;
 //! // ... run a worker Server too, somewhere ...
-//! handle.shutdown().await; // resigns, so another instance takes over at once
+//! handle.resign_leadership().await?; // returns once another instance can take over
+//! handle.shutdown().await;
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
@@ -77,7 +112,7 @@ mod schedule;
 mod scheduler;
 mod spec;
 
-pub use config::SchedulerConfig;
+pub use config::{Clock, SchedulerConfig, SystemClock};
 pub use error::SchedulerError;
 pub use misfire::MisfirePolicy;
 pub use options::{OverlapPolicy, ScheduleOptions};

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use chronos_broker::EnqueueOptions;
+
 use crate::MisfirePolicy;
 
 /// What a trigger does while the schedule's previous run is still pending or running.
@@ -13,16 +15,21 @@ pub enum OverlapPolicy {
     Forbid,
 }
 
-/// Options of one schedule. Unset fields take the defaults: an id derived from kind, spec, queue
-/// and payload; queue `default`; 25 retries; the scheduler's default zone; the default misfire
+/// Options of one schedule. Unset fields take the defaults: an id derived from kind, spec, zone
+/// and queue (not the payload, so a deploy that changes the payload keeps the schedule's
+/// state); queue `default`; 25 retries; the scheduler's default zone; the default misfire
 /// policy (catch up on at most 10 triggers of the last hour); overlaps allowed.
+///
+/// Every fired task gets the enqueue options of its kind
+/// ([`chronos_broker::TaskArgs::default_options`]) with those given here laid over them, the
+/// later call winning where two set one field. The scheduler sets
+/// the task id (`<schedule>:<trigger unix seconds>`) and fires each task at its trigger time,
+/// so a task id or process-at/process-in given in the enqueue options is ignored.
 #[derive(Debug, Clone, Default)]
 pub struct ScheduleOptions {
     pub(crate) id: Option<String>,
-    pub(crate) queue: Option<String>,
-    pub(crate) max_retry: Option<u32>,
-    pub(crate) retention: Option<Duration>,
-    pub(crate) timeout: Option<Duration>,
+    pub(crate) enqueue: EnqueueOptions,
+    pub(crate) deadline_after: Option<Duration>,
     pub(crate) zone: Option<String>,
     pub(crate) misfire: MisfirePolicy,
     pub(crate) overlap: OverlapPolicy,
@@ -34,34 +41,74 @@ impl ScheduleOptions {
         Self::default()
     }
 
-    /// A stable id of your own (it names the schedule's fire state and dedup keys, so keep it
-    /// across deploys; changing it starts the schedule afresh).
+    /// A stable id (name) of your own. It names the schedule's fire state and dedup keys, so
+    /// keep it across deploys; changing it starts the schedule afresh (from its first
+    /// registration, see the crate docs). Give one when two schedules share kind, spec, zone
+    /// and queue (they differ only by payload), or their derived ids collide.
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self
     }
 
+    /// The enqueue options of every fired task (queue, retries, unique, dead-letter discard,
+    /// timeout, deadline, retention, headers), laid over the kind's defaults and over what
+    /// earlier calls set; setters called later override fields of these.
+    pub fn enqueue(mut self, opts: EnqueueOptions) -> Self {
+        self.enqueue = self.enqueue.merge(opts);
+        self
+    }
+
     /// Queue of the fired tasks.
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        self.queue = Some(queue.into());
+        self.enqueue = self.enqueue.queue(queue);
         self
     }
 
     /// Retries of each fired task.
     pub fn max_retry(mut self, n: u32) -> Self {
-        self.max_retry = Some(n);
+        self.enqueue = self.enqueue.max_retry(n);
         self
     }
 
     /// Keep each completed task for inspection this long.
     pub fn retention(mut self, d: Duration) -> Self {
-        self.retention = Some(d);
+        self.enqueue = self.enqueue.retention(d);
         self
     }
 
     /// Per-attempt timeout of each fired task.
     pub fn timeout(mut self, d: Duration) -> Self {
-        self.timeout = Some(d);
+        self.enqueue = self.enqueue.timeout(d);
+        self
+    }
+
+    /// Each fired task takes the unique lock of its kind and payload in its queue for `ttl`
+    /// (released when it succeeds or dies): a trigger that finds the lock held by another task
+    /// (an earlier run still unfinished, or the same task enqueued by hand) is skipped and
+    /// counted as suppressed.
+    pub fn unique(mut self, ttl: Duration) -> Self {
+        self.enqueue = self.enqueue.unique(ttl);
+        self
+    }
+
+    /// Drop each fired task instead of archiving it when its retries are exhausted.
+    pub fn discard_on_dead_letter(mut self) -> Self {
+        self.enqueue = self.enqueue.discard_on_dead_letter();
+        self
+    }
+
+    /// Each fired task must not run later than `d` after its trigger time: the worker cancels
+    /// it then, and a trigger fired after that instant (a late catch-up) is skipped and counted
+    /// as missed. Overrides an absolute deadline of the enqueue options.
+    pub fn deadline_after(mut self, d: Duration) -> Self {
+        self.deadline_after = Some(d);
+        self
+    }
+
+    /// A header on every fired task. `chronos-schedule` and `chronos-trigger-ms` are set by the
+    /// scheduler and win over headers of those names.
+    pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.enqueue = self.enqueue.header(key, value);
         self
     }
 
@@ -71,7 +118,8 @@ impl ScheduleOptions {
         self
     }
 
-    /// What a new leader does with triggers missed while no leader ran.
+    /// What a leader does with triggers that fell due while no leader ran, or that piled up
+    /// while the leader's clock jumped or its host was suspended.
     pub fn misfire(mut self, policy: MisfirePolicy) -> Self {
         self.misfire = policy;
         self

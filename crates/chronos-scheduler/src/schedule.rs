@@ -1,5 +1,7 @@
+use std::time::Duration;
+
 use chronos_broker::{
-    encode_args, now_ms, EnqueueOptions, NewTask, QueueName, ScheduleEntry, TaskArgs, Trigger,
+    duration_ms, encode_args, EnqueueOptions, NewTask, QueueName, ScheduleEntry, TaskArgs, Trigger,
 };
 
 use crate::{MisfirePolicy, OverlapPolicy, SchedulerError, Spec};
@@ -13,6 +15,7 @@ pub(crate) struct Schedule {
     pub(crate) payload: Vec<u8>,
     pub(crate) queue: QueueName,
     pub(crate) enqueue: EnqueueOptions,
+    pub(crate) deadline_after: Option<Duration>,
     pub(crate) misfire: MisfirePolicy,
     pub(crate) overlap: OverlapPolicy,
 }
@@ -24,61 +27,66 @@ impl Schedule {
         opts: crate::ScheduleOptions,
     ) -> Result<Self, SchedulerError> {
         let payload = encode_args(task)?;
-        let mut enqueue = T::default_options();
-        if let Some(q) = opts.queue {
-            enqueue = enqueue.queue(q);
-        }
-        if let Some(n) = opts.max_retry {
-            enqueue = enqueue.max_retry(n);
-        }
-        if let Some(d) = opts.retention {
-            enqueue = enqueue.retention(d);
-        }
-        if let Some(d) = opts.timeout {
-            enqueue = enqueue.timeout(d);
-        }
+        let enqueue = T::default_options().merge(opts.enqueue);
         let queue = QueueName::new(enqueue.queue_name())?;
         let id = match opts.id {
             Some(id) => id,
-            None => derived_id(T::KIND, &spec, &queue, &payload),
+            None => derived_id(T::KIND, &spec, &queue),
         };
         if id.is_empty()
             || id.len() > 200
             || id
                 .chars()
-                .any(|c| c.is_whitespace() || c == '{' || c == '}')
+                .any(|c| c.is_whitespace() || c.is_control() || c == '{' || c == '}')
         {
             return Err(SchedulerError::InvalidOption(format!(
                 "schedule id {id:?} must be 1 to 200 characters without whitespace or braces"
             )));
         }
-        Ok(Self {
+        let s = Self {
             id,
             spec,
             kind: T::KIND,
             payload,
             queue,
             enqueue,
+            deadline_after: opts.deadline_after,
             misfire: opts.misfire,
             overlap: opts.overlap,
-        })
+        };
+        // Build one trigger now, so a bad option (a zero unique TTL) is an error at
+        // registration, not a log line at every trigger.
+        s.trigger(0, 0, None)?;
+        Ok(s)
     }
 
     /// The trigger at `at_ms`, with the deterministic task id `<schedule>:<trigger unix seconds>`
     /// (so two leaders build the same task) and headers naming the schedule and trigger.
-    pub(crate) fn trigger(&self, at_ms: i64) -> Result<Trigger, SchedulerError> {
+    /// `now_ms` is the task's enqueue time; `prev_task` the schedule's last task as known.
+    pub(crate) fn trigger(
+        &self,
+        at_ms: i64,
+        now_ms: i64,
+        prev_task: Option<String>,
+    ) -> Result<Trigger, SchedulerError> {
         let opts = self
             .enqueue
             .clone()
             .task_id(format!("{}:{}", self.id, at_ms.div_euclid(1000)))
             .header("chronos-schedule", self.id.clone())
             .header("chronos-trigger-ms", at_ms.to_string());
-        let task = NewTask::build(self.kind, self.payload.clone(), opts, now_ms())?;
+        let mut task = NewTask::build(self.kind, self.payload.clone(), opts, now_ms)?;
+        // Fired tasks are ready at their trigger, whatever process-at the options carried.
+        task.run_at_ms = now_ms;
+        if let Some(d) = self.deadline_after {
+            task.envelope.deadline_ms = Some(at_ms.saturating_add(duration_ms(d)));
+        }
         Ok(Trigger {
             schedule_id: self.id.clone(),
             at_ms,
             task,
             forbid_overlap: self.overlap == OverlapPolicy::Forbid,
+            prev_task_id: prev_task,
         })
     }
 
@@ -90,6 +98,7 @@ impl Schedule {
             queue: self.queue.to_string(),
             kind: self.kind.to_string(),
             next_run_ms: self.spec.next_after(now),
+            every_ms: self.spec.every_ms(),
             last_fired_ms: None,
             last_task_id: None,
             registered_by: instance.to_string(),
@@ -99,9 +108,11 @@ impl Schedule {
     }
 }
 
-/// `<kind>:<16 hex of sha256(kind, spec, zone, queue, payload)>`: the same on every instance
-/// that registers the same schedule, different when any of those differ.
-fn derived_id(kind: &str, spec: &Spec, queue: &QueueName, payload: &[u8]) -> String {
+/// `<kind>:<16 hex of sha256(kind, spec, zone, queue)>`: the same on every instance that
+/// registers the schedule, and unchanged when only the payload changes (a rolling deploy that
+/// changes the payload must not start the schedule afresh under a new id while the old
+/// instances still fire the old one).
+fn derived_id(kind: &str, spec: &Spec, queue: &QueueName) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     for part in [
@@ -109,7 +120,6 @@ fn derived_id(kind: &str, spec: &Spec, queue: &QueueName, payload: &[u8]) -> Str
         spec.describe().as_bytes(),
         spec.zone_name().as_bytes(),
         queue.as_str().as_bytes(),
-        payload,
     ] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part);

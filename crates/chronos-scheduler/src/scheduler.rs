@@ -3,7 +3,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Broker, TaskArgs};
+use chronos_broker::{BrokerError, QueueName, Schedules, TaskArgs};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -13,13 +14,16 @@ use crate::{leader, registry, ScheduleOptions, SchedulerConfig, SchedulerError, 
 
 /// Registers schedules, then runs them: every instance of a service may run one; the instances
 /// elect one leader that enqueues each trigger exactly once across the cluster.
-pub struct Scheduler<B: Broker> {
+///
+/// `B` needs only the [`Schedules`] capability (leader lock, fenced firing, fire state,
+/// registry), so a producer-only service, or a wrapper adding metrics or faults, fits.
+pub struct Scheduler<B: Schedules + Clone + 'static> {
     broker: B,
     config: SchedulerConfig,
     schedules: Vec<Schedule>,
 }
 
-impl<B: Broker> std::fmt::Debug for Scheduler<B> {
+impl<B: Schedules + Clone + 'static> std::fmt::Debug for Scheduler<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scheduler")
             .field("config", &self.config)
@@ -42,9 +46,10 @@ pub struct SchedulerStats {
     pub elections_won: u64,
     /// Triggers it enqueued.
     pub fired: u64,
-    /// Triggers its catch-ups skipped by policy.
+    /// Triggers its misfire policies skipped (catch-up after a gap, or a backlog after a clock
+    /// jump or suspend), plus triggers skipped because their deadline had passed.
     pub missed: u64,
-    /// Triggers it found already fired, or skipped by the overlap policy.
+    /// Triggers it found already fired, or skipped by the overlap policy or a held unique lock.
     pub suppressed: u64,
     /// Fire calls it made (one round trip each, for any number of triggers of one queue).
     pub fire_calls: u64,
@@ -69,11 +74,19 @@ pub(crate) struct Shared<B> {
     pub(crate) counters: Counters,
     /// Stops everything (shutdown).
     pub(crate) stop: CancellationToken,
-    /// Asks the current leadership term to end (resign_leadership).
-    pub(crate) resign: tokio::sync::Notify,
+    /// Asks the leader loop to end the current term (resign_leadership); the answer says
+    /// whether this instance led and released the lock.
+    pub(crate) resign: mpsc::Sender<oneshot::Sender<Result<bool, BrokerError>>>,
 }
 
-impl<B: Broker> Scheduler<B> {
+impl<B> Shared<B> {
+    /// Now, by the configured clock.
+    pub(crate) fn now(&self) -> i64 {
+        self.config.clock.now_ms()
+    }
+}
+
+impl<B: Schedules + Clone + 'static> Scheduler<B> {
     /// A scheduler with no schedules yet. Nothing touches Redis before [`Scheduler::start`].
     pub fn new(broker: B, config: SchedulerConfig) -> Self {
         Self {
@@ -156,6 +169,7 @@ impl<B: Broker> Scheduler<B> {
                 rand::random::<u32>()
             )
         });
+        let (resign, resign_rx) = mpsc::channel(4);
         let shared = Arc::new(Shared {
             broker: self.broker,
             config: self.config,
@@ -163,13 +177,28 @@ impl<B: Broker> Scheduler<B> {
             instance: instance.clone(),
             counters: Counters::default(),
             stop: CancellationToken::new(),
-            resign: tokio::sync::Notify::new(),
+            resign,
         });
-        // Publish before electing, so the registry lists schedules that never fired.
-        registry::publish(&shared).await;
+        // Publish before electing, so the registry lists schedules that never fired; then mark
+        // each id's first registration, which fences its catch-up.
+        let mut publisher = registry::Publisher::default();
+        publisher.tick(&shared).await;
+        let mut queues: Vec<&QueueName> = queues.iter().collect();
+        queues.sort();
+        for q in queues {
+            let ids: Vec<String> = shared
+                .schedules
+                .iter()
+                .filter(|s| s.queue == *q)
+                .map(|s| s.id.clone())
+                .collect();
+            if let Err(e) = shared.broker.register_schedules(q, &ids).await {
+                warn!(queue = %q, error = %e, "could not mark first registrations; the leader retries");
+            }
+        }
         let tasks = vec![
-            tokio::spawn(leader::run(shared.clone())),
-            tokio::spawn(registry::run(shared.clone())),
+            tokio::spawn(leader::run(shared.clone(), resign_rx)),
+            tokio::spawn(registry::run(shared.clone(), publisher)),
         ];
         info!(instance = %instance, schedules = shared.schedules.len(), "scheduler started");
         Ok(SchedulerHandle { shared, tasks })
@@ -195,10 +224,10 @@ trait HandleView: Send + Sync {
     fn instance(&self) -> &str;
     fn counters(&self) -> &Counters;
     fn stop(&self) -> &CancellationToken;
-    fn resign(&self) -> &tokio::sync::Notify;
+    fn resign(&self) -> &mpsc::Sender<oneshot::Sender<Result<bool, BrokerError>>>;
 }
 
-impl<B: Broker> HandleView for Shared<B> {
+impl<B: Schedules + Clone + 'static> HandleView for Shared<B> {
     fn instance(&self) -> &str {
         &self.instance
     }
@@ -208,7 +237,7 @@ impl<B: Broker> HandleView for Shared<B> {
     fn stop(&self) -> &CancellationToken {
         &self.stop
     }
-    fn resign(&self) -> &tokio::sync::Notify {
+    fn resign(&self) -> &mpsc::Sender<oneshot::Sender<Result<bool, BrokerError>>> {
         &self.resign
     }
 }
@@ -238,14 +267,22 @@ impl SchedulerHandle {
         self.shared.counters().is_leader.load(Ordering::SeqCst)
     }
 
-    /// Hands the leadership over if this instance holds it: compare-and-delete of the lock plus
-    /// a message that wakes the followers at once. This instance then stays a follower for one
-    /// leader TTL, so another takes over. No-op for a follower.
-    pub fn resign_leadership(&self) {
-        // notify_one keeps a permit when nobody waits: only a leader may leave one, or the next
-        // term would end right after it began.
-        if self.is_leader() {
-            self.shared.resign().notify_one();
+    /// Hands the leadership over if this instance holds it, and returns once it is given up:
+    /// the instance has stopped firing and released the lock (compare-and-delete plus a message
+    /// that wakes the followers at once). It then stays a follower for one leader TTL, so
+    /// another instance takes over.
+    ///
+    /// `Ok(true)`: this instance led and released the lock. `Ok(false)`: it did not lead (or
+    /// the scheduler is shut down). `Err`: it led and stopped firing, but releasing the lock
+    /// failed; the lock then expires by itself within one leader TTL.
+    pub async fn resign_leadership(&self) -> Result<bool, SchedulerError> {
+        let (tx, rx) = oneshot::channel();
+        if self.shared.resign().send(tx).await.is_err() {
+            return Ok(false);
+        }
+        match rx.await {
+            Ok(result) => Ok(result?),
+            Err(_) => Ok(false),
         }
     }
 

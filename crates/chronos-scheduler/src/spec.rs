@@ -213,6 +213,14 @@ impl Spec {
         }
     }
 
+    /// The period of an interval spec in milliseconds; `None` for cron.
+    pub(crate) fn every_ms(&self) -> Option<u64> {
+        match self {
+            Spec::Interval { every } => period_ms(*every).ok().and_then(|p| u64::try_from(p).ok()),
+            Spec::Cron { .. } => None,
+        }
+    }
+
     /// The first trigger strictly after `after_ms`, or `None` if there is
     /// none within the representable time range.
     pub(crate) fn next_after(&self, after_ms: i64) -> Option<i64> {

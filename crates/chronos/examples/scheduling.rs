@@ -32,15 +32,23 @@ async fn main() -> anyhow::Result<()> {
     let url = chronos_testkit::shared_url()?;
     let broker = RedisBroker::connect(url).await?;
 
-    // Every instance registers the same schedules; the ids derive from kind, spec, queue and
-    // payload, so all instances agree on them.
+    // Every instance registers the same schedules. An id derives from kind, spec, zone and
+    // queue (not the payload, so a deploy that changes the payload keeps the schedule's state);
+    // naming it yourself keeps it stable even when the spec changes.
     let mut scheduler = Scheduler::new(broker.clone(), SchedulerConfig::default());
     scheduler.register_interval(
         Duration::from_secs(2),
         &Heartbeat {
             service: "billing".into(),
         },
-        ScheduleOptions::new().overlap(OverlapPolicy::Forbid),
+        ScheduleOptions::new()
+            .id("billing-heartbeat")
+            .overlap(OverlapPolicy::Forbid)
+            // Every fired task takes these enqueue options; a heartbeat older than 10 s is
+            // pointless, and a failed one is dropped rather than archived.
+            .enqueue(EnqueueOptions::new().max_retry(1).header("team", "billing"))
+            .deadline_after(Duration::from_secs(10))
+            .discard_on_dead_letter(),
     )?;
     scheduler.register_cron(
         "30 2 * * *",
@@ -74,7 +82,11 @@ async fn main() -> anyhow::Result<()> {
             entry.id, entry.spec, entry.zone, entry.next_run_ms, entry.last_fired_ms
         );
     }
-    scheduler.shutdown().await; // resigns: another instance takes over at once
+    // Hand the leadership over before a deploy; the call returns once the lock is released.
+    if scheduler.resign_leadership().await? {
+        println!("resigned; another instance leads now");
+    }
+    scheduler.shutdown().await;
     server.shutdown().await;
     Ok(())
 }

@@ -1,23 +1,67 @@
-use std::collections::BTreeMap;
+//! The scheduler's keys. Cluster-wide ones carry the hash tag `{scheduler}`:
+//!
+//! | key | type | contents |
+//! |---|---|---|
+//! | `<ns>:{scheduler}:leader` | string | the leader's token, `PX` leader TTL |
+//! | `<ns>:{scheduler}:epoch`, `:leader-info` | string, hash | epoch counter; leader id, epoch, since |
+//! | `<ns>:{scheduler}:registry` | hash | schedule id -> registry entry (MessagePack), written when it changes |
+//! | `<ns>:{scheduler}:registry:live` | zset | instance -> last seen ms (Redis' clock), one ZADD per publish |
+//! | `<ns>:{scheduler}:registry:i:<instance>` | set | the schedule ids that instance registers |
+//! | `<ns>:{scheduler}:metrics` | hash | counters written by versions before the per-queue ones (still summed) |
+//!
+//! Per queue, with the queue's tag `{<q>}`: `sched:fence` (string), `sched:last`, `sched:task`,
+//! `sched:reg` (hashes by schedule id: last fired ms, last task id, first registration ms),
+//! `sched:metrics` (hash), `sched:d:<schedule>:<trigger secs>` (dedup keys, `PX` dedup TTL) and
+//! `sched:c:<call>` (outcomes of a fire call, `PX` dedup TTL, so a re-sent call is answered
+//! without running again). Instances not seen for `remove_after` are pruned, and with them the
+//! registry entries and per-queue fields of ids nobody registers any more.
+
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use fred::prelude::*;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::{client_builder, reply, RedisBroker};
+use super::{client_builder, reply, scripts::Scripts, RedisBroker};
 use crate::{
-    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo, QueueName,
-    ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
+    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo, QueueKeys,
+    QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
 };
+use fred::types::scripts::Script;
 
-/// Hash tag of the scheduler's own keys (lock, epoch, registry, metrics).
+/// Hash tag of the scheduler's own keys (lock, epoch, registry).
 const TAG: &str = "scheduler";
+
+/// Values per trigger in a fire call (see fire.lua).
+const FIRE_STRIDE: usize = 12;
 
 impl RedisBroker {
     fn sched_key(&self, name: &str) -> String {
         self.inner.keys.tagged(TAG, name)
     }
+
+    fn instance_set(&self, instance: &str) -> String {
+        self.sched_key(&format!("registry:i:{instance}"))
+    }
+
+    /// EVALSHA of `script` with every key it touches declared (reloading it on NOSCRIPT).
+    async fn run_keys(
+        &self,
+        script: impl Fn(&Scripts) -> &Script,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Value, BrokerError> {
+        let s = script(&self.inner.scripts);
+        Ok(
+            s.evalsha_with_reload::<Value, _, _>(&self.inner.client, keys, args)
+                .await?,
+        )
+    }
+}
+
+fn sched(keys: &QueueKeys, name: &str) -> String {
+    format!("{}sched:{name}", keys.prefix())
 }
 
 impl Schedules for RedisBroker {
@@ -35,9 +79,12 @@ impl Schedules for RedisBroker {
             now_ms().into(),
             epoch_arg(min_epoch).into(),
         ];
-        let epoch = self
-            .run(|s| &s.leader_acquire, self.sched_key("leader"), args)
-            .await?;
+        let keys = vec![
+            self.sched_key("leader"),
+            self.sched_key("epoch"),
+            self.sched_key("leader-info"),
+        ];
+        let epoch = self.run_keys(|s| &s.leader_acquire, keys, args).await?;
         let epoch = reply::int(&epoch, "leader_acquire")?;
         Ok((epoch > 0).then_some(epoch as u64))
     }
@@ -106,27 +153,39 @@ impl Schedules for RedisBroker {
 
     async fn fence(&self, queue: &QueueName, epoch: u64) -> Result<u64, BrokerError> {
         let keys = self.queue_keys(queue);
-        let args: Vec<Value> = vec![keys.prefix().into(), epoch_arg(epoch).into()];
-        let fence = self.run(|s| &s.fence, keys.stream(), args).await?;
+        let args: Vec<Value> = vec![epoch_arg(epoch).into()];
+        let fence = self
+            .run_keys(|s| &s.fence, vec![sched(&keys, "fence")], args)
+            .await?;
         Ok(reply::int(&fence, "fence")?.max(0) as u64)
     }
 
-    async fn set_watermarks(
+    async fn register_schedules(
         &self,
         queue: &QueueName,
         schedule_ids: &[String],
-        at_ms: i64,
-    ) -> Result<(), BrokerError> {
-        let key = format!("{}sched:since", self.queue_keys(queue).prefix());
-        let calls = schedule_ids.iter().map(|id| {
-            self.inner
-                .client
-                .hsetnx::<i64, _, _, _>(&key, id.as_str(), at_ms)
-        });
-        for r in futures::future::join_all(calls).await {
-            r?;
+    ) -> Result<Vec<i64>, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let mut out = Vec::with_capacity(schedule_ids.len());
+        // Slices keep one script call short even with thousands of schedules.
+        for chunk in schedule_ids.chunks(1000) {
+            let args: Vec<Value> = chunk.iter().map(|id| id.as_str().into()).collect();
+            let marks = reply::array(
+                self.run_keys(|s| &s.sched_register, vec![sched(&keys, "reg")], args)
+                    .await?,
+                "sched_register",
+            )?;
+            if marks.len() != chunk.len() {
+                return Err(reply::bad(
+                    "sched_register",
+                    format!("{} marks for {} ids", marks.len(), chunk.len()),
+                ));
+            }
+            for m in &marks {
+                out.push(reply::int(m, "sched_register")?);
+            }
         }
-        Ok(())
+        Ok(out)
     }
 
     async fn fire(
@@ -135,10 +194,8 @@ impl Schedules for RedisBroker {
         epoch: u64,
         triggers: Vec<Trigger>,
         dedup_ttl: Duration,
+        missed: u64,
     ) -> Result<Vec<FireOutcome>, BrokerError> {
-        if triggers.is_empty() {
-            return Ok(Vec::new());
-        }
         for t in &triggers {
             if t.task.envelope.queue != queue.as_str() {
                 return Err(BrokerError::InvalidOption(format!(
@@ -147,23 +204,75 @@ impl Schedules for RedisBroker {
                 )));
             }
         }
-        self.register_queue(queue).await?;
-        let keys = self.queue_keys(queue);
-        let mut args: Vec<Value> = Vec::with_capacity(4 + 7 * triggers.len());
-        args.push(keys.prefix().into());
-        args.push(epoch_arg(epoch).into());
-        args.push(now_ms().into());
-        args.push(ttl_ms(dedup_ttl)?.into());
+        let ttl = ttl_ms(dedup_ttl)?;
         // A trigger whose task cannot be stored is answered `Invalid` on its own, so it never
         // blocks the other schedules of its queue.
         let mut outcomes = vec![FireOutcome::Invalid; triggers.len()];
         let mut sent = Vec::with_capacity(triggers.len());
+        let mut encoded = Vec::with_capacity(triggers.len());
         for (i, t) in triggers.iter().enumerate() {
             let env = &t.task.envelope;
             if env.payload.len() > self.inner.max_payload {
                 continue;
             }
             let Ok(bytes) = env.encode() else { continue };
+            sent.push(i);
+            encoded.push(bytes);
+        }
+        // Triggers that cannot be stored never fire: the counters call them missed.
+        let missed = missed.saturating_add(triggers.len().saturating_sub(sent.len()) as u64);
+        if sent.is_empty() && missed == 0 {
+            return Ok(outcomes);
+        }
+        self.register_queue(queue).await?;
+        let keys = self.queue_keys(queue);
+        // The call id names the marker that answers a re-sent call (fred re-sends the same
+        // bytes after a reconnect), so it is fixed once per call, here.
+        let call = crate::new_task_id();
+        let mut key_list = vec![
+            keys.stream(),
+            sched(&keys, "fence"),
+            sched(&keys, "last"),
+            sched(&keys, "task"),
+            sched(&keys, "metrics"),
+            sched(&keys, &format!("c:{call}")),
+        ];
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut declare = |key_list: &mut Vec<String>, k: String| -> usize {
+            if let Some(&i) = index.get(&k) {
+                return i;
+            }
+            key_list.push(k.clone());
+            index.insert(k, key_list.len());
+            key_list.len()
+        };
+        let mut args: Vec<Value> = Vec::with_capacity(3 + FIRE_STRIDE * sent.len());
+        args.push(epoch_arg(epoch).into());
+        args.push(ttl.into());
+        args.push(i64::try_from(missed).unwrap_or(i64::MAX).into());
+        for (&i, bytes) in sent.iter().zip(encoded) {
+            let Some(t) = triggers.get(i) else { continue };
+            let env = &t.task.envelope;
+            let dkey = declare(
+                &mut key_list,
+                sched(
+                    &keys,
+                    &format!("d:{}:{}", t.schedule_id, t.at_ms.div_euclid(1000)),
+                ),
+            );
+            let tkey = declare(&mut key_list, keys.task(&env.id));
+            let (ukey, uttl) = match (&env.unique_key, t.task.unique_ttl) {
+                (Some(hash), Some(ttl)) => (
+                    declare(&mut key_list, keys.unique(hash)),
+                    duration_ms(ttl).max(1),
+                ),
+                _ => (0, 0),
+            };
+            if t.forbid_overlap {
+                if let Some(prev) = &t.prev_task_id {
+                    declare(&mut key_list, keys.task(prev));
+                }
+            }
             args.push(t.schedule_id.as_str().into());
             args.push(t.at_ms.into());
             args.push(env.id.as_str().into());
@@ -171,12 +280,38 @@ impl Schedules for RedisBroker {
             args.push(i64::from(env.max_retry).into());
             args.push(reply::flag(env.dead_letter == DeadLetter::Discard));
             args.push(reply::flag(t.forbid_overlap));
-            sent.push(i);
+            args.push(env.deadline_ms.unwrap_or(0).max(0).into());
+            args.push(i64::try_from(dkey).unwrap_or(0).into());
+            args.push(i64::try_from(tkey).unwrap_or(0).into());
+            args.push(i64::try_from(ukey).unwrap_or(0).into());
+            args.push(uttl.into());
         }
-        if sent.is_empty() {
-            return Ok(outcomes);
+        // A schedule's stored previous task can differ from the caller's hint (a fire whose
+        // outcome the caller never learnt): the script names it, and the call goes again with
+        // it declared. Each round adds keys, so a few rounds always suffice.
+        let mut codes = None;
+        for _ in 0..4 {
+            let reply = reply::array(
+                self.run_keys(|s| &s.fire, key_list.clone(), args.clone())
+                    .await?,
+                "fire",
+            )?;
+            let missing = matches!(reply.first(), Some(Value::Bytes(_) | Value::String(_)));
+            if !missing {
+                codes = Some(reply);
+                break;
+            }
+            for k in reply.into_iter().skip(1) {
+                let k = reply::string(k, "fire")?;
+                declare(&mut key_list, k);
+            }
         }
-        let codes = reply::array(self.run(|s| &s.fire, keys.stream(), args).await?, "fire")?;
+        let Some(codes) = codes else {
+            return Err(reply::bad(
+                "fire",
+                "previous tasks kept changing between calls".into(),
+            ));
+        };
         if codes.len() != sent.len() {
             return Err(reply::bad(
                 "fire",
@@ -184,13 +319,18 @@ impl Schedules for RedisBroker {
             ));
         }
         for (i, c) in sent.into_iter().zip(codes) {
-            outcomes[i] = match reply::int(&c, "fire")? {
+            let outcome = match reply::int(&c, "fire")? {
                 1 => FireOutcome::Fired,
                 -1 => FireOutcome::Duplicate,
                 -2 => FireOutcome::Overlap,
                 -3 => FireOutcome::Stale,
+                -4 => FireOutcome::Unique,
+                -5 => FireOutcome::Expired,
                 other => return Err(reply::bad("fire", format!("unknown code {other}"))),
             };
+            if let Some(o) = outcomes.get_mut(i) {
+                *o = outcome;
+            }
         }
         Ok(outcomes)
     }
@@ -205,50 +345,45 @@ impl Schedules for RedisBroker {
         }
         let keys = self.queue_keys(queue);
         let ids: Vec<&str> = schedule_ids.iter().map(String::as_str).collect();
-        let last: Vec<Option<i64>> = self
-            .inner
-            .client
-            .hmget(format!("{}sched:last", keys.prefix()), ids.clone())
-            .await?;
-        let task: Vec<Option<String>> = self
-            .inner
-            .client
-            .hmget(format!("{}sched:task", keys.prefix()), ids.clone())
-            .await?;
-        let since: Vec<Option<i64>> = self
-            .inner
-            .client
-            .hmget(format!("{}sched:since", keys.prefix()), ids)
-            .await?;
+        let c = &self.inner.client;
+        let (last, task, reg) = tokio::try_join!(
+            c.hmget::<Vec<Option<i64>>, _, _>(sched(&keys, "last"), ids.clone()),
+            c.hmget::<Vec<Option<String>>, _, _>(sched(&keys, "task"), ids.clone()),
+            c.hmget::<Vec<Option<i64>>, _, _>(sched(&keys, "reg"), ids),
+        )?;
         Ok(last
             .into_iter()
             .zip(task)
-            .zip(since)
-            .map(|((last_fired_ms, last_task_id), watermark_ms)| FireState {
+            .zip(reg)
+            .map(|((last_fired_ms, last_task_id), registered_ms)| FireState {
                 last_fired_ms,
                 last_task_id,
-                watermark_ms,
+                registered_ms,
             })
             .collect())
     }
 
-    async fn publish_schedules(&self, entries: &[ScheduleEntry]) -> Result<(), BrokerError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut pairs: Vec<(String, Value)> = Vec::with_capacity(entries.len());
+    async fn publish_schedules(
+        &self,
+        instance: &str,
+        entries: &[ScheduleEntry],
+    ) -> Result<bool, BrokerError> {
+        let mut args: Vec<Value> = Vec::with_capacity(1 + 2 * entries.len());
+        args.push(instance.into());
         for e in entries {
             let bytes = e
                 .encode()
                 .map_err(|err| BrokerError::Encode(err.to_string()))?;
-            pairs.push((e.id.clone(), Value::Bytes(bytes.into())));
+            args.push(e.id.as_str().into());
+            args.push(Value::Bytes(bytes.into()));
         }
-        let _: () = self
-            .inner
-            .client
-            .hset(self.sched_key("registry"), pairs)
-            .await?;
-        Ok(())
+        let keys = vec![
+            self.sched_key("registry"),
+            self.sched_key("registry:live"),
+            self.instance_set(instance),
+        ];
+        let r = self.run_keys(|s| &s.registry_publish, keys, args).await?;
+        Ok(reply::int(&r, "registry_publish")? == 1)
     }
 
     async fn schedules(
@@ -256,30 +391,56 @@ impl Schedules for RedisBroker {
         stale_after: Duration,
         remove_after: Duration,
     ) -> Result<Vec<ScheduleEntry>, BrokerError> {
-        let raw: Vec<(String, Vec<u8>)> = self
-            .inner
-            .client
-            .hgetall(self.sched_key("registry"))
+        let c = &self.inner.client;
+        let now = self.redis_now_ms().await?;
+        let live: Vec<(String, f64)> = c
+            .zrange(
+                self.sched_key("registry:live"),
+                0,
+                -1,
+                None,
+                false,
+                None,
+                true,
+            )
             .await?;
-        let now = now_ms();
-        let mut gone = Vec::new();
+        // Last seen of each id: the latest of the instances that register it.
+        let mut seen: HashMap<String, i64> = HashMap::new();
+        for (instance, score) in live {
+            let at = score as i64;
+            if now.saturating_sub(at) > duration_ms(remove_after) {
+                continue;
+            }
+            let ids: Vec<String> = c.smembers(self.instance_set(&instance)).await?;
+            for id in ids {
+                let e = seen.entry(id).or_insert(at);
+                *e = (*e).max(at);
+            }
+        }
+        let raw: Vec<(String, Vec<u8>)> = c.hgetall(self.sched_key("registry")).await?;
         let mut by_queue: BTreeMap<String, Vec<ScheduleEntry>> = BTreeMap::new();
         for (id, bytes) in raw {
             match ScheduleEntry::decode(&bytes) {
-                Ok(mut e) if now.saturating_sub(e.last_seen_ms) <= duration_ms(remove_after) => {
-                    e.stale = now.saturating_sub(e.last_seen_ms) > duration_ms(stale_after);
+                Ok(mut e) => {
+                    // Entries of older versions name no instance set: their own mark counts.
+                    let at = seen.get(&id).copied().unwrap_or(e.last_seen_ms);
+                    if now.saturating_sub(at) > duration_ms(remove_after) {
+                        continue;
+                    }
+                    e.last_seen_ms = at;
+                    e.stale = now.saturating_sub(at) > duration_ms(stale_after);
+                    if let Some(every) = e.every_ms.filter(|&m| m > 0) {
+                        let every = i64::try_from(every).unwrap_or(i64::MAX);
+                        e.next_run_ms = Some(
+                            now.div_euclid(every)
+                                .saturating_add(1)
+                                .saturating_mul(every),
+                        );
+                    }
                     by_queue.entry(e.queue.clone()).or_default().push(e);
                 }
-                Ok(_) => gone.push(id),
                 Err(err) => warn!(schedule = %id, error = %err, "unreadable registry entry"),
             }
-        }
-        if !gone.is_empty() {
-            let _: i64 = self
-                .inner
-                .client
-                .hdel(self.sched_key("registry"), gone)
-                .await?;
         }
         let mut out = Vec::new();
         for (queue, mut entries) in by_queue {
@@ -296,39 +457,114 @@ impl Schedules for RedisBroker {
         Ok(out)
     }
 
-    async fn add_scheduler_metrics(&self, d: SchedulerMetrics) -> Result<(), BrokerError> {
-        let key = self.sched_key("metrics");
-        for (field, n) in [
-            ("fired", d.fired),
-            ("missed", d.missed),
-            ("suppressed", d.suppressed),
-        ] {
-            if n > 0 {
-                let _: i64 = self
-                    .inner
-                    .client
-                    .hincrby(&key, field, i64::try_from(n).unwrap_or(i64::MAX))
-                    .await?;
+    async fn prune_schedules(
+        &self,
+        remove_after: Duration,
+        full: bool,
+    ) -> Result<Vec<String>, BrokerError> {
+        let c = &self.inner.client;
+        let mut removed = None;
+        // The script refuses when an instance appeared since the zset was read; read again.
+        for _ in 0..5 {
+            let instances: Vec<String> = c
+                .zrange(
+                    self.sched_key("registry:live"),
+                    0,
+                    -1,
+                    None,
+                    false,
+                    None,
+                    false,
+                )
+                .await?;
+            let mut keys = vec![self.sched_key("registry"), self.sched_key("registry:live")];
+            keys.extend(instances.iter().map(|i| self.instance_set(i)));
+            let mut args: Vec<Value> = vec![duration_ms(remove_after).into(), reply::flag(full)];
+            args.extend(instances.iter().map(|i| Value::from(i.as_str())));
+            let r = reply::array(
+                self.run_keys(|s| &s.registry_prune, keys, args).await?,
+                "registry_prune",
+            )?;
+            let retry = matches!(r.first(), Some(Value::String(s)) if &**s == "retry")
+                || matches!(r.first(), Some(Value::Bytes(b)) if &b[..] == b"retry");
+            if !retry {
+                removed = Some(r);
+                break;
             }
         }
-        Ok(())
+        let Some(removed) = removed else {
+            return Ok(Vec::new());
+        };
+        let mut ids = Vec::new();
+        let mut by_queue: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut it = removed.into_iter();
+        while let (Some(id), Some(bytes)) = (it.next(), it.next()) {
+            let id = reply::string(id, "registry_prune")?;
+            match ScheduleEntry::decode(&reply::bytes(bytes, "registry_prune")?) {
+                Ok(e) => by_queue.entry(e.queue).or_default().push(id.clone()),
+                Err(err) => warn!(schedule = %id, error = %err, "pruned an unreadable entry"),
+            }
+            ids.push(id);
+        }
+        // The fire state lives in the queue's slot, so it goes in separate commands; a
+        // schedule registered again in between only loses its first-registration mark, which
+        // its next catch-up writes afresh.
+        for (queue, qids) in by_queue {
+            let Ok(q) = QueueName::new(queue) else {
+                continue;
+            };
+            let keys = self.queue_keys(&q);
+            for name in ["last", "task", "reg"] {
+                let _: i64 = c.hdel(sched(&keys, name), qids.clone()).await?;
+            }
+        }
+        Ok(ids)
     }
 
     async fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError> {
-        let v: Vec<Option<u64>> = self
+        let c = &self.inner.client;
+        let queues: Vec<String> = c.smembers(self.inner.keys.queues()).await?;
+        let mut keys = vec![self.sched_key("metrics")];
+        for q in queues {
+            if let Ok(q) = QueueName::new(q) {
+                keys.push(sched(&self.queue_keys(&q), "metrics"));
+            }
+        }
+        let reads = keys.iter().map(|k| {
+            c.hmget::<Vec<Option<u64>>, _, _>(k.as_str(), vec!["fired", "missed", "suppressed"])
+        });
+        let mut m = SchedulerMetrics::default();
+        for v in futures::future::try_join_all(reads).await? {
+            let get = |i: usize| v.get(i).copied().flatten().unwrap_or(0);
+            m.fired = m.fired.saturating_add(get(0));
+            m.missed = m.missed.saturating_add(get(1));
+            m.suppressed = m.suppressed.saturating_add(get(2));
+        }
+        Ok(m)
+    }
+}
+
+impl RedisBroker {
+    /// Redis' clock (unix ms), which the scheduler scripts stamp liveness and registrations
+    /// with, so readers compare against the same clock.
+    async fn redis_now_ms(&self) -> Result<i64, BrokerError> {
+        let t: Vec<String> = self
             .inner
             .client
-            .hmget(
-                self.sched_key("metrics"),
-                vec!["fired", "missed", "suppressed"],
+            .custom(
+                fred::types::CustomCommand::new_static(
+                    "TIME",
+                    fred::types::ClusterHash::Random,
+                    false,
+                ),
+                Vec::<String>::new(),
             )
             .await?;
-        let get = |i: usize| v.get(i).copied().flatten().unwrap_or(0);
-        Ok(SchedulerMetrics {
-            fired: get(0),
-            missed: get(1),
-            suppressed: get(2),
-        })
+        let part = |i: usize| t.get(i).and_then(|s| s.parse::<i64>().ok());
+        match (part(0), part(1)) {
+            (Some(s), Some(us)) => Ok(s.saturating_mul(1000).saturating_add(us / 1000)),
+            _ => Err(reply::bad("TIME", format!("unexpected reply {t:?}"))),
+        }
     }
 }
 

@@ -53,6 +53,9 @@ scripts!(
     leader_acquire,
     fence,
     fire,
+    sched_register,
+    registry_publish,
+    registry_prune,
 );
 
 impl Scripts {

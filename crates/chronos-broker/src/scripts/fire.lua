@@ -1,53 +1,144 @@
--- Enqueue scheduler triggers into one queue, exactly once per trigger across the cluster.
--- KEYS[1]  the queue's stream (every other key derives from ARGV[1], same hash tag)
--- ARGV[1]  key prefix, ARGV[2] the caller's leader epoch, ARGV[3] now (ms),
--- ARGV[4]  dedup key TTL ms
--- then 7 values per trigger: schedule id, trigger time ms, task id, envelope bytes,
---   max retry, dead-letter discard ('1'/'0'), forbid overlap ('1'/'0')
+-- Enqueue scheduler triggers into one queue, exactly once per trigger across the cluster, and
+-- count them in the queue's scheduler counters in the same atomic step.
+-- KEYS[1]  the queue's stream          KEYS[2]  the queue's fence (string)
+-- KEYS[3]  sched:last (hash: schedule id -> last fired trigger ms)
+-- KEYS[4]  sched:task (hash: schedule id -> last task id)
+-- KEYS[5]  sched:metrics (hash: fired, missed, suppressed)
+-- KEYS[6]  this call's marker (string): the outcomes of a call that already ran
+-- KEYS[7..] per-trigger keys (dedup key, task hash, unique lock) and the task hashes of the
+--          schedules' previous tasks (for the overlap check); all share the queue's hash tag
+-- ARGV[1]  the caller's leader epoch, ARGV[2] dedup key and marker TTL ms,
+-- ARGV[3]  triggers the caller's misfire policy skipped (added to `missed`)
+-- then 12 values per trigger: schedule id, trigger time ms, task id, envelope bytes, max retry,
+--   dead-letter discard ('1'/'0'), forbid overlap ('1'/'0'), deadline ms (0 = none),
+--   KEYS index of its dedup key, of its task hash, of its unique lock (0 = not unique),
+--   unique lock TTL ms
 -- Returns: one integer per trigger:
 --    1  enqueued
---   -1  already fired (dedup key present, or last fired is at or past this trigger)
---   -2  skipped: the previous run of this schedule is still pending or running
+--   -1  already fired (dedup key or task present, or last fired at or past this trigger)
+--   -2  skipped: the schedule's previous task is still pending, scheduled, retrying or running
 --   -3  refused: the caller's epoch is older than the queue's fence (a deposed leader)
--- Per trigger, the checks and the enqueue are one atomic step; last fired only moves forward.
-local prefix, epoch, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local out = {}
-local fkey = prefix .. 'sched:fence'
-local fence = tonumber(redis.call('GET', fkey) or '0')
-if epoch < fence then
-  for i = 5, #ARGV, 7 do out[#out + 1] = -3 end
+--   -4  skipped: another task holds the unique lock of this kind and payload
+--   -5  skipped: the task's deadline had passed (Redis' clock)
+-- or {'missing', key...}, with nothing written, when the stored previous task of a schedule
+-- that forbids overlap is not among the declared keys: the caller declares it and sends again.
+-- Every check runs before the first write. A re-sent call (its marker exists) returns the first
+-- run's outcomes and writes and counts nothing.
+local STRIDE = 12
+local done = redis.call('GET', KEYS[6])
+if done then
+  local out = {}
+  for c in string.gmatch(done, '[^,]+') do out[#out + 1] = tonumber(c) end
   return out
 end
-if epoch > fence then redis.call('SET', fkey, epoch) end
-local live = {pending = true, active = true, scheduled = true, retry = true}
-for i = 5, #ARGV, 7 do
-  local sid, at, id, env = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-  local maxr, discard, forbid = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local last = tonumber(redis.call('HGET', prefix .. 'sched:last', sid) or '-1')
-  local dkey = prefix .. 'sched:d:' .. sid .. ':' .. math.floor(at / 1000)
-  if at <= last or redis.call('EXISTS', dkey) == 1 then
-    out[#out + 1] = -1
-  else
-    local prev = redis.call('HGET', prefix .. 'sched:task', sid)
-    local busy = false
-    if forbid == '1' and prev then
-      local st = redis.call('HGET', prefix .. 't:' .. prev, 's')
-      busy = st and live[st] or false
-    end
-    redis.call('SET', dkey, id, 'PX', ttl)
-    redis.call('HSET', prefix .. 'sched:last', sid, at)
-    if busy then
-      out[#out + 1] = -2
+local epoch, ttl, missed = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+if not epoch or not tonumber(ttl) or not missed then
+  return redis.error_reply('ERR fire: bad epoch, TTL or missed count')
+end
+local n = math.floor((#ARGV - 3) / STRIDE)
+if #ARGV ~= 3 + n * STRIDE then
+  return redis.error_reply('ERR fire: bad argument count')
+end
+local fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if epoch < fence then
+  local out = {}
+  for _ = 1, n do out[#out + 1] = -3 end
+  return out
+end
+
+-- Checks before any write: argument shapes, key indexes, and that the stored previous task of
+-- every schedule that forbids overlap is declared.
+local declared = {}
+for k = 1, #KEYS do declared[KEYS[k]] = true end
+local function key_at(x)
+  local k = tonumber(x)
+  if not k or k < 0 or k > #KEYS or k ~= math.floor(k) then return nil end
+  if k == 0 then return false end
+  return KEYS[k]
+end
+local missing = {}
+local prev_key_of = {}
+for j = 0, n - 1 do
+  local i = 4 + j * STRIDE
+  local sid, id = ARGV[i], ARGV[i + 2]
+  if not tonumber(ARGV[i + 1]) or not tonumber(ARGV[i + 4]) or not tonumber(ARGV[i + 7])
+      or not tonumber(ARGV[i + 11]) then
+    return redis.error_reply('ERR fire: bad trigger time, max retry, deadline or unique TTL')
+  end
+  local dkey, tkey, ukey = key_at(ARGV[i + 8]), key_at(ARGV[i + 9]), key_at(ARGV[i + 10])
+  if not dkey or not tkey or ukey == nil then
+    return redis.error_reply('ERR fire: bad key index')
+  end
+  if ARGV[i + 6] == '1' and prev_key_of[sid] == nil then
+    -- Task hashes are `<queue prefix>t:<id>`: the previous task's key has this one's prefix.
+    local tprefix = string.sub(tkey, 1, #tkey - #id)
+    local prev = redis.call('HGET', KEYS[4], sid)
+    if prev then
+      local pkey = tprefix .. prev
+      if declared[pkey] then prev_key_of[sid] = pkey else missing[#missing + 1] = pkey end
     else
-      -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
-      local tkey = prefix .. 't:' .. id
-      local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
-      local fields = {tkey, 'r', '0', 'x', maxr, 's', 'pending', 'm', mid}
-      if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-      redis.call('HSET', unpack(fields))
-      redis.call('HSET', prefix .. 'sched:task', sid, id)
-      out[#out + 1] = 1
+      prev_key_of[sid] = false
     end
   end
 end
+if #missing > 0 then
+  table.insert(missing, 1, 'missing')
+  return missing
+end
+
+if epoch > fence then redis.call('SET', KEYS[2], epoch) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local live = {pending = true, active = true, scheduled = true, retry = true}
+local fired, suppressed = 0, 0
+local out = {}
+for j = 0, n - 1 do
+  local i = 4 + j * STRIDE
+  local sid, at, id, env = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
+  local maxr, discard, forbid, deadline = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7])
+  local dkey, tkey, ukey = key_at(ARGV[i + 8]), key_at(ARGV[i + 9]), key_at(ARGV[i + 10])
+  local last = tonumber(redis.call('HGET', KEYS[3], sid) or '-1') or -1
+  local code
+  if at <= last or redis.call('EXISTS', dkey) == 1 or redis.call('EXISTS', tkey) == 1 then
+    code = -1
+  else
+    redis.call('SET', dkey, id, 'PX', ttl)
+    redis.call('HSET', KEYS[3], sid, at)
+    local pkey = prev_key_of[sid]
+    local busy = false
+    if forbid == '1' and pkey then
+      local st = redis.call('HGET', pkey, 's')
+      busy = st and live[st] or false
+    end
+    if deadline > 0 and now > deadline then
+      code = -5
+    elseif busy then
+      code = -2
+    elseif ukey and not redis.call('SET', ukey, id, 'NX', 'PX', ARGV[i + 11]) then
+      code = -4
+    else
+      -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
+      local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+      local fields = {tkey, 'r', '0', 'x', maxr, 's', 'pending', 'm', mid}
+      if ukey then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
+      if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
+      redis.call('HSET', unpack(fields))
+      redis.call('HSET', KEYS[4], sid, id)
+      prev_key_of[sid] = tkey
+      code = 1
+    end
+  end
+  if code == 1 then
+    fired = fired + 1
+  elseif code == -5 then
+    missed = missed + 1
+  else
+    suppressed = suppressed + 1
+  end
+  out[#out + 1] = code
+end
+if fired > 0 then redis.call('HINCRBY', KEYS[5], 'fired', fired) end
+if suppressed > 0 then redis.call('HINCRBY', KEYS[5], 'suppressed', suppressed) end
+if missed > 0 then redis.call('HINCRBY', KEYS[5], 'missed', missed) end
+redis.call('SET', KEYS[6], table.concat(out, ','), 'PX', ttl)
 return out
