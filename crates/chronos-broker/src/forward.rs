@@ -93,11 +93,11 @@ forward!(Schedules {
     fn leader(&self) -> Result<Option<LeaderInfo>, BrokerError>;
     fn resignations(&self) -> Result<tokio::sync::mpsc::Receiver<()>, BrokerError>;
     fn fence(&self, queue: &QueueName, epoch: u64) -> Result<u64, BrokerError>;
-    fn set_watermarks(&self, queue: &QueueName, schedule_ids: &[String], at_ms: i64) -> Result<(), BrokerError>;
-    fn fire(&self, queue: &QueueName, epoch: u64, triggers: Vec<Trigger>, dedup_ttl: Duration) -> Result<Vec<FireOutcome>, BrokerError>;
+    fn register_schedules(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<Vec<i64>, BrokerError>;
+    fn fire(&self, queue: &QueueName, epoch: u64, triggers: Vec<Trigger>, dedup_ttl: Duration, missed: u64) -> Result<Vec<FireOutcome>, BrokerError>;
     fn fire_state(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<Vec<FireState>, BrokerError>;
-    fn publish_schedules(&self, entries: &[ScheduleEntry]) -> Result<(), BrokerError>;
+    fn publish_schedules(&self, instance: &str, entries: &[ScheduleEntry]) -> Result<bool, BrokerError>;
     fn schedules(&self, stale_after: Duration, remove_after: Duration) -> Result<Vec<ScheduleEntry>, BrokerError>;
-    fn add_scheduler_metrics(&self, delta: SchedulerMetrics) -> Result<(), BrokerError>;
+    fn prune_schedules(&self, remove_after: Duration, full: bool) -> Result<Vec<String>, BrokerError>;
     fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError>;
 });
