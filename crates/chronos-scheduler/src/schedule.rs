@@ -73,8 +73,8 @@ impl Schedule {
             .enqueue
             .clone()
             .task_id(format!("{}:{}", self.id, at_ms.div_euclid(1000)))
-            .header("chronos-schedule", self.id.clone())
-            .header("chronos-trigger-ms", at_ms.to_string());
+            .header(chronos_broker::SCHEDULE_HEADER, self.id.clone())
+            .header(chronos_broker::TRIGGER_HEADER, at_ms.to_string());
         let mut task = NewTask::build(self.kind, self.payload.clone(), opts, now_ms)?;
         // Fired tasks are ready at their trigger, whatever process-at the options carried.
         task.run_at_ms = now_ms;

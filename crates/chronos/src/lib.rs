@@ -35,8 +35,8 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_scheduler::{
-    list_schedules, MisfirePolicy, OverlapPolicy, ScheduleOptions, Scheduler, SchedulerConfig,
-    SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError,
+    list_schedules, Clock, MisfirePolicy, OverlapPolicy, ScheduleOptions, Scheduler,
+    SchedulerConfig, SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError, SystemClock,
 };
 
 /// The repository README's examples, compiled as doctests so they cannot drift from the API.

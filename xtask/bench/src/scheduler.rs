@@ -46,7 +46,7 @@ pub(crate) async fn run() -> Result<()> {
         lateness.len()
     );
     println!(
-        "{:<44} {:.4} ({} fire calls for {} triggers; plus one counter update per tick)",
+        "{:<44} {:.4} ({} fire calls for {} triggers; counters are kept inside the fire call)",
         "fire round trips per trigger",
         stats.fire_calls as f64 / stats.fired.max(1) as f64,
         stats.fire_calls,

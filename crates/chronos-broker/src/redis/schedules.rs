@@ -23,12 +23,11 @@ use fred::prelude::*;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::{client_builder, reply, scripts::Scripts, RedisBroker};
+use super::{client_builder, reply, RedisBroker};
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo, QueueKeys,
     QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
 };
-use fred::types::scripts::Script;
 
 /// Hash tag of the scheduler's own keys (lock, epoch, registry).
 const TAG: &str = "scheduler";
@@ -43,20 +42,6 @@ impl RedisBroker {
 
     fn instance_set(&self, instance: &str) -> String {
         self.sched_key(&format!("registry:i:{instance}"))
-    }
-
-    /// EVALSHA of `script` with every key it touches declared (reloading it on NOSCRIPT).
-    async fn run_keys(
-        &self,
-        script: impl Fn(&Scripts) -> &Script,
-        keys: Vec<String>,
-        args: Vec<Value>,
-    ) -> Result<Value, BrokerError> {
-        let s = script(&self.inner.scripts);
-        Ok(
-            s.evalsha_with_reload::<Value, _, _>(&self.inner.client, keys, args)
-                .await?,
-        )
     }
 }
 
@@ -84,7 +69,7 @@ impl Schedules for RedisBroker {
             self.sched_key("epoch"),
             self.sched_key("leader-info"),
         ];
-        let epoch = self.run_keys(|s| &s.leader_acquire, keys, args).await?;
+        let epoch = self.run(|s| &s.leader_acquire, keys, args).await?;
         let epoch = reply::int(&epoch, "leader_acquire")?;
         Ok((epoch > 0).then_some(epoch as u64))
     }
@@ -155,7 +140,7 @@ impl Schedules for RedisBroker {
         let keys = self.queue_keys(queue);
         let args: Vec<Value> = vec![epoch_arg(epoch).into()];
         let fence = self
-            .run_keys(|s| &s.fence, vec![sched(&keys, "fence")], args)
+            .run(|s| &s.fence, vec![sched(&keys, "fence")], args)
             .await?;
         Ok(reply::int(&fence, "fence")?.max(0) as u64)
     }
@@ -171,7 +156,7 @@ impl Schedules for RedisBroker {
         for chunk in schedule_ids.chunks(1000) {
             let args: Vec<Value> = chunk.iter().map(|id| id.as_str().into()).collect();
             let marks = reply::array(
-                self.run_keys(|s| &s.sched_register, vec![sched(&keys, "reg")], args)
+                self.run(|s| &s.sched_register, vec![sched(&keys, "reg")], args)
                     .await?,
                 "sched_register",
             )?;
@@ -292,7 +277,7 @@ impl Schedules for RedisBroker {
         let mut codes = None;
         for _ in 0..4 {
             let reply = reply::array(
-                self.run_keys(|s| &s.fire, key_list.clone(), args.clone())
+                self.run(|s| &s.fire, key_list.clone(), args.clone())
                     .await?,
                 "fire",
             )?;
@@ -382,7 +367,7 @@ impl Schedules for RedisBroker {
             self.sched_key("registry:live"),
             self.instance_set(instance),
         ];
-        let r = self.run_keys(|s| &s.registry_publish, keys, args).await?;
+        let r = self.run(|s| &s.registry_publish, keys, args).await?;
         Ok(reply::int(&r, "registry_publish")? == 1)
     }
 
@@ -482,7 +467,7 @@ impl Schedules for RedisBroker {
             let mut args: Vec<Value> = vec![duration_ms(remove_after).into(), reply::flag(full)];
             args.extend(instances.iter().map(|i| Value::from(i.as_str())));
             let r = reply::array(
-                self.run_keys(|s| &s.registry_prune, keys, args).await?,
+                self.run(|s| &s.registry_prune, keys, args).await?,
                 "registry_prune",
             )?;
             let retry = matches!(r.first(), Some(Value::String(s)) if &**s == "retry")

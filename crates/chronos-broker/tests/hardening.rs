@@ -1,0 +1,434 @@
+//! Defects found by a close read of the broker, each pinned by a test that failed before its fix.
+
+mod common;
+
+use std::time::Duration;
+
+use chronos_broker::fred::interfaces::{ClientLike, HashesInterface};
+use chronos_broker::fred::types::InfoKind;
+use chronos_broker::{
+    encode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome, Enqueue,
+    EnqueueOptions, EvictionCheck, Inspect, LeaseId, Maintain, NewTask, QueueName, RedisBroker,
+    StartOutcome, TaskArgs, TaskState,
+};
+use chronos_testkit::RedisServer;
+use common::{broker, email, take, Email};
+
+/// Runs one command through redis-cli (CONFIG is an admin command the broker has no call for).
+fn redis_cli(redis: &RedisServer, args: &[&str]) {
+    let out = std::process::Command::new("redis-cli")
+        .arg("-p")
+        .arg(redis.port().to_string())
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+}
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).expect("queue")
+}
+
+#[tokio::test]
+async fn enqueue_with_an_explicit_id_retried_later_is_idempotent() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let opts = EnqueueOptions::new().task_id("order-7").queue("ids");
+    let first = client
+        .enqueue(&email(7), opts.clone())
+        .await
+        .expect("enqueue");
+    // A producer retrying after a timeout builds the task again: another enqueue time, maybe
+    // another trace header. What it chose is the same, so this is the same task.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let again = client
+        .enqueue(&email(7), opts.clone().header("traceparent", "00-other"))
+        .await
+        .expect("the same task again is not a conflict");
+    assert_eq!(again.id, first.id);
+    assert_eq!(b.queue_stats(&q("ids")).await.expect("stats").pending, 1);
+    // What it chose differs: a conflict, nothing written.
+    let err = client
+        .enqueue(&email(7), opts.clone().max_retry(3))
+        .await
+        .expect_err("other options under the same id");
+    assert!(matches!(err, BrokerError::TaskIdConflict { .. }), "{err}");
+
+    // After the task ran and was deleted, the same id inside the idempotency window is still
+    // the same task: a no-op, not a second run.
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &q("ids"), "w", 1, Duration::ZERO).await;
+    let done = [Completion {
+        lease: f.leases[0].id.clone(),
+        retention: None,
+    }];
+    b.complete(&q("ids"), &done).await.expect("ack");
+    client
+        .enqueue(&email(7), opts.clone())
+        .await
+        .expect("no-op inside the window");
+    let stats = b.queue_stats(&q("ids")).await.expect("stats");
+    assert_eq!((stats.pending, stats.processed), (0, 1));
+    let err = client
+        .enqueue(&email(8), opts)
+        .await
+        .expect_err("another payload under a just-completed id");
+    assert!(matches!(err, BrokerError::TaskIdConflict { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_redis_that_may_evict_keys_is_refused_unless_asked_otherwise() {
+    let redis = RedisServer::start().expect("redis");
+    redis_cli(
+        &redis,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+    );
+    let err = RedisBroker::builder(redis.url())
+        .connect()
+        .await
+        .expect_err("evicting redis refused");
+    assert!(
+        matches!(&err, BrokerError::EvictionPolicy { policy } if policy == "allkeys-lru"),
+        "{err}"
+    );
+    assert!(!err.is_transient());
+    for check in [EvictionCheck::Warn, EvictionCheck::Skip] {
+        RedisBroker::builder(redis.url())
+            .eviction_check(check)
+            .connect()
+            .await
+            .unwrap_or_else(|e| panic!("{check:?}: {e}"));
+    }
+}
+
+#[test]
+fn scripts_declare_every_key_they_touch() {
+    // Keys built inside a script from a prefix passed in ARGV are invisible to Redis Cluster,
+    // which then cannot route, migrate or refuse them correctly. Every script takes its keys
+    // in KEYS; values derived from ARGV never name a key.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("scripts dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("lua") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("--").next().unwrap_or("");
+            let at = format!("{}:{}", path.display(), n + 1);
+            // A key name glued together in the script: `prefix .. 't:' .. id`.
+            let glued = code.contains("..")
+                && code.split('\'').skip(1).step_by(2).any(|lit| {
+                    lit.len() > 1
+                        && lit.ends_with(':')
+                        && lit.chars().any(|c| c.is_ascii_alphabetic())
+                });
+            assert!(!glued, "{at}: key name built in the script: {line}");
+            for call in ["redis.call(", "redis.pcall("] {
+                if let Some(i) = code.find(call) {
+                    let args = &code[i + call.len()..];
+                    // Commands whose first argument is not a key (a channel, a subcommand).
+                    let keyless = ["'PUBLISH'", "'TIME'", "'XINFO'", "'XGROUP'", "'XREADGROUP'"];
+                    if keyless.iter().any(|c| args.trim_start().starts_with(c)) {
+                        continue;
+                    }
+                    let first_arg = args
+                        .split(',')
+                        .nth(1)
+                        .and_then(|a| a.split(')').next())
+                        .unwrap_or("");
+                    assert!(
+                        !first_arg.contains("ARGV") && !first_arg.contains(".."),
+                        "{at}: key taken from ARGV or built in the script: {line}"
+                    );
+                }
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} scripts found");
+}
+
+#[tokio::test]
+async fn retained_completed_task_reports_no_failure() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let opts = EnqueueOptions::new()
+        .queue("kept")
+        .retention(Duration::from_secs(60));
+    let info = client.enqueue(&email(1), opts).await.expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &q("kept"), "w", 1, Duration::ZERO).await;
+    let done = [Completion {
+        lease: f.leases[0].id.clone(),
+        retention: Some(Duration::from_secs(60)),
+    }];
+    assert_eq!(b.complete(&q("kept"), &done).await.expect("ack"), 1);
+    let rec = b
+        .task(&q("kept"), &info.id)
+        .await
+        .expect("task")
+        .expect("retained");
+    assert_eq!(rec.state, TaskState::Completed);
+    let env = rec.envelope.expect("decodes");
+    assert_eq!(env.last_failed_at_ms, None, "it never failed");
+    assert_eq!(env.last_error, None);
+}
+
+#[tokio::test]
+async fn a_delay_is_counted_from_redis_time_not_the_producers_clock() {
+    let b = broker().await;
+    // A producer whose clock is an hour behind asks for a task in one minute.
+    let skewed_now = now_ms() - 3_600_000;
+    let task = NewTask::build(
+        Email::KIND,
+        encode_args(&email(1)).expect("args"),
+        EnqueueOptions::new()
+            .queue("skew")
+            .process_in(Duration::from_secs(60)),
+        skewed_now,
+    )
+    .expect("task");
+    let info = b
+        .enqueue(vec![task])
+        .await
+        .expect("enqueue")
+        .pop()
+        .expect("one")
+        .expect("enqueued");
+    assert_eq!(info.state, TaskState::Scheduled, "not due for a minute");
+    assert!(info.run_at_ms >= now_ms() + 55_000, "{}", info.run_at_ms);
+    assert_eq!(b.forward_due(&q("skew"), 100).await.expect("forward"), 0);
+    let stats = b.queue_stats(&q("skew")).await.expect("stats");
+    assert_eq!((stats.pending, stats.scheduled), (0, 1));
+}
+
+#[tokio::test]
+async fn a_corrupt_task_record_fails_alone_and_is_archived_with_the_reason() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("corrupt");
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let opts = EnqueueOptions::new().queue("corrupt");
+        ids.push(client.enqueue(&email(n), opts).await.expect("enqueue").id);
+    }
+    let keys = b.keyspace().queue(&queue);
+    let _: i64 = b
+        .client()
+        .hset(keys.task(&ids[1]), ("r", "x"))
+        .await
+        .expect("corrupt r");
+    // The batch is fetched whole: the bad record does not fail the good ones.
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 3);
+    let leases: Vec<LeaseId> = f.leases.iter().map(|l| l.id.clone()).collect();
+    let out = b.start(&queue, &leases).await.expect("start");
+    assert!(matches!(out[0], StartOutcome::Started(_)), "{out:?}");
+    assert!(
+        matches!(&out[1], StartOutcome::Corrupt(r) if r.contains("retried")),
+        "{out:?}"
+    );
+    assert!(matches!(out[2], StartOutcome::Started(_)), "{out:?}");
+    assert_eq!(
+        b.dead_letter(&leases[1], "corrupt task record", false)
+            .await
+            .expect("dead"),
+        DeadOutcome::Archived
+    );
+    let done: Vec<Completion> = [&leases[0], &leases[2]]
+        .into_iter()
+        .map(|l| Completion {
+            lease: l.clone(),
+            retention: None,
+        })
+        .collect();
+    assert_eq!(b.complete(&queue, &done).await.expect("ack"), 2);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!(
+        (stats.pending, stats.active, stats.archived, stats.processed),
+        (0, 0, 1, 2)
+    );
+}
+
+#[tokio::test]
+async fn reclaiming_a_corrupt_record_archives_it_instead_of_failing_midway() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("corrupt-rc");
+    let info = client
+        .enqueue(&email(1), EnqueueOptions::new().queue("corrupt-rc"))
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    take(&b, &mut reader, &queue, "gone", 1, Duration::ZERO).await;
+    let keys = b.keyspace().queue(&queue);
+    let _: i64 = b
+        .client()
+        .hset(keys.task(&info.id), ("r", "x"))
+        .await
+        .expect("corrupt r");
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let r = b
+        .reclaim_idle(&queue, Duration::from_millis(50), 10)
+        .await
+        .expect("reclaim does not fail");
+    assert_eq!((r.requeued, r.dead.len()), (0, 1));
+    let rec = b
+        .task(&queue, &info.id)
+        .await
+        .expect("task")
+        .expect("archived");
+    assert_eq!(rec.state, TaskState::Archived);
+    let env = rec.envelope.expect("decodes");
+    assert!(
+        env.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("corrupt")),
+        "{:?}",
+        env.last_error
+    );
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 1));
+}
+
+#[tokio::test]
+async fn idle_delivery_behind_thousands_of_live_ones_is_reclaimed() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("deep");
+    let batch: Vec<Email> = (0..5000).map(email).collect();
+    for r in client
+        .enqueue_batch(
+            batch
+                .iter()
+                .map(|e| (e, EnqueueOptions::new().queue("deep"))),
+        )
+        .await
+        .expect("batch")
+    {
+        r.expect("enqueued");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let live = take(&b, &mut reader, &queue, "alive", 5000, Duration::ZERO).await;
+    assert_eq!(live.leases.len(), 5000);
+    let crashed = client
+        .enqueue(&email(9999), EnqueueOptions::new().queue("deep"))
+        .await
+        .expect("enqueue");
+    take(&b, &mut reader, &queue, "crashed", 1, Duration::ZERO).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    // The live worker's heartbeat keeps its 5,000 leases fresh; the crashed one's ages.
+    let ids: Vec<String> = live.leases.iter().map(|l| l.id.msg_id.clone()).collect();
+    assert_eq!(
+        b.extend_leases(&queue, "alive", &ids)
+            .await
+            .expect("hb")
+            .len(),
+        5000
+    );
+    // One pass of the recoverer (100 at most) finds it behind the 5,000.
+    let r = b
+        .reclaim_idle(&queue, Duration::from_millis(200), 100)
+        .await
+        .expect("reclaim");
+    assert_eq!(r.requeued, 1);
+    let f = take(&b, &mut reader, &queue, "w", 10, Duration::ZERO).await;
+    assert_eq!(f.leases.len(), 1);
+    assert_eq!(f.leases[0].id.task_id, crashed.id);
+    assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 1);
+}
+
+#[tokio::test]
+async fn a_fetched_but_unstarted_delivery_costs_no_attempt() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("unstarted");
+    let info = client
+        .enqueue(
+            &email(1),
+            EnqueueOptions::new().queue("unstarted").max_retry(0),
+        )
+        .await
+        .expect("enqueue");
+    // A worker fetches it into its buffer and dies before starting it.
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "crashed", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 1);
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let r = b
+        .reclaim_idle(&queue, Duration::from_millis(50), 10)
+        .await
+        .expect("reclaim");
+    assert_eq!(
+        (r.requeued, r.dead.len()),
+        (1, 0),
+        "max retry 0, yet re-queued: it never ran"
+    );
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
+    assert_eq!(f.leases[0].id.task_id, info.id);
+    assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 0);
+}
+
+#[tokio::test]
+async fn a_malformed_url_is_a_permanent_error() {
+    let err = RedisBroker::connect("redis://127.0.0.1:notaport")
+        .await
+        .expect_err("malformed url");
+    assert!(!err.is_transient(), "{err}: retrying cannot help");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    // (the listener is dropped: nothing listens on the port any more)
+    let err = RedisBroker::connect(format!("redis://127.0.0.1:{closed}"))
+        .await
+        .expect_err("nothing listens");
+    assert!(err.is_transient(), "{err}: a server may come up");
+}
+
+#[tokio::test]
+async fn heartbeat_asks_for_the_consumers_pending_list_once() {
+    let redis = RedisServer::start().expect("redis");
+    let b = RedisBroker::builder(redis.url())
+        .connect()
+        .await
+        .expect("connect");
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    let batch: Vec<Email> = (0..50).map(email).collect();
+    client
+        .enqueue_batch(batch.iter().map(|e| (e, EnqueueOptions::new())))
+        .await
+        .expect("batch");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 50, Duration::ZERO).await;
+    let ids: Vec<String> = f.leases.iter().map(|l| l.id.msg_id.clone()).collect();
+    redis_cli(&redis, &["CONFIG", "RESETSTAT"]);
+    assert_eq!(
+        b.extend_leases(&queue, "w", &ids).await.expect("hb").len(),
+        50
+    );
+    let stats: String = b
+        .client()
+        .info(Some(InfoKind::CommandStats))
+        .await
+        .expect("info");
+    let calls = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_xpending:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("xpending counted");
+    assert_eq!(calls, 1, "one XPENDING for 50 leases");
+    b.client().quit().await.ok();
+}
