@@ -1,12 +1,12 @@
 use anyhow::Result;
 
 /// Runs the facade's `demo` example in release mode: it starts a throwaway Redis when
-/// `CHRONOS_REDIS_URL` is unset.
+/// `CHRONOS_REDIS_URL` is unset. Not `--quiet`: the first run compiles for minutes, and cargo's
+/// progress lines say so.
 pub(crate) fn run(extra: &[String]) -> Result<()> {
     let mut args = vec![
         "run",
         "--release",
-        "--quiet",
         "-p",
         "chronos-rs",
         "--example",

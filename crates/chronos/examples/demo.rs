@@ -87,9 +87,18 @@ fn parse_args() -> anyhow::Result<Args> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    // Handler panics are part of the show: print one line each instead of a backtrace.
+    // Handler panics are part of the show: one counted line each, the message only (the task is
+    // retried; a backtrace would bury the progress lines).
+    static PANICS: AtomicU64 = AtomicU64::new(0);
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("(demo) a handler panicked: {info}")
+        let n = PANICS.fetch_add(1, Ordering::Relaxed) + 1;
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        eprintln!("(demo) handler panic #{n}, caught and retried: {message}");
     }));
     let _redis; // keeps a throwaway server alive for the run
     let url = match std::env::var("CHRONOS_REDIS_URL")
