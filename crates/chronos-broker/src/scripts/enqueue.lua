@@ -47,8 +47,11 @@ for t = 0, n - 1 do
   local run_at = now + delay
   if at > 0 then run_at = at end
   local h = read_hash(tkey, 'e', 'm', 'fp')
-  local marker = redis.pcall('GET', dkey)
-  if type(marker) ~= 'string' then marker = nil end
+  local marker = nil
+  if h and not (h[1] or h[2] or h[3]) then
+    marker = redis.pcall('GET', dkey)
+    if type(marker) ~= 'string' then marker = nil end
+  end
   if h == nil then
     out[#out + 1] = -2
   elseif h[1] or h[2] or h[3] then
