@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chronos_broker::fred::interfaces::{HashesInterface, StreamsInterface};
 use chronos_broker::{
-    Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Maintain, QueueName,
+    Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Lease, Maintain, QueueName,
     RedisBroker, StartOutcome,
 };
 use chronos_testkit::{RedisServer, TcpProxy};
@@ -57,6 +57,26 @@ impl Rig {
             .map(|(_, sha)| sha)
             .expect("script");
         self.proxy.drop_reply_to(sha);
+    }
+
+    /// Enqueues one task of queue `default` directly and returns its delivery, started through
+    /// the proxy as a worker would.
+    async fn running(&self, opts: EnqueueOptions) -> Lease {
+        Client::new(self.direct.clone())
+            .enqueue(&email(1), opts)
+            .await
+            .expect("enqueue");
+        let mut reader = self.via.open_reader().await.expect("reader");
+        let f = take(
+            &self.via,
+            &mut reader,
+            &q("default"),
+            "w",
+            1,
+            Duration::from_millis(200),
+        )
+        .await;
+        f.leases.into_iter().next().expect("one delivery")
     }
 
     /// The reply was really dropped (and the call then re-sent, since it returned).
@@ -218,23 +238,10 @@ async fn start_whose_reply_is_lost_starts_once() {
 async fn complete_whose_reply_is_lost_completes_once_and_says_so() {
     let rig = rig().await;
     let queue = q("default");
-    Client::new(rig.direct.clone())
-        .enqueue(&email(1), EnqueueOptions::new())
-        .await
-        .expect("enqueue");
-    let mut reader = rig.via.open_reader().await.expect("reader");
-    let f = take(
-        &rig.via,
-        &mut reader,
-        &queue,
-        "w",
-        1,
-        Duration::from_millis(200),
-    )
-    .await;
+    let lease = rig.running(EnqueueOptions::new()).await;
     rig.lose_reply_of("complete");
     let done = [Completion {
-        lease: f.leases[0].id.clone(),
+        lease: lease.id,
         retention: None,
     }];
     assert_eq!(rig.via.complete(&queue, &done).await.expect("ack"), 1);
@@ -247,30 +254,17 @@ async fn complete_whose_reply_is_lost_completes_once_and_says_so() {
 async fn retry_whose_reply_is_lost_counts_one_attempt_and_says_so() {
     let rig = rig().await;
     let queue = q("default");
-    let info = Client::new(rig.direct.clone())
-        .enqueue(&email(1), EnqueueOptions::new())
-        .await
-        .expect("enqueue");
-    let mut reader = rig.via.open_reader().await.expect("reader");
-    let f = take(
-        &rig.via,
-        &mut reader,
-        &queue,
-        "w",
-        1,
-        Duration::from_millis(200),
-    )
-    .await;
+    let lease = rig.running(EnqueueOptions::new()).await;
     rig.lose_reply_of("retry");
     assert!(rig
         .via
-        .retry(&f.leases[0].id, Duration::from_secs(60), "smtp down")
+        .retry(&lease.id, Duration::from_secs(60), "smtp down")
         .await
         .expect("retry"));
     rig.assert_lost(1);
     let stats = rig.direct.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.active, stats.retry, stats.failed), (0, 1, 1));
-    let key = rig.direct.keyspace().queue(&queue).task(&info.id);
+    let key = rig.direct.keyspace().queue(&queue).task(&lease.id.task_id);
     let r: String = rig.direct.client().hget(key, "r").await.expect("hget");
     assert_eq!(r, "1");
 }
@@ -284,24 +278,11 @@ async fn dead_letter_whose_reply_is_lost_reports_what_happened() {
         if discard {
             opts = opts.discard_on_dead_letter();
         }
-        Client::new(rig.direct.clone())
-            .enqueue(&email(1), opts)
-            .await
-            .expect("enqueue");
-        let mut reader = rig.via.open_reader().await.expect("reader");
-        let f = take(
-            &rig.via,
-            &mut reader,
-            &queue,
-            "w",
-            1,
-            Duration::from_millis(200),
-        )
-        .await;
+        let lease = rig.running(opts).await;
         rig.lose_reply_of("dead");
         let out = rig
             .via
-            .dead_letter(&f.leases[0].id, "bad address", true)
+            .dead_letter(&lease.id, "bad address", true)
             .await
             .expect("dead letter");
         rig.assert_lost(1);

@@ -1,7 +1,6 @@
 //! Batches acknowledgements: one script call per queue for every completion waiting, so the
 //! ack costs one round trip per batch, not per task.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,42 +8,27 @@ use chronos_broker::{Completion, QueueName};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::runtime::Runtime;
+use crate::runtime::{batches, Runtime};
 use crate::WorkerBroker;
 
 const MAX_BATCH: usize = 512;
 
 pub(crate) async fn run<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
-    mut rx: mpsc::UnboundedReceiver<Completion>,
+    rx: mpsc::UnboundedReceiver<Completion>,
 ) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    loop {
-        let n = tokio::select! {
-            n = rx.recv_many(&mut batch, MAX_BATCH) => n,
-            _ = rt.stop_maintenance.cancelled() => {
-                // Shutdown: take no more, flush what is queued. Later completions ack directly.
-                rx.close();
-                while let Ok(c) = rx.try_recv() {
-                    batch.push(c);
-                }
-                batch.len()
-            }
-        };
-        if n == 0 {
-            return;
-        }
-        let mut by_queue: BTreeMap<QueueName, Vec<Completion>> = BTreeMap::new();
-        for c in batch.drain(..) {
-            by_queue.entry(c.lease.queue.clone()).or_default().push(c);
-        }
-        for (queue, done) in by_queue {
-            ack(&rt, &queue, &done).await;
-        }
-        if rt.stop_maintenance.is_cancelled() && rx.is_closed() {
-            return;
-        }
-    }
+    // Shutdown: take no more, flush what is queued. Later completions ack directly.
+    batches(
+        &rt,
+        rx,
+        MAX_BATCH,
+        |c| &c.lease.queue,
+        |queue, done| {
+            let rt = &rt;
+            async move { ack(rt, &queue, &done).await }
+        },
+    )
+    .await
 }
 
 /// Acks with a few retries: a re-sent ack is a no-op, so retrying is always safe. If Redis stays

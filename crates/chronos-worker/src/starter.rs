@@ -6,14 +6,13 @@
 //! in the dead letters), while deliveries that were fetched but never started (a lost fetch
 //! reply, a crash with tasks waiting in the buffer) are re-delivered for free.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chronos_broker::{LeaseId, QueueName, StartOutcome};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
-use crate::runtime::Runtime;
+use crate::runtime::{batches, Runtime};
 use crate::WorkerBroker;
 
 const MAX_BATCH: usize = 512;
@@ -27,43 +26,37 @@ pub(crate) struct StartRequest {
 
 pub(crate) async fn run<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
-    mut rx: mpsc::UnboundedReceiver<StartRequest>,
+    rx: mpsc::UnboundedReceiver<StartRequest>,
 ) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    loop {
-        let n = tokio::select! {
-            n = rx.recv_many(&mut batch, MAX_BATCH) => n,
-            _ = rt.stop_maintenance.cancelled() => {
-                rx.close();
-                while let Ok(r) = rx.try_recv() {
-                    batch.push(r);
-                }
-                batch.len()
-            }
-        };
-        if n == 0 {
-            return;
+    batches(
+        &rt,
+        rx,
+        MAX_BATCH,
+        |r| &r.lease.queue,
+        |queue, requests| {
+            let rt = &rt;
+            async move { start_batch(rt, &queue, requests).await }
+        },
+    )
+    .await
+}
+
+/// One start call for every delivery of `queue` starting now; each requester gets its outcome.
+async fn start_batch<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    queue: &QueueName,
+    requests: Vec<StartRequest>,
+) {
+    let leases: Vec<LeaseId> = requests.iter().map(|r| r.lease.clone()).collect();
+    let outcomes = match rt.broker.start(queue, &leases).await {
+        Ok(o) => o.into_iter().map(Some).collect(),
+        Err(e) => {
+            warn!(queue = %queue, n = leases.len(), error = %e, "could not mark tasks started");
+            vec![None; leases.len()]
         }
-        let mut by_queue: BTreeMap<QueueName, Vec<StartRequest>> = BTreeMap::new();
-        for r in batch.drain(..) {
-            by_queue.entry(r.lease.queue.clone()).or_default().push(r);
-        }
-        for (queue, requests) in by_queue {
-            let leases: Vec<LeaseId> = requests.iter().map(|r| r.lease.clone()).collect();
-            let outcomes = match rt.broker.start(&queue, &leases).await {
-                Ok(o) => o.into_iter().map(Some).collect(),
-                Err(e) => {
-                    warn!(queue = %queue, n = leases.len(), error = %e, "could not mark tasks started");
-                    vec![None; leases.len()]
-                }
-            };
-            for (r, outcome) in requests.into_iter().zip(outcomes) {
-                let _ = r.reply.send(outcome);
-            }
-        }
-        if rt.stop_maintenance.is_cancelled() && rx.is_closed() {
-            return;
-        }
+    };
+    for (r, outcome) in requests.into_iter().zip(outcomes) {
+        let _ = r.reply.send(outcome);
     }
 }
 
