@@ -66,7 +66,12 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
             Some(StartOutcome::Corrupt(reason)) => {
                 rt.release(q, &lease.id.msg_id);
                 rt.counters.failed.fetch_add(1, Ordering::Relaxed);
-                report_failure(rt, &lease, &reason);
+                // The record's attempt count is unreadable; the envelope's is the best guess.
+                let attempt = lease
+                    .envelope
+                    .as_ref()
+                    .map_or(1, |e| e.retried.saturating_add(1));
+                report_failure(rt, &lease, attempt, &reason);
                 dead_letter(rt, &lease, &reason, false).await;
                 return;
             }
@@ -199,12 +204,12 @@ async fn settle<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, o
         }
         Outcome::Dead(reason) => {
             rt.counters.failed.fetch_add(1, Ordering::Relaxed);
-            report_failure(rt, lease, &reason);
+            report_failure(rt, lease, tries.retried.saturating_add(1), &reason);
             dead_letter(rt, lease, &reason, false).await;
         }
         Outcome::Failed(err) => {
             rt.counters.failed.fetch_add(1, Ordering::Relaxed);
-            report_failure(rt, lease, err.message());
+            report_failure(rt, lease, tries.retried.saturating_add(1), err.message());
             let retried = tries.retried.saturating_add(1);
             let max_retry = tries.max_retry;
             let delay = match err.kind() {
@@ -222,7 +227,9 @@ async fn settle<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, o
     }
 }
 
-fn report_failure<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, message: &str) {
+/// Reports a failed attempt. `attempt` comes from the task record (1 for the first), so it is
+/// right even for a task whose envelope does not decode.
+fn report_failure<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, attempt: u32, message: &str) {
     warn!(error = message, "task failed");
     if let Some(hook) = &rt.config.on_error {
         let env = lease.envelope.as_ref().ok();
@@ -230,7 +237,7 @@ fn report_failure<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, message: &str
             task_id: lease.id.task_id.clone(),
             queue: lease.id.queue.to_string(),
             kind: env.map(|e| e.kind.clone()).unwrap_or_default(),
-            attempt: env.map_or(1, |e| e.retried.saturating_add(1)),
+            attempt,
             message: message.to_string(),
         });
     }
