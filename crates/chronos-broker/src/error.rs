@@ -106,7 +106,6 @@ impl BrokerError {
                 ErrorKind::IO
                 | ErrorKind::Timeout
                 | ErrorKind::Canceled
-                | ErrorKind::Cluster
                 | ErrorKind::Backpressure
                 | ErrorKind::Routing
                 | ErrorKind::Sentinel => true,

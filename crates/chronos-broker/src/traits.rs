@@ -193,8 +193,10 @@ pub trait Consume: Send + Sync {
     /// is ready (`Duration::ZERO`: return at once). Each returned lease is held by `consumer` until
     /// it is settled or reclaimed, but it is not an attempt yet: call [`Consume::start`] right
     /// before running it. A delivery fetched and never started (a crash, a lost reply) is
-    /// re-delivered later without spending an attempt, and a fetch re-sent by the client after a
-    /// lost reply returns the same deliveries again.
+    /// re-delivered later without spending an attempt. A fetch that finds work at once and is
+    /// re-sent by the client after a lost reply returns the same deliveries again; the reply of
+    /// a blocking wait lost on a reconnect leaves its deliveries to the recoverer (no attempt
+    /// spent, re-delivered after `recover_min_idle`).
     fn fetch(
         &self,
         reader: &mut Self::Reader,

@@ -54,8 +54,8 @@ async fn enqueue_with_an_explicit_id_retried_later_is_idempotent() {
         .expect_err("other options under the same id");
     assert!(matches!(err, BrokerError::TaskIdConflict { .. }), "{err}");
 
-    // After the task ran and was deleted, the same id inside the idempotency window is still
-    // the same task: a no-op, not a second run.
+    // After the task ran and was deleted, a new enqueue of the id is a new task, even moments
+    // later (only a client's re-send of the first call is a no-op: see lost_replies.rs).
     let mut reader = b.open_reader().await.expect("reader");
     let f = take(&b, &mut reader, &q("ids"), "w", 1, Duration::ZERO).await;
     let done = [Completion {
@@ -63,17 +63,66 @@ async fn enqueue_with_an_explicit_id_retried_later_is_idempotent() {
         retention: None,
     }];
     b.complete(&q("ids"), &done).await.expect("ack");
-    client
+    let again = client
         .enqueue(&email(7), opts.clone())
         .await
-        .expect("no-op inside the window");
+        .expect("a new task under the id");
+    assert_eq!(again.state, TaskState::Pending);
     let stats = b.queue_stats(&q("ids")).await.expect("stats");
-    assert_eq!((stats.pending, stats.processed), (0, 1));
-    let err = client
-        .enqueue(&email(8), opts)
+    assert_eq!((stats.pending, stats.processed), (1, 1));
+}
+
+#[tokio::test]
+async fn an_id_already_there_answers_its_own_state_and_run_time() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let opts = EnqueueOptions::new().task_id("reminder-42").queue("rem");
+    let later = client
+        .enqueue(&email(1), opts.clone().process_in(Duration::from_secs(600)))
         .await
-        .expect_err("another payload under a just-completed id");
-    assert!(matches!(err, BrokerError::TaskIdConflict { .. }), "{err}");
+        .expect("enqueue");
+    assert_eq!(later.state, TaskState::Scheduled);
+    // The same task again, asked to run now: it is the task already there, due in 10 minutes.
+    let again = client.enqueue(&email(1), opts).await.expect("same task");
+    assert_eq!(again.state, TaskState::Scheduled);
+    assert!(
+        (again.run_at_ms - later.run_at_ms).abs() < 5,
+        "{} vs {}",
+        again.run_at_ms,
+        later.run_at_ms
+    );
+}
+
+#[tokio::test]
+async fn heartbeat_refreshes_ten_thousand_leases_of_one_queue() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("many");
+    let batch: Vec<Email> = (0..10_000).map(email).collect();
+    client
+        .enqueue_batch(
+            batch
+                .iter()
+                .map(|e| (e, EnqueueOptions::new().queue("many"))),
+        )
+        .await
+        .expect("batch");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 10_000, Duration::ZERO).await;
+    let ids: Vec<String> = f.leases.iter().map(|l| l.id.msg_id.clone()).collect();
+    assert_eq!(ids.len(), 10_000);
+    // One script call would exceed Lua's unpack limit (~8,000 values) and fail every beat.
+    let owned = b.extend_leases(&queue, "w", &ids).await.expect("heartbeat");
+    assert_eq!(owned.len(), 10_000);
+    let done: Vec<Completion> = f
+        .leases
+        .iter()
+        .map(|l| Completion {
+            lease: l.id.clone(),
+            retention: None,
+        })
+        .collect();
+    assert_eq!(b.complete(&queue, &done).await.expect("ack"), 10_000);
 }
 
 #[tokio::test]

@@ -111,54 +111,72 @@ async fn enqueue_whose_reply_is_lost_enqueues_once() {
 
 #[tokio::test]
 async fn enqueue_resent_after_a_fast_worker_ran_the_task_is_a_no_op() {
-    let rig = rig().await;
-    let queue = q("default");
-    let unique = EnqueueOptions::new().unique(Duration::from_secs(60));
-    // The producer's client cannot reconnect (so cannot re-send) until the task has run.
-    rig.proxy.hold(true);
-    rig.lose_reply_of("enqueue");
-    let producer = Client::new(rig.via.clone());
-    let opts = unique.clone();
-    let sent = tokio::spawn(async move { producer.enqueue(&email(1), opts).await });
-    rig.proxy.wait_dropped(1).await;
+    // A random id, an explicit id, and a retention shorter than the client's re-send delay.
+    for case in ["random id", "explicit id", "short retention"] {
+        let rig = rig().await;
+        let queue = q("default");
+        let mut opts = EnqueueOptions::new().unique(Duration::from_secs(60));
+        let mut keep = None;
+        match case {
+            "explicit id" => opts = opts.task_id("order-1"),
+            "short retention" => {
+                keep = Some(Duration::from_millis(100));
+                opts = opts.retention(Duration::from_millis(100));
+            }
+            _ => {}
+        }
+        // The producer's client cannot reconnect (so cannot re-send) until the task has run.
+        rig.proxy.hold(true);
+        rig.lose_reply_of("enqueue");
+        let producer = Client::new(rig.via.clone());
+        let first = opts.clone();
+        let sent = tokio::spawn(async move { producer.enqueue(&email(1), first).await });
+        rig.proxy.wait_dropped(1).await;
 
-    // Meanwhile a worker runs the task and deletes it; its unique lock is released.
-    let mut reader = rig.direct.open_reader().await.expect("reader");
-    let f = take(
-        &rig.direct,
-        &mut reader,
-        &queue,
-        "w",
-        10,
-        Duration::from_millis(200),
-    )
-    .await;
-    assert_eq!(f.leases.len(), 1);
-    let done = [Completion {
-        lease: f.leases[0].id.clone(),
-        retention: None,
-    }];
-    assert_eq!(rig.direct.complete(&queue, &done).await.expect("ack"), 1);
+        // Meanwhile a worker runs the task; its unique lock is released.
+        let mut reader = rig.direct.open_reader().await.expect("reader");
+        let f = take(
+            &rig.direct,
+            &mut reader,
+            &queue,
+            "w",
+            10,
+            Duration::from_millis(200),
+        )
+        .await;
+        assert_eq!(f.leases.len(), 1, "{case}");
+        let done = [Completion {
+            lease: f.leases[0].id.clone(),
+            retention: keep,
+        }];
+        assert_eq!(rig.direct.complete(&queue, &done).await.expect("ack"), 1);
+        if let Some(k) = keep {
+            // The retained hash expires before the re-send arrives.
+            tokio::time::sleep(k * 2).await;
+        }
 
-    // Now the re-send arrives: it must neither enqueue the task again nor take the lock.
-    rig.proxy.hold(false);
-    let info = sent
-        .await
-        .expect("join")
-        .expect("re-sent enqueue answers success");
-    assert_eq!(info.id, f.leases[0].id.task_id);
-    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
-    assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, 1));
-    assert!(rig
-        .direct
-        .task(&queue, &info.id)
-        .await
-        .expect("task")
-        .is_none());
-    Client::new(rig.direct.clone())
-        .enqueue(&email(1), unique)
-        .await
-        .expect("the unique lock is free: the re-send did not take it again");
+        // Now the re-send arrives: it must neither enqueue the task again nor take the lock.
+        rig.proxy.hold(false);
+        let info = sent
+            .await
+            .expect("join")
+            .unwrap_or_else(|e| panic!("{case}: re-sent enqueue: {e}"));
+        assert_eq!(info.id, f.leases[0].id.task_id, "{case}");
+        let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+        assert_eq!(
+            (stats.pending, stats.active, stats.processed),
+            (0, 0, 1),
+            "{case}"
+        );
+        Client::new(rig.direct.clone())
+            .enqueue(&email(1), opts)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("{case}: the unique lock is free, and a new call enqueues: {e}")
+            });
+        let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+        assert_eq!(stats.pending, 1, "{case}: a new call is a new task");
+    }
 }
 
 #[tokio::test]

@@ -40,8 +40,10 @@ async fn ack<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, done: &[Comple
             Ok(_) => return,
             Err(e) => {
                 warn!(queue = %queue, n = done.len(), attempt, error = %e, "ack failed");
-                tokio::time::sleep(delay).await;
-                delay *= 4;
+                if attempt < 5 {
+                    tokio::time::sleep(delay).await;
+                    delay *= 4;
+                }
             }
         }
     }

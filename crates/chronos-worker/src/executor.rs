@@ -44,7 +44,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
         kind = lease.envelope.as_ref().map(|e| e.kind.as_str()).unwrap_or("<undecodable>"),
     );
     async {
-        let tries = match starter::start(rt, &lease.id).await {
+        let tries = match start_with_retries(rt, &lease.id).await {
             Some(StartOutcome::Started(a)) => {
                 lease.id.unique_key = a.unique_key.clone();
                 if let Ok(env) = &mut lease.envelope {
@@ -76,10 +76,18 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
                 return;
             }
             None => {
-                // Not marked started, so not an attempt: stop refreshing its lease and let the
-                // recoverer re-deliver it for free once Redis answers again.
+                // Whether the mark took effect is unknown (a reply that never came): put the
+                // delivery back unstarted, so that a lost worker is not charged an attempt for a
+                // run that never happened. If even that fails, the recoverer re-delivers it.
+                let back = rt
+                    .broker
+                    .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
+                    .await;
                 rt.release(q, &lease.id.msg_id);
-                warn!("could not mark the task started; it will be re-delivered without spending an attempt");
+                match back {
+                    Ok(_) => warn!("could not mark the task started; returned it to its queue"),
+                    Err(e) => warn!(error = %e, "could not mark the task started nor return it; the recoverer will re-deliver it"),
+                }
                 return;
             }
         };
@@ -91,6 +99,25 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
     }
     .instrument(span)
     .await
+}
+
+/// Marks the delivery started, trying again on a Redis error (the mark is idempotent) while the
+/// lease stays held and refreshed. None when Redis did not answer in three tries.
+async fn start_with_retries<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    lease: &LeaseId,
+) -> Option<StartOutcome> {
+    let mut delay = Duration::from_millis(100);
+    for last in [false, false, true] {
+        if let Some(outcome) = starter::start(rt, lease).await {
+            return Some(outcome);
+        }
+        if !last {
+            tokio::time::sleep(delay).await;
+            delay *= 4;
+        }
+    }
+    None
 }
 
 async fn attempt<B: WorkerBroker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> Outcome {

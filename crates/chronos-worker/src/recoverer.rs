@@ -10,6 +10,10 @@ use crate::executor::notify_dead;
 use crate::runtime::{every, Runtime};
 use crate::WorkerBroker;
 
+/// Most deliveries reclaimed per queue per pass (in pages of 100): a server that crashed holding
+/// thousands is recovered in a pass or two, not at 100 per interval.
+const PER_PASS: usize = 5000;
+
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.recover_interval, || recover(&rt)).await
 }
@@ -18,7 +22,7 @@ async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
     for (queue, _) in &rt.queues {
         match rt
             .broker
-            .reclaim_idle(queue, rt.config.recover_min_idle, 100)
+            .reclaim_idle(queue, rt.config.recover_min_idle, PER_PASS)
             .await
         {
             Ok(r) => {

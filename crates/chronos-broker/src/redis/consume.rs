@@ -39,27 +39,66 @@ impl Consume for RedisBroker {
         count: usize,
         block: Duration,
     ) -> Result<Fetched, BrokerError> {
-        let (fetched, cursor) = self.claim(queue, consumer, count).await?;
+        let fetched = self.claim(queue, consumer, count).await?;
         if block.is_zero() || !fetched.leases.is_empty() || fetched.dropped > 0 {
             return Ok(fetched);
         }
-        // Nothing ready: wait on the reader's own connection for an entry newer than the last
-        // one delivered to the group, then claim. The wait is a plain XREAD (no group), so a
-        // reply lost on a reconnect strands nothing: only claim.lua delivers.
+        // Nothing ready: block on the reader's own connection. XREADGROUP hands each new entry
+        // to exactly one waiting consumer (a plain XREAD would wake every idle server for every
+        // task). A reply lost here (a reconnect mid-block) strands its entries in this
+        // consumer's pending list until the recoverer re-delivers them, without an attempt:
+        // they were never started.
+        let stream = self.queue_keys(queue).stream();
         let block_ms = block.min(MAX_BLOCK).as_millis().max(1) as u64;
-        let woke: Value = reader
+        let read = reader
             .client
-            .xread(
-                Some(1),
+            .xreadgroup::<ReadReply, _, _, _, _>(
+                GROUP,
+                consumer,
+                Some(count.max(1) as u64),
                 Some(block_ms),
-                self.queue_keys(queue).stream(),
-                cursor,
+                false,
+                stream.as_str(),
+                ">",
             )
-            .await?;
-        if woke.is_null() {
-            return Ok(Fetched::default());
+            .await;
+        let streams = match read {
+            Ok(r) => r.unwrap_or_default(),
+            Err(e) if e.details().starts_with("NOGROUP") => {
+                self.regroup(queue).await?;
+                return Ok(Fetched::default());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut fetched = Fetched::default();
+        let mut foreign = Vec::new();
+        for (mid, fields) in streams.into_iter().flat_map(|(_, e)| e) {
+            let field = |name: &str| {
+                fields
+                    .as_ref()
+                    .and_then(|f| f.iter().find(|(k, _)| k == name))
+                    .map(|(_, v)| v.clone())
+            };
+            let id = field("i").and_then(|v| String::from_utf8(v.to_vec()).ok());
+            match (id, field("e")) {
+                (Some(id), Some(env)) => fetched.leases.push(Lease {
+                    id: LeaseId::new(queue.clone(), id, mid),
+                    envelope: TaskEnvelope::decode(&env),
+                }),
+                _ => foreign.push(mid),
+            }
         }
-        Ok(self.claim(queue, consumer, count).await?.0)
+        if !foreign.is_empty() {
+            // Entries that carry no task never block the queue: ack and remove them.
+            fetched.dropped = foreign.len();
+            let _: Value = self
+                .inner
+                .client
+                .xack(stream.as_str(), GROUP, foreign.clone())
+                .await?;
+            let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
+        }
+        Ok(fetched)
     }
 
     async fn start(
@@ -93,26 +132,13 @@ impl Consume for RedisBroker {
     }
 
     async fn complete(&self, queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError> {
-        if done.is_empty() {
-            return Ok(0);
+        // Calls of at most COMPLETE_CHUNK, so a script never unpacks more than Lua allows and
+        // never holds Redis for long; each call is atomic on its own (acks are independent).
+        let mut n = 0;
+        for part in done.chunks(COMPLETE_CHUNK) {
+            n += self.complete_chunk(queue, part).await?;
         }
-        let keys = self.queue_keys(queue);
-        let mut declared = Vec::with_capacity(3 + 3 * done.len());
-        declared.extend([keys.stream(), keys.completed(), keys.processed()]);
-        let mut args: Vec<Value> = Vec::with_capacity(2 + 3 * done.len());
-        args.push(GROUP.into());
-        args.push(duration_ms(self.inner.idempotency_window).into());
-        for c in done {
-            let tkey = keys.task(&c.lease.task_id);
-            declared.push(tkey.clone());
-            declared.push(keys.done(&c.lease.task_id));
-            declared.push(self.unique_or(&keys, &c.lease, tkey));
-            args.push(c.lease.task_id.as_str().into());
-            args.push(c.lease.msg_id.as_str().into());
-            args.push(c.retention.map(duration_ms).unwrap_or(0).into());
-        }
-        let n = self.run(|s| &s.complete, declared, args).await?;
-        Ok(reply::int(&n, "complete")?.max(0) as u64)
+        Ok(n)
     }
 
     async fn retry(
@@ -190,14 +216,41 @@ impl Consume for RedisBroker {
 }
 
 impl RedisBroker {
-    /// One claim call: delivers up to `count` new entries to `consumer`. Returns the batch and,
-    /// when it is empty, the group's last delivered id (where a blocking wait starts).
+    /// One complete.lua call for up to [`COMPLETE_CHUNK`] completions.
+    async fn complete_chunk(
+        &self,
+        queue: &QueueName,
+        done: &[Completion],
+    ) -> Result<u64, BrokerError> {
+        if done.is_empty() {
+            return Ok(0);
+        }
+        let keys = self.queue_keys(queue);
+        let mut declared = Vec::with_capacity(3 + 3 * done.len());
+        declared.extend([keys.stream(), keys.completed(), keys.processed()]);
+        let mut args: Vec<Value> = Vec::with_capacity(2 + 3 * done.len());
+        args.push(GROUP.into());
+        args.push(duration_ms(self.inner.idempotency_window).into());
+        for c in done {
+            let tkey = keys.task(&c.lease.task_id);
+            declared.push(tkey.clone());
+            declared.push(keys.done(&c.lease.task_id));
+            declared.push(self.unique_or(&keys, &c.lease, tkey));
+            args.push(c.lease.task_id.as_str().into());
+            args.push(c.lease.msg_id.as_str().into());
+            args.push(c.retention.map(duration_ms).unwrap_or(0).into());
+        }
+        let n = self.run(|s| &s.complete, declared, args).await?;
+        Ok(reply::int(&n, "complete")?.max(0) as u64)
+    }
+
+    /// One claim call: delivers up to `count` new entries to `consumer`, at once.
     async fn claim(
         &self,
         queue: &QueueName,
         consumer: &str,
         count: usize,
-    ) -> Result<(Fetched, String), BrokerError> {
+    ) -> Result<Fetched, BrokerError> {
         let keys = self.queue_keys(queue);
         let nonce = format!("{:016x}", rand::random::<u64>());
         let declared = vec![keys.stream(), keys.receipt(consumer)];
@@ -208,18 +261,16 @@ impl RedisBroker {
             duration_ms(RECEIPT_TTL).into(),
             nonce.into(),
         ];
-        let reply = match self.run(|s| &s.claim, declared, args).await {
+        let rows = match self.run(|s| &s.claim, declared, args).await {
             Ok(v) => reply::array(v, "claim")?,
             Err(BrokerError::Redis(e)) if e.details().contains("NOGROUP") => {
                 self.regroup(queue).await?;
-                return Ok((Fetched::default(), "0-0".into()));
+                return Ok(Fetched::default());
             }
             Err(e) => return Err(e),
         };
-        let mut parts = reply.into_iter();
-        let cursor = reply::string(parts.next().unwrap_or(Value::Null), "claim")?;
         let mut fetched = Fetched::default();
-        for row in reply::array(parts.next().unwrap_or(Value::Null), "claim")? {
+        for row in rows {
             match lease(queue, row) {
                 Some(l) => fetched.leases.push(l),
                 // A row this build cannot read stays in the consumer's pending list; the
@@ -227,12 +278,7 @@ impl RedisBroker {
                 None => fetched.dropped += 1,
             }
         }
-        let cursor = if cursor.is_empty() {
-            "0-0".into()
-        } else {
-            cursor
-        };
-        Ok((fetched, cursor))
+        Ok(fetched)
     }
 
     /// Redis lost its data (a restart without persistence): recreate the group and go on.
@@ -250,6 +296,9 @@ impl RedisBroker {
         }
     }
 }
+
+/// Most completions per complete.lua call (Lua's `unpack` takes at most ~8,000 values).
+const COMPLETE_CHUNK: usize = 1000;
 
 /// How long a fetch receipt lives: longer than any re-send of the call can come (commands time
 /// out after 10 s), short enough that a consumer that went away leaves nothing for long.
@@ -311,6 +360,11 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
         unique_key,
     })
 }
+
+/// `(entry id, fields)`; fields are None for an entry deleted while pending.
+type Entries = Vec<(String, Option<Vec<(String, fred::bytes::Bytes)>>)>;
+/// None on a block timeout.
+type ReadReply = Option<Vec<(String, Entries)>>;
 
 /// Decodes an envelope returned by a script.
 pub(super) fn decode_envelope(v: Value) -> Result<TaskEnvelope, DecodeError> {

@@ -92,7 +92,10 @@ impl RedisBroker {
         let mut declared = Vec::with_capacity(2 + 3 * chunk.len());
         declared.push(keys.stream());
         declared.push(keys.scheduled());
-        let mut args: Vec<Value> = Vec::with_capacity(8 * chunk.len());
+        let mut args: Vec<Value> = Vec::with_capacity(9 * chunk.len());
+        // Random per call and the same in a client's re-send of it: after an explicit-id task
+        // ran and was deleted, it tells a re-send (a no-op) from a new enqueue (a new task).
+        let token = format!("{:016x}", rand::random::<u64>());
         for (i, task) in chunk {
             let bytes = match self.encode_task(&task) {
                 Ok(b) => b,
@@ -105,10 +108,12 @@ impl RedisBroker {
             let tkey = keys.task(&env.id);
             declared.push(tkey.clone());
             declared.push(keys.done(&env.id));
-            declared.push(match &env.unique_key {
-                Some(hash) if task.unique_ttl.is_some() => keys.unique(hash),
-                _ => tkey,
-            });
+            // Without a key to lock, no lock: a TTL alone must not make the task hash a "lock".
+            let unique = match (&env.unique_key, task.unique_ttl) {
+                (Some(hash), Some(ttl)) => Some((keys.unique(hash), duration_ms(ttl).max(1))),
+                _ => None,
+            };
+            declared.push(unique.as_ref().map_or(tkey, |(k, _)| k.clone()));
             let (at, delay) = match task.due {
                 Due::Now => (0, 0),
                 Due::At(at) => (at.max(1), 0),
@@ -118,14 +123,16 @@ impl RedisBroker {
             args.push(Value::Bytes(bytes.into()));
             args.push(at.into());
             args.push(delay.into());
-            args.push(task.unique_ttl.map(duration_ms).unwrap_or(0).into());
+            args.push(unique.map_or(0, |(_, ttl)| ttl).into());
             args.push(i64::from(env.max_retry).into());
             args.push(reply::flag(env.dead_letter == DeadLetter::Discard));
-            args.push(if task.explicit_id {
-                task.fingerprint().into()
+            if task.explicit_id {
+                args.push(task.fingerprint().into());
+                args.push(token.as_str().into());
             } else {
-                "".into()
-            });
+                args.push("".into());
+                args.push("".into());
+            }
             sent.push((i, task));
         }
         if sent.is_empty() {
@@ -133,7 +140,7 @@ impl RedisBroker {
         }
         self.register_queue(&queue).await?;
         let codes = reply::array(self.run(|s| &s.enqueue, declared, args).await?, "enqueue")?;
-        if codes.len() != 3 * sent.len() {
+        if codes.len() != 4 * sent.len() {
             return Err(reply::bad(
                 "enqueue",
                 format!("{} values for {} tasks", codes.len(), sent.len()),
@@ -144,16 +151,19 @@ impl RedisBroker {
             let code = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")?;
             let run_at = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")?;
             let delayed = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")? == 1;
+            let stored = reply::string(codes.next().unwrap_or(Value::Null), "enqueue")?;
             let env = task.envelope;
             let r = match code {
                 1 | 2 => Ok(TaskInfo {
                     id: env.id,
                     queue: env.queue,
                     kind: env.kind,
-                    state: if delayed {
-                        TaskState::Scheduled
-                    } else {
-                        TaskState::Pending
+                    // An id already there answers the state it is in (a re-send, or the same
+                    // task again), not the one this call asked for.
+                    state: match TaskState::parse(&stored) {
+                        Some(state) => state,
+                        None if delayed => TaskState::Scheduled,
+                        None => TaskState::Pending,
                     },
                     run_at_ms: run_at,
                 }),

@@ -10,8 +10,9 @@
 -- matches otherwise (reclaimed, or deleted) is left alone.
 -- A retained task leaves the stream, so its envelope moves from the entry into the hash's `e`;
 -- `c` is its completion time, `d` the settled delivery. A task deleted at once within the
--- idempotency window of its delivery leaves a done marker `<entry id>|<fingerprint>` for that
--- window, so an enqueue re-sent by a producer's client after the task already ran is a no-op.
+-- idempotency window of its delivery (or kept for less than that window) leaves a done marker
+-- `<entry id>|<enqueue call token>` for that window, so an enqueue re-sent by a producer's client
+-- after the task already ran is a no-op.
 local group, window = ARGV[1], tonumber(ARGV[2]) or 0
 local now = now_ms()
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
@@ -22,7 +23,7 @@ local live, before = {}, 0
 for t = 0, (#ARGV - 2) / 3 - 1 do
   local a, k = 2 + t * 3, 3 + t * 3
   local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
-  local h = read_hash(KEYS[k + 1], 'm', 'u', 'fp', 'd', 's')
+  local h = read_hash(KEYS[k + 1], 'm', 'u', 'n', 'd', 's')
   if h and h[1] == mid then
     live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], h}
   elseif h and h[4] == mid and h[5] == 'completed' then
@@ -50,13 +51,13 @@ for _, t in ipairs(live) do
     redis.call('ZADD', KEYS[2], now + keep, id)
   else
     dropped[#dropped + 1] = tkey
-    if window > 0 and now - entry_time(mid) < window then
-      redis.call('SET', dkey, mid .. '|' .. (h[3] or ''), 'PX', window)
-    end
+  end
+  -- The hash is gone now (or sooner than a re-send could come, with a short retention).
+  if window > 0 and keep < window and now - entry_time(mid) < window then
+    redis.call('SET', dkey, mid .. '|' .. (h[3] or ''), 'PX', window)
   end
 end
-redis.call('XACK', KEYS[1], group, unpack(acked))
-redis.call('XDEL', KEYS[1], unpack(acked))
+settle_entries(KEYS[1], group, acked)
 if #dropped > 0 then redis.call('DEL', unpack(dropped)) end
 bump(KEYS[3], #acked)
 return #acked + before

@@ -7,7 +7,7 @@
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
 -- A re-sent call whose first run settled this delivery answers what that run did: an archived
 -- task's hash records the settled delivery in `d`; a discarded one leaves a done marker
--- `<entry id>|<fingerprint>` for the idempotency window.
+-- `<entry id>|<enqueue call token>` for the idempotency window.
 -- The unique lock is released either way. An archived task leaves the stream, so its envelope
 -- moves from the entry into the hash's `e`.
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
@@ -16,11 +16,10 @@ local tkey, dkey, ukey = KEYS[4], KEYS[5], KEYS[6]
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local h = read_hash(tkey, 'm', 'u', 'dl', 'r', 'd', 's', 'fp')
+local h = read_hash(tkey, 'm', 'u', 'dl', 'r', 'd', 's', 'n')
 if h == nil then
   -- Not a hash: nothing of the task can be kept, but its delivery must not block the queue.
-  redis.call('XACK', KEYS[1], group, mid)
-  redis.call('XDEL', KEYS[1], mid)
+  settle_entries(KEYS[1], group, {mid})
   return 0
 end
 if h[1] ~= mid then
@@ -31,8 +30,7 @@ if h[1] ~= mid then
 end
 local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
-redis.call('XACK', KEYS[1], group, mid)
-redis.call('XDEL', KEYS[1], mid)
+settle_entries(KEYS[1], group, {mid})
 bump(KEYS[3], 1)
 if h[2] and h[2] == ukey then release_unique(ukey, id) end
 if h[3] == '1' then

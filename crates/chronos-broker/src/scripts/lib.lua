@@ -79,3 +79,16 @@ local function type_ok(key, want)
   t = t.ok or t
   return t == want or t == 'none'
 end
+
+-- Acks and removes stream entries (one or more ids). Never raises: a group lost with its data
+-- (Redis restarted empty) must not fail a script after its first write, and an entry already
+-- gone needs nothing.
+local function settle_entries(stream, group, ids)
+  if #ids == 0 then return end
+  for i = 1, #ids, 1000 do
+    local part = {}
+    for j = i, math.min(i + 999, #ids) do part[#part + 1] = ids[j] end
+    redis.pcall('XACK', stream, group, unpack(part))
+    redis.pcall('XDEL', stream, unpack(part))
+  end
+end

@@ -29,8 +29,7 @@ local requeued, dead = 0, {}
 for _, t in ipairs(todo) do
   local mid, id, tkey, ukey, h = unpack(t)
   local env = entry_envelope(KEYS[1], mid)
-  redis.call('XACK', KEYS[1], group, mid)
-  redis.call('XDEL', KEYS[1], mid)
+  settle_entries(KEYS[1], group, {mid})
   if h and h[1] == mid then
     local attempted = h[5] == 'active'
     local r, maxr = count_of(h[6]), count_of(h[2])
@@ -47,7 +46,9 @@ for _, t in ipairs(todo) do
         redis.call('DEL', tkey)
         dead[#dead + 1] = {id, env or false, '1'}
       else
-        local fields = {tkey, 's', 'archived', 'err', err, 'f', now, 'd', mid}
+        -- No `d`: a worker that still ran this delivery must find it stale, not settled by it
+        -- (its dead-letter call would report an archive it did not make).
+        local fields = {tkey, 's', 'archived', 'err', err, 'f', now}
         if not corrupt then fields[#fields + 1] = 'r'; fields[#fields + 1] = r end
         if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
         redis.call('HSET', unpack(fields))

@@ -18,8 +18,7 @@ end
 for _, t in ipairs(todo) do
   local id, mid, tkey = unpack(t)
   local env = entry_envelope(KEYS[1], mid)
-  redis.call('XACK', KEYS[1], group, mid)
-  redis.call('XDEL', KEYS[1], mid)
+  settle_entries(KEYS[1], group, {mid})
   back_to_stream(KEYS[1], tkey, id, env)
 end
 return #todo

@@ -25,8 +25,7 @@ local r = (count_of(h[3]) or 0) + 1
 local fields = {tkey, 's', 'retry', 'err', ARGV[5], 'f', now, 'd', mid, 'r', r}
 local env = entry_envelope(KEYS[1], mid)
 if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
-redis.call('XACK', KEYS[1], group, mid)
-redis.call('XDEL', KEYS[1], mid)
+settle_entries(KEYS[1], group, {mid})
 redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
 redis.call('ZADD', KEYS[2], now + delay, id)

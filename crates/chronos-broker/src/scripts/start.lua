@@ -18,8 +18,7 @@ for i = 2, #ARGV do
   if h == nil then
     out[#out + 1] = {-1, 'corrupt task record: not a hash'}
   elseif h[1] ~= mid then
-    redis.call('XACK', KEYS[1], group, mid)
-    redis.call('XDEL', KEYS[1], mid)
+    settle_entries(KEYS[1], group, {mid})
     out[#out + 1] = {0}
   elseif not count_of(h[2]) or not count_of(h[3]) then
     out[#out + 1] = {-1, 'corrupt task record: retried = ' .. tostring(h[2]) ..
