@@ -80,6 +80,7 @@ mod envelope;
 mod error;
 mod forward;
 mod keys;
+mod payload;
 mod redis;
 mod schedule;
 mod server_record;
@@ -89,7 +90,8 @@ mod traits;
 pub use client::Client;
 pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError};
-pub use keys::{Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
+pub use keys::{HistoryCounter, Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
+pub use payload::payload_json;
 pub use redis::RedisReader;
 pub use redis::{
     EvictionCheck, RedisBroker, RedisBrokerBuilder, DEFAULT_IDEMPOTENCY_WINDOW,
@@ -102,8 +104,10 @@ pub use task::{
     TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 pub use traits::{
-    Attempt, Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched,
-    Inspect, Lease, LeaseId, Maintain, QueueStats, Reclaimed, Schedules, StartOutcome, TaskRecord,
+    ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
+    DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
+    Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction, TaskFilter, TaskPage,
+    TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.
