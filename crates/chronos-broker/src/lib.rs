@@ -18,6 +18,10 @@
 //!   [`NewTask`], [`Trigger`], ...) re-exported here.
 //! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
 //!   pausing, live servers, the scheduler leader).
+//! * [`Operate`]: operator actions ([`TaskAction`]: run now, delete, archive, cancel) on one
+//!   task or on every task of a state matching a [`TaskFilter`] (kind, payload substring), in
+//!   bounded chunks; listing by cursor ([`TaskPage`]); queue deletion; per-queue history
+//!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
 //! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
 //!
 //! # Guarantees
@@ -46,6 +50,9 @@
 //! | `<ns>:{<q>}:completed` | zset | retained task ids by expiry ms | complete with retention | janitor once expired |
 //! | `<ns>:{<q>}:u:<sha256>` | string | id of the task holding the unique lock | unique enqueue | complete, dead-letter, or its TTL |
 //! | `<ns>:{<q>}:processed`, `<ns>:{<q>}:failed` | string | lifetime counters | complete; retry and dead-letter | never (one integer each) |
+//! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
+//! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
+//! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
 //!
 //! # Example
