@@ -677,7 +677,7 @@ pub trait Operate: Send + Sync {
 
     /// Applies `action` to every task of `queue` in `state` that passes `filter`, reading and
     /// acting on at most `chunk` tasks per script call (clamped to 1..=5,000), so no call holds
-    /// Redis long. Tasks that reach the state while it runs may or may not be included.
+    /// Redis long: chunks also shrink below `chunk` while calls take longer than about 5 ms. Tasks that reach the state while it runs may or may not be included.
     /// Fails with [`BrokerError::InvalidOption`] when `state` is not one of
     /// [`TaskAction::sources`].
     fn act_all(

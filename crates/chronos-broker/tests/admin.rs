@@ -343,7 +343,8 @@ async fn bulk_archive_of_100k_pending_tasks_runs_in_bounded_chunks() {
         .expect("bulk");
     assert_eq!(report.done, 100_000);
     assert_eq!(report.matched, 100_000);
-    assert!(report.calls >= 100 && report.calls <= 101, "{report:?}");
+    // At most 1,000 a call (fewer while calls take longer than the budget).
+    assert!(report.calls >= 100, "{report:?}");
     let stats = b.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.pending, stats.archived), (0, 100_000));
 
@@ -586,9 +587,22 @@ async fn queue_delete_is_refused_while_it_holds_tasks_unless_forced() {
     let mut reader = b.open_reader().await.expect("reader");
     let _active = take(&b, &mut reader, &queue, "w1", 2, Duration::ZERO).await;
     b.set_paused(&queue, true).await.expect("pause");
+    // An entry without a live task (a foreign writer's) is removed too.
+    use chronos_broker::fred::interfaces::StreamsInterface;
+    let _: String = b
+        .client()
+        .xadd(
+            b.keyspace().queue(&queue).stream(),
+            false,
+            None,
+            "*",
+            vec![("i", "ghost")],
+        )
+        .await
+        .expect("xadd");
     assert!(matches!(
         b.delete_queue(&queue, false).await,
-        Err(BrokerError::QueueNotEmpty { tasks: 31, .. })
+        Err(BrokerError::QueueNotEmpty { tasks: 32, .. })
     ));
     assert_eq!(b.delete_queue(&queue, true).await.expect("forced"), 31);
     assert!(!b.queues().await.expect("queues").contains(&queue));
@@ -681,4 +695,50 @@ async fn all_queue_stats_lists_every_queue() {
     let names: Vec<&str> = all.iter().map(|(q, _)| q.as_str()).collect();
     assert_eq!(names, vec!["a", "b", "c"]);
     assert!(all.iter().all(|(_, s)| s.pending == 1));
+}
+
+#[tokio::test]
+async fn operator_actions_run_on_a_cluster() {
+    let b = common::cluster_broker().await;
+    let client = Client::new(b.clone());
+    let names: Vec<String> = (0..6).map(|i| format!("op{i}")).collect();
+    for name in &names {
+        for n in 0..20 {
+            client
+                .enqueue(&email(n), EnqueueOptions::new().queue(name.clone()))
+                .await
+                .expect("enqueue");
+        }
+    }
+    for name in &names {
+        let queue = q(name);
+        let all = TaskFilter::default();
+        let r = b
+            .act_all(&queue, TaskState::Pending, &all, TaskAction::Archive, 7)
+            .await
+            .expect("bulk archive");
+        assert_eq!(r.done, 20);
+        let page = b
+            .list_page(&queue, TaskState::Archived, &all, None, 5)
+            .await
+            .expect("page");
+        assert_eq!(page.tasks.len(), 5);
+        assert_eq!(
+            b.act(&queue, &page.tasks[0].id, TaskAction::RunNow)
+                .await
+                .expect("run"),
+            ActionOutcome::Done
+        );
+        let mut reader = b.open_reader().await.expect("reader");
+        let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+        let done = [Completion {
+            lease: f.leases[0].id.clone(),
+            retention: None,
+        }];
+        assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
+        let days = b.history(&queue, HistorySpan::Days).await.expect("history");
+        assert_eq!(days.last().map(|d| d.processed), Some(1));
+        assert_eq!(b.delete_queue(&queue, true).await.expect("delete"), 19);
+    }
+    assert!(b.all_queue_stats().await.expect("stats").is_empty());
 }

@@ -23,6 +23,14 @@ const CANCEL_KEEP: Duration = Duration::from_secs(60);
 /// Largest chunk one script call takes.
 const MAX_CHUNK: usize = 5_000;
 
+/// How long one bulk script call should hold Redis at most: chunks shrink when a call takes
+/// longer (see [`RedisBroker::bulk`]).
+const CALL_BUDGET: Duration = Duration::from_millis(5);
+
+/// First chunk of a bulk action, and the smallest.
+const START_CHUNK: usize = 250;
+const MIN_CHUNK: usize = 25;
+
 /// Most tasks one listing call reads, per task asked for (and at least [`MIN_SCAN`]).
 const SCAN_FACTOR: usize = 10;
 const MIN_SCAN: usize = 1_000;
@@ -393,7 +401,12 @@ impl RedisBroker {
         force: bool,
     ) -> Result<BulkReport, BrokerError> {
         let keys = self.queue_keys(queue);
-        let chunk = chunk.clamp(1, MAX_CHUNK);
+        let max = chunk.clamp(1, MAX_CHUNK);
+        // Chunks adapt to the server's speed: a script call that took longer than the budget
+        // (round trip, an upper bound of the time Redis spent in it) halves the next chunk, a
+        // quick one doubles it, up to the caller's size. So no call holds Redis for long even
+        // where a task's transition costs more than usual (a slow or busy host).
+        let mut chunk = max.min(START_CHUNK);
         let need_env = !filter.is_empty();
         let zset = !matches!(state, TaskState::Pending | TaskState::Active);
         let mut report = BulkReport::default();
@@ -418,7 +431,14 @@ impl RedisBroker {
             report.matched += picked.len() as u64;
             let mut left = vec![true; picked.len()];
             if !picked.is_empty() {
+                let t = std::time::Instant::now();
                 let (codes, _) = self.run_action(&keys, action, &picked, force).await?;
+                let took = t.elapsed();
+                if took > CALL_BUDGET {
+                    chunk = (chunk / 2).max(MIN_CHUNK).min(max);
+                } else if took < CALL_BUDGET / 4 {
+                    chunk = (chunk * 2).min(max);
+                }
                 report.calls += 1;
                 for (i, c) in codes.iter().enumerate() {
                     if *c == 1 {
@@ -733,17 +753,44 @@ impl RedisBroker {
     }
 
     /// Stream entries no state listing reaches (an entry whose task hash is gone or names
-    /// another delivery): removed before a forced queue delete. Returns 0: they held no task.
+    /// another delivery): removed before a forced queue delete, a page at a time. An entry of a
+    /// live task (enqueued meanwhile) is left for the next round of the delete. Returns 0:
+    /// these entries held no task.
     async fn delete_stray_entries(&self, keys: &QueueKeys) -> Result<u64, BrokerError> {
-        let len: u64 = self.inner.client.xlen(keys.stream()).await?;
-        if len > 0 {
-            // What is left has no live task: trim the stream to nothing (XTRIM is one key).
-            let _: i64 = self
-                .inner
-                .client
-                .xtrim(keys.stream(), ("MAXLEN", "=", 0))
+        let client = &self.inner.client;
+        let mut start = "-".to_string();
+        loop {
+            let page: Entries = client
+                .xrange(keys.stream(), start.as_str(), "+", Some(1000))
                 .await?;
+            let Some((last, _)) = page.last() else {
+                return Ok(0);
+            };
+            let next = format!("({last}");
+            let full = page.len() == 1000;
+            let owners = futures::future::join_all(page.iter().map(|(_, fields)| async move {
+                let id = fields
+                    .iter()
+                    .find(|(k, _)| k == "i")
+                    .and_then(|(_, v)| std::str::from_utf8(v).ok())?;
+                let m: Option<String> = client.hget(keys.task(id), "m").await.ok().flatten();
+                m
+            }))
+            .await;
+            let stray: Vec<&str> = page
+                .iter()
+                .zip(owners)
+                .filter(|((mid, _), owner)| owner.as_deref() != Some(mid.as_str()))
+                .map(|((mid, _), _)| mid.as_str())
+                .collect();
+            if !stray.is_empty() {
+                // One key: the stream. A re-sent XDEL deletes nothing twice.
+                let _: i64 = client.xdel(keys.stream(), stray).await?;
+            }
+            if !full {
+                return Ok(0);
+            }
+            start = next;
         }
-        Ok(0)
     }
 }
