@@ -467,9 +467,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
             if out.json {
                 return out.line(&o);
             }
-            let mut rows = o.queues.clone();
-            rows.push(o.total.clone());
-            out.queues(&rows)?;
+            out.queue_table(&o.queues, Some(&o.total))?;
             println!(
                 "servers: {}   schedules: {}   leader: {}",
                 o.servers,
@@ -542,15 +540,26 @@ impl Out {
     }
 
     fn queues(&self, rows: &[chronos_admin::QueueRow]) -> anyhow::Result<()> {
+        self.queue_table(rows, None)
+    }
+
+    /// The queue table, with a totals row (no state) when given.
+    fn queue_table(
+        &self,
+        rows: &[chronos_admin::QueueRow],
+        total: Option<&chronos_admin::QueueRow>,
+    ) -> anyhow::Result<()> {
         if self.json {
             return rows.iter().try_for_each(|r| self.line(r));
         }
         let table: Vec<Vec<String>> = rows
             .iter()
-            .map(|q| {
+            .map(|q| (q, if q.paused { "paused" } else { "running" }))
+            .chain(total.map(|t| (t, "-")))
+            .map(|(q, state)| {
                 vec![
                     q.name.clone(),
-                    if q.paused { "paused" } else { "running" }.into(),
+                    state.into(),
                     q.pending.to_string(),
                     q.active.to_string(),
                     q.scheduled.to_string(),
