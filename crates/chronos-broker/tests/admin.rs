@@ -742,3 +742,100 @@ async fn operator_actions_run_on_a_cluster() {
     }
     assert!(b.all_queue_stats().await.expect("stats").is_empty());
 }
+
+/// A broker through a proxy that drops the reply of the next call of script `name` (the call
+/// runs; the client reconnects and re-sends it), the proxy, and a direct broker.
+async fn lossy(name: &str) -> (RedisServer, TcpProxy, RedisBroker, RedisBroker) {
+    let redis = RedisServer::start().expect("redis");
+    let target: SocketAddr = ([127, 0, 0, 1], redis.port()).into();
+    let proxy = TcpProxy::start(target).await.expect("proxy");
+    let ns = chronos_testkit::namespace();
+    let via = RedisBroker::builder(proxy.url())
+        .namespace(ns.clone())
+        .connect()
+        .await
+        .expect("connect via proxy");
+    let direct = RedisBroker::builder(redis.url())
+        .namespace(ns)
+        .connect()
+        .await
+        .expect("connect");
+    let sha = via
+        .script_shas()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| s)
+        .expect("script");
+    proxy.drop_reply_to(sha);
+    (redis, proxy, via, direct)
+}
+
+#[tokio::test]
+async fn run_now_delete_and_cancel_whose_replies_are_lost_act_once() {
+    let queue = q("default");
+    let later = EnqueueOptions::new().process_in(Duration::from_secs(3600));
+
+    // Run now: one stream entry, not two.
+    let (_r, proxy, via, direct) = lossy("admin_run").await;
+    let info = Client::new(direct.clone())
+        .enqueue(&email(1), later.clone())
+        .await
+        .expect("enqueue");
+    let out = via
+        .act(&queue, &info.id, TaskAction::RunNow)
+        .await
+        .expect("run");
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(out, ActionOutcome::Already);
+    use chronos_broker::fred::interfaces::StreamsInterface;
+    let len: u64 = direct
+        .client()
+        .xlen(direct.keyspace().queue(&queue).stream())
+        .await
+        .expect("xlen");
+    assert_eq!(len, 1);
+    let stats = direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.scheduled), (1, 0));
+
+    // Delete: gone, and the re-send finds nothing.
+    let (_r, proxy, via, direct) = lossy("admin_delete").await;
+    let info = Client::new(direct.clone())
+        .enqueue(&email(2), later.clone().unique(Duration::from_secs(3600)))
+        .await
+        .expect("enqueue");
+    let out = via
+        .act(&queue, &info.id, TaskAction::Delete)
+        .await
+        .expect("rm");
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(out, ActionOutcome::NotFound);
+    assert_eq!(
+        direct.queue_stats(&queue).await.expect("stats").scheduled,
+        0
+    );
+    Client::new(direct.clone())
+        .enqueue(&email(2), later.clone().unique(Duration::from_secs(3600)))
+        .await
+        .expect("lock released");
+
+    // Cancel: one request, still answered as requested.
+    let (_r, proxy, via, direct) = lossy("admin_cancel").await;
+    Client::new(direct.clone())
+        .enqueue(&email(3), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = direct.open_reader().await.expect("reader");
+    let f = take(&direct, &mut reader, &queue, "w1", 1, Duration::ZERO).await;
+    let lease = &f.leases[0].id;
+    let out = via
+        .act(&queue, &lease.task_id, TaskAction::Cancel)
+        .await
+        .expect("cancel");
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(out, ActionOutcome::Done);
+    let asked = direct
+        .cancel_requested(&queue, std::slice::from_ref(&lease.msg_id))
+        .await
+        .expect("poll");
+    assert_eq!(asked, vec![lease.msg_id.clone()]);
+}
