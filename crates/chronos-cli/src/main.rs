@@ -691,3 +691,24 @@ fn redact(url: &str) -> String {
         _ => url.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{clip, datetime, redact};
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        assert_eq!(
+            redact("rediss://ops:s3cret@cache.example:6380/0"),
+            "rediss://ops:***@cache.example:6380/0"
+        );
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+
+    #[test]
+    fn times_and_clipping_render_plainly() {
+        assert_eq!(datetime(0), "1970-01-01 00:00:00Z");
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abc", 4), "abc");
+    }
+}
