@@ -2,7 +2,7 @@
 //!
 //! * `test`: the whole test suite (what CI runs after fmt and clippy).
 //! * `demo`: the whole system against a throwaway Redis (or `CHRONOS_REDIS_URL`).
-//! * `bench [enqueue|e2e|scheduler]`: release-mode benchmarks, with peers measured in the same run.
+//! * `bench [enqueue|e2e|scheduler|inspect]`: release-mode benchmarks, with peers measured in the same run.
 //! * `redis up|down`: a local Redis on port 6390 for manual runs.
 //! * `ci`: fmt check, clippy, then `test`.
 
@@ -30,7 +30,7 @@ fn main() -> Result<()> {
         "ci" => ci::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler]|redis up|down|ci>"
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect]|redis up|down|ci>"
             );
             if task == "help" {
                 Ok(())

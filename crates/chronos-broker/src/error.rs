@@ -90,6 +90,15 @@ pub enum BrokerError {
         /// The policy the server reported.
         policy: String,
     },
+    /// A queue to delete still holds tasks (delete with force to delete them too). Permanent
+    /// until the tasks are gone.
+    #[error("queue {queue:?} holds {tasks} tasks (force deletes them)")]
+    QueueNotEmpty {
+        /// The queue.
+        queue: String,
+        /// How many tasks it holds.
+        tasks: u64,
+    },
     /// A lock or lease operation was asked for with a TTL Redis cannot express. Permanent.
     #[error("invalid duration {0:?}")]
     InvalidDuration(Duration),

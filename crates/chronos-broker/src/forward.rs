@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, Completion, Consume, Coordinate, DeadOutcome, Enqueue, Fetched, FireOutcome,
-    FireState, Inspect, LeaderInfo, LeaseId, Maintain, NewTask, QueueName, QueueStats, Reclaimed,
-    ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, StartOutcome, TaskInfo, TaskRecord,
+    ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
+    Fetched, FireOutcome, FireState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
+    Maintain, NewTask, Operate, QueueName, QueueStats, Reclaimed, ScheduleEntry, SchedulerMetrics,
+    Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter, TaskInfo, TaskPage, TaskRecord,
     TaskState, Trigger,
 };
 
@@ -67,6 +68,7 @@ forward!(Maintain {
     fn publish_server(&self, record: &ServerRecord, ttl: Duration) -> Result<(), BrokerError>;
     fn remove_server(&self, id: &str) -> Result<(), BrokerError>;
     fn remove_consumer(&self, queue: &QueueName, consumer: &str) -> Result<bool, BrokerError>;
+    fn cancel_requested(&self, queue: &QueueName, msg_ids: &[String]) -> Result<Vec<String>, BrokerError>;
 });
 
 forward!(Coordinate {
@@ -100,4 +102,13 @@ forward!(Schedules {
     fn schedules(&self, stale_after: Duration, remove_after: Duration) -> Result<Vec<ScheduleEntry>, BrokerError>;
     fn prune_schedules(&self, remove_after: Duration, full: bool) -> Result<Vec<String>, BrokerError>;
     fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError>;
+});
+
+forward!(Operate {
+    fn act(&self, queue: &QueueName, id: &str, action: TaskAction) -> Result<ActionOutcome, BrokerError>;
+    fn act_all(&self, queue: &QueueName, state: TaskState, filter: &TaskFilter, action: TaskAction, chunk: usize) -> Result<BulkReport, BrokerError>;
+    fn list_page(&self, queue: &QueueName, state: TaskState, filter: &TaskFilter, cursor: Option<&str>, limit: usize) -> Result<TaskPage, BrokerError>;
+    fn delete_queue(&self, queue: &QueueName, force: bool) -> Result<u64, BrokerError>;
+    fn history(&self, queue: &QueueName, span: HistorySpan) -> Result<Vec<HistoryPoint>, BrokerError>;
+    fn all_queue_stats(&self) -> Result<Vec<(QueueName, QueueStats)>, BrokerError>;
 });

@@ -221,6 +221,25 @@ impl QueueKeys {
         format!("{}failed", self.prefix)
     }
 
+    /// The sorted set of cancel requests: stream entry ids of active deliveries an operator
+    /// asked to cancel, scored by when (unix ms); trimmed and expired after a minute.
+    pub fn cancel(&self) -> String {
+        format!("{}cancel", self.prefix)
+    }
+
+    /// The hash of one UTC day's history counts per minute (field: unix minute), for
+    /// `counter` [`HistoryCounter::Processed`] or [`HistoryCounter::Failed`]; `day` is the unix
+    /// day (ms / 86,400,000). Expires two days after its last write.
+    pub fn history_minutes(&self, counter: HistoryCounter, day: i64) -> String {
+        format!("{}h:{}:m:{day}", self.prefix, counter.code())
+    }
+
+    /// The history count of one UTC day (`day` as in [`QueueKeys::history_minutes`]). Expires 91
+    /// days after its last write.
+    pub fn history_day(&self, counter: HistoryCounter, day: i64) -> String {
+        format!("{}h:{}:d:{day}", self.prefix, counter.code())
+    }
+
     /// True when `key` is one of this queue's keys (it carries the queue's prefix, so it lives
     /// in the queue's cluster slot). Key names read back from Redis are checked with this before
     /// a script declares them.
@@ -228,3 +247,24 @@ impl QueueKeys {
         key.starts_with(&self.prefix)
     }
 }
+
+/// Which history a counter key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HistoryCounter {
+    /// Tasks completed.
+    Processed,
+    /// Failed attempts (retried, dead-lettered, or lost with their worker).
+    Failed,
+}
+
+impl HistoryCounter {
+    fn code(self) -> &'static str {
+        match self {
+            HistoryCounter::Processed => "p",
+            HistoryCounter::Failed => "f",
+        }
+    }
+}
+
+/// Milliseconds in a day: history buckets are UTC days.
+pub(crate) const DAY_MS: i64 = 86_400_000;

@@ -18,6 +18,10 @@
 //!   [`NewTask`], [`Trigger`], ...) re-exported here.
 //! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
 //!   pausing, live servers, the scheduler leader).
+//! * [`Operate`]: operator actions ([`TaskAction`]: run now, delete, archive, cancel) on one
+//!   task or on every task of a state matching a [`TaskFilter`] (kind, payload substring), in
+//!   bounded chunks; listing by cursor ([`TaskPage`]); queue deletion; per-queue history
+//!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
 //! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
 //!
 //! # Guarantees
@@ -68,6 +72,9 @@
 //! | `<ns>:{<q>}:d:<id>` | string | done marker `<entry id>\|<enqueue call token>` of a task deleted moments after its delivery (completed without retention or with a shorter one, or discarded) | complete, dead-letter | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:c:<consumer>` | string | fetch receipt `<nonce>:<entry ids>` of the consumer's last fetch that delivered anything | claim | its TTL (60 s) |
 //! | `<ns>:{<q>}:sched:*`, `<ns>:{scheduler}:*` | various | the scheduler's fence, fire state, dedup keys, metrics and registry (see the `chronos-scheduler` crate docs) | the scheduler | TTLs and the leader's pruning |
+//! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
+//! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
+//! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
 //!
 //! # Example
@@ -102,6 +109,7 @@ mod envelope;
 mod error;
 mod forward;
 mod keys;
+mod payload;
 mod redis;
 mod schedule;
 mod server_record;
@@ -111,7 +119,8 @@ mod traits;
 pub use client::Client;
 pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError};
-pub use keys::{Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
+pub use keys::{HistoryCounter, Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
+pub use payload::payload_json;
 pub use redis::RedisReader;
 pub use redis::{
     EvictionCheck, RedisBroker, RedisBrokerBuilder, DEFAULT_IDEMPOTENCY_WINDOW,
@@ -124,8 +133,10 @@ pub use task::{
     TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 pub use traits::{
-    Attempt, Broker, Completion, Consume, Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched,
-    Inspect, Lease, LeaseId, Maintain, QueueStats, Reclaimed, Schedules, StartOutcome, TaskRecord,
+    ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
+    DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
+    Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction, TaskFilter, TaskPage,
+    TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

@@ -315,6 +315,19 @@ pub trait Maintain: Send + Sync {
         queue: &QueueName,
         consumer: &str,
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Which of `msg_ids` (stream entry ids of deliveries this worker runs) an operator asked
+    /// to cancel ([`TaskAction::Cancel`]). A worker polls it for the tasks it runs, a few times
+    /// a second. The default answers none: a store without operator cancellation, or a
+    /// wrapper written before it existed (a wrapper should forward it).
+    fn cancel_requested(
+        &self,
+        queue: &QueueName,
+        msg_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send {
+        let _ = (queue, msg_ids);
+        async { Ok(Vec::new()) }
+    }
 }
 
 /// Cluster coordination: locks and announcements.
@@ -517,4 +530,200 @@ pub trait Broker:
 impl<T> Broker for T where
     T: Enqueue + Consume + Maintain + Coordinate + Inspect + Schedules + Clone + 'static
 {
+}
+
+/// An inspector action on tasks (see [`Operate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskAction {
+    /// Scheduled, retry or archived -> pending, at the end of the stream. A dead letter run
+    /// again gets its attempts back.
+    RunNow,
+    /// Removes a task in any state but active, releasing its unique lock.
+    Delete,
+    /// Pending, scheduled or retry -> archived, releasing its unique lock.
+    Archive,
+    /// Asks the worker running an active task to cancel it: the handler's `Context` sees the
+    /// cancellation within a second (a handler that ignores it keeps running, and its outcome
+    /// settles the task as usual).
+    Cancel,
+}
+
+impl TaskAction {
+    /// The states this action takes a task from.
+    pub fn sources(self) -> &'static [TaskState] {
+        match self {
+            TaskAction::RunNow => &[TaskState::Scheduled, TaskState::Retry, TaskState::Archived],
+            TaskAction::Delete => &[
+                TaskState::Pending,
+                TaskState::Scheduled,
+                TaskState::Retry,
+                TaskState::Archived,
+                TaskState::Completed,
+            ],
+            TaskAction::Archive => &[TaskState::Pending, TaskState::Scheduled, TaskState::Retry],
+            TaskAction::Cancel => &[TaskState::Active],
+        }
+    }
+}
+
+/// What an action did to one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionOutcome {
+    /// Done now.
+    Done,
+    /// The task already was where the action takes it (pending for run-now, archived for
+    /// archive, a cancel already requested): nothing changed. A call re-sent by the client
+    /// after a lost reply answers this.
+    Already,
+    /// No such task (for delete: possibly deleted by a first run of this same call).
+    NotFound,
+    /// The task's state does not allow the action (for example deleting an active task);
+    /// nothing changed. Holds the state, when it is one this version knows.
+    Refused(Option<TaskState>),
+    /// The task record is corrupt; nothing changed.
+    Corrupt,
+}
+
+/// Which tasks a listing or bulk action takes, besides their state. Empty matches all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only tasks of this kind.
+    pub kind: Option<String>,
+    /// Only tasks whose payload, decoded for display (MessagePack as JSON, see
+    /// [`crate::payload_json`]), contains this text.
+    pub grep: Option<String>,
+}
+
+impl TaskFilter {
+    /// True when no condition is set.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none() && self.grep.is_none()
+    }
+
+    /// True when `envelope` passes (an envelope that does not decode passes only an empty
+    /// filter).
+    pub fn matches(&self, envelope: &Result<TaskEnvelope, DecodeError>) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        let Ok(env) = envelope else { return false };
+        if self.kind.as_deref().is_some_and(|k| k != env.kind) {
+            return false;
+        }
+        match &self.grep {
+            Some(text) => crate::payload_json(&env.payload).contains(text.as_str()),
+            None => true,
+        }
+    }
+}
+
+/// What a bulk action did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BulkReport {
+    /// Tasks read in the state (each once).
+    pub scanned: u64,
+    /// Tasks that passed the filter.
+    pub matched: u64,
+    /// Tasks the action changed.
+    pub done: u64,
+    /// Matched tasks left alone: gone meanwhile, or moved to a state the action does not take.
+    pub skipped: u64,
+    /// Script calls made, each on at most one chunk of tasks.
+    pub calls: u64,
+}
+
+/// One page of a task listing.
+#[derive(Debug, Clone, Default)]
+pub struct TaskPage {
+    /// The tasks, in the state's order (stream order, or by score: run-at, retry-at, died-at,
+    /// expiry).
+    pub tasks: Vec<TaskRecord>,
+    /// Where the next page starts (pass it back as the cursor), or None at the end.
+    pub next: Option<String>,
+    /// Tasks read for this page (more than returned when a filter skipped some).
+    pub scanned: u64,
+}
+
+/// One bucket of a queue's history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistoryPoint {
+    /// Start of the bucket (unix ms, UTC).
+    pub start_ms: i64,
+    /// Tasks completed in it.
+    pub processed: u64,
+    /// Failed attempts in it.
+    pub failed: u64,
+}
+
+/// Which history of a queue to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistorySpan {
+    /// Per minute, the last 24 hours (1,440 points).
+    Minutes,
+    /// Per UTC day, the last 90 days (90 points).
+    Days,
+}
+
+/// Operator actions for the inspector, CLI and console: task actions (one task or all tasks of
+/// a state matching a filter, in bounded chunks), paged listing by cursor, queue deletion and
+/// history. (The worker's side of cancellation is [`Maintain::cancel_requested`].)
+pub trait Operate: Send + Sync {
+    /// Applies `action` to task `id` in one atomic script. Re-sending is harmless (answers
+    /// [`ActionOutcome::Already`] or [`ActionOutcome::NotFound`] after a first run did it).
+    fn act(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        action: TaskAction,
+    ) -> impl Future<Output = Result<ActionOutcome, BrokerError>> + Send;
+
+    /// Applies `action` to every task of `queue` in `state` that passes `filter`, reading and
+    /// acting on at most `chunk` tasks per script call (clamped to 1..=5,000), so no call holds
+    /// Redis long: chunks also shrink below `chunk` while calls take longer than about 5 ms. Tasks that reach the state while it runs may or may not be included.
+    /// Fails with [`BrokerError::InvalidOption`] when `state` is not one of
+    /// [`TaskAction::sources`].
+    fn act_all(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        filter: &TaskFilter,
+        action: TaskAction,
+        chunk: usize,
+    ) -> impl Future<Output = Result<BulkReport, BrokerError>> + Send;
+
+    /// Up to `limit` tasks of `queue` in `state` passing `filter`, from `cursor` (None: the
+    /// start). Reads at most a bounded number of tasks per call (about 10 times `limit`, at
+    /// least 1,000), never the whole queue: with a selective filter a page may come back short
+    /// with a `next` cursor to go on from.
+    fn list_page(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<TaskPage, BrokerError>> + Send;
+
+    /// Deletes a queue: its tasks (only with `force`; otherwise a queue holding any task is
+    /// refused with [`BrokerError::QueueNotEmpty`]), its keys, its pause flag and its entry in
+    /// the queue list. Returns how many tasks were deleted. Workers still consuming the queue
+    /// re-create it.
+    fn delete_queue(
+        &self,
+        queue: &QueueName,
+        force: bool,
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// The queue's processed and failed counts per minute or per day, oldest first, ending
+    /// with the current bucket.
+    fn history(
+        &self,
+        queue: &QueueName,
+        span: HistorySpan,
+    ) -> impl Future<Output = Result<Vec<HistoryPoint>, BrokerError>> + Send;
+
+    /// Counts of every queue, one script call per queue (all sent at once).
+    fn all_queue_stats(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(QueueName, QueueStats)>, BrokerError>> + Send;
 }

@@ -138,8 +138,11 @@ async fn attempt<B: WorkerBroker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> O
     };
     let limit = time_limit(env, now);
     let cancel = rt.hard_cancel.child_token();
-    rt.mark_running(q, &lease.id.msg_id, cancel.clone());
-    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), cancel.clone());
+    // The handler sees `signal`: it fires with `cancel`, and alone on an operator's cancel
+    // (which must not abort the handler, so the select below watches `cancel` only).
+    let signal = cancel.child_token();
+    rt.mark_running(q, &lease.id.msg_id, cancel.clone(), signal.clone());
+    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal);
     // Catch a panic where it happens, so it becomes a retryable failure of this task only.
     let handler = AssertUnwindSafe(start(ctx)).catch_unwind();
     let timer = async {

@@ -43,6 +43,7 @@
 )]
 
 mod acker;
+mod canceller;
 mod config;
 mod dispatcher;
 mod error;

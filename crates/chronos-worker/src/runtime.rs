@@ -28,6 +28,9 @@ pub(crate) struct Counters {
 pub(crate) struct Held {
     /// Set while the task runs; cancelled when its lease is lost.
     pub(crate) cancel: Option<CancellationToken>,
+    /// The handler's `Context` signal while it runs (a child of `cancel`): fired alone when an
+    /// operator cancels the task, so the handler may stop but is not aborted.
+    pub(crate) signal: Option<CancellationToken>,
 }
 
 pub(crate) struct Runtime<B: WorkerBroker> {
@@ -122,7 +125,13 @@ impl<B: WorkerBroker> Runtime<B> {
         {
             let mut held = self.held();
             for l in &leases {
-                held[q].insert(l.id.msg_id.clone(), Held { cancel: None });
+                held[q].insert(
+                    l.id.msg_id.clone(),
+                    Held {
+                        cancel: None,
+                        signal: None,
+                    },
+                );
             }
         }
         self.buffers()[q].extend(leases);
@@ -210,14 +219,44 @@ impl<B: WorkerBroker> Runtime<B> {
         drained
     }
 
-    /// Marks a delivery as running with its cancellation token.
-    pub(crate) fn mark_running(&self, q: usize, msg_id: &str, cancel: CancellationToken) {
+    /// Marks a delivery as running with its cancellation token and its handler's signal.
+    pub(crate) fn mark_running(
+        &self,
+        q: usize,
+        msg_id: &str,
+        cancel: CancellationToken,
+        signal: CancellationToken,
+    ) {
         self.held()[q].insert(
             msg_id.to_string(),
             Held {
                 cancel: Some(cancel),
+                signal: Some(signal),
             },
         );
+    }
+
+    /// Entry ids of the deliveries of queue `q` whose handlers run now.
+    pub(crate) fn running_ids(&self, q: usize) -> Vec<String> {
+        self.held()[q]
+            .iter()
+            .filter(|(_, h)| h.signal.is_some())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Fires the handler signal of these running deliveries (an operator's cancel).
+    pub(crate) fn signal(&self, q: usize, msg_ids: &[String]) {
+        let held = self.held();
+        for id in msg_ids {
+            if let Some(Held {
+                signal: Some(token),
+                ..
+            }) = held[q].get(id)
+            {
+                token.cancel();
+            }
+        }
     }
 
     pub(crate) fn release(&self, q: usize, msg_id: &str) {
@@ -236,6 +275,7 @@ impl<B: WorkerBroker> Runtime<B> {
         for id in lost {
             if let Some(Held {
                 cancel: Some(token),
+                ..
             }) = held[q].remove(id)
             {
                 token.cancel();

@@ -8,7 +8,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
-use crate::{acker, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer, starter};
+use crate::{
+    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer, starter,
+};
 use crate::{Mux, ServerConfig, WorkerError};
 
 /// How often the paused-queue set is read: pausing takes effect within this time.
@@ -111,6 +113,7 @@ impl<B: WorkerBroker> Server<B> {
             tokio::spawn(recoverer::run(rt.clone())),
             tokio::spawn(janitor::run(rt.clone())),
             tokio::spawn(pause_poller(rt.clone())),
+            tokio::spawn(canceller::run(rt.clone())),
             starter,
         ];
         info!(server = %id, queues = ?rt.queues, concurrency = rt.config.concurrency, "server started");

@@ -1,11 +1,12 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
-//! `cargo xtask bench [enqueue|e2e|scheduler|all]`; never from a timed test.
+//! `cargo xtask bench [enqueue|e2e|scheduler|inspect|all]`; never from a timed test.
 //!
 //! Each figure is the median of several runs against a fresh throwaway Redis (or
 //! `CHRONOS_REDIS_URL`), and each peer figure comes from the same Redis build on the same machine.
 
 mod e2e;
 mod enqueue;
+mod inspect;
 mod peers;
 mod report;
 mod scheduler;
@@ -21,7 +22,7 @@ async fn main() -> Result<()> {
         }
     }
     let Some((peers_dir, modes)) = args.split_first() else {
-        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|all]");
+        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|inspect|all]");
     };
     let peers = peers::Peers::new(peers_dir);
     let all = modes.iter().any(|m| m == "all");
@@ -38,8 +39,12 @@ async fn main() -> Result<()> {
         scheduler::run().await?;
         ran = true;
     }
+    if all || modes.iter().any(|m| m == "inspect") {
+        inspect::run().await?;
+        ran = true;
+    }
     if !ran {
-        bail!("unknown bench mode {modes:?}: expected enqueue, e2e, scheduler or all");
+        bail!("unknown bench mode {modes:?}: expected enqueue, e2e, scheduler, inspect or all");
     }
     Ok(())
 }

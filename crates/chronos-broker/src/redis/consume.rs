@@ -3,9 +3,11 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
+use crate::keys::DAY_MS;
 use crate::{
-    duration_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, DecodeError, Fetched,
-    Lease, LeaseId, QueueKeys, QueueName, StartOutcome, TaskEnvelope, GROUP,
+    duration_ms, now_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, DecodeError,
+    Fetched, HistoryCounter, Lease, LeaseId, QueueKeys, QueueName, StartOutcome, TaskEnvelope,
+    GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -148,12 +150,13 @@ impl Consume for RedisBroker {
         error: &str,
     ) -> Result<bool, BrokerError> {
         let keys = self.queue_keys(&lease.queue);
-        let declared = vec![
+        let mut declared = vec![
             keys.stream(),
             keys.retry(),
             keys.failed(),
             keys.task(&lease.task_id),
         ];
+        declared.extend(failed_history(&keys));
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
@@ -173,7 +176,7 @@ impl Consume for RedisBroker {
     ) -> Result<DeadOutcome, BrokerError> {
         let keys = self.queue_keys(&lease.queue);
         let tkey = keys.task(&lease.task_id);
-        let declared = vec![
+        let mut declared = vec![
             keys.stream(),
             keys.archived(),
             keys.failed(),
@@ -181,6 +184,7 @@ impl Consume for RedisBroker {
             keys.done(&lease.task_id),
             self.unique_or(&keys, lease, tkey),
         ];
+        declared.extend(failed_history(&keys));
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
@@ -226,8 +230,15 @@ impl RedisBroker {
             return Ok(0);
         }
         let keys = self.queue_keys(queue);
-        let mut declared = Vec::with_capacity(3 + 3 * done.len());
-        declared.extend([keys.stream(), keys.completed(), keys.processed()]);
+        let mut declared = Vec::with_capacity(5 + 3 * done.len());
+        let day = now_ms().div_euclid(DAY_MS);
+        declared.extend([
+            keys.stream(),
+            keys.completed(),
+            keys.processed(),
+            keys.history_minutes(HistoryCounter::Processed, day),
+            keys.history_day(HistoryCounter::Processed, day),
+        ]);
         let mut args: Vec<Value> = Vec::with_capacity(2 + 3 * done.len());
         args.push(GROUP.into());
         args.push(duration_ms(self.inner.idempotency_window).into());
@@ -299,6 +310,16 @@ impl RedisBroker {
 
 /// Most completions per complete.lua call (Lua's `unpack` takes at most ~8,000 values).
 const COMPLETE_CHUNK: usize = 1000;
+
+/// The failed-history keys of today (by this process' clock; the minute inside is Redis'),
+/// which the failing transitions declare after their own keys.
+pub(super) fn failed_history(keys: &QueueKeys) -> [String; 2] {
+    let day = now_ms().div_euclid(DAY_MS);
+    [
+        keys.history_minutes(HistoryCounter::Failed, day),
+        keys.history_day(HistoryCounter::Failed, day),
+    ]
+}
 
 /// How long a fetch receipt lives: longer than any re-send of the call can come (commands time
 /// out after 10 s), short enough that a consumer that went away leaves nothing for long.

@@ -197,6 +197,14 @@ impl Maintain for RedisBroker {
         Ok(())
     }
 
+    async fn cancel_requested(
+        &self,
+        queue: &QueueName,
+        msg_ids: &[String],
+    ) -> Result<Vec<String>, BrokerError> {
+        self.cancel_requests(queue, msg_ids).await
+    }
+
     async fn remove_server(&self, id: &str) -> Result<(), BrokerError> {
         let keys = &self.inner.keys;
         let _: i64 = self.inner.client.del(keys.server(id)).await?;
@@ -274,6 +282,7 @@ impl RedisBroker {
         }))
         .await;
         let mut declared = vec![keys.stream(), keys.archived(), keys.failed()];
+        declared.extend(super::consume::failed_history(keys));
         let mut args: Vec<Value> = vec![GROUP.into(), duration_ms(min_idle).into()];
         for ((mid, id), lock) in idle.into_iter().zip(locks) {
             // An entry without a task id still needs two key slots; it names the stream again.

@@ -1,5 +1,6 @@
 //! The Redis implementation of the broker traits, over fred.
 
+mod admin;
 mod consume;
 mod enqueue;
 mod inspect;

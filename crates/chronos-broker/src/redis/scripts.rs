@@ -56,6 +56,11 @@ scripts!(
     sched_register,
     registry_publish,
     registry_prune,
+    admin_run,
+    admin_archive,
+    admin_delete,
+    admin_cancel,
+    admin_queue_delete,
 );
 
 impl Scripts {

@@ -1,5 +1,6 @@
 -- Acknowledge a batch of succeeded tasks of one queue.
 -- KEYS[1]  the queue's stream, KEYS[2] its completed set, KEYS[3] its processed counter,
+--          KEYS[4] its processed-per-minute hash of today, KEYS[5] its processed counter of today,
 --          then 3 keys per task: task hash, done marker, unique lock (the task hash again when
 --          the caller knows of none)
 -- ARGV[1]  consumer group, ARGV[2] idempotency window ms
@@ -21,7 +22,7 @@ end
 -- Reads first, so a corrupt record fails only itself and nothing errors after a write.
 local live, before = {}, 0
 for t = 0, (#ARGV - 2) / 3 - 1 do
-  local a, k = 2 + t * 3, 3 + t * 3
+  local a, k = 2 + t * 3, 5 + t * 3
   local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
   local h = read_hash(KEYS[k + 1], 'm', 'u', 'n', 'd', 's')
   if h and h[1] == mid then
@@ -60,4 +61,5 @@ end
 settle_entries(KEYS[1], group, acked)
 if #dropped > 0 then redis.call('DEL', unpack(dropped)) end
 bump(KEYS[3], #acked)
+history(KEYS[4], KEYS[5], #acked, now)
 return #acked + before

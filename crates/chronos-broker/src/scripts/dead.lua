@@ -1,7 +1,8 @@
 -- Dead-letter a task: archive it, or drop it when it was enqueued with discard.
 -- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, KEYS[4] the task
 --          hash, KEYS[5] its done marker, KEYS[6] its unique lock (the task hash again when the
---          caller knows of none)
+--          caller knows of none), KEYS[7] its failed-per-minute hash of today, KEYS[8] its
+--          failed counter of today
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] error message,
 -- ARGV[5]  '1' when this failure counts as an attempt, ARGV[6] idempotency window ms
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
@@ -32,6 +33,7 @@ local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
 settle_entries(KEYS[1], group, {mid})
 bump(KEYS[3], 1)
+history(KEYS[7], KEYS[8], 1, now)
 if h[2] and h[2] == ukey then release_unique(ukey, id) end
 if h[3] == '1' then
   redis.call('DEL', tkey)

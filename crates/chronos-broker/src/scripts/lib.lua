@@ -92,3 +92,14 @@ local function settle_entries(stream, group, ids)
     redis.pcall('XDEL', stream, unpack(part))
   end
 end
+
+-- Adds `n` to a queue's history: `mkey` is the hash of one UTC day's counts per minute (field:
+-- the unix minute, by Redis' clock), `dkey` the counter of one day. Both get a TTL (two days,
+-- and 91 days) so the history never grows. Never raises.
+local function history(mkey, dkey, n, now)
+  if n <= 0 then return end
+  redis.pcall('HINCRBY', mkey, tostring(math.floor(now / 60000)), n)
+  redis.pcall('PEXPIRE', mkey, 49 * 3600000)
+  redis.pcall('INCRBY', dkey, n)
+  redis.pcall('PEXPIRE', dkey, 91 * 86400000)
+end

@@ -2,7 +2,8 @@
 -- that had started (state `active`) counts as a failed attempt; one fetched but never started
 -- costs nothing. The task goes back to the end of the stream, or is dead-lettered when it has
 -- no retries left (a task that keeps killing its workers ends in the archive).
--- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, then 2 keys per
+-- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, KEYS[4] its
+--          failed-per-minute hash of today, KEYS[5] its failed counter of today, then 2 keys per
 --          delivery: task hash, unique lock (the task hash again when it has none)
 -- ARGV[1]  consumer group, ARGV[2] min idle ms, then pairs: entry id, task id (from idle.lua)
 -- Returns: {re-queued count, {task id, envelope, '1' if discarded else '0'}...}
@@ -16,7 +17,7 @@ end
 local todo = {}
 for t = 0, (#ARGV - 2) / 2 - 1 do
   local mid, id = ARGV[3 + t * 2], ARGV[4 + t * 2]
-  local tkey, ukey = KEYS[4 + t * 2], KEYS[5 + t * 2]
+  local tkey, ukey = KEYS[6 + t * 2], KEYS[7 + t * 2]
   local p = redis.call('XPENDING', KEYS[1], group, 'IDLE', idle, mid, mid, 1)
   if p[1] then
     local h = false
@@ -41,6 +42,7 @@ for _, t in ipairs(todo) do
         err = 'corrupt task record: retried = ' .. tostring(h[6]) .. ', max retry = ' .. tostring(h[2])
       end
       bump(KEYS[3], 1)
+      history(KEYS[4], KEYS[5], 1, now)
       if h[3] and h[3] == ukey then release_unique(ukey, id) end
       if h[4] == '1' then
         redis.call('DEL', tkey)

@@ -1,6 +1,7 @@
 -- Schedule a failed task for a later attempt.
 -- KEYS[1]  the queue's stream, KEYS[2] its retry set, KEYS[3] its failed counter, KEYS[4] the
---          task hash
+--          task hash, KEYS[5] its failed-per-minute hash of today, KEYS[6] its failed counter
+--          of today
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] error message
 -- Returns: 1 when moved to the retry set (also for a re-sent call whose first run did it: the
@@ -30,4 +31,5 @@ redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
 redis.call('ZADD', KEYS[2], now + delay, id)
 bump(KEYS[3], 1)
+history(KEYS[5], KEYS[6], 1, now)
 return 1

@@ -1,0 +1,512 @@
+//! The operations layer of chronos-rs: what the `chronos` CLI and the web console do, as a
+//! library other programs can call. Thin over the broker's capability traits
+//! ([`chronos_broker::Inspect`], [`chronos_broker::Operate`], [`chronos_broker::Schedules`]):
+//! it turns their answers into serializable views (payloads decoded to JSON) and their
+//! outcomes into typed errors.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), chronos_admin::AdminError> {
+//! let admin = chronos_admin::connect("redis://127.0.0.1:6379", "chronos").await?;
+//! for q in admin.queues().await? {
+//!     println!("{} pending={} archived={}", q.name, q.pending, q.archived);
+//! }
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chronos_broker::{
+    payload_json, ActionOutcome, BrokerError, BulkReport, EvictionCheck, HistorySpan, Inspect,
+    Operate, QueueName, QueueStats, RedisBroker, ScheduleEntry, Schedules, ServerRecord,
+    TaskAction, TaskFilter, TaskRecord, TaskState,
+};
+use serde::Serialize;
+
+pub use chronos_broker::{HistoryPoint, TaskAction as Action};
+
+/// What can go wrong in an operation. Each variant's message is one line, fit for a CLI.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// The broker failed (Redis unreachable, a bad name, a queue not empty, ...).
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+    /// No task with this id in this queue.
+    #[error("no task {id:?} in queue {queue:?}")]
+    TaskNotFound {
+        /// The queue.
+        queue: String,
+        /// The task id.
+        id: String,
+    },
+    /// The task's state does not allow the action; nothing changed.
+    #[error("task {id:?} is {state}: cannot {action}")]
+    Refused {
+        /// The task id.
+        id: String,
+        /// Its state.
+        state: String,
+        /// The action, as a verb.
+        action: &'static str,
+    },
+    /// The task record is corrupt; nothing changed.
+    #[error("task {id:?} has a corrupt record; nothing changed")]
+    Corrupt {
+        /// The task id.
+        id: String,
+    },
+    /// An argument is out of range (an unknown state name, a bad cursor).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Connects to Redis for operating it: never refuses a Redis that may evict keys (an operator
+/// must be able to look at any deployment).
+pub async fn connect(url: &str, namespace: &str) -> Result<Admin<RedisBroker>, AdminError> {
+    let broker = RedisBroker::builder(url)
+        .namespace(namespace)
+        .eviction_check(EvictionCheck::Skip)
+        .connect()
+        .await?;
+    Ok(Admin::new(broker))
+}
+
+/// A queue with its counts, as listed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct QueueRow {
+    /// Queue name.
+    pub name: String,
+    /// Workers do not fetch from it.
+    pub paused: bool,
+    /// Waiting in the stream.
+    pub pending: u64,
+    /// Held by workers.
+    pub active: u64,
+    /// Delayed.
+    pub scheduled: u64,
+    /// Waiting for a retry.
+    pub retry: u64,
+    /// Dead letters kept.
+    pub archived: u64,
+    /// Completed and kept.
+    pub completed: u64,
+    /// Tasks completed since the queue was created.
+    pub processed: u64,
+    /// Failed attempts since the queue was created.
+    pub failed: u64,
+}
+
+impl QueueRow {
+    fn new(name: &QueueName, s: QueueStats, paused: bool) -> Self {
+        Self {
+            name: name.to_string(),
+            paused,
+            pending: s.pending,
+            active: s.active,
+            scheduled: s.scheduled,
+            retry: s.retry,
+            archived: s.archived,
+            completed: s.completed,
+            processed: s.processed,
+            failed: s.failed,
+        }
+    }
+
+    /// Tasks held in every state.
+    pub fn size(&self) -> u64 {
+        self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
+    }
+}
+
+/// A task for display: its envelope's fields with the payload decoded to JSON.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TaskRow {
+    /// Task id.
+    pub id: String,
+    /// Queue.
+    pub queue: String,
+    /// State name.
+    pub state: String,
+    /// Kind (empty when the envelope does not decode).
+    pub kind: String,
+    /// The payload as JSON (MessagePack decoded; `"0x.."` for bytes that are not MessagePack).
+    pub payload: serde_json::Value,
+    /// Failed attempts so far.
+    pub retried: u32,
+    /// Retries allowed.
+    pub max_retry: u32,
+    /// Last failure message.
+    pub last_error: Option<String>,
+    /// When it last failed (unix ms).
+    pub last_failed_at_ms: Option<i64>,
+    /// When it was enqueued (unix ms).
+    pub enqueued_at_ms: Option<i64>,
+    /// Headers (trace context, schedule id, ...).
+    pub headers: BTreeMap<String, String>,
+    /// Why the envelope does not decode, when it does not.
+    pub decode_error: Option<String>,
+}
+
+impl TaskRow {
+    /// The view of a broker record in `queue`.
+    pub fn from_record(queue: &QueueName, r: &TaskRecord) -> Self {
+        let mut row = TaskRow {
+            id: r.id.clone(),
+            queue: queue.to_string(),
+            state: r.state.as_str().to_string(),
+            kind: String::new(),
+            payload: serde_json::Value::Null,
+            retried: 0,
+            max_retry: 0,
+            last_error: None,
+            last_failed_at_ms: None,
+            enqueued_at_ms: None,
+            headers: BTreeMap::new(),
+            decode_error: None,
+        };
+        match &r.envelope {
+            Ok(e) => {
+                row.kind = e.kind.clone();
+                row.payload = serde_json::from_str(&payload_json(&e.payload))
+                    .unwrap_or(serde_json::Value::Null);
+                row.retried = e.retried;
+                row.max_retry = e.max_retry;
+                row.last_error = e.last_error.clone();
+                row.last_failed_at_ms = e.last_failed_at_ms;
+                row.enqueued_at_ms = Some(e.enqueued_at_ms);
+                row.headers = e.headers.clone();
+            }
+            Err(e) => row.decode_error = Some(e.to_string()),
+        }
+        row
+    }
+}
+
+/// One page of tasks.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskList {
+    /// The tasks.
+    pub tasks: Vec<TaskRow>,
+    /// Cursor of the next page, None at the end.
+    pub next: Option<String>,
+}
+
+/// What a bulk action did.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct BulkRow {
+    /// Tasks read in the state.
+    pub scanned: u64,
+    /// Tasks that passed the filter.
+    pub matched: u64,
+    /// Tasks changed.
+    pub done: u64,
+    /// Matched tasks left alone (gone or moved meanwhile).
+    pub skipped: u64,
+    /// Script calls made.
+    pub calls: u64,
+}
+
+impl From<BulkReport> for BulkRow {
+    fn from(r: BulkReport) -> Self {
+        Self {
+            scanned: r.scanned,
+            matched: r.matched,
+            done: r.done,
+            skipped: r.skipped,
+            calls: r.calls,
+        }
+    }
+}
+
+/// The scheduler leader.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LeaderRow {
+    /// Instance id.
+    pub id: String,
+    /// Fencing epoch.
+    pub epoch: u64,
+    /// Leading since (unix ms).
+    pub since_ms: i64,
+}
+
+/// The whole deployment at a glance.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overview {
+    /// Every queue.
+    pub queues: Vec<QueueRow>,
+    /// Sums over the queues (name `total`).
+    pub total: QueueRow,
+    /// Live worker servers.
+    pub servers: usize,
+    /// The scheduler leader.
+    pub leader: Option<LeaderRow>,
+    /// Registered schedules.
+    pub schedules: usize,
+}
+
+/// One bucket of history.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct HistoryRow {
+    /// Bucket start (unix ms, UTC).
+    pub start_ms: i64,
+    /// Tasks completed.
+    pub processed: u64,
+    /// Failed attempts.
+    pub failed: u64,
+}
+
+/// How stale a registry entry is before it is marked stale, and when it is no longer listed:
+/// the scheduler's defaults (three publish intervals of 5 s; 1 h).
+const SCHEDULE_STALE: Duration = Duration::from_secs(15);
+const SCHEDULE_REMOVE: Duration = Duration::from_secs(3600);
+
+/// Operations over a broker.
+#[derive(Debug, Clone)]
+pub struct Admin<B> {
+    broker: B,
+}
+
+impl<B: Inspect + Operate + Schedules> Admin<B> {
+    /// Wraps `broker`.
+    pub fn new(broker: B) -> Self {
+        Self { broker }
+    }
+
+    /// The broker.
+    pub fn broker(&self) -> &B {
+        &self.broker
+    }
+
+    /// Every queue with its counts, sorted by name: one script call per queue, sent together.
+    pub async fn queues(&self) -> Result<Vec<QueueRow>, AdminError> {
+        let paused = self.broker.paused_queues().await?;
+        Ok(self
+            .broker
+            .all_queue_stats()
+            .await?
+            .into_iter()
+            .map(|(q, s)| {
+                let p = paused.contains(&q);
+                QueueRow::new(&q, s, p)
+            })
+            .collect())
+    }
+
+    /// One queue with its counts.
+    pub async fn queue(&self, name: &str) -> Result<QueueRow, AdminError> {
+        let q = QueueName::new(name)?;
+        let stats = self.broker.queue_stats(&q).await?;
+        let paused = self.broker.paused_queues().await?.contains(&q);
+        Ok(QueueRow::new(&q, stats, paused))
+    }
+
+    /// Pauses or resumes a queue.
+    pub async fn set_paused(&self, name: &str, paused: bool) -> Result<(), AdminError> {
+        Ok(self
+            .broker
+            .set_paused(&QueueName::new(name)?, paused)
+            .await?)
+    }
+
+    /// Deletes a queue (refused while it holds tasks unless `force`); returns the tasks deleted.
+    pub async fn delete_queue(&self, name: &str, force: bool) -> Result<u64, AdminError> {
+        Ok(self
+            .broker
+            .delete_queue(&QueueName::new(name)?, force)
+            .await?)
+    }
+
+    /// Processed and failed per minute (last 24 h) or per day (last 90 days), oldest first.
+    pub async fn history(
+        &self,
+        name: &str,
+        span: HistorySpan,
+    ) -> Result<Vec<HistoryRow>, AdminError> {
+        let points = self.broker.history(&QueueName::new(name)?, span).await?;
+        Ok(points
+            .into_iter()
+            .map(|p| HistoryRow {
+                start_ms: p.start_ms,
+                processed: p.processed,
+                failed: p.failed,
+            })
+            .collect())
+    }
+
+    /// A page of tasks of `state` passing `filter`, from `cursor`.
+    pub async fn tasks(
+        &self,
+        name: &str,
+        state: TaskState,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskList, AdminError> {
+        let q = QueueName::new(name)?;
+        let page = self
+            .broker
+            .list_page(&q, state, filter, cursor, limit)
+            .await?;
+        Ok(TaskList {
+            tasks: page
+                .tasks
+                .iter()
+                .map(|r| TaskRow::from_record(&q, r))
+                .collect(),
+            next: page.next,
+        })
+    }
+
+    /// One task.
+    pub async fn task(&self, name: &str, id: &str) -> Result<TaskRow, AdminError> {
+        let q = QueueName::new(name)?;
+        match self.broker.task(&q, id).await? {
+            Some(r) => Ok(TaskRow::from_record(&q, &r)),
+            None => Err(AdminError::TaskNotFound {
+                queue: name.to_string(),
+                id: id.to_string(),
+            }),
+        }
+    }
+
+    /// Applies `action` to one task. Ok(false) when it already was done (the task already
+    /// pending, archived, or its cancel already asked); an error when it is missing (except
+    /// for delete, where a missing task is Ok(false)), refused or corrupt.
+    pub async fn act(&self, name: &str, id: &str, action: TaskAction) -> Result<bool, AdminError> {
+        let q = QueueName::new(name)?;
+        match self.broker.act(&q, id, action).await? {
+            ActionOutcome::Done => Ok(true),
+            ActionOutcome::Already => Ok(false),
+            ActionOutcome::NotFound if action == TaskAction::Delete => Ok(false),
+            ActionOutcome::NotFound => Err(AdminError::TaskNotFound {
+                queue: name.to_string(),
+                id: id.to_string(),
+            }),
+            ActionOutcome::Refused(state) => Err(AdminError::Refused {
+                id: id.to_string(),
+                state: state
+                    .map_or("in an unknown state", |s| s.as_str())
+                    .to_string(),
+                action: verb(action),
+            }),
+            ActionOutcome::Corrupt => Err(AdminError::Corrupt { id: id.to_string() }),
+        }
+    }
+
+    /// Applies `action` to every task of `state` passing `filter`, in chunks of 1,000.
+    pub async fn act_all(
+        &self,
+        name: &str,
+        state: TaskState,
+        filter: &TaskFilter,
+        action: TaskAction,
+    ) -> Result<BulkRow, AdminError> {
+        let q = QueueName::new(name)?;
+        Ok(self
+            .broker
+            .act_all(&q, state, filter, action, 1000)
+            .await?
+            .into())
+    }
+
+    /// Live worker servers.
+    pub async fn servers(&self) -> Result<Vec<ServerRecord>, AdminError> {
+        Ok(self.broker.servers().await?)
+    }
+
+    /// Registered schedules (also those that never fired), sorted by id.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleEntry>, AdminError> {
+        let mut all = self
+            .broker
+            .schedules(SCHEDULE_STALE, SCHEDULE_REMOVE)
+            .await?;
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all)
+    }
+
+    /// The scheduler leader, if any.
+    pub async fn leader(&self) -> Result<Option<LeaderRow>, AdminError> {
+        Ok(self.broker.scheduler_leader().await?.map(|l| LeaderRow {
+            id: l.id,
+            epoch: l.epoch,
+            since_ms: l.since_ms,
+        }))
+    }
+
+    /// Queues, totals, servers, leader and schedules.
+    pub async fn overview(&self) -> Result<Overview, AdminError> {
+        let queues = self.queues().await?;
+        let mut total = QueueRow::new(&QueueName::new("total")?, QueueStats::default(), false);
+        for q in &queues {
+            total.pending += q.pending;
+            total.active += q.active;
+            total.scheduled += q.scheduled;
+            total.retry += q.retry;
+            total.archived += q.archived;
+            total.completed += q.completed;
+            total.processed += q.processed;
+            total.failed += q.failed;
+        }
+        Ok(Overview {
+            servers: self.servers().await?.len(),
+            leader: self.leader().await?,
+            schedules: self.schedules().await?.len(),
+            queues,
+            total,
+        })
+    }
+}
+
+/// Parses a state name (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`).
+pub fn parse_state(s: &str) -> Result<TaskState, AdminError> {
+    TaskState::parse(s).ok_or_else(|| {
+        AdminError::Invalid(format!(
+            "unknown state {s:?} (pending, active, scheduled, retry, archived, completed)"
+        ))
+    })
+}
+
+/// The action as a verb, for messages.
+pub fn verb(action: TaskAction) -> &'static str {
+    match action {
+        TaskAction::RunNow => "run now",
+        TaskAction::Delete => "delete",
+        TaskAction::Archive => "archive",
+        TaskAction::Cancel => "cancel",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chronos_broker::DecodeError;
+
+    #[test]
+    fn an_undecodable_task_still_has_a_row_with_the_reason() {
+        let q = QueueName::new("q").expect("queue");
+        let rec = TaskRecord {
+            id: "t1".into(),
+            state: TaskState::Archived,
+            envelope: Err(DecodeError::Empty),
+        };
+        let row = TaskRow::from_record(&q, &rec);
+        assert_eq!((row.id.as_str(), row.state.as_str()), ("t1", "archived"));
+        assert_eq!(row.decode_error.as_deref(), Some("empty task envelope"));
+        assert_eq!(row.payload, serde_json::Value::Null);
+    }
+
+    #[test]
+    fn state_names_parse_or_say_which_exist() {
+        assert_eq!(parse_state("retry").expect("state"), TaskState::Retry);
+        let err = parse_state("dead").expect_err("unknown").to_string();
+        assert!(err.contains("pending, active"), "{err}");
+    }
+}

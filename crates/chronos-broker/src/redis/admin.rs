@@ -1,0 +1,796 @@
+//! Operator actions: task actions one by one and in bounded chunks, listing by cursor, queue
+//! deletion, history, and the worker's poll for cancel requests.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fred::bytes::Bytes;
+use fred::prelude::*;
+
+use super::consume::decode_envelope;
+use super::{reply, RedisBroker};
+use crate::keys::DAY_MS;
+use crate::{
+    duration_ms, now_ms, ActionOutcome, BrokerError, BulkReport, HistoryCounter, HistoryPoint,
+    HistorySpan, Inspect, Operate, QueueKeys, QueueName, QueueStats, TaskAction, TaskFilter,
+    TaskPage, TaskRecord, TaskState, GROUP,
+};
+
+/// How long a cancel request is kept: a worker polls several times a second, so a request
+/// older than this has been seen, or its task has ended.
+const CANCEL_KEEP: Duration = Duration::from_secs(60);
+
+/// Largest chunk one script call takes.
+const MAX_CHUNK: usize = 5_000;
+
+/// How long one bulk script call should hold Redis at most: chunks shrink when a call takes
+/// longer (see [`RedisBroker::bulk`]).
+const CALL_BUDGET: Duration = Duration::from_millis(5);
+
+/// First chunk of a bulk action, and the smallest.
+const START_CHUNK: usize = 250;
+const MIN_CHUNK: usize = 25;
+
+/// Most tasks one listing call reads, per task asked for (and at least [`MIN_SCAN`]).
+const SCAN_FACTOR: usize = 10;
+const MIN_SCAN: usize = 1_000;
+
+/// Stream entries as XRANGE returns them: id and fields (values as bytes: envelopes are
+/// binary).
+type Entries = Vec<(String, Vec<(String, Bytes)>)>;
+
+/// One task as a scan read it: enough to filter it, show it and act on it.
+struct Item {
+    id: String,
+    /// Where it sits in its state's order: the cursor after it.
+    cursor: String,
+    /// The hash's fields `s`, `u`, `r`, `err`, `f`.
+    state: Option<String>,
+    unique: Option<String>,
+    retried: i64,
+    error: Option<String>,
+    failed_at: i64,
+    /// The envelope bytes (from the stream entry, or the hash's `e`), when read.
+    env: Value,
+}
+
+impl Item {
+    fn record(&self) -> Option<TaskRecord> {
+        let state = TaskState::parse(self.state.as_deref()?)?;
+        let envelope = decode_envelope(self.env.clone()).map(|mut e| {
+            e.retried = u32::try_from(self.retried).unwrap_or(u32::MAX);
+            e.last_error = self.error.clone();
+            e.last_failed_at_ms = (self.failed_at > 0).then_some(self.failed_at);
+            e
+        });
+        Some(TaskRecord {
+            id: self.id.clone(),
+            state,
+            envelope,
+        })
+    }
+}
+
+/// One chunk read by [`RedisBroker::scan`].
+struct Chunk {
+    /// Tasks now in the state, in order.
+    items: Vec<Item>,
+    /// The cursor after the last position read (also past entries skipped for another state).
+    end: Option<String>,
+    /// Fewer positions than asked for were left: the state is exhausted.
+    exhausted: bool,
+    /// Positions read.
+    read: u64,
+}
+
+impl Operate for RedisBroker {
+    async fn act(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        action: TaskAction,
+    ) -> Result<ActionOutcome, BrokerError> {
+        crate::keys::check_task_id(id)?;
+        let keys = self.queue_keys(queue);
+        let unique = if matches!(action, TaskAction::Archive | TaskAction::Delete) {
+            let u: Option<String> = self
+                .inner
+                .client
+                .hget(keys.task(id), "u")
+                .await
+                .ok()
+                .flatten();
+            u
+        } else {
+            None
+        };
+        let (codes, states) = self
+            .run_action(&keys, action, &[(id.to_string(), unique)], false)
+            .await?;
+        let code = codes.first().copied().unwrap_or(0);
+        let state = states.into_iter().next().unwrap_or_default();
+        Ok(outcome(code, &state))
+    }
+
+    async fn act_all(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        filter: &TaskFilter,
+        action: TaskAction,
+        chunk: usize,
+    ) -> Result<BulkReport, BrokerError> {
+        if !action.sources().contains(&state) {
+            return Err(BrokerError::InvalidOption(format!(
+                "{action:?} does not take tasks in state {}",
+                state.as_str()
+            )));
+        }
+        self.bulk(queue, state, filter, action, chunk, false).await
+    }
+
+    async fn list_page(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let limit = limit.clamp(1, MAX_CHUNK);
+        let budget = (limit * SCAN_FACTOR).max(MIN_SCAN) as u64;
+        let mut page = TaskPage::default();
+        let mut cursor = cursor.map(str::to_string);
+        loop {
+            let want = limit - page.tasks.len();
+            // Without a filter every task read is shown: read exactly what is missing.
+            let n = if filter.is_empty() {
+                want
+            } else {
+                want.max(100)
+            };
+            let chunk = self.scan(&keys, state, cursor.as_deref(), n, true).await?;
+            page.scanned += chunk.read;
+            let mut full = false;
+            for item in &chunk.items {
+                if full {
+                    break;
+                }
+                let Some(rec) = item.record() else { continue };
+                cursor = Some(item.cursor.clone());
+                if filter.matches(&rec.envelope) {
+                    page.tasks.push(rec);
+                    full = page.tasks.len() >= limit;
+                }
+            }
+            if full {
+                page.next = cursor;
+                return Ok(page);
+            }
+            if chunk.end.is_some() {
+                cursor = chunk.end;
+            }
+            if chunk.exhausted {
+                page.next = None;
+                return Ok(page);
+            }
+            if page.scanned >= budget {
+                page.next = cursor;
+                return Ok(page);
+            }
+        }
+    }
+
+    async fn delete_queue(&self, queue: &QueueName, force: bool) -> Result<u64, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let mut deleted = 0;
+        // A few rounds: producers may still be writing while a forced delete runs.
+        for _ in 0..3 {
+            if force {
+                for state in [
+                    TaskState::Active,
+                    TaskState::Pending,
+                    TaskState::Scheduled,
+                    TaskState::Retry,
+                    TaskState::Archived,
+                    TaskState::Completed,
+                ] {
+                    let r = self
+                        .bulk(
+                            queue,
+                            state,
+                            &TaskFilter::default(),
+                            TaskAction::Delete,
+                            1000,
+                            true,
+                        )
+                        .await?;
+                    deleted += r.done;
+                }
+                deleted += self.delete_stray_entries(&keys).await?;
+            }
+            let declared = vec![
+                keys.stream(),
+                keys.scheduled(),
+                keys.retry(),
+                keys.archived(),
+                keys.completed(),
+                keys.processed(),
+                keys.failed(),
+                keys.cancel(),
+            ];
+            let held = reply::int(
+                &self
+                    .run(|s| &s.admin_queue_delete, declared, Vec::new())
+                    .await?,
+                "queue delete",
+            )?;
+            if held == 0 {
+                // Outside the queue's slot: plain commands after the queue's own keys are gone.
+                let _: i64 = self
+                    .inner
+                    .client
+                    .srem(self.inner.keys.queues(), queue.as_str())
+                    .await?;
+                let _: i64 = self
+                    .inner
+                    .client
+                    .srem(self.inner.keys.paused(), queue.as_str())
+                    .await?;
+                self.forget_queues();
+                return Ok(deleted);
+            }
+            if !force {
+                return Err(BrokerError::QueueNotEmpty {
+                    queue: queue.to_string(),
+                    tasks: held.max(0) as u64,
+                });
+            }
+        }
+        Err(BrokerError::QueueNotEmpty {
+            queue: queue.to_string(),
+            tasks: self.queue_stats(queue).await.map(total).unwrap_or(0),
+        })
+    }
+
+    async fn history(
+        &self,
+        queue: &QueueName,
+        span: HistorySpan,
+    ) -> Result<Vec<HistoryPoint>, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let now = now_ms();
+        let today = now.div_euclid(DAY_MS);
+        match span {
+            HistorySpan::Minutes => {
+                let minute = now.div_euclid(60_000);
+                let first = minute - 1439;
+                let mut points: Vec<HistoryPoint> = (first..=minute)
+                    .map(|m| HistoryPoint {
+                        start_ms: m * 60_000,
+                        ..Default::default()
+                    })
+                    .collect();
+                // Two days' hashes cover the last 24 hours (more when clocks differ a little).
+                for counter in [HistoryCounter::Processed, HistoryCounter::Failed] {
+                    for day in [today - 1, today, today + 1] {
+                        let all: HashMap<String, i64> = self
+                            .inner
+                            .client
+                            .hgetall(keys.history_minutes(counter, day))
+                            .await?;
+                        for (field, n) in all {
+                            let Ok(m) = field.parse::<i64>() else {
+                                continue;
+                            };
+                            let Some(p) = usize::try_from(m - first)
+                                .ok()
+                                .and_then(|i| points.get_mut(i))
+                            else {
+                                continue;
+                            };
+                            let n = n.max(0) as u64;
+                            match counter {
+                                HistoryCounter::Processed => p.processed += n,
+                                HistoryCounter::Failed => p.failed += n,
+                            }
+                        }
+                    }
+                }
+                Ok(points)
+            }
+            HistorySpan::Days => {
+                let days: Vec<i64> = (today - 89..=today).collect();
+                let mut out: Vec<HistoryPoint> = days
+                    .iter()
+                    .map(|d| HistoryPoint {
+                        start_ms: d * DAY_MS,
+                        ..Default::default()
+                    })
+                    .collect();
+                for counter in [HistoryCounter::Processed, HistoryCounter::Failed] {
+                    let names: Vec<String> =
+                        days.iter().map(|d| keys.history_day(counter, *d)).collect();
+                    // One slot (the queue's tag), so one MGET is valid on a cluster too.
+                    let values: Vec<Option<i64>> = self.inner.client.mget(names).await?;
+                    for (p, v) in out.iter_mut().zip(values) {
+                        let n = v.unwrap_or(0).max(0) as u64;
+                        match counter {
+                            HistoryCounter::Processed => p.processed = n,
+                            HistoryCounter::Failed => p.failed = n,
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    async fn all_queue_stats(&self) -> Result<Vec<(QueueName, QueueStats)>, BrokerError> {
+        let queues = self.queues().await?;
+        let stats = futures::future::join_all(
+            queues
+                .iter()
+                .map(|q| async move { self.queue_stats(q).await }),
+        )
+        .await;
+        queues
+            .into_iter()
+            .zip(stats)
+            .map(|(q, s)| s.map(|s| (q, s)))
+            .collect()
+    }
+}
+
+/// Tasks a queue holds, in every state.
+fn total(s: QueueStats) -> u64 {
+    s.pending + s.active + s.scheduled + s.retry + s.archived + s.completed
+}
+
+/// Reads one script code with the state it names.
+fn outcome(code: i64, state: &str) -> ActionOutcome {
+    match code {
+        1 => ActionOutcome::Done,
+        2 => ActionOutcome::Already,
+        0 => ActionOutcome::NotFound,
+        -1 => ActionOutcome::Refused(TaskState::parse(state)),
+        _ => ActionOutcome::Corrupt,
+    }
+}
+
+/// Splits a zset cursor `<score>:<member>`.
+fn zset_cursor(cursor: &str) -> Option<(f64, &str)> {
+    let (score, member) = cursor.split_once(':')?;
+    Some((score.parse().ok()?, member))
+}
+
+impl RedisBroker {
+    /// The requests of [`crate::Maintain::cancel_requested`]: one ZMSCORE.
+    pub(super) async fn cancel_requests(
+        &self,
+        queue: &QueueName,
+        msg_ids: &[String],
+    ) -> Result<Vec<String>, BrokerError> {
+        if msg_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = self.queue_keys(queue).cancel();
+        let scores: Vec<Option<f64>> = self
+            .inner
+            .client
+            .zmscore(key, msg_ids.iter().map(String::as_str).collect::<Vec<_>>())
+            .await?;
+        Ok(msg_ids
+            .iter()
+            .zip(scores)
+            .filter(|(_, s)| s.is_some())
+            .map(|(m, _)| m.clone())
+            .collect())
+    }
+
+    /// The bulk loop behind [`Operate::act_all`] (`force`: delete active tasks too, for a
+    /// forced queue delete).
+    async fn bulk(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        filter: &TaskFilter,
+        action: TaskAction,
+        chunk: usize,
+        force: bool,
+    ) -> Result<BulkReport, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let max = chunk.clamp(1, MAX_CHUNK);
+        // Chunks adapt to the server's speed: a script call that took longer than the budget
+        // (round trip, an upper bound of the time Redis spent in it) halves the next chunk, a
+        // quick one doubles it, up to the caller's size. So no call holds Redis for long even
+        // where a task's transition costs more than usual (a slow or busy host).
+        let mut chunk = max.min(START_CHUNK);
+        let need_env = !filter.is_empty();
+        let zset = !matches!(state, TaskState::Pending | TaskState::Active);
+        let mut report = BulkReport::default();
+        let mut cursor: Option<String> = None;
+        loop {
+            let read = self
+                .scan(&keys, state, cursor.as_deref(), chunk, need_env)
+                .await?;
+            report.scanned += read.items.len() as u64;
+            let mut picked = Vec::new();
+            let mut cursors = Vec::new();
+            for item in &read.items {
+                let pass = !need_env
+                    || item
+                        .record()
+                        .is_some_and(|rec| filter.matches(&rec.envelope));
+                if pass {
+                    picked.push((item.id.clone(), item.unique.clone()));
+                }
+                cursors.push((pass, item.cursor.clone()));
+            }
+            report.matched += picked.len() as u64;
+            let mut left = vec![true; picked.len()];
+            if !picked.is_empty() {
+                let t = std::time::Instant::now();
+                let (codes, _) = self.run_action(&keys, action, &picked, force).await?;
+                let took = t.elapsed();
+                if took > CALL_BUDGET {
+                    chunk = (chunk / 2).max(MIN_CHUNK).min(max);
+                } else if took < CALL_BUDGET / 4 {
+                    chunk = (chunk * 2).min(max);
+                }
+                report.calls += 1;
+                for (i, c) in codes.iter().enumerate() {
+                    if *c == 1 {
+                        report.done += 1;
+                        if let Some(l) = left.get_mut(i) {
+                            *l = action == TaskAction::Cancel;
+                        }
+                    } else {
+                        report.skipped += 1;
+                    }
+                }
+            }
+            // The next chunk starts after the last task read. A stream cursor (entry id) stays
+            // valid when that entry is gone; a zset cursor is found by its member's rank, so
+            // it must name a task still in the set: the last one the action left there. When
+            // it left none, the previous cursor still stands (everything before it is gone).
+            if zset {
+                let mut moved = left.into_iter();
+                let mut last_left = None;
+                for (pass, c) in cursors {
+                    let stays = if pass {
+                        moved.next().unwrap_or(true)
+                    } else {
+                        true
+                    };
+                    if stays {
+                        last_left = Some(c);
+                    }
+                }
+                if last_left.is_some() {
+                    cursor = last_left;
+                }
+            } else if read.end.is_some() {
+                cursor = read.end;
+            }
+            if read.exhausted {
+                return Ok(report);
+            }
+        }
+    }
+
+    /// Calls the action's script on `tasks` (id, unique lock key as the hash names it).
+    /// Returns the script's codes and states, one per task.
+    async fn run_action(
+        &self,
+        keys: &QueueKeys,
+        action: TaskAction,
+        tasks: &[(String, Option<String>)],
+        force: bool,
+    ) -> Result<(Vec<i64>, Vec<String>), BrokerError> {
+        let mut args: Vec<Value> = Vec::with_capacity(tasks.len() + 2);
+        let mut declared: Vec<String> = Vec::with_capacity(2 * tasks.len() + 5);
+        let with_lock = |declared: &mut Vec<String>| {
+            for (id, u) in tasks {
+                let tkey = keys.task(id);
+                let lock = u.clone().filter(|k| keys.owns(k)).unwrap_or(tkey.clone());
+                declared.push(tkey);
+                declared.push(lock);
+            }
+        };
+        let res = match action {
+            TaskAction::RunNow => {
+                declared.extend([
+                    keys.stream(),
+                    keys.scheduled(),
+                    keys.retry(),
+                    keys.archived(),
+                ]);
+                declared.extend(tasks.iter().map(|(id, _)| keys.task(id)));
+                args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                self.run(|s| &s.admin_run, declared, args).await?
+            }
+            TaskAction::Archive => {
+                declared.extend([
+                    keys.stream(),
+                    keys.scheduled(),
+                    keys.retry(),
+                    keys.archived(),
+                ]);
+                with_lock(&mut declared);
+                args.push(GROUP.into());
+                args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                self.run(|s| &s.admin_archive, declared, args).await?
+            }
+            TaskAction::Delete => {
+                declared.extend([
+                    keys.stream(),
+                    keys.scheduled(),
+                    keys.retry(),
+                    keys.archived(),
+                    keys.completed(),
+                ]);
+                with_lock(&mut declared);
+                args.push(GROUP.into());
+                args.push(reply::flag(force));
+                args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                self.run(|s| &s.admin_delete, declared, args).await?
+            }
+            TaskAction::Cancel => {
+                declared.push(keys.cancel());
+                declared.extend(tasks.iter().map(|(id, _)| keys.task(id)));
+                args.push(duration_ms(CANCEL_KEEP).into());
+                args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                self.run(|s| &s.admin_cancel, declared, args).await?
+            }
+        };
+        let mut parts = reply::array(res, "admin")?.into_iter();
+        let codes = reply::array(parts.next().unwrap_or(Value::Null), "admin")?
+            .iter()
+            .map(|v| reply::int(v, "admin"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let states = reply::array(parts.next().unwrap_or(Value::Null), "admin")?
+            .into_iter()
+            .map(|v| reply::string(v, "admin").unwrap_or_default())
+            .collect();
+        if codes.len() != tasks.len() {
+            return Err(reply::bad(
+                "admin",
+                format!("{} codes for {} tasks", codes.len(), tasks.len()),
+            ));
+        }
+        Ok((codes, states))
+    }
+
+    /// Reads up to `n` positions of `state` after `cursor`, keeping the tasks that are in that
+    /// state now. Costs one range read plus one hash read per task (sent together).
+    async fn scan(
+        &self,
+        keys: &QueueKeys,
+        state: TaskState,
+        cursor: Option<&str>,
+        n: usize,
+        need_env: bool,
+    ) -> Result<Chunk, BrokerError> {
+        let client = &self.inner.client;
+        // (task id, cursor, envelope from the stream entry)
+        let mut listed: Vec<(String, String, Option<Bytes>)> = Vec::new();
+        let read;
+        let exhausted;
+        let mut end = None;
+        match state {
+            TaskState::Pending => {
+                let start = cursor.map_or("-".to_string(), |c| format!("({c}"));
+                let page: Entries = client
+                    .xrange(keys.stream(), start.as_str(), "+", Some(n as u64))
+                    .await?;
+                read = page.len() as u64;
+                exhausted = page.len() < n;
+                end = page.last().map(|(mid, _)| mid.clone());
+                for (mid, fields) in page {
+                    let field = |name: &str| {
+                        fields
+                            .iter()
+                            .find(|(k, _)| k == name)
+                            .map(|(_, v)| v.clone())
+                    };
+                    if let Some(id) = field("i").and_then(|v| String::from_utf8(v.to_vec()).ok()) {
+                        listed.push((id, mid, field("e")));
+                    }
+                }
+            }
+            TaskState::Active => {
+                // The group's pending entries list holds exactly the delivered entries.
+                let start = cursor.map_or("-".to_string(), |c| format!("({c}"));
+                let pel: Value = match client
+                    .xpending(keys.stream(), GROUP, (start.as_str(), "+", n as u64))
+                    .await
+                {
+                    Ok(v) => v,
+                    Err(e) if e.details().contains("NOGROUP") => Value::Null,
+                    Err(e) => return Err(e.into()),
+                };
+                let rows = reply::array(pel, "xpending")?;
+                read = rows.len() as u64;
+                exhausted = rows.len() < n;
+                let mids: Vec<String> = rows
+                    .into_iter()
+                    .filter_map(|r| {
+                        reply::array(r, "xpending")
+                            .ok()?
+                            .into_iter()
+                            .next()
+                            .and_then(|v| reply::string(v, "xpending").ok())
+                    })
+                    .collect();
+                end = mids.last().cloned();
+                let entries = futures::future::join_all(mids.iter().map(|mid| async move {
+                    let e: Result<Entries, _> = client
+                        .xrange(keys.stream(), mid.as_str(), mid.as_str(), Some(1))
+                        .await;
+                    e
+                }))
+                .await;
+                for (mid, entry) in mids.into_iter().zip(entries) {
+                    let fields = entry?
+                        .into_iter()
+                        .next()
+                        .map(|(_, f)| f)
+                        .unwrap_or_default();
+                    let field = |name: &str| {
+                        fields
+                            .iter()
+                            .find(|(k, _)| k == name)
+                            .map(|(_, v)| v.clone())
+                    };
+                    if let Some(id) = field("i").and_then(|v| String::from_utf8(v.to_vec()).ok()) {
+                        listed.push((id, mid, field("e")));
+                    }
+                }
+            }
+            _ => {
+                let z = match state {
+                    TaskState::Scheduled => keys.scheduled(),
+                    TaskState::Retry => keys.retry(),
+                    TaskState::Archived => keys.archived(),
+                    _ => keys.completed(),
+                };
+                let page = self.zset_page(&z, cursor, n).await?;
+                read = page.len() as u64;
+                exhausted = page.len() < n;
+                for (id, score) in page {
+                    let c = format!("{score}:{id}");
+                    listed.push((id, c, None));
+                }
+            }
+        }
+        let mut fields = vec!["s", "u", "r", "err", "f"];
+        let zset = !matches!(state, TaskState::Pending | TaskState::Active);
+        if zset && need_env {
+            fields.push("e");
+        }
+        let hashes = futures::future::join_all(listed.iter().map(|(id, _, _)| {
+            let fields = fields.clone();
+            async move {
+                let v: Result<Vec<Value>, _> = client.hmget(keys.task(id), fields).await;
+                v
+            }
+        }))
+        .await;
+        let mut items = Vec::with_capacity(listed.len());
+        for ((id, cursor, entry_env), h) in listed.into_iter().zip(hashes) {
+            // A key of another type where the hash belongs: that task alone is skipped.
+            let h = match h {
+                Ok(h) => h,
+                Err(e) if e.details().starts_with("WRONGTYPE") => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let mut cols = h.into_iter();
+            let mut next = || cols.next().unwrap_or(Value::Null);
+            let s = reply::opt_string(next(), "scan").ok().flatten();
+            if s.as_deref() != Some(state.as_str()) {
+                continue;
+            }
+            let unique = reply::opt_string(next(), "scan").ok().flatten();
+            let retried = next().as_i64().unwrap_or(0);
+            let error = reply::opt_string(next(), "scan").ok().flatten();
+            let failed_at = next().as_i64().unwrap_or(0);
+            let env = match entry_env {
+                Some(b) => Value::Bytes(b),
+                None => next(),
+            };
+            items.push(Item {
+                id,
+                cursor,
+                state: s,
+                unique,
+                retried,
+                error,
+                failed_at,
+                env,
+            });
+        }
+        Ok(Chunk {
+            items,
+            end,
+            exhausted,
+            read,
+        })
+    }
+
+    /// Up to `n` members of zset `z` after `cursor` (`<score>:<member>`), with their scores.
+    /// The member's rank finds the place in O(log n); when the member is gone, the members
+    /// after its score are taken instead (members with that very score are then skipped).
+    async fn zset_page(
+        &self,
+        z: &str,
+        cursor: Option<&str>,
+        n: usize,
+    ) -> Result<Vec<(String, f64)>, BrokerError> {
+        let client = &self.inner.client;
+        let stop = |from: i64| from + n as i64 - 1;
+        let Some(c) = cursor else {
+            return Ok(client
+                .zrange(z, 0, stop(0), None, false, None, true)
+                .await?);
+        };
+        let Some((score, member)) = zset_cursor(c) else {
+            return Err(BrokerError::InvalidOption(format!("bad cursor {c:?}")));
+        };
+        let rank: Option<i64> = client.zrank(z, member, false).await?;
+        match rank {
+            Some(r) => Ok(client
+                .zrange(z, r + 1, stop(r + 1), None, false, None, true)
+                .await?),
+            None => {
+                let from = format!("({score}");
+                Ok(client
+                    .zrangebyscore(z, from.as_str(), "+inf", true, Some((0, n as i64)))
+                    .await?)
+            }
+        }
+    }
+
+    /// Stream entries no state listing reaches (an entry whose task hash is gone or names
+    /// another delivery): removed before a forced queue delete, a page at a time. An entry of a
+    /// live task (enqueued meanwhile) is left for the next round of the delete. Returns 0:
+    /// these entries held no task.
+    async fn delete_stray_entries(&self, keys: &QueueKeys) -> Result<u64, BrokerError> {
+        let client = &self.inner.client;
+        let mut start = "-".to_string();
+        loop {
+            let page: Entries = client
+                .xrange(keys.stream(), start.as_str(), "+", Some(1000))
+                .await?;
+            let Some((last, _)) = page.last() else {
+                return Ok(0);
+            };
+            let next = format!("({last}");
+            let full = page.len() == 1000;
+            let owners = futures::future::join_all(page.iter().map(|(_, fields)| async move {
+                let id = fields
+                    .iter()
+                    .find(|(k, _)| k == "i")
+                    .and_then(|(_, v)| std::str::from_utf8(v).ok())?;
+                let m: Option<String> = client.hget(keys.task(id), "m").await.ok().flatten();
+                m
+            }))
+            .await;
+            let stray: Vec<&str> = page
+                .iter()
+                .zip(owners)
+                .filter(|((mid, _), owner)| owner.as_deref() != Some(mid.as_str()))
+                .map(|((mid, _), _)| mid.as_str())
+                .collect();
+            if !stray.is_empty() {
+                // One key: the stream. A re-sent XDEL deletes nothing twice.
+                let _: i64 = client.xdel(keys.stream(), stray).await?;
+            }
+            if !full {
+                return Ok(0);
+            }
+            start = next;
+        }
+    }
+}

@@ -1,0 +1,60 @@
+-- Inspector action "archive": pending, scheduled or retry tasks move to the archive (dead
+-- letters kept for inspection), releasing their unique lock. A pending task fetched by a worker
+-- but not started yet is archived too: its start then finds the delivery gone and skips it.
+-- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then 2 keys per
+--          task: task hash, unique lock (the task hash again when it has none)
+-- ARGV[1]  consumer group, then task ids
+-- Returns: {codes, states}, one each per task, in order:
+--    1  archived
+--    2  already archived (a re-sent call whose first run archived it): nothing changed
+--    0  no such task
+--   -1  its state cannot be archived (active, completed)
+--   -2  corrupt record: nothing changed
+-- The envelope of a pending task moves from its stream entry into the hash's `e`.
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset')
+  or not type_ok(KEYS[4], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local group = ARGV[1]
+local sets = {scheduled = KEYS[2], retry = KEYS[3]}
+local codes, states, todo = {}, {}, {}
+for i = 2, #ARGV do
+  local id, tkey, ukey = ARGV[i], KEYS[2 * i + 1], KEYS[2 * i + 2]
+  local h = read_hash(tkey, 's', 'm', 'u')
+  local s, code = '', 1
+  local env = false
+  if h == nil then
+    code = -2
+  elseif not h[1] then
+    code = 0
+  else
+    s = h[1]
+    if s == 'archived' then
+      code = 2
+    elseif s == 'pending' then
+      env = h[2] and entry_envelope(KEYS[1], h[2])
+      if not env then code = -2 end
+    elseif sets[s] == nil then
+      code = -1
+    end
+  end
+  codes[#codes + 1] = code
+  states[#states + 1] = s
+  if code == 1 then todo[#todo + 1] = {id, tkey, ukey, h, env} end
+end
+local now = now_ms()
+for _, t in ipairs(todo) do
+  local id, tkey, ukey, h, env = unpack(t)
+  if h[1] == 'pending' then
+    redis.call('XACK', KEYS[1], group, h[2])
+    redis.call('XDEL', KEYS[1], h[2])
+    redis.call('HSET', tkey, 's', 'archived', 'e', env)
+    redis.call('HDEL', tkey, 'm')
+  else
+    redis.call('ZREM', sets[h[1]], id)
+    redis.call('HSET', tkey, 's', 'archived')
+  end
+  if h[3] and h[3] == ukey then release_unique(ukey, id) end
+  redis.call('ZADD', KEYS[4], now, id)
+end
+return {codes, states}

@@ -1,0 +1,38 @@
+-- Inspector action "cancel": asks the worker running an active task to cancel it. The request is
+-- the task's current stream entry id in the queue's cancel set (scored by when it was asked); a
+-- worker polls that set for the deliveries it runs and fires their handlers' cancellation.
+-- KEYS[1]  the queue's cancel set, then one task hash per task
+-- ARGV[1]  how long requests are kept (ms), then task ids
+-- Returns: {codes, states}, one each per task, in order:
+--    1  requested (also when it already was: a re-sent call changes nothing)
+--    0  no such task
+--   -1  not active (only a running task can be cancelled)
+--   -2  corrupt record
+-- Requests older than the keep time are trimmed here, and the set expires after it.
+if not type_ok(KEYS[1], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local keep = tonumber(ARGV[1]) or 60000
+local codes, states, todo = {}, {}, {}
+for i = 2, #ARGV do
+  local h = read_hash(KEYS[i], 's', 'm')
+  local s, code = '', 1
+  if h == nil then
+    code = -2
+  elseif not h[1] then
+    code = 0
+  else
+    s = h[1]
+    if s ~= 'active' then code = -1 elseif not h[2] then code = -2 end
+  end
+  codes[#codes + 1] = code
+  states[#states + 1] = s
+  if code == 1 then todo[#todo + 1] = h[2] end
+end
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - keep)
+for _, mid in ipairs(todo) do
+  redis.call('ZADD', KEYS[1], 'NX', now, mid)
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], keep) end
+return {codes, states}

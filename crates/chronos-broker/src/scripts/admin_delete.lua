@@ -1,0 +1,53 @@
+-- Inspector action "delete": removes tasks in any state but active (unless forced, for a queue
+-- being deleted), releasing their unique lock. A pending task fetched by a worker but not started
+-- yet is deleted too: its start then finds it gone and skips it.
+-- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets, then
+--          2 keys per task: task hash, unique lock (the task hash again when it has none)
+-- ARGV[1]  consumer group, ARGV[2] '1' to delete active tasks too, then task ids
+-- Returns: {codes, states}, one each per task, in order:
+--    1  deleted
+--    0  no such task (also a re-sent call whose first run deleted it)
+--   -1  active, and not forced: nothing changed
+-- A key of the wrong type where a task hash belongs is junk and is deleted.
+if not type_ok(KEYS[1], 'stream') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+for j = 2, 5 do
+  if not type_ok(KEYS[j], 'zset') then
+    return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+  end
+end
+local group, force = ARGV[1], ARGV[2] == '1'
+local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5]}
+local codes, states, todo = {}, {}, {}
+for i = 3, #ARGV do
+  local id, tkey, ukey = ARGV[i], KEYS[2 * i], KEYS[2 * i + 1]
+  local h = read_hash(tkey, 's', 'm', 'u')
+  local s, code = '', 1
+  if h == nil then
+    h = {}
+  elseif not h[1] then
+    code = 0
+  else
+    s = h[1]
+    if s == 'active' and not force then code = -1 end
+  end
+  codes[#codes + 1] = code
+  states[#states + 1] = s
+  if code == 1 then todo[#todo + 1] = {id, tkey, ukey, h} end
+end
+for _, t in ipairs(todo) do
+  local id, tkey, ukey, h = unpack(t)
+  if h[2] then
+    redis.call('XACK', KEYS[1], group, h[2])
+    redis.call('XDEL', KEYS[1], h[2])
+  end
+  if sets[h[1] or ''] then
+    redis.call('ZREM', sets[h[1]], id)
+  elseif not h[1] then
+    for j = 2, 5 do redis.call('ZREM', KEYS[j], id) end
+  end
+  if h[3] and h[3] == ukey then release_unique(ukey, id) end
+  redis.call('DEL', tkey)
+end
+return {codes, states}

@@ -1,0 +1,24 @@
+-- Deletes the keys of a queue that holds no task (the caller deletes the tasks first, in bounded
+-- chunks, when forced). Leaves the queue's hash-tagged keys of other owners (scheduler fences,
+-- done markers and receipts with their TTLs) alone.
+-- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets,
+-- KEYS[6..7] its processed and failed counters, KEYS[8] its cancel set
+-- Returns: the number of tasks still held (nothing deleted then), or 0 when the keys were
+-- deleted (also for a re-sent call: the keys are gone already).
+local held = 0
+local t = redis.call('TYPE', KEYS[1])
+t = t.ok or t
+if t == 'stream' then
+  held = held + redis.call('XLEN', KEYS[1])
+elseif t ~= 'none' then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+for j = 2, 5 do
+  if not type_ok(KEYS[j], 'zset') then
+    return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+  end
+  held = held + redis.call('ZCARD', KEYS[j])
+end
+if held > 0 then return held end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+return 0

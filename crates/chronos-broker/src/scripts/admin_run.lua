@@ -1,0 +1,60 @@
+-- Inspector action "run now": scheduled, retry or archived tasks go to the end of the stream as
+-- pending. A dead letter re-run gets its attempts back (`r` = 0).
+-- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then one task
+--          hash per task
+-- ARGV     task ids, one per task hash
+-- Returns: one code per task, in order:
+--    1  moved to the stream
+--    2  already pending or active (a re-sent call whose first run moved it): nothing changed
+--    0  no such task
+--   -1  its state does not run now (completed); the state name follows in the reply's second list
+--   -2  corrupt record (not a hash, or no envelope): nothing changed
+-- Reply: {codes, states}
+-- The hash is rebuilt without `e` (which moves into the entry), `s`, `m` and `d`, as forward.lua
+-- does, so it is a compact listpack again.
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset')
+  or not type_ok(KEYS[4], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4]}
+local codes, states, todo = {}, {}, {}
+for i = 1, #ARGV do
+  local id, tkey = ARGV[i], KEYS[4 + i]
+  local h = redis.pcall('HGETALL', tkey)
+  local s = ''
+  if type(h) == 'table' and h.err then
+    codes[i] = -2
+  elseif #h == 0 then
+    codes[i] = 0
+  else
+    s = field_of(h, 's') or ''
+    if s == 'pending' or s == 'active' then
+      codes[i] = 2
+    elseif sets[s] == nil then
+      codes[i] = -1
+    elseif not field_of(h, 'e') then
+      codes[i] = -2
+    else
+      codes[i] = 1
+      todo[#todo + 1] = {id, tkey, h, s}
+    end
+  end
+  states[i] = s
+end
+for _, t in ipairs(todo) do
+  local id, tkey, all, s = unpack(t)
+  local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', field_of(all, 'e'))
+  local args = {tkey, 's', 'pending', 'm', mid}
+  for j = 1, #all, 2 do
+    local k = all[j]
+    if k ~= 'e' and k ~= 's' and k ~= 'm' and k ~= 'd' and not (k == 'r' and s == 'archived') then
+      args[#args + 1] = k
+      args[#args + 1] = all[j + 1]
+    end
+  end
+  if s == 'archived' then args[#args + 1] = 'r'; args[#args + 1] = '0' end
+  redis.call('DEL', tkey)
+  redis.call('HSET', unpack(args))
+  redis.call('ZREM', sets[s], id)
+end
+return {codes, states}

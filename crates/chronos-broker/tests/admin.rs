@@ -1,0 +1,841 @@
+//! Operator actions against a real Redis: run now, delete, archive, cancel (one task and in
+//! bulk), listing by cursor with filters, queue deletion and history.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chronos_broker::{
+    ActionOutcome, BrokerError, Client, Completion, Consume, EnqueueOptions, HistorySpan, Inspect,
+    Maintain, Operate, QueueName, RedisBroker, StartOutcome, TaskAction, TaskArgs, TaskFilter,
+    TaskState,
+};
+use chronos_testkit::{RedisServer, TcpProxy};
+use common::{broker, email, take, Email};
+use serde::{Deserialize, Serialize};
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).expect("queue")
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Invoice {
+    customer: String,
+}
+
+impl TaskArgs for Invoice {
+    const KIND: &'static str = "invoice";
+}
+
+async fn state_of(b: &RedisBroker, queue: &QueueName, id: &str) -> Option<TaskState> {
+    b.task(queue, id).await.expect("task").map(|r| r.state)
+}
+
+/// Fetches every pending task of `queue` and fails it once, so each lands in the retry set.
+async fn fail_all(b: &RedisBroker, queue: &QueueName, delay: Duration) {
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(b, &mut reader, queue, "w1", 100, Duration::ZERO).await;
+    for l in &f.leases {
+        assert!(b.retry(&l.id, delay, "boom").await.expect("retry"));
+    }
+}
+
+#[tokio::test]
+async fn run_now_moves_scheduled_retry_and_archived_tasks_to_pending() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    let later = EnqueueOptions::new().process_in(Duration::from_secs(3600));
+    let scheduled = client.enqueue(&email(1), later).await.expect("enqueue");
+    let failing = client
+        .enqueue(&email(2), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    fail_all(&b, &queue, Duration::from_secs(3600)).await;
+    assert_eq!(
+        state_of(&b, &queue, &failing.id).await,
+        Some(TaskState::Retry)
+    );
+
+    for id in [&scheduled.id, &failing.id] {
+        assert_eq!(
+            b.act(&queue, id, TaskAction::RunNow).await.expect("run"),
+            ActionOutcome::Done
+        );
+        assert_eq!(state_of(&b, &queue, id).await, Some(TaskState::Pending));
+        // Re-sent (or run twice): nothing moves again.
+        assert_eq!(
+            b.act(&queue, id, TaskAction::RunNow).await.expect("run"),
+            ActionOutcome::Already
+        );
+    }
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.scheduled, stats.retry), (2, 0, 0));
+
+    // A dead letter run again gets its attempts back and its envelope in the stream.
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w1", 10, Duration::ZERO).await;
+    let l = f
+        .leases
+        .iter()
+        .find(|l| l.id.task_id == failing.id)
+        .expect("failing task fetched");
+    assert_eq!(l.envelope.as_ref().expect("decodes").retried, 1);
+    b.dead_letter(&l.id, "gave up", true).await.expect("dead");
+    assert_eq!(
+        state_of(&b, &queue, &failing.id).await,
+        Some(TaskState::Archived)
+    );
+    assert_eq!(
+        b.act(&queue, &failing.id, TaskAction::RunNow)
+            .await
+            .expect("run"),
+        ActionOutcome::Done
+    );
+    let rec = b
+        .task(&queue, &failing.id)
+        .await
+        .expect("task")
+        .expect("kept");
+    assert_eq!(rec.state, TaskState::Pending);
+    let env = rec.envelope.expect("envelope back in the stream");
+    assert_eq!(env.retried, 0);
+    assert_eq!(env.kind, "email");
+
+    assert_eq!(
+        b.act(&queue, "nope", TaskAction::RunNow)
+            .await
+            .expect("run"),
+        ActionOutcome::NotFound
+    );
+}
+
+#[tokio::test]
+async fn delete_and_archive_release_the_unique_lock_and_refuse_active_tasks() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    let unique = EnqueueOptions::new().unique(Duration::from_secs(3600));
+    let a = client
+        .enqueue(&email(1), unique.clone())
+        .await
+        .expect("enqueue");
+    let bb = client
+        .enqueue(
+            &email(2),
+            unique.clone().process_in(Duration::from_secs(3600)),
+        )
+        .await
+        .expect("enqueue");
+    assert!(matches!(
+        client.enqueue(&email(1), unique.clone()).await,
+        Err(BrokerError::DuplicateTask { .. })
+    ));
+
+    // A pending task archived: its lock is free, and its envelope kept for a run-now.
+    assert_eq!(
+        b.act(&queue, &a.id, TaskAction::Archive)
+            .await
+            .expect("archive"),
+        ActionOutcome::Done
+    );
+    assert_eq!(
+        b.act(&queue, &a.id, TaskAction::Archive)
+            .await
+            .expect("archive"),
+        ActionOutcome::Already
+    );
+    let rec = b.task(&queue, &a.id).await.expect("task").expect("kept");
+    assert_eq!(rec.state, TaskState::Archived);
+    assert_eq!(rec.envelope.expect("envelope kept").kind, "email");
+    client
+        .enqueue(&email(1), unique.clone())
+        .await
+        .expect("lock released by archive");
+
+    // A scheduled task deleted: gone, lock free.
+    assert_eq!(
+        b.act(&queue, &bb.id, TaskAction::Delete)
+            .await
+            .expect("delete"),
+        ActionOutcome::Done
+    );
+    assert_eq!(
+        b.act(&queue, &bb.id, TaskAction::Delete)
+            .await
+            .expect("delete"),
+        ActionOutcome::NotFound
+    );
+    assert_eq!(state_of(&b, &queue, &bb.id).await, None);
+    client
+        .enqueue(&email(2), unique.clone())
+        .await
+        .expect("lock released by delete");
+
+    // An active task: neither deleted nor archived.
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w1", 10, Duration::ZERO).await;
+    let active = &f.leases[0];
+    for action in [TaskAction::Delete, TaskAction::Archive] {
+        assert_eq!(
+            b.act(&queue, &active.id.task_id, action)
+                .await
+                .expect("act"),
+            ActionOutcome::Refused(Some(TaskState::Active))
+        );
+    }
+    assert_eq!(
+        state_of(&b, &queue, &active.id.task_id).await,
+        Some(TaskState::Active)
+    );
+}
+
+#[tokio::test]
+async fn a_task_deleted_after_fetch_is_not_started() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    let info = client
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "w1", 10, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 1);
+    // Fetched, not started: still pending, so it can be deleted.
+    assert_eq!(
+        b.act(&queue, &info.id, TaskAction::Delete)
+            .await
+            .expect("delete"),
+        ActionOutcome::Done
+    );
+    let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
+    assert_eq!(
+        b.start(&queue, &ids).await.expect("start"),
+        vec![StartOutcome::Lost]
+    );
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active), (0, 0));
+}
+
+#[tokio::test]
+async fn cancel_marks_only_active_deliveries() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    for n in 0..2 {
+        client
+            .enqueue(&email(n), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w1", 1, Duration::ZERO).await;
+    let active = &f.leases[0].id;
+    let pending = b
+        .list_page(&queue, TaskState::Pending, &TaskFilter::default(), None, 10)
+        .await
+        .expect("list")
+        .tasks;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        b.act(&queue, &pending[0].id, TaskAction::Cancel)
+            .await
+            .expect("cancel"),
+        ActionOutcome::Refused(Some(TaskState::Pending))
+    );
+    let asked = b
+        .cancel_requested(&queue, std::slice::from_ref(&active.msg_id))
+        .await
+        .expect("poll");
+    assert!(asked.is_empty());
+    for _ in 0..2 {
+        assert_eq!(
+            b.act(&queue, &active.task_id, TaskAction::Cancel)
+                .await
+                .expect("cancel"),
+            ActionOutcome::Done
+        );
+    }
+    let asked = b
+        .cancel_requested(&queue, &[active.msg_id.clone(), "1-1".to_string()])
+        .await
+        .expect("poll");
+    assert_eq!(asked, vec![active.msg_id.clone()]);
+    // Cancel is a signal only: the task is still active and settles as usual.
+    assert_eq!(
+        state_of(&b, &queue, &active.task_id).await,
+        Some(TaskState::Active)
+    );
+}
+
+#[tokio::test]
+async fn archive_whose_reply_is_lost_archives_once_and_answers_already() {
+    let redis = RedisServer::start().expect("redis");
+    let target: SocketAddr = ([127, 0, 0, 1], redis.port()).into();
+    let proxy = TcpProxy::start(target).await.expect("proxy");
+    let ns = chronos_testkit::namespace();
+    let via = RedisBroker::builder(proxy.url())
+        .namespace(ns.clone())
+        .connect()
+        .await
+        .expect("connect via proxy");
+    let direct = RedisBroker::builder(redis.url())
+        .namespace(ns)
+        .connect()
+        .await
+        .expect("connect");
+    let queue = q("default");
+    let info = Client::new(direct.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let sha = via
+        .script_shas()
+        .into_iter()
+        .find(|(n, _)| *n == "admin_archive")
+        .map(|(_, s)| s)
+        .expect("script");
+    proxy.drop_reply_to(sha);
+    let out = via
+        .act(&queue, &info.id, TaskAction::Archive)
+        .await
+        .expect("archive re-sent");
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(out, ActionOutcome::Already);
+    let stats = direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.archived), (0, 1));
+    let rec = direct
+        .task(&queue, &info.id)
+        .await
+        .expect("task")
+        .expect("kept");
+    assert_eq!(rec.envelope.expect("envelope kept").kind, "email");
+}
+
+#[tokio::test]
+async fn bulk_archive_of_100k_pending_tasks_runs_in_bounded_chunks() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("big");
+    let opts = EnqueueOptions::new().queue("big");
+    let jobs: Vec<Email> = (0..100_000).map(email).collect();
+    for part in jobs.chunks(10_000) {
+        let r = client
+            .enqueue_batch(part.iter().map(|j| (j, opts.clone())))
+            .await
+            .expect("batch");
+        assert!(r.iter().all(|r| r.is_ok()));
+    }
+    let report = b
+        .act_all(
+            &queue,
+            TaskState::Pending,
+            &TaskFilter::default(),
+            TaskAction::Archive,
+            1000,
+        )
+        .await
+        .expect("bulk");
+    assert_eq!(report.done, 100_000);
+    assert_eq!(report.matched, 100_000);
+    // At most 1,000 a call (fewer while calls take longer than the budget).
+    assert!(report.calls >= 100, "{report:?}");
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.archived), (0, 100_000));
+
+    // And back: run now on every archived task, then delete them all.
+    let report = b
+        .act_all(
+            &queue,
+            TaskState::Archived,
+            &TaskFilter::default(),
+            TaskAction::RunNow,
+            1000,
+        )
+        .await
+        .expect("bulk run");
+    assert_eq!(report.done, 100_000);
+    let report = b
+        .act_all(
+            &queue,
+            TaskState::Pending,
+            &TaskFilter::default(),
+            TaskAction::Delete,
+            1000,
+        )
+        .await
+        .expect("bulk delete");
+    assert_eq!(report.done, 100_000);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.archived), (0, 0));
+}
+
+#[tokio::test]
+async fn bulk_with_a_filter_touches_only_matching_tasks_in_a_state() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("mixed");
+    // Scheduled, all at one run-at (equal scores): the cursor must not skip ties.
+    let at = std::time::SystemTime::now() + Duration::from_secs(3600);
+    let opts = EnqueueOptions::new().queue("mixed").process_at(at);
+    for n in 0..2500 {
+        client
+            .enqueue(&email(n), opts.clone())
+            .await
+            .expect("email");
+        let customer = if n % 100 == 7 { "acme-corp" } else { "other" };
+        client
+            .enqueue(
+                &Invoice {
+                    customer: customer.into(),
+                },
+                opts.clone(),
+            )
+            .await
+            .expect("invoice");
+    }
+    let filter = TaskFilter {
+        kind: Some("invoice".into()),
+        grep: Some("acme".into()),
+    };
+    let report = b
+        .act_all(
+            &queue,
+            TaskState::Scheduled,
+            &filter,
+            TaskAction::Archive,
+            300,
+        )
+        .await
+        .expect("bulk");
+    assert_eq!(report.matched, 25);
+    assert_eq!(report.done, 25);
+    assert_eq!(report.scanned, 5000);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.scheduled, stats.archived), (4975, 25));
+    let kind_only = TaskFilter {
+        kind: Some("email".into()),
+        grep: None,
+    };
+    let report = b
+        .act_all(
+            &queue,
+            TaskState::Scheduled,
+            &kind_only,
+            TaskAction::Delete,
+            1000,
+        )
+        .await
+        .expect("bulk");
+    assert_eq!(report.done, 2500);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.scheduled, stats.archived), (2475, 25));
+    // A state the action does not take is refused.
+    assert!(matches!(
+        b.act_all(
+            &queue,
+            TaskState::Active,
+            &kind_only,
+            TaskAction::Delete,
+            10
+        )
+        .await,
+        Err(BrokerError::InvalidOption(_))
+    ));
+}
+
+#[tokio::test]
+async fn listing_pages_by_cursor_and_filters_by_kind_and_payload() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("list");
+    let at = std::time::SystemTime::now() + Duration::from_secs(3600);
+    for n in 0..250 {
+        let opts = EnqueueOptions::new().queue("list");
+        client
+            .enqueue(&email(n), opts.clone())
+            .await
+            .expect("enqueue");
+        client
+            .enqueue(&email(n), opts.process_at(at))
+            .await
+            .expect("enqueue");
+    }
+    for state in [TaskState::Pending, TaskState::Scheduled] {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let page = b
+                .list_page(
+                    &queue,
+                    state,
+                    &TaskFilter::default(),
+                    cursor.as_deref(),
+                    100,
+                )
+                .await
+                .expect("page");
+            pages += 1;
+            assert!(page.tasks.len() <= 100);
+            seen.extend(page.tasks.iter().map(|t| t.id.clone()));
+            assert!(page.tasks.iter().all(|t| t.state == state));
+            match page.next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        let mut unique = seen.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!((seen.len(), unique.len()), (250, 250), "{state:?}");
+        assert!(pages >= 3);
+    }
+    let filter = TaskFilter {
+        kind: None,
+        grep: Some("user17@".into()),
+    };
+    let page = b
+        .list_page(&queue, TaskState::Pending, &filter, None, 10)
+        .await
+        .expect("page");
+    assert_eq!(page.tasks.len(), 1);
+    let env = page.tasks[0].envelope.as_ref().expect("decodes");
+    assert_eq!(
+        chronos_broker::payload_json(&env.payload),
+        r#"{"n":17,"to":"user17@example.com"}"#
+    );
+    let none = TaskFilter {
+        kind: Some("invoice".into()),
+        grep: None,
+    };
+    let page = b
+        .list_page(&queue, TaskState::Pending, &none, None, 10)
+        .await
+        .expect("page");
+    assert!(page.tasks.is_empty());
+    assert_eq!(page.next, None);
+}
+
+#[tokio::test]
+async fn active_tasks_are_listed_from_the_pending_entries_list() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    for n in 0..5 {
+        client
+            .enqueue(&email(n), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w1", 3, Duration::ZERO).await;
+    let page = b
+        .list_page(&queue, TaskState::Active, &TaskFilter::default(), None, 2)
+        .await
+        .expect("page");
+    assert_eq!(page.tasks.len(), 2);
+    let rest = b
+        .list_page(
+            &queue,
+            TaskState::Active,
+            &TaskFilter::default(),
+            page.next.as_deref(),
+            2,
+        )
+        .await
+        .expect("page");
+    assert_eq!(rest.tasks.len(), 1);
+    let mut ids: Vec<String> = page
+        .tasks
+        .iter()
+        .chain(&rest.tasks)
+        .map(|t| t.id.clone())
+        .collect();
+    let mut want: Vec<String> = f.leases.iter().map(|l| l.id.task_id.clone()).collect();
+    ids.sort();
+    want.sort();
+    assert_eq!(ids, want);
+    let pending = b
+        .list_page(&queue, TaskState::Pending, &TaskFilter::default(), None, 10)
+        .await
+        .expect("page");
+    assert_eq!(pending.tasks.len(), 2);
+}
+
+#[tokio::test]
+async fn queue_delete_is_refused_while_it_holds_tasks_unless_forced() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("doomed");
+    let opts = EnqueueOptions::new().queue("doomed");
+    for n in 0..30 {
+        client
+            .enqueue(&email(n), opts.clone())
+            .await
+            .expect("enqueue");
+    }
+    client
+        .enqueue(&email(99), opts.clone().process_in(Duration::from_secs(60)))
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let _active = take(&b, &mut reader, &queue, "w1", 2, Duration::ZERO).await;
+    b.set_paused(&queue, true).await.expect("pause");
+    // An entry without a live task (a foreign writer's) is removed too.
+    use chronos_broker::fred::interfaces::StreamsInterface;
+    let _: String = b
+        .client()
+        .xadd(
+            b.keyspace().queue(&queue).stream(),
+            false,
+            None,
+            "*",
+            vec![("i", "ghost")],
+        )
+        .await
+        .expect("xadd");
+    assert!(matches!(
+        b.delete_queue(&queue, false).await,
+        Err(BrokerError::QueueNotEmpty { tasks: 32, .. })
+    ));
+    assert_eq!(b.delete_queue(&queue, true).await.expect("forced"), 31);
+    assert!(!b.queues().await.expect("queues").contains(&queue));
+    assert!(b.paused_queues().await.expect("paused").is_empty());
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!(stats, Default::default());
+    let empty = q("empty");
+    assert_eq!(b.delete_queue(&empty, false).await.expect("empty"), 0);
+}
+
+#[tokio::test]
+async fn history_counts_processed_and_failed_per_minute_and_day() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("hist");
+    let opts = EnqueueOptions::new().queue("hist");
+    for n in 0..5 {
+        client
+            .enqueue(&email(n), opts.clone())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w1", 5, Duration::ZERO).await;
+    let (ok, bad) = f.leases.split_at(3);
+    let done: Vec<Completion> = ok
+        .iter()
+        .map(|l| Completion {
+            lease: l.id.clone(),
+            retention: None,
+        })
+        .collect();
+    assert_eq!(b.complete(&queue, &done).await.expect("complete"), 3);
+    // Re-sent: counted once.
+    assert_eq!(b.complete(&queue, &done).await.expect("complete"), 3);
+    assert!(b
+        .retry(&bad[0].id, Duration::ZERO, "x")
+        .await
+        .expect("retry"));
+    b.dead_letter(&bad[1].id, "y", true).await.expect("dead");
+
+    let minutes = b
+        .history(&queue, HistorySpan::Minutes)
+        .await
+        .expect("history");
+    assert_eq!(minutes.len(), 1440);
+    let (p, fl): (u64, u64) = minutes
+        .iter()
+        .fold((0, 0), |(p, f), m| (p + m.processed, f + m.failed));
+    assert_eq!((p, fl), (3, 2));
+    let last = minutes.last().expect("points");
+    assert!(
+        last.start_ms <= chronos_broker::now_ms()
+            && chronos_broker::now_ms() - last.start_ms < 61_000
+    );
+    let days = b.history(&queue, HistorySpan::Days).await.expect("history");
+    assert_eq!(days.len(), 90);
+    let today = days.last().expect("today");
+    assert_eq!((today.processed, today.failed), (3, 2));
+
+    // Every history key has a TTL.
+    use chronos_broker::fred::interfaces::KeysInterface;
+    let keys = b.keyspace().queue(&queue);
+    let day = chronos_broker::now_ms() / 86_400_000;
+    for counter in [
+        chronos_broker::HistoryCounter::Processed,
+        chronos_broker::HistoryCounter::Failed,
+    ] {
+        for key in [
+            keys.history_minutes(counter, day),
+            keys.history_day(counter, day),
+        ] {
+            let ttl: i64 = b.client().pttl(key.as_str()).await.expect("pttl");
+            assert!(ttl > 0, "{key} has no ttl");
+        }
+    }
+}
+
+#[tokio::test]
+async fn all_queue_stats_lists_every_queue() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    for name in ["a", "b", "c"] {
+        client
+            .enqueue(&email(1), EnqueueOptions::new().queue(name))
+            .await
+            .expect("enqueue");
+    }
+    let all = b.all_queue_stats().await.expect("stats");
+    let names: Vec<&str> = all.iter().map(|(q, _)| q.as_str()).collect();
+    assert_eq!(names, vec!["a", "b", "c"]);
+    assert!(all.iter().all(|(_, s)| s.pending == 1));
+}
+
+#[tokio::test]
+async fn operator_actions_run_on_a_cluster() {
+    let b = common::cluster_broker().await;
+    let client = Client::new(b.clone());
+    let names: Vec<String> = (0..6).map(|i| format!("op{i}")).collect();
+    for name in &names {
+        for n in 0..20 {
+            client
+                .enqueue(&email(n), EnqueueOptions::new().queue(name.clone()))
+                .await
+                .expect("enqueue");
+        }
+    }
+    for name in &names {
+        let queue = q(name);
+        let all = TaskFilter::default();
+        let r = b
+            .act_all(&queue, TaskState::Pending, &all, TaskAction::Archive, 7)
+            .await
+            .expect("bulk archive");
+        assert_eq!(r.done, 20);
+        let page = b
+            .list_page(&queue, TaskState::Archived, &all, None, 5)
+            .await
+            .expect("page");
+        assert_eq!(page.tasks.len(), 5);
+        assert_eq!(
+            b.act(&queue, &page.tasks[0].id, TaskAction::RunNow)
+                .await
+                .expect("run"),
+            ActionOutcome::Done
+        );
+        let mut reader = b.open_reader().await.expect("reader");
+        let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+        let done = [Completion {
+            lease: f.leases[0].id.clone(),
+            retention: None,
+        }];
+        assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
+        let days = b.history(&queue, HistorySpan::Days).await.expect("history");
+        assert_eq!(days.last().map(|d| d.processed), Some(1));
+        assert_eq!(b.delete_queue(&queue, true).await.expect("delete"), 19);
+    }
+    assert!(b.all_queue_stats().await.expect("stats").is_empty());
+}
+
+/// A broker through a proxy that drops the reply of the next call of script `name` (the call
+/// runs; the client reconnects and re-sends it), the proxy, and a direct broker.
+async fn lossy(name: &str) -> (RedisServer, TcpProxy, RedisBroker, RedisBroker) {
+    let redis = RedisServer::start().expect("redis");
+    let target: SocketAddr = ([127, 0, 0, 1], redis.port()).into();
+    let proxy = TcpProxy::start(target).await.expect("proxy");
+    let ns = chronos_testkit::namespace();
+    let via = RedisBroker::builder(proxy.url())
+        .namespace(ns.clone())
+        .connect()
+        .await
+        .expect("connect via proxy");
+    let direct = RedisBroker::builder(redis.url())
+        .namespace(ns)
+        .connect()
+        .await
+        .expect("connect");
+    let sha = via
+        .script_shas()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| s)
+        .expect("script");
+    proxy.drop_reply_to(sha);
+    (redis, proxy, via, direct)
+}
+
+#[tokio::test]
+async fn run_now_delete_and_cancel_whose_replies_are_lost_act_once() {
+    let queue = q("default");
+    let later = EnqueueOptions::new().process_in(Duration::from_secs(3600));
+
+    // Run now: one stream entry, not two.
+    let (_r, proxy, via, direct) = lossy("admin_run").await;
+    let info = Client::new(direct.clone())
+        .enqueue(&email(1), later.clone())
+        .await
+        .expect("enqueue");
+    let out = via
+        .act(&queue, &info.id, TaskAction::RunNow)
+        .await
+        .expect("run");
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(out, ActionOutcome::Already);
+    use chronos_broker::fred::interfaces::StreamsInterface;
+    let len: u64 = direct
+        .client()
+        .xlen(direct.keyspace().queue(&queue).stream())
+        .await
+        .expect("xlen");
+    assert_eq!(len, 1);
+    let stats = direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.scheduled), (1, 0));
+
+    // Delete: gone, and the re-send finds nothing.
+    let (_r, proxy, via, direct) = lossy("admin_delete").await;
+    let info = Client::new(direct.clone())
+        .enqueue(&email(2), later.clone().unique(Duration::from_secs(3600)))
+        .await
+        .expect("enqueue");
+    let out = via
+        .act(&queue, &info.id, TaskAction::Delete)
+        .await
+        .expect("rm");
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(out, ActionOutcome::NotFound);
+    assert_eq!(
+        direct.queue_stats(&queue).await.expect("stats").scheduled,
+        0
+    );
+    Client::new(direct.clone())
+        .enqueue(&email(2), later.clone().unique(Duration::from_secs(3600)))
+        .await
+        .expect("lock released");
+
+    // Cancel: one request, still answered as requested.
+    let (_r, proxy, via, direct) = lossy("admin_cancel").await;
+    Client::new(direct.clone())
+        .enqueue(&email(3), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = direct.open_reader().await.expect("reader");
+    let f = take(&direct, &mut reader, &queue, "w1", 1, Duration::ZERO).await;
+    let lease = &f.leases[0].id;
+    let out = via
+        .act(&queue, &lease.task_id, TaskAction::Cancel)
+        .await
+        .expect("cancel");
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(out, ActionOutcome::Done);
+    let asked = direct
+        .cancel_requested(&queue, std::slice::from_ref(&lease.msg_id))
+        .await
+        .expect("poll");
+    assert_eq!(asked, vec![lease.msg_id.clone()]);
+}

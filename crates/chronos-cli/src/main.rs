@@ -1,0 +1,714 @@
+//! `chronos`: inspect and operate chronos-rs queues, tasks, schedules and servers.
+//!
+//! Tables for people, JSON lines (`--json`) for scripts. Exit status: 0 on success, 1 on an
+//! error (one line on stderr), 2 on a usage error.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use chronos_admin::{Admin, AdminError, TaskRow};
+use chronos_broker::{HistorySpan, RedisBroker, TaskAction, TaskFilter, TaskState};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "chronos",
+    version,
+    about = "Inspect and operate chronos-rs task queues"
+)]
+struct Cli {
+    /// Redis URL: redis://, rediss:// (TLS), redis-cluster://, redis-sentinel://; user and
+    /// password in the URL.
+    #[arg(
+        long,
+        global = true,
+        env = "CHRONOS_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    redis: String,
+    /// Key namespace of the application.
+    #[arg(
+        long,
+        global = true,
+        env = "CHRONOS_NAMESPACE",
+        default_value = "chronos"
+    )]
+    namespace: String,
+    /// JSON lines instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Queues: list, show, pause, resume, delete, history.
+    #[command(subcommand)]
+    Queue(QueueCmd),
+    /// Tasks: list, show, and run now, delete, archive or cancel one task or all in a state.
+    #[command(subcommand)]
+    Task(TaskCmd),
+    /// Registered schedules (also those that never fired).
+    #[command(subcommand)]
+    Schedule(ScheduleCmd),
+    /// Live worker servers.
+    #[command(subcommand)]
+    Server(ServerCmd),
+    /// The scheduler leader.
+    Leader,
+    /// Every queue's counts with totals, servers, leader and schedules.
+    Stats,
+}
+
+#[derive(Subcommand, Debug)]
+enum QueueCmd {
+    /// Every queue with its counts.
+    Ls,
+    /// One queue's counts and today's history.
+    Show { queue: String },
+    /// Workers stop fetching from the queue.
+    Pause { queue: String },
+    /// Workers fetch from the queue again.
+    Resume { queue: String },
+    /// Deletes the queue (refused while it holds tasks, unless --force).
+    Rm {
+        queue: String,
+        /// Delete its tasks too, in every state.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Processed and failed per day (last 90 days) or per minute (last 24 hours).
+    History {
+        queue: String,
+        /// Bucket size.
+        #[arg(long, value_enum, default_value_t = By::Day)]
+        by: By,
+        /// Show only the last N buckets (default: 14 days, or 60 minutes).
+        #[arg(long)]
+        last: Option<usize>,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum By {
+    Day,
+    Minute,
+}
+
+#[derive(Subcommand, Debug)]
+enum TaskCmd {
+    /// Tasks of a queue in one state, a page at a time.
+    Ls {
+        queue: String,
+        /// State to list.
+        #[arg(long, value_parser = parse_state, default_value = "pending")]
+        state: TaskState,
+        /// Only tasks of this kind.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only tasks whose payload (as JSON) contains this text.
+        #[arg(long)]
+        grep: Option<String>,
+        /// Tasks per page.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Where to start (the `next` cursor a previous page printed).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// One task with its payload.
+    Show { queue: String, id: String },
+    /// Run now: scheduled, retry or archived -> pending.
+    Run(ActArgs),
+    /// Delete (any state but active).
+    Rm(ActArgs),
+    /// Archive: pending, scheduled or retry -> archived.
+    Archive(ActArgs),
+    /// Cancel an active task (its handler's context is cancelled).
+    Cancel(ActArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["id", "all"])))]
+struct ActArgs {
+    queue: String,
+    /// The task id.
+    id: Option<String>,
+    /// Every task of --state (matching --kind and --grep).
+    #[arg(long, requires = "state")]
+    all: bool,
+    /// State of the tasks to act on, with --all.
+    #[arg(long, value_parser = parse_state, requires = "all")]
+    state: Option<TaskState>,
+    /// With --all: only tasks of this kind.
+    #[arg(long, requires = "all")]
+    kind: Option<String>,
+    /// With --all: only tasks whose payload (as JSON) contains this text.
+    #[arg(long, requires = "all")]
+    grep: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum ScheduleCmd {
+    /// Every registered schedule.
+    Ls,
+    /// One schedule.
+    Show { id: String },
+}
+
+#[derive(Subcommand, Debug)]
+enum ServerCmd {
+    /// Every live worker server.
+    Ls,
+}
+
+fn parse_state(s: &str) -> Result<TaskState, String> {
+    chronos_admin::parse_state(s).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&anyhow::Error::from(e)),
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Prints the error as one line on stderr; exit status 1.
+fn fail(e: &anyhow::Error) -> ExitCode {
+    // The chain, each cause once (a wrapped error often repeats its source's message).
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if !parts.last().is_some_and(|p| p.contains(&msg)) {
+            parts.push(msg);
+        }
+    }
+    let line = parts.join(": ").replace(['\n', '\r'], " ");
+    eprintln!("chronos: error: {line}");
+    ExitCode::from(1)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let admin = chronos_admin::connect(&cli.redis, &cli.namespace)
+        .await
+        .with_context(|| format!("cannot connect to {}", redact(&cli.redis)))?;
+    let out = Out { json: cli.json };
+    let r = dispatch(&admin, &out, cli.cmd).await;
+    admin.broker().close().await;
+    r
+}
+
+async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Result<()> {
+    match cmd {
+        Cmd::Queue(QueueCmd::Ls) => out.queues(&admin.queues().await?),
+        Cmd::Queue(QueueCmd::Show { queue }) => {
+            let row = admin.queue(&queue).await?;
+            let today = admin
+                .history(&queue, HistorySpan::Days)
+                .await?
+                .last()
+                .copied();
+            if out.json {
+                out.line(&serde_json::json!({ "queue": row, "today": today }))
+            } else {
+                out.queues(std::slice::from_ref(&row))?;
+                if let Some(t) = today {
+                    println!("today: processed {}, failed {}", t.processed, t.failed);
+                }
+                Ok(())
+            }
+        }
+        Cmd::Queue(QueueCmd::Pause { queue }) => {
+            admin.set_paused(&queue, true).await?;
+            out.done(
+                &serde_json::json!({"queue": queue, "paused": true}),
+                &format!("queue {queue} paused"),
+            )
+        }
+        Cmd::Queue(QueueCmd::Resume { queue }) => {
+            admin.set_paused(&queue, false).await?;
+            out.done(
+                &serde_json::json!({"queue": queue, "paused": false}),
+                &format!("queue {queue} resumed"),
+            )
+        }
+        Cmd::Queue(QueueCmd::Rm { queue, force }) => {
+            let n = admin.delete_queue(&queue, force).await?;
+            out.done(
+                &serde_json::json!({"queue": queue, "deleted": true, "tasks_deleted": n}),
+                &format!("queue {queue} deleted ({n} tasks deleted)"),
+            )
+        }
+        Cmd::Queue(QueueCmd::History { queue, by, last }) => {
+            let (span, default) = match by {
+                By::Day => (HistorySpan::Days, 14),
+                By::Minute => (HistorySpan::Minutes, 60),
+            };
+            let rows = admin.history(&queue, span).await?;
+            let n = last.unwrap_or(default).min(rows.len());
+            let rows = rows.get(rows.len() - n..).unwrap_or_default();
+            if out.json {
+                return rows.iter().try_for_each(|r| out.line(r));
+            }
+            let table: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    let at = if by == By::Day {
+                        date(r.start_ms)
+                    } else {
+                        datetime(r.start_ms)
+                    };
+                    vec![at, r.processed.to_string(), r.failed.to_string()]
+                })
+                .collect();
+            print_table(
+                &[
+                    if by == By::Day { "DAY" } else { "MINUTE" },
+                    "PROCESSED",
+                    "FAILED",
+                ],
+                &table,
+            );
+            Ok(())
+        }
+        Cmd::Task(TaskCmd::Ls {
+            queue,
+            state,
+            kind,
+            grep,
+            limit,
+            cursor,
+        }) => {
+            let filter = TaskFilter { kind, grep };
+            let page = admin
+                .tasks(&queue, state, &filter, cursor.as_deref(), limit)
+                .await?;
+            if out.json {
+                page.tasks.iter().try_for_each(|t| out.line(t))?;
+                if let Some(next) = &page.next {
+                    out.line(&serde_json::json!({ "next": next }))?;
+                }
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = page
+                .tasks
+                .iter()
+                .map(|t| {
+                    vec![
+                        t.id.clone(),
+                        t.kind.clone(),
+                        t.state.clone(),
+                        format!("{}/{}", t.retried, t.max_retry),
+                        clip(&t.payload.to_string(), 60),
+                        clip(t.last_error.as_deref().unwrap_or(""), 40),
+                    ]
+                })
+                .collect();
+            print_table(
+                &["ID", "KIND", "STATE", "RETRIED", "PAYLOAD", "LAST ERROR"],
+                &rows,
+            );
+            if let Some(next) = page.next {
+                println!("next page: --cursor '{next}'");
+            }
+            Ok(())
+        }
+        Cmd::Task(TaskCmd::Show { queue, id }) => {
+            let t = admin.task(&queue, &id).await?;
+            if out.json {
+                out.line(&t)
+            } else {
+                show_task(&t);
+                Ok(())
+            }
+        }
+        Cmd::Task(TaskCmd::Run(a)) => act(admin, out, a, TaskAction::RunNow).await,
+        Cmd::Task(TaskCmd::Rm(a)) => act(admin, out, a, TaskAction::Delete).await,
+        Cmd::Task(TaskCmd::Archive(a)) => act(admin, out, a, TaskAction::Archive).await,
+        Cmd::Task(TaskCmd::Cancel(a)) => act(admin, out, a, TaskAction::Cancel).await,
+        Cmd::Schedule(ScheduleCmd::Ls) => {
+            let all = admin.schedules().await?;
+            if out.json {
+                return all.iter().try_for_each(|s| out.line(s));
+            }
+            let rows: Vec<Vec<String>> = all
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.id.clone(),
+                        s.spec.clone(),
+                        s.zone.clone(),
+                        s.queue.clone(),
+                        s.kind.clone(),
+                        s.next_run_ms.map(datetime).unwrap_or_else(|| "-".into()),
+                        s.last_fired_ms
+                            .map(datetime)
+                            .unwrap_or_else(|| "never".into()),
+                        if s.stale { "stale" } else { "live" }.into(),
+                    ]
+                })
+                .collect();
+            print_table(
+                &[
+                    "ID",
+                    "SPEC",
+                    "ZONE",
+                    "QUEUE",
+                    "KIND",
+                    "NEXT RUN",
+                    "LAST FIRED",
+                    "STATUS",
+                ],
+                &rows,
+            );
+            Ok(())
+        }
+        Cmd::Schedule(ScheduleCmd::Show { id }) => {
+            let s = admin
+                .schedules()
+                .await?
+                .into_iter()
+                .find(|s| s.id == id)
+                .ok_or_else(|| AdminError::Invalid(format!("no schedule {id:?}")))?;
+            if out.json {
+                return out.line(&s);
+            }
+            let fields = [
+                ("id", s.id.clone()),
+                ("spec", s.spec.clone()),
+                ("zone", s.zone.clone()),
+                ("queue", s.queue.clone()),
+                ("kind", s.kind.clone()),
+                (
+                    "next run",
+                    s.next_run_ms.map(datetime).unwrap_or_else(|| "-".into()),
+                ),
+                (
+                    "last fired",
+                    s.last_fired_ms
+                        .map(datetime)
+                        .unwrap_or_else(|| "never".into()),
+                ),
+                (
+                    "last task",
+                    s.last_task_id.clone().unwrap_or_else(|| "-".into()),
+                ),
+                ("registered by", s.registered_by.clone()),
+                ("last seen", datetime(s.last_seen_ms)),
+                ("stale", s.stale.to_string()),
+            ];
+            print_fields(&fields);
+            Ok(())
+        }
+        Cmd::Server(ServerCmd::Ls) => {
+            let all = admin.servers().await?;
+            if out.json {
+                return all.iter().try_for_each(|s| out.line(s));
+            }
+            let rows: Vec<Vec<String>> = all
+                .iter()
+                .map(|s| {
+                    let queues: Vec<String> =
+                        s.queues.iter().map(|(q, w)| format!("{q}:{w}")).collect();
+                    vec![
+                        s.id.clone(),
+                        s.host.clone(),
+                        s.pid.to_string(),
+                        queues.join(","),
+                        format!("{}/{}", s.running, s.concurrency),
+                        datetime(s.started_at_ms),
+                        datetime(s.last_seen_ms),
+                    ]
+                })
+                .collect();
+            print_table(
+                &[
+                    "ID",
+                    "HOST",
+                    "PID",
+                    "QUEUES",
+                    "BUSY",
+                    "STARTED",
+                    "LAST SEEN",
+                ],
+                &rows,
+            );
+            Ok(())
+        }
+        Cmd::Leader => {
+            let l = admin.leader().await?;
+            if out.json {
+                return out.line(&serde_json::json!({ "leader": l }));
+            }
+            match l {
+                Some(l) => println!(
+                    "leader {} (epoch {}, since {})",
+                    l.id,
+                    l.epoch,
+                    datetime(l.since_ms)
+                ),
+                None => println!("no leader"),
+            }
+            Ok(())
+        }
+        Cmd::Stats => {
+            let o = admin.overview().await?;
+            if out.json {
+                return out.line(&o);
+            }
+            out.queue_table(&o.queues, Some(&o.total))?;
+            println!(
+                "servers: {}   schedules: {}   leader: {}",
+                o.servers,
+                o.schedules,
+                o.leader.map_or("none".to_string(), |l| l.id)
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn act(
+    admin: &Admin<RedisBroker>,
+    out: &Out,
+    a: ActArgs,
+    action: TaskAction,
+) -> anyhow::Result<()> {
+    let verb = chronos_admin::verb(action);
+    if a.all {
+        let state = a
+            .state
+            .ok_or_else(|| AdminError::Invalid("--all needs --state".into()))?;
+        let filter = TaskFilter {
+            kind: a.kind,
+            grep: a.grep,
+        };
+        let r = admin.act_all(&a.queue, state, &filter, action).await?;
+        return out.done(
+            &serde_json::json!({"action": verb, "queue": a.queue, "state": state.as_str(), "report": r}),
+            &format!(
+                "{verb}: {} of {} matching tasks ({} scanned, {} skipped)",
+                r.done, r.matched, r.scanned, r.skipped
+            ),
+        );
+    }
+    let id =
+        a.id.ok_or_else(|| AdminError::Invalid("give a task id or --all".into()))?;
+    let changed = admin.act(&a.queue, &id, action).await?;
+    let text = match (action, changed) {
+        (_, true) if action == TaskAction::Cancel => format!("task {id}: cancel requested"),
+        (_, true) => format!("task {id}: {verb} done"),
+        (TaskAction::Delete, false) => format!("task {id}: already gone"),
+        (_, false) => format!("task {id}: nothing to do (already done)"),
+    };
+    out.done(
+        &serde_json::json!({"action": verb, "queue": a.queue, "id": id, "changed": changed}),
+        &text,
+    )
+}
+
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    fn line<T: Serialize + ?Sized>(&self, v: &T) -> anyhow::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer(&mut stdout, v)?;
+        writeln!(stdout)?;
+        Ok(())
+    }
+
+    fn done(&self, json: &serde_json::Value, text: &str) -> anyhow::Result<()> {
+        if self.json {
+            self.line(json)
+        } else {
+            println!("{text}");
+            Ok(())
+        }
+    }
+
+    fn queues(&self, rows: &[chronos_admin::QueueRow]) -> anyhow::Result<()> {
+        self.queue_table(rows, None)
+    }
+
+    /// The queue table, with a totals row (no state) when given.
+    fn queue_table(
+        &self,
+        rows: &[chronos_admin::QueueRow],
+        total: Option<&chronos_admin::QueueRow>,
+    ) -> anyhow::Result<()> {
+        if self.json {
+            return rows.iter().try_for_each(|r| self.line(r));
+        }
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|q| (q, if q.paused { "paused" } else { "running" }))
+            .chain(total.map(|t| (t, "-")))
+            .map(|(q, state)| {
+                vec![
+                    q.name.clone(),
+                    state.into(),
+                    q.pending.to_string(),
+                    q.active.to_string(),
+                    q.scheduled.to_string(),
+                    q.retry.to_string(),
+                    q.archived.to_string(),
+                    q.completed.to_string(),
+                    q.processed.to_string(),
+                    q.failed.to_string(),
+                ]
+            })
+            .collect();
+        print_table(
+            &[
+                "QUEUE",
+                "STATE",
+                "PENDING",
+                "ACTIVE",
+                "SCHEDULED",
+                "RETRY",
+                "ARCHIVED",
+                "COMPLETED",
+                "PROCESSED",
+                "FAILED",
+            ],
+            &table,
+        );
+        Ok(())
+    }
+}
+
+fn show_task(t: &TaskRow) {
+    let mut fields = vec![
+        ("id", t.id.clone()),
+        ("queue", t.queue.clone()),
+        ("state", t.state.clone()),
+        ("kind", t.kind.clone()),
+        ("payload", t.payload.to_string()),
+        ("retried", format!("{}/{}", t.retried, t.max_retry)),
+        (
+            "enqueued",
+            t.enqueued_at_ms.map(datetime).unwrap_or_default(),
+        ),
+        ("last error", t.last_error.clone().unwrap_or_default()),
+        (
+            "last failed",
+            t.last_failed_at_ms.map(datetime).unwrap_or_default(),
+        ),
+    ];
+    for (k, v) in &t.headers {
+        fields.push(("header", format!("{k}={v}")));
+    }
+    if let Some(e) = &t.decode_error {
+        fields.push(("decode error", e.clone()));
+    }
+    print_fields(&fields);
+}
+
+fn print_fields(fields: &[(&str, String)]) {
+    let w = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in fields {
+        println!("{k:<w$}  {v}");
+    }
+}
+
+/// Left-aligned columns, two spaces apart, headers first.
+fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(headers.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let head: String = s.chars().take(n.saturating_sub(1)).collect();
+        format!("{head}…")
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SSZ` (UTC).
+fn datetime(ms: i64) -> String {
+    match chronos_broker::time::OffsetDateTime::from_unix_timestamp_nanos(
+        i128::from(ms) * 1_000_000,
+    ) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => ms.to_string(),
+    }
+}
+
+/// `YYYY-MM-DD` (UTC).
+fn date(ms: i64) -> String {
+    datetime(ms).chars().take(10).collect()
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}:***@{}", &url[..s + 3], user, &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{clip, datetime, redact};
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        assert_eq!(
+            redact("rediss://ops:s3cret@cache.example:6380/0"),
+            "rediss://ops:***@cache.example:6380/0"
+        );
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+
+    #[test]
+    fn times_and_clipping_render_plainly() {
+        assert_eq!(datetime(0), "1970-01-01 00:00:00Z");
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abc", 4), "abc");
+    }
+}

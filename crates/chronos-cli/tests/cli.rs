@@ -1,0 +1,298 @@
+//! The `chronos` binary run as a process against a real Redis.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use chronos_broker::{Client, EnqueueOptions, RedisBroker, TaskArgs};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Email {
+    to: String,
+}
+
+impl TaskArgs for Email {
+    const KIND: &'static str = "email";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Invoice {
+    customer: String,
+}
+
+impl TaskArgs for Invoice {
+    const KIND: &'static str = "invoice";
+}
+
+struct Env {
+    url: String,
+    ns: String,
+    broker: RedisBroker,
+}
+
+async fn env() -> Env {
+    let url = chronos_testkit::shared_url().expect("redis for tests");
+    let ns = chronos_testkit::namespace();
+    let broker = RedisBroker::builder(url.as_str())
+        .namespace(ns.clone())
+        .connect()
+        .await
+        .expect("connect");
+    Env { url, ns, broker }
+}
+
+impl Env {
+    /// Runs `chronos <args>` with this test's Redis (from the environment) and namespace.
+    fn run(&self, args: &[&str]) -> Output {
+        let out = Command::new(env!("CARGO_BIN_EXE_chronos"))
+            .env("CHRONOS_REDIS_URL", &self.url)
+            .arg("--namespace")
+            .arg(&self.ns)
+            .args(args)
+            .output()
+            .expect("run chronos");
+        out
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "chronos {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    fn json(&self, args: &[&str]) -> Vec<serde_json::Value> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        self.ok(&all)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+
+    async fn fill(&self) -> Vec<String> {
+        let client = Client::new(self.broker.clone());
+        let mut ids = Vec::new();
+        for n in 0..30 {
+            let info = client
+                .enqueue(
+                    &Email {
+                        to: format!("user{n}@example.com"),
+                    },
+                    EnqueueOptions::new().queue("mail"),
+                )
+                .await
+                .expect("enqueue");
+            ids.push(info.id);
+        }
+        for c in ["acme", "globex"] {
+            client
+                .enqueue(
+                    &Invoice { customer: c.into() },
+                    EnqueueOptions::new()
+                        .queue("billing")
+                        .process_in(Duration::from_secs(3600)),
+                )
+                .await
+                .expect("enqueue");
+        }
+        ids
+    }
+}
+
+#[tokio::test]
+async fn queue_ls_prints_a_table_and_json_lines() {
+    let e = env().await;
+    e.fill().await;
+    let table = e.ok(&["queue", "ls"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("QUEUE"), "{table}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("mail") && l.contains(" 30 ")),
+        "{table}"
+    );
+    let rows = e.json(&["queue", "ls"]);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["name"], "billing");
+    assert_eq!(rows[0]["scheduled"], 2);
+    assert_eq!(rows[1]["name"], "mail");
+    assert_eq!(rows[1]["pending"], 30);
+    let stats = e.json(&["stats"]);
+    assert_eq!(stats[0]["total"]["pending"], 30);
+    assert_eq!(stats[0]["servers"], 0);
+}
+
+#[tokio::test]
+async fn task_ls_pages_by_cursor_and_filters_by_payload() {
+    let e = env().await;
+    e.fill().await;
+    let page = e.json(&["task", "ls", "mail", "--limit", "20"]);
+    assert_eq!(page.len(), 21, "20 tasks then the cursor line");
+    let next = page[20]["next"].as_str().expect("cursor").to_string();
+    let rest = e.json(&["task", "ls", "mail", "--limit", "20", "--cursor", &next]);
+    assert_eq!(rest.len(), 10);
+    assert_eq!(rest[0]["payload"]["to"], "user20@example.com");
+    let hit = e.json(&["task", "ls", "mail", "--grep", "user7@"]);
+    assert_eq!(hit.len(), 1);
+    assert_eq!(hit[0]["kind"], "email");
+    let table = e.ok(&[
+        "task",
+        "ls",
+        "billing",
+        "--state",
+        "scheduled",
+        "--kind",
+        "invoice",
+    ]);
+    assert!(table.contains(r#"{"customer":"acme"}"#), "{table}");
+}
+
+#[tokio::test]
+async fn task_actions_on_one_task_and_in_bulk() {
+    let e = env().await;
+    let ids = e.fill().await;
+    let id = ids[0].as_str();
+    assert!(e
+        .ok(&["task", "archive", "mail", id])
+        .contains("archive done"));
+    let shown = e.json(&["task", "show", "mail", id]);
+    assert_eq!(shown[0]["state"], "archived");
+    assert_eq!(e.json(&["task", "run", "mail", id])[0]["changed"], true);
+    assert_eq!(e.json(&["task", "show", "mail", id])[0]["state"], "pending");
+    assert_eq!(e.json(&["task", "rm", "mail", id])[0]["changed"], true);
+    assert!(e.ok(&["task", "rm", "mail", id]).contains("already gone"));
+
+    // Errors: one line on stderr, status 1.
+    let out = e.run(&["task", "show", "mail", id]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no task"), "{err}");
+    let out = e.run(&["task", "cancel", "mail", &ids[1]]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is pending: cannot cancel"));
+
+    // Bulk: archive every pending email whose payload mentions user1 (user1, user10..user19).
+    let r = e.json(&[
+        "task", "archive", "mail", "--all", "--state", "pending", "--kind", "email", "--grep",
+        "\"user1",
+    ]);
+    assert_eq!(r[0]["report"]["done"], 11);
+    let r = e.json(&["task", "run", "mail", "--all", "--state", "archived"]);
+    assert_eq!(r[0]["report"]["done"], 11);
+    let r = e.json(&["task", "rm", "mail", "--all", "--state", "pending"]);
+    assert_eq!(r[0]["report"]["done"], 29);
+    assert_eq!(e.json(&["queue", "show", "mail"])[0]["queue"]["pending"], 0);
+}
+
+#[tokio::test]
+async fn queue_pause_resume_history_and_rm() {
+    let e = env().await;
+    e.fill().await;
+    e.ok(&["queue", "pause", "mail"]);
+    assert_eq!(
+        e.json(&["queue", "show", "mail"])[0]["queue"]["paused"],
+        true
+    );
+    e.ok(&["queue", "resume", "mail"]);
+    assert_eq!(
+        e.json(&["queue", "show", "mail"])[0]["queue"]["paused"],
+        false
+    );
+    let days = e.json(&["queue", "history", "mail", "--last", "3"]);
+    assert_eq!(days.len(), 3);
+    let minutes = e.json(&["queue", "history", "mail", "--by", "minute"]);
+    assert_eq!(minutes.len(), 60);
+    let out = e.run(&["queue", "rm", "mail"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds 30 tasks"));
+    let r = e.json(&["queue", "rm", "mail", "--force"]);
+    assert_eq!(r[0]["tasks_deleted"], 30);
+    let rows = e.json(&["queue", "ls"]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["name"], "billing");
+}
+
+#[tokio::test]
+async fn servers_leader_and_schedules_answer_when_there_are_none() {
+    let e = env().await;
+    assert_eq!(e.json(&["server", "ls"]).len(), 0);
+    assert_eq!(e.json(&["schedule", "ls"]).len(), 0);
+    assert_eq!(e.json(&["leader"])[0]["leader"], serde_json::Value::Null);
+    assert!(e.ok(&["leader"]).contains("no leader"));
+    assert!(e.ok(&["schedule", "ls"]).starts_with("ID"));
+
+    // A schedule registered and never fired, and a live server.
+    use chronos_broker::{Maintain, ScheduleEntry, Schedules, ServerRecord};
+    let entry = ScheduleEntry {
+        id: "nightly-report".into(),
+        spec: "0 3 * * *".into(),
+        zone: "Europe/Berlin".into(),
+        queue: "reports".into(),
+        kind: "report".into(),
+        next_run_ms: Some(chronos_broker::now_ms() + 3_600_000),
+        every_ms: None,
+        last_fired_ms: None,
+        last_task_id: None,
+        registered_by: "host-1".into(),
+        last_seen_ms: 0,
+        stale: false,
+    };
+    assert!(e
+        .broker
+        .publish_schedules("host-1", std::slice::from_ref(&entry))
+        .await
+        .expect("publish"));
+    let table = e.ok(&["schedule", "ls"]);
+    assert!(
+        table.contains("nightly-report") && table.contains("never"),
+        "{table}"
+    );
+    let shown = e.json(&["schedule", "show", "nightly-report"]);
+    assert_eq!(shown[0]["zone"], "Europe/Berlin");
+    assert_eq!(e.run(&["schedule", "show", "nope"]).status.code(), Some(1));
+    let record = ServerRecord {
+        id: "srv-1".into(),
+        host: "host-1".into(),
+        pid: 42,
+        queues: vec![("default".into(), 1)],
+        concurrency: 8,
+        started_at_ms: chronos_broker::now_ms(),
+        running: 3,
+        last_seen_ms: chronos_broker::now_ms(),
+    };
+    e.broker
+        .publish_server(&record, Duration::from_secs(30))
+        .await
+        .expect("publish server");
+    let servers = e.json(&["server", "ls"]);
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0]["running"], 3);
+    assert!(e.ok(&["server", "ls"]).contains("3/8"));
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_and_unreachable_redis_exits_1() {
+    let e = env().await;
+    for args in [
+        vec!["task", "run", "mail"],
+        vec!["task", "ls", "mail", "--state", "bogus"],
+        vec!["task", "rm", "mail", "--all"],
+        vec!["frobnicate"],
+    ] {
+        assert_eq!(e.run(&args).status.code(), Some(2), "{args:?}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_chronos"))
+        .args(["--redis", "redis://127.0.0.1:1", "queue", "ls"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+}

@@ -1,0 +1,178 @@
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use chronos_broker::fred::prelude::*;
+use chronos_broker::fred::types::{ClusterHash, CustomCommand};
+use chronos_broker::{
+    Client, EnqueueOptions, Inspect, Operate, QueueName, RedisBroker, TaskAction, TaskFilter,
+    TaskState,
+};
+
+use crate::enqueue::payload;
+use crate::report::{median, row};
+
+const BIG: usize = 1_000_000;
+const BULK: usize = 100_000;
+const BATCH: usize = 1000;
+const RUNS: usize = 5;
+
+/// Inspector figures: the first page of a queue holding a million pending tasks, the bulk
+/// archive of 100k tasks (in chunks of 1,000 per script call), and the longest single Redis
+/// command during that archive, from SLOWLOG (every command over 100 µs is logged).
+pub(crate) async fn run() -> Result<()> {
+    let server = chronos_testkit::RedisServer::start().context("redis for the bench")?;
+    let url = server.url();
+    println!(
+        "== inspect: first page of {BIG} pending tasks, bulk archive of {BULK}, redis at {url}"
+    );
+    let broker = RedisBroker::builder(url.as_str())
+        .namespace("bench-inspect")
+        .connect()
+        .await?;
+    let client = Client::new(broker.clone());
+
+    fill(&client, "big", BIG).await?;
+    let big = QueueName::new("big")?;
+    let stats = broker.queue_stats(&big).await?;
+    anyhow::ensure!(
+        stats.pending == BIG as u64,
+        "expected {BIG} pending, got {stats:?}"
+    );
+    let mut first = Vec::new();
+    let mut filtered = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let page = broker
+            .list_page(&big, TaskState::Pending, &TaskFilter::default(), None, 100)
+            .await?;
+        first.push(t.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(page.tasks.len() == 100, "short first page");
+        // A filter nothing passes: the page stops at its scan budget, with a cursor.
+        let grep = TaskFilter {
+            kind: None,
+            grep: Some("no such text".into()),
+        };
+        let t = Instant::now();
+        let page = broker
+            .list_page(&big, TaskState::Pending, &grep, None, 100)
+            .await?;
+        filtered.push(t.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(
+            page.next.is_some(),
+            "a filtered page over 1M tasks must stop early"
+        );
+    }
+    row(
+        "first page of 100, 1M pending (ms)",
+        median(&first),
+        None,
+        "ms",
+    );
+    row(
+        "filtered page, 1,000 scanned of 1M (ms)",
+        median(&filtered),
+        None,
+        "ms",
+    );
+
+    fill(&client, "bulk", BULK).await?;
+    let bulk = QueueName::new("bulk")?;
+    cmd(
+        &broker,
+        "CONFIG",
+        &["SET", "slowlog-log-slower-than", "100"],
+    )
+    .await?;
+    cmd(&broker, "CONFIG", &["SET", "slowlog-max-len", "100000"]).await?;
+    cmd(&broker, "SLOWLOG", &["RESET"]).await?;
+    let t = Instant::now();
+    let report = broker
+        .act_all(
+            &bulk,
+            TaskState::Pending,
+            &TaskFilter::default(),
+            TaskAction::Archive,
+            BATCH,
+        )
+        .await?;
+    let secs = t.elapsed().as_secs_f64();
+    anyhow::ensure!(report.done == BULK as u64, "archived {report:?}");
+    let longest = longest_command_ms(&broker).await?;
+    row(
+        "bulk archive of 100k (tasks/s)",
+        BULK as f64 / secs,
+        None,
+        "tasks/s",
+    );
+    row("longest redis call during it (ms)", longest.0, None, "ms");
+    println!(
+        "   {} script calls (at most {BATCH} tasks each, fewer while a call takes over 5 ms); \
+         longest command: {}; first page runs {first:.1?} ms",
+        report.calls, longest.1
+    );
+    broker.close().await;
+    Ok(())
+}
+
+/// Enqueues `n` tasks into `queue`, 8 batches in flight.
+async fn fill(client: &Client, queue: &str, n: usize) -> Result<()> {
+    let args = payload();
+    let opts = EnqueueOptions::new().queue(queue);
+    let t = Instant::now();
+    let batches: Vec<usize> = (0..n / BATCH).collect();
+    for group in batches.chunks(8) {
+        let calls = group
+            .iter()
+            .map(|_| client.enqueue_batch((0..BATCH).map(|_| (&args, opts.clone()))));
+        for r in futures::future::join_all(calls).await {
+            anyhow::ensure!(r?.iter().all(|r| r.is_ok()), "enqueue refused a task");
+        }
+    }
+    println!(
+        "   filled {queue:?} with {n} tasks in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The longest command in the slow log (ms) and a summary: its name, and the median and
+/// count of the logged script calls.
+async fn longest_command_ms(broker: &RedisBroker) -> Result<(f64, String)> {
+    let entries = cmd(broker, "SLOWLOG", &["GET", "100000"])
+        .await?
+        .into_array();
+    let mut best = (0.0, "none over 0.1 ms".to_string());
+    let mut scripts = Vec::new();
+    for e in entries {
+        let cols = e.into_array();
+        let micros = cols.get(2).and_then(|v| v.as_i64()).unwrap_or(0);
+        let ms = micros as f64 / 1000.0;
+        let name = cols
+            .get(3)
+            .and_then(|v| v.clone().into_array().into_iter().next())
+            .and_then(|a| a.as_string())
+            .unwrap_or_default();
+        if name.eq_ignore_ascii_case("evalsha") {
+            scripts.push(ms);
+        }
+        if ms > best.0 {
+            best = (ms, name);
+        }
+    }
+    let summary = format!(
+        "{} (script calls logged: {}, median {:.1} ms)",
+        best.1,
+        scripts.len(),
+        median(&scripts)
+    );
+    Ok((best.0, summary))
+}
+
+/// A server command the broker's client has no typed method for.
+async fn cmd(broker: &RedisBroker, name: &'static str, args: &[&str]) -> Result<Value> {
+    let c = CustomCommand::new_static(name, ClusterHash::Random, false);
+    Ok(broker
+        .client()
+        .custom(c, args.iter().map(|a| a.to_string()).collect())
+        .await?)
+}
