@@ -197,11 +197,16 @@ impl QueueKeys {
         format!("{}u:{hash}", self.prefix)
     }
 
-    /// The done marker of one task: set for the idempotency window when a task that was
-    /// delivered moments ago is deleted (completed without retention, or discarded), so an
-    /// enqueue of that id re-sent by the producer's client is a no-op.
+    /// The discard marker of one task: set for the idempotency window when a dead-lettered task
+    /// is dropped, so a re-sent dead-letter call answers "discarded" instead of "stale".
     pub fn done(&self, id: &str) -> String {
         format!("{}d:{id}", self.prefix)
+    }
+
+    /// The receipt of one enqueue call (named by a token random per call): the first run's
+    /// codes, so a client's re-send of the call answers the same and writes nothing.
+    pub fn enqueue_receipt(&self, token: &str) -> String {
+        format!("{}e:{token}", self.prefix)
     }
 
     /// The fetch receipt of one consumer: the nonce of its last fetch call that delivered

@@ -33,10 +33,11 @@
 //! * Every script is idempotent, because the Redis client re-sends commands that were in flight
 //!   when a connection dropped, and a re-sent call answers what its first run did: a fetch
 //!   that found work at once returns the same deliveries again (the consumer's fetch receipt;
-//!   a blocking wait leaves a lost reply's deliveries to the recoverer, unspent), a retry, dead-letter or
-//!   ack reports the settlement it already made (the hash's `d`, or a done marker), and an
-//!   enqueue re-sent after a fast worker already ran and deleted the task is a no-op for the
-//!   idempotency window (15 s by default, [`RedisBrokerBuilder::idempotency_window`]).
+//!   a blocking wait leaves a lost reply's deliveries to the recoverer, unspent), a retry or dead-letter
+//!   reports the settlement it already made (the hash's `d`, or a discard marker), an ack finds
+//!   nothing left to do, and an enqueue answers from its call's receipt without writing again,
+//!   even after a fast worker already ran and deleted the task (for the idempotency window, 15 s
+//!   by default, [`RedisBrokerBuilder::idempotency_window`]).
 //! * A delivery is an attempt only once [`Consume::start`] marked it, right before its handler
 //!   runs: deliveries fetched but never started (a lost fetch reply, a crash with a prefetched
 //!   batch) are re-delivered without spending an attempt, while a worker lost mid-task costs one
@@ -62,14 +63,15 @@
 //! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
 //! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
 //! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
-//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint and `n` enqueue call token (explicit ids only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
+//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
 //! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
 //! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
 //! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |
 //! | `<ns>:{<q>}:completed` | zset | retained task ids by expiry ms | complete with retention | janitor once expired |
 //! | `<ns>:{<q>}:u:<sha256>` | string | id of the task holding the unique lock | unique enqueue | complete, dead-letter, or its TTL |
 //! | `<ns>:{<q>}:processed`, `<ns>:{<q>}:failed` | string | lifetime counters | complete; retry and dead-letter | never (one integer each) |
-//! | `<ns>:{<q>}:d:<id>` | string | done marker `<entry id>\|<enqueue call token>` of a task deleted moments after its delivery (completed without retention or with a shorter one, or discarded) | complete, dead-letter | its TTL (the idempotency window) |
+//! | `<ns>:{<q>}:d:<id>` | string | discard marker `<entry id>\|` of a dead-lettered task that was dropped | dead-letter | its TTL (the idempotency window) |
+//! | `<ns>:{<q>}:e:<token>` | string | receipt of one enqueue call: one code per task of the call | enqueue | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:c:<consumer>` | string | fetch receipt `<nonce>:<entry ids>` of the consumer's last fetch that delivered anything | claim | its TTL (60 s) |
 //! | `<ns>:{<q>}:sched:*`, `<ns>:{scheduler}:*` | various | the scheduler's fence, fire state, dedup keys, metrics and registry (see the `chronos-scheduler` crate docs) | the scheduler | TTLs and the leader's pruning |
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |

@@ -230,7 +230,7 @@ impl RedisBroker {
             return Ok(0);
         }
         let keys = self.queue_keys(queue);
-        let mut declared = Vec::with_capacity(5 + 3 * done.len());
+        let mut declared = Vec::with_capacity(5 + 2 * done.len());
         let day = now_ms().div_euclid(DAY_MS);
         declared.extend([
             keys.stream(),
@@ -239,13 +239,11 @@ impl RedisBroker {
             keys.history_minutes(HistoryCounter::Processed, day),
             keys.history_day(HistoryCounter::Processed, day),
         ]);
-        let mut args: Vec<Value> = Vec::with_capacity(2 + 3 * done.len());
+        let mut args: Vec<Value> = Vec::with_capacity(1 + 3 * done.len());
         args.push(GROUP.into());
-        args.push(duration_ms(self.inner.idempotency_window).into());
         for c in done {
             let tkey = keys.task(&c.lease.task_id);
             declared.push(tkey.clone());
-            declared.push(keys.done(&c.lease.task_id));
             declared.push(self.unique_or(&keys, &c.lease, tkey));
             args.push(c.lease.task_id.as_str().into());
             args.push(c.lease.msg_id.as_str().into());

@@ -89,13 +89,16 @@ impl RedisBroker {
         let mut out = Vec::with_capacity(chunk.len());
         let mut sent = Vec::with_capacity(chunk.len());
         let keys = self.queue_keys(&queue);
-        let mut declared = Vec::with_capacity(2 + 3 * chunk.len());
+        // Random per call and the same in a client's re-send of it: the call's receipt lets a
+        // re-send (its first reply lost on a reconnect) answer without writing again, even after
+        // a fast worker already ran and deleted the task.
+        let token = format!("{:016x}", rand::random::<u64>());
+        let mut declared = Vec::with_capacity(3 + 2 * chunk.len());
         declared.push(keys.stream());
         declared.push(keys.scheduled());
-        let mut args: Vec<Value> = Vec::with_capacity(9 * chunk.len());
-        // Random per call and the same in a client's re-send of it: after an explicit-id task
-        // ran and was deleted, it tells a re-send (a no-op) from a new enqueue (a new task).
-        let token = format!("{:016x}", rand::random::<u64>());
+        declared.push(keys.enqueue_receipt(&token));
+        let mut args: Vec<Value> = Vec::with_capacity(1 + 8 * chunk.len());
+        args.push(duration_ms(self.inner.idempotency_window).into());
         for (i, task) in chunk {
             let bytes = match self.encode_task(&task) {
                 Ok(b) => b,
@@ -107,7 +110,6 @@ impl RedisBroker {
             let env = &task.envelope;
             let tkey = keys.task(&env.id);
             declared.push(tkey.clone());
-            declared.push(keys.done(&env.id));
             // Without a key to lock, no lock: a TTL alone must not make the task hash a "lock".
             let unique = match (&env.unique_key, task.unique_ttl) {
                 (Some(hash), Some(ttl)) => Some((keys.unique(hash), duration_ms(ttl).max(1))),
@@ -126,13 +128,11 @@ impl RedisBroker {
             args.push(unique.map_or(0, |(_, ttl)| ttl).into());
             args.push(i64::from(env.max_retry).into());
             args.push(reply::flag(env.dead_letter == DeadLetter::Discard));
-            if task.explicit_id {
-                args.push(task.fingerprint().into());
-                args.push(token.as_str().into());
+            args.push(if task.explicit_id {
+                task.fingerprint().into()
             } else {
-                args.push("".into());
-                args.push("".into());
-            }
+                "".into()
+            });
             sent.push((i, task));
         }
         if sent.is_empty() {

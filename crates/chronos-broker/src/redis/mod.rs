@@ -49,7 +49,8 @@ struct Inner {
     /// Queues this process has already registered (SADD + XGROUP CREATE), so the hot path pays
     /// for that once per queue, not per task.
     known: Mutex<HashSet<QueueName>>,
-    /// How long a deleted task's done marker lives (see [`RedisBrokerBuilder::idempotency_window`]).
+    /// How long enqueue receipts and discard markers live (see
+    /// [`RedisBrokerBuilder::idempotency_window`]).
     idempotency_window: Duration,
 }
 
@@ -108,11 +109,12 @@ impl RedisBrokerBuilder {
         self
     }
 
-    /// How long an enqueue of a task id that just ran and was deleted stays a no-op (default
-    /// 15 s). A producer's client re-sends an enqueue whose reply was lost on a reconnect; if a
-    /// fast worker already ran and deleted the task, the re-send must not run it again. Tasks
-    /// deleted within this window after their delivery leave a small marker for the window;
-    /// zero turns markers off.
+    /// How long a client's re-send of an enqueue call is recognised (default 15 s). A producer's
+    /// client re-sends an enqueue whose reply was lost on a reconnect; the call's receipt (one
+    /// small key per call, one character per task) makes the re-send answer what the first run
+    /// did instead of writing again, even if a fast worker already ran and deleted the task.
+    /// Keep it above the command timeout (10 s), after which no re-send can come; zero keeps no
+    /// receipts.
     pub fn idempotency_window(mut self, d: Duration) -> Self {
         self.idempotency_window = d;
         self

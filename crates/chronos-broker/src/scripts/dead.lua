@@ -8,7 +8,7 @@
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
 -- A re-sent call whose first run settled this delivery answers what that run did: an archived
 -- task's hash records the settled delivery in `d`; a discarded one leaves a done marker
--- `<entry id>|<enqueue call token>` for the idempotency window.
+-- `<entry id>|` for the idempotency window.
 -- The unique lock is released either way. An archived task leaves the stream, so its envelope
 -- moves from the entry into the hash's `e`.
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
@@ -17,7 +17,7 @@ local tkey, dkey, ukey = KEYS[4], KEYS[5], KEYS[6]
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local h = read_hash(tkey, 'm', 'u', 'dl', 'r', 'd', 's', 'n')
+local h = read_hash(tkey, 'm', 'u', 'dl', 'r', 'd', 's')
 if h == nil then
   -- Not a hash: nothing of the task can be kept, but its delivery must not block the queue.
   settle_entries(KEYS[1], group, {mid})
@@ -37,7 +37,7 @@ history(KEYS[7], KEYS[8], 1, now)
 if h[2] and h[2] == ukey then release_unique(ukey, id) end
 if h[3] == '1' then
   redis.call('DEL', tkey)
-  if window > 0 then redis.call('SET', dkey, mid .. '|' .. (h[7] or ''), 'PX', window) end
+  if window > 0 then redis.call('SET', dkey, mid .. '|', 'PX', window) end
   return 2
 end
 local fields = {tkey, 's', 'archived', 'err', ARGV[4], 'f', now, 'd', mid}

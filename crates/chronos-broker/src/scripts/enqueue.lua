@@ -1,26 +1,55 @@
 -- Enqueue a batch of tasks into one queue, atomically per batch.
--- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, then 3 keys per task: the task hash,
---          the task's done marker, and its unique lock (the task hash again when not unique)
--- ARGV     9 values per task: id, envelope bytes, run-at ms (0 = none), delay ms, unique TTL ms
---          (0 = not unique), max retry, dead-letter discard ('1'/'0'), fingerprint ('' = none),
---          call token ('' = none)
+-- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then 2
+--          keys per task: the task hash, and its unique lock (the task hash again when not unique)
+-- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
+-- then 8 values per task: id, envelope bytes, run-at ms (0 = none), delay ms, unique TTL ms
+--          (0 = not unique), max retry, dead-letter discard ('1'/'0'), fingerprint ('' = none)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
 -- member in the scheduled set. Due means run-at (or now + delay) is after Redis's clock.
--- The fingerprint is what the producer chose (kind, payload, options; not the clock), and the
--- token is random per enqueue call (the same in a re-send of that call); both are given for
--- explicit task ids only and kept in `fp` and `n`. An id still in use is the same task when its
--- fingerprint matches (a producer retrying after a timeout builds a new call). Once the task has
--- run and been deleted, its done marker `<entry id>|<token>` tells a re-send of the call that
--- enqueued it (a no-op) from a new enqueue under the same id (a new task).
+-- The fingerprint is what the producer chose (kind, payload, options; not the clock), given for
+-- explicit task ids and kept in `fp`: an id still in use is the same task when it matches (a
+-- producer retrying after a timeout builds a new call). The receipt (named by a token random per
+-- call, the same in a client's re-send of the call) holds this call's codes for the window: a
+-- re-send answers what the first run did and writes nothing, even after a fast worker already
+-- ran and deleted the task.
 -- Returns: four values per task, in order: a code, the run-at ms, 1 when the task waits in the
--- scheduled set (else 0), and its state ('' when this call enqueued it):
+-- scheduled set (else 0), and its state when it was already there ('' when this call wrote it):
 --    1  enqueued
---    2  already there, or already ran (a re-send): nothing changed
+--    2  already there (the same task), or enqueued by this call's first run (a re-send)
 --   -1  the unique lock is held by another task: nothing written
 --   -2  this id holds a different task: nothing written
 local now = now_ms()
 local out = {}
+local n = (#ARGV - 1) / 8
+
+-- The state an existing task is in, with its run-at when it waits in the scheduled set.
+local function state_of(tkey, id)
+  local s = redis.pcall('HGET', tkey, 's')
+  if type(s) ~= 'string' then return 'completed', now end
+  if s == 'scheduled' then return s, tonumber(redis.call('ZSCORE', KEYS[2], id)) or now end
+  return s, now
+end
+
+local receipt = redis.pcall('GET', KEYS[3])
+if type(receipt) == 'string' then
+  -- A re-send: the first run's codes, one character per task ('1', '2', 'u', 'c').
+  for t = 0, n - 1 do
+    local c = string.sub(receipt, t + 1, t + 1)
+    local id = ARGV[2 + t * 8]
+    if c == 'u' then
+      out[#out + 1] = -1; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
+    elseif c == 'c' then
+      out[#out + 1] = -2; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
+    else
+      local state, at = state_of(KEYS[4 + t * 2], id)
+      out[#out + 1] = 2; out[#out + 1] = at
+      if state == 'scheduled' then out[#out + 1] = 1 else out[#out + 1] = 0 end
+      out[#out + 1] = state
+    end
+  end
+  return out
+end
 
 -- The stored envelope of an existing task: the hash's `e` while it is out of the stream, else
 -- the `e` of its stream entry. O(1).
@@ -34,56 +63,47 @@ end
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local n = #ARGV / 9
 for t = 0, n - 1 do
-  local a = t * 9
+  local a = 1 + t * 8
   for _, j in ipairs({3, 4, 5, 6}) do
     if not tonumber(ARGV[a + j]) then return redis.error_reply('E_ARGS bad number') end
   end
 end
 
+local codes = {}
 for t = 0, n - 1 do
-  local a, k = t * 9, 2 + t * 3
+  local a, k = 1 + t * 8, 3 + t * 2
   local id, env = ARGV[a + 1], ARGV[a + 2]
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local maxr, discard, fp, token = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
-  local tkey, dkey, ukey = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local maxr, discard, fp = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local tkey, ukey = KEYS[k + 1], KEYS[k + 2]
   local run_at = now + delay
   if at > 0 then run_at = at end
   local h = read_hash(tkey, 'e', 'm', 'fp', 's')
-  local marker = nil
-  if h and not (h[1] or h[2] or h[3]) then
-    marker = redis.pcall('GET', dkey)
-    if type(marker) ~= 'string' then marker = nil end
-  end
   local state = ''
   if h == nil then
     out[#out + 1] = -2
+    codes[#codes + 1] = 'c'
   elseif h[1] or h[2] or h[3] then
     local same
     if fp ~= '' then same = h[3] == fp else same = stored(h) == env end
     if same then
       out[#out + 1] = 2
-      state = h[4] or 'pending'
-      run_at = now
-      if state == 'scheduled' then run_at = tonumber(redis.call('ZSCORE', KEYS[2], id)) or now end
+      codes[#codes + 1] = '2'
+      state, run_at = state_of(tkey, id)
     else
       out[#out + 1] = -2
+      codes[#codes + 1] = 'c'
     end
-  elseif marker and (fp == '' or string.match(marker, '|(.*)$') == token) then
-    -- A re-send of the call that enqueued a task which has run and been deleted since.
-    out[#out + 1] = 2
-    state = 'completed'
-    run_at = now
   elseif uttl > 0 and not redis.call('SET', ukey, id, 'NX', 'PX', uttl) then
     out[#out + 1] = -1
+    codes[#codes + 1] = 'u'
   else
     -- One HSET per task with every field: the hash is written once.
     local fields = {tkey, 'r', '0', 'x', maxr}
     if uttl > 0 then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
     if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
     if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
-    if token ~= '' then fields[#fields + 1] = 'n'; fields[#fields + 1] = token end
     fields[#fields + 1] = 's'
     if run_at > now then
       fields[#fields + 1] = 'scheduled'
@@ -97,9 +117,12 @@ for t = 0, n - 1 do
     end
     redis.call('HSET', unpack(fields))
     out[#out + 1] = 1
+    codes[#codes + 1] = '1'
   end
   out[#out + 1] = math.max(run_at, now)
   if run_at > now then out[#out + 1] = 1 else out[#out + 1] = 0 end
   out[#out + 1] = state
 end
+local ttl = tonumber(ARGV[1]) or 0
+if ttl > 0 then redis.call('SET', KEYS[3], table.concat(codes), 'PX', ttl) end
 return out

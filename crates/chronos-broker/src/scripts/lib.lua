@@ -45,11 +45,6 @@ local function count_of(v)
   return nil
 end
 
--- Unix ms at which stream entry `mid` was added (its id's first part).
-local function entry_time(mid)
-  return tonumber(string.match(mid, '^(%d+)')) or 0
-end
-
 -- Puts task `id` (hash `tkey`) back at the end of `stream` as a new delivery with its envelope
 -- in the entry. Returns the new entry id.
 local function back_to_stream(stream, tkey, id, env)
