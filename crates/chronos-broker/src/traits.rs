@@ -19,9 +19,10 @@ pub struct LeaseId {
     pub task_id: String,
     /// Stream entry id of this delivery.
     pub msg_id: String,
-    /// The task's unique lock key, as [`Consume::start`] read it from the task record (None for
-    /// a task that is not unique, or not started yet). Settling releases the lock only when it
-    /// is named here: a script touches only the keys its caller declared.
+    /// The task's unique key (the content hash of [`TaskEnvelope::unique_key`]; None for a task
+    /// that is not unique, or whose envelope did not decode and was not started yet). Settling
+    /// releases the lock only when it is named here: a script touches only the keys its caller
+    /// declared.
     pub unique_key: Option<String>,
 }
 
@@ -50,7 +51,7 @@ pub struct Attempt {
     pub last_error: Option<String>,
     /// When the last failure happened (unix ms).
     pub last_failed_at_ms: Option<i64>,
-    /// The task's unique lock key, if it holds one.
+    /// The task's unique key (content hash), if it holds a lock.
     pub unique_key: Option<String>,
 }
 

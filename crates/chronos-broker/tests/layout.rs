@@ -147,10 +147,12 @@ async fn pending_hash_is_a_listpack_and_the_envelope_follows_every_transition() 
     let s = stored(&b, &queue, id).await;
     assert_eq!(s.encoding, "listpack", "forwarded task hash");
     assert!(!s.hash_has_e);
-    assert_eq!(s.entry_fields, ["i", "e"]);
+    // A task that failed before carries its attempt count and last error in the entry, so a
+    // worker knows them without reading the hash.
+    assert_eq!(s.entry_fields, ["i", "e", "r", "err", "f"]);
     assert_readable(&b, &queue, id, TaskState::Pending, &want).await;
 
-    // Fetch again without waiting: the attempt count and error come from the hash at start.
+    // Fetch again without waiting: the attempt count and error come with the entry.
     let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
     let env = f.leases[0].envelope.as_ref().expect("lease decodes");
     assert_eq!(decode_args::<Body>(&env.payload).expect("args"), want);
@@ -310,7 +312,10 @@ async fn requeue_and_reclaim_carry_the_envelope() {
     assert!(r.dead[0].discarded);
     let env = r.dead[0].envelope.as_ref().expect("dead envelope decodes");
     assert_eq!(decode_args::<Body>(&env.payload).expect("args"), want);
-    assert_eq!(stored(&b, &queue, &kept.id).await.entry_fields, ["i", "e"]);
+    assert_eq!(
+        stored(&b, &queue, &kept.id).await.entry_fields,
+        ["i", "e", "r", "err", "f"]
+    );
     assert_readable(&b, &queue, &kept.id, TaskState::Pending, &want).await;
 
     take(

@@ -44,52 +44,65 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
         kind = lease.envelope.as_ref().map(|e| e.kind.as_str()).unwrap_or("<undecodable>"),
     );
     async {
-        let tries = match start_with_retries(rt, &lease.id).await {
-            Some(StartOutcome::Started(a)) => {
-                lease.id.unique_key = a.unique_key.clone();
-                if let Ok(env) = &mut lease.envelope {
-                    env.retried = a.retried;
-                    env.max_retry = a.max_retry;
-                    env.last_error = a.last_error.clone();
-                    env.last_failed_at_ms = a.last_failed_at_ms;
+        let decoded = lease.envelope.as_ref().ok().map(|e| Tries {
+            retried: e.retried,
+            max_retry: e.max_retry,
+        });
+        let tries = match decoded {
+            // The entry told the attempt count and the envelope the rest: mark the start without
+            // waiting for the reply, so starting costs no round trip.
+            Some(tries) => {
+                starter::request(rt, &lease.id);
+                tries
+            }
+            // An envelope that does not decode: only the record knows its max retry.
+            None => match start_with_retries(rt, &lease.id).await {
+                Some(StartOutcome::Started(a)) => {
+                    lease.id.unique_key = a.unique_key.clone();
+                    if let Ok(env) = &mut lease.envelope {
+                        env.retried = a.retried;
+                        env.max_retry = a.max_retry;
+                        env.last_error = a.last_error.clone();
+                        env.last_failed_at_ms = a.last_failed_at_ms;
+                    }
+                    Tries {
+                        retried: a.retried,
+                        max_retry: a.max_retry,
+                    }
                 }
-                Tries {
-                    retried: a.retried,
-                    max_retry: a.max_retry,
+                Some(StartOutcome::Lost) => {
+                    rt.release(q, &lease.id.msg_id);
+                    warn!("delivery no longer current (task deleted or settled); not running it");
+                    return;
                 }
-            }
-            Some(StartOutcome::Lost) => {
-                rt.release(q, &lease.id.msg_id);
-                warn!("delivery no longer current (task deleted or settled); not running it");
-                return;
-            }
-            Some(StartOutcome::Corrupt(reason)) => {
-                rt.release(q, &lease.id.msg_id);
-                rt.counters.failed.fetch_add(1, Ordering::Relaxed);
-                // The record's attempt count is unreadable; the envelope's is the best guess.
-                let attempt = lease
-                    .envelope
-                    .as_ref()
-                    .map_or(1, |e| e.retried.saturating_add(1));
-                report_failure(rt, &lease, attempt, &reason);
-                dead_letter(rt, &lease, &reason, false).await;
-                return;
-            }
-            None => {
-                // Whether the mark took effect is unknown (a reply that never came): put the
-                // delivery back unstarted, so that a lost worker is not charged an attempt for a
-                // run that never happened. If even that fails, the recoverer re-delivers it.
-                let back = rt
-                    .broker
-                    .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
-                    .await;
-                rt.release(q, &lease.id.msg_id);
-                match back {
-                    Ok(_) => warn!("could not mark the task started; returned it to its queue"),
-                    Err(e) => warn!(error = %e, "could not mark the task started nor return it; the recoverer will re-deliver it"),
+                Some(StartOutcome::Corrupt(reason)) => {
+                    rt.release(q, &lease.id.msg_id);
+                    rt.counters.failed.fetch_add(1, Ordering::Relaxed);
+                    // The record's attempt count is unreadable; the envelope's is the best guess.
+                    let attempt = lease
+                        .envelope
+                        .as_ref()
+                        .map_or(1, |e| e.retried.saturating_add(1));
+                    report_failure(rt, &lease, attempt, &reason);
+                    dead_letter(rt, &lease, &reason, false).await;
+                    return;
                 }
-                return;
-            }
+                None => {
+                    // Whether the mark took effect is unknown (a reply that never came): put the
+                    // delivery back unstarted, so that a lost worker is not charged an attempt for a
+                    // run that never happened. If even that fails, the recoverer re-delivers it.
+                    let back = rt
+                        .broker
+                        .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
+                        .await;
+                    rt.release(q, &lease.id.msg_id);
+                    match back {
+                        Ok(_) => warn!("could not mark the task started; returned it to its queue"),
+                        Err(e) => warn!(error = %e, "could not mark the task started nor return it; the recoverer will re-deliver it"),
+                    }
+                    return;
+                }
+            },
         };
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
         let outcome = attempt(rt, q, &lease).await;

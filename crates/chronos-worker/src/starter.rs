@@ -1,16 +1,18 @@
-//! Marks deliveries as started right before their handlers run. Every task starting at the same
-//! moment shares one script call per queue, so the mark costs one round trip per batch.
+//! Marks deliveries as started as their handlers start. Every task starting at the same moment
+//! shares one script call per queue, and a handler whose envelope decoded does not wait for the
+//! reply (the entry already told it the attempt count), so the mark costs no latency.
 //!
 //! Why a mark at all: a delivery becomes an attempt only when marked, so a lost worker costs an
-//! attempt exactly when a handler may have run (a task that keeps killing its workers still ends
-//! in the dead letters), while deliveries that were fetched but never started (a lost fetch
-//! reply, a crash with tasks waiting in the buffer) are re-delivered for free.
+//! attempt when a handler may have run, while deliveries that were fetched but never started (a
+//! lost fetch reply, a crash with tasks waiting in the buffer) are re-delivered for free. A
+//! handler that kills its process before its mark reached Redis gets at most three free
+//! re-deliveries before the next counts (see reclaim.lua), so it still ends in the dead letters.
 
 use std::sync::Arc;
 
 use chronos_broker::{LeaseId, QueueName, StartOutcome};
 use tokio::sync::{mpsc, oneshot};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::runtime::{batches, Runtime};
 use crate::WorkerBroker;
@@ -18,10 +20,11 @@ use crate::WorkerBroker;
 const MAX_BATCH: usize = 512;
 
 /// One delivery about to start, and where its outcome goes (None: Redis could not be reached).
+/// Without a reply channel the loop only logs an outcome other than `Started`.
 #[derive(Debug)]
 pub(crate) struct StartRequest {
     pub(crate) lease: LeaseId,
-    pub(crate) reply: oneshot::Sender<Option<StartOutcome>>,
+    pub(crate) reply: Option<oneshot::Sender<Option<StartOutcome>>>,
 }
 
 pub(crate) async fn run<B: WorkerBroker>(
@@ -56,7 +59,31 @@ async fn start_batch<B: WorkerBroker>(
         }
     };
     for (r, outcome) in requests.into_iter().zip(outcomes) {
-        let _ = r.reply.send(outcome);
+        match (r.reply, outcome) {
+            (Some(reply), outcome) => {
+                let _ = reply.send(outcome);
+            }
+            (None, Some(StartOutcome::Started(_))) | (None, None) => {}
+            (None, Some(StartOutcome::Lost)) => {
+                debug!(task_id = %r.lease.task_id, "started a delivery that was no longer current")
+            }
+            (None, Some(StartOutcome::Corrupt(reason))) => {
+                warn!(task_id = %r.lease.task_id, reason, "started a task whose record is corrupt")
+            }
+        }
+    }
+}
+
+/// Asks for one delivery to be marked started, without waiting (the handler runs meanwhile).
+pub(crate) fn request<B: WorkerBroker>(rt: &Runtime<B>, lease: &LeaseId) {
+    let request = StartRequest {
+        lease: lease.clone(),
+        reply: None,
+    };
+    // The loop stops only after every handler has finished (the last step of shutdown), so a
+    // send fails only for a task that will not run; without the mark it costs no attempt.
+    if rt.starts.send(request).is_err() {
+        debug!(task_id = %lease.task_id, "start loop stopped; delivery left unmarked");
     }
 }
 
@@ -68,7 +95,7 @@ pub(crate) async fn start<B: WorkerBroker>(
     let (tx, rx) = oneshot::channel();
     let request = StartRequest {
         lease: lease.clone(),
-        reply: tx,
+        reply: Some(tx),
     };
     if rt.starts.send(request).is_ok() {
         if let Ok(outcome) = rx.await {

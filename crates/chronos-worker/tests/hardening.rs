@@ -320,38 +320,25 @@ async fn corrupt_task_record_fails_alone() {
         .start()
         .await
         .expect("start");
-    eventually(
-        Duration::from_secs(10),
-        "good tasks done, corrupt one dead",
-        || async { runs.lock().expect("lock").len() == 2 && dead.lock().expect("lock").len() == 1 },
-    )
-    .await;
-    eventually(Duration::from_secs(5), "acks written", || async {
-        b.queue_stats(&queue).await.expect("stats").processed == 2
+    // The corrupt counter lives in the record only: the task's entry and envelope are sound, so
+    // it runs like the others (a worker reads the attempt count from the entry), and nothing
+    // else of its batch waits for it.
+    eventually(Duration::from_secs(10), "every task ran", || async {
+        runs.lock().expect("lock").len() == 3
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // First attempts: the good tasks came in the same fetch as the corrupt one and ran from
-    // it, not after a recovery of the whole batch.
+    eventually(Duration::from_secs(5), "acks written", || async {
+        b.queue_stats(&queue).await.expect("stats").processed == 3
+    })
+    .await;
     assert_eq!(
         runs.lock().expect("lock").clone(),
-        BTreeMap::from([(1, vec![1]), (3, vec![1])]),
-        "each good task ran once, on its first attempt; the corrupt one never"
+        BTreeMap::from([(1, vec![1]), (2, vec![1]), (3, vec![1])]),
+        "each task ran once, on its first attempt, from the same fetch"
     );
-    let events = dead.lock().expect("lock").clone();
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0].task_id, bad);
-    assert!(events[0].reason.contains("corrupt"), "{}", events[0].reason);
-    assert_eq!(
-        b.task(&queue, &bad)
-            .await
-            .expect("task")
-            .expect("kept")
-            .state,
-        TaskState::Archived
-    );
+    assert!(dead.lock().expect("lock").is_empty());
     let s = b.queue_stats(&queue).await.expect("stats");
-    assert_eq!((s.pending, s.active, s.archived), (0, 0, 1), "{s:?}");
+    assert_eq!((s.pending, s.active, s.archived), (0, 0, 0), "{s:?}");
     server.shutdown().await;
 }
 

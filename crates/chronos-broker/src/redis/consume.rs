@@ -81,12 +81,17 @@ impl Consume for RedisBroker {
                     .and_then(|f| f.iter().find(|(k, _)| k == name))
                     .map(|(_, v)| v.clone())
             };
-            let id = field("i").and_then(|v| String::from_utf8(v.to_vec()).ok());
-            match (id, field("e")) {
-                (Some(id), Some(env)) => fetched.leases.push(Lease {
-                    id: LeaseId::new(queue.clone(), id, mid),
-                    envelope: TaskEnvelope::decode(&env),
-                }),
+            let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
+            match (text("i"), field("e")) {
+                (Some(id), Some(env)) => fetched.leases.push(new_lease(
+                    queue,
+                    id,
+                    mid,
+                    TaskEnvelope::decode(&env),
+                    text("r"),
+                    text("err"),
+                    text("f"),
+                )),
                 _ => foreign.push(mid),
             }
         }
@@ -296,11 +301,11 @@ impl RedisBroker {
         self.register_queue(queue).await
     }
 
-    /// The unique lock key to declare for `lease`: its own when it names one of this queue's
-    /// keys, else `fallback` (the task hash again, which the script then never treats as a lock).
+    /// The unique lock key to declare for `lease` (from its content hash), else `fallback` (the
+    /// task hash again, which the script then never treats as a lock).
     fn unique_or(&self, keys: &QueueKeys, lease: &LeaseId, fallback: String) -> String {
         match &lease.unique_key {
-            Some(k) if keys.owns(k) => k.clone(),
+            Some(hash) if !hash.is_empty() => keys.unique(hash),
             _ => fallback,
         }
     }
@@ -331,10 +336,32 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
     let msg_id = reply::string(cols.next()?, "claim").ok()?;
     let task_id = reply::string(cols.next()?, "claim").ok()?;
     let envelope = decode_envelope(cols.next()?);
-    Some(Lease {
-        id: LeaseId::new(queue.clone(), task_id, msg_id),
-        envelope,
-    })
+    let text = |v: Option<Value>| v.and_then(|v| reply::string(v, "claim").ok());
+    let (r, err, f) = (text(cols.next()), text(cols.next()), text(cols.next()));
+    Some(new_lease(queue, task_id, msg_id, envelope, r, err, f))
+}
+
+/// A lease for a delivery read from its entry: the envelope with the attempt count and last
+/// error the entry carries (absent on a first delivery), and the task's unique key (the
+/// envelope's content hash) so settling can release its lock.
+fn new_lease(
+    queue: &QueueName,
+    task_id: String,
+    msg_id: String,
+    envelope: Result<TaskEnvelope, DecodeError>,
+    retried: Option<String>,
+    last_error: Option<String>,
+    failed_at: Option<String>,
+) -> Lease {
+    let mut id = LeaseId::new(queue.clone(), task_id, msg_id);
+    let envelope = envelope.map(|mut e| {
+        e.retried = retried.and_then(|r| r.parse().ok()).unwrap_or(0);
+        e.last_error = last_error.filter(|m| !m.is_empty());
+        e.last_failed_at_ms = failed_at.and_then(|f| f.parse().ok()).filter(|&f| f > 0);
+        id.unique_key = e.unique_key.clone();
+        e
+    });
+    Lease { id, envelope }
 }
 
 /// Reads one row of start.lua. A row of the wrong shape is a corrupt record of that task alone.
@@ -367,10 +394,12 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
     };
     let last_error = reply::opt_string(next(), "start").ok().flatten();
     let failed_at = number(next()).unwrap_or(0);
+    // The record holds the lock's key name; a lease names the lock by its content hash.
+    let lock_prefix = keys.unique("");
     let unique_key = reply::opt_string(next(), "start")
         .ok()
         .flatten()
-        .filter(|k| keys.owns(k));
+        .and_then(|k| k.strip_prefix(&lock_prefix).map(str::to_string));
     StartOutcome::Started(Attempt {
         retried: u32::try_from(retried).unwrap_or(u32::MAX),
         max_retry: u32::try_from(max_retry).unwrap_or(u32::MAX),

@@ -43,7 +43,9 @@ for i = 1, #ARGV do
 end
 for _, t in ipairs(todo) do
   local id, tkey, all, s = unpack(t)
-  local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', field_of(all, 'e'))
+  local r = field_of(all, 'r')
+  if s == 'archived' then r = '0' end
+  local mid = add_entry(KEYS[1], id, field_of(all, 'e'), r, field_of(all, 'err'), field_of(all, 'f'))
   local args = {tkey, 's', 'pending', 'm', mid}
   for j = 1, #all, 2 do
     local k = all[j]

@@ -4,9 +4,10 @@
 -- KEYS[1]  the queue's stream, KEYS[2] the consumer's fetch receipt
 -- ARGV[1]  consumer group, ARGV[2] consumer, ARGV[3] most entries, ARGV[4] receipt TTL ms,
 -- ARGV[5]  this call's nonce (random per call, the same in a re-send)
--- Returns: rows: {entry id, task id, envelope} for an entry to run, or {entry id} for an entry
--- that carries no task (foreign or emptied; acked and deleted here so it never blocks the
--- queue).
+-- Returns: rows: {entry id, task id, envelope, retried, last error, last failed at ms} for an
+-- entry to run (the last three from the entry, '0'/'' for a first delivery), or {entry id} for
+-- an entry that carries no task (foreign or emptied; acked and deleted here so it never blocks
+-- the queue).
 -- The task hash is not touched: a delivery becomes an attempt only when start.lua marks it
 -- active, right before its handler runs, so entries fetched but never started (a lost reply, a
 -- crash with a prefetched batch) are re-delivered later without spending an attempt.
@@ -17,13 +18,18 @@
 -- time; a call that overlapped another only risks waiting for the recoverer, never an attempt.
 local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
 local out = {}
+
+local function row(mid, id, env, fields)
+  return {mid, id, env, field_of(fields, 'r') or '0', field_of(fields, 'err') or '',
+    field_of(fields, 'f') or '0'}
+end
 local receipt = redis.pcall('GET', KEYS[2])
 if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. ':' then
   for mid in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
     local r = redis.call('XRANGE', KEYS[1], mid, mid)
     local fields = r[1] and r[1][2]
     local id, env = field_of(fields, 'i'), field_of(fields, 'e')
-    if id and env then out[#out + 1] = {mid, id, env} end
+    if id and env then out[#out + 1] = row(mid, id, env, fields) end
   end
   return out
 end
@@ -34,7 +40,7 @@ if res then
     local mid, fields = entry[1], entry[2]
     local id, env = field_of(fields, 'i'), field_of(fields, 'e')
     if id and env then
-      out[#out + 1] = {mid, id, env}
+      out[#out + 1] = row(mid, id, env, fields)
       mids[#mids + 1] = mid
     else
       settle_entries(KEYS[1], group, {mid})

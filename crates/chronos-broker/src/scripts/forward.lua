@@ -30,7 +30,7 @@ for _, t in ipairs(todo) do
   local zkey, id, tkey, all = unpack(t)
   local env = field_of(all, 'e')
   if env then
-    local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+    local mid = add_entry(KEYS[1], id, env, field_of(all, 'r'), field_of(all, 'err'), field_of(all, 'f'))
     local args = {tkey, 's', 'pending', 'm', mid}
     for j = 1, #all, 2 do
       local k = all[j]

@@ -45,15 +45,25 @@ local function count_of(v)
   return nil
 end
 
+-- Adds a delivery entry for task `id`: `i`, `e` and, once the task has failed before, its
+-- attempt count and last error (`r`, `err`, `f`, the task's current values), so a worker knows
+-- them without reading the task hash. Returns the new entry id.
+local function add_entry(stream, id, env, r, err, f)
+  local args = {stream, '*', 'i', id}
+  if env then args[#args + 1] = 'e'; args[#args + 1] = env end
+  if (count_of(r) or 0) > 0 then
+    args[#args + 1] = 'r'; args[#args + 1] = r
+    args[#args + 1] = 'err'; args[#args + 1] = err or ''
+    args[#args + 1] = 'f'; args[#args + 1] = f or '0'
+  end
+  return redis.call('XADD', unpack(args))
+end
+
 -- Puts task `id` (hash `tkey`) back at the end of `stream` as a new delivery with its envelope
 -- in the entry. Returns the new entry id.
 local function back_to_stream(stream, tkey, id, env)
-  local new
-  if env then
-    new = redis.call('XADD', stream, '*', 'i', id, 'e', env)
-  else
-    new = redis.call('XADD', stream, '*', 'i', id)
-  end
+  local h = redis.call('HMGET', tkey, 'r', 'err', 'f')
+  local new = add_entry(stream, id, env, h[1], h[2], h[3])
   redis.call('HSET', tkey, 's', 'pending', 'm', new)
   return new
 end
