@@ -481,3 +481,41 @@ async fn heartbeat_asks_for_the_consumers_pending_list_once() {
     assert_eq!(calls, 1, "one XPENDING for 50 leases");
     b.client().quit().await.ok();
 }
+
+#[tokio::test]
+async fn a_delivery_never_marked_started_is_free_three_times_then_counts() {
+    // A worker marks a start without waiting for the reply, so a handler that kills its process
+    // at once can leave no mark. Such losses are free three times; the fourth counts, so even
+    // that task ends in the dead letters instead of looping forever.
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("unmarked");
+    let info = client
+        .enqueue(
+            &email(1),
+            EnqueueOptions::new().queue("unmarked").max_retry(0),
+        )
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    for round in 1..=4 {
+        let f = b
+            .fetch(&mut reader, &queue, "killed", 1, Duration::ZERO)
+            .await
+            .expect("fetch");
+        assert_eq!(f.leases.len(), 1, "round {round}");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let r = b
+            .reclaim_idle(&queue, Duration::from_millis(50), 10)
+            .await
+            .expect("reclaim");
+        if round <= 3 {
+            assert_eq!((r.requeued, r.dead.len()), (1, 0), "round {round} is free");
+        } else {
+            assert_eq!((r.requeued, r.dead.len()), (0, 1), "round {round} counts");
+            assert_eq!(r.dead[0].task_id, info.id);
+        }
+    }
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 1));
+}
