@@ -5,6 +5,7 @@ mod enqueue;
 mod inspect;
 mod maintain;
 mod reply;
+mod sample;
 mod schedules;
 mod scripts;
 
