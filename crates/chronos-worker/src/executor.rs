@@ -79,7 +79,8 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
                 return;
             }
         };
-        Span::current().record("attempt", tries.retried.saturating_add(1));
+        // As i64: an OpenTelemetry exporter keeps it a number (a u64 would become text).
+        Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
         let outcome = attempt(rt, q, &lease, &m).await;
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
