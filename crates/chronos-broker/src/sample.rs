@@ -53,6 +53,16 @@ pub trait SampleQueues: Inspect {
         async { Ok(true) }
     }
 
+    /// Gives the lease up if `holder` holds it (at shutdown), so another process samples from
+    /// its next period on instead of after the lease's TTL.
+    fn release_sampler_lease(
+        &self,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        let _ = holder;
+        async { Ok(()) }
+    }
+
     /// The gauges of one queue. The Redis broker reads them with a constant number of cheap
     /// commands (no scan, no `MEMORY USAGE`, no `KEYS`), whatever the queue's length.
     fn sample_queue(
@@ -78,6 +88,13 @@ macro_rules! forward_sample {
                 ttl: Duration,
             ) -> impl Future<Output = Result<bool, BrokerError>> + Send {
                 (**self).sampler_lease(holder, ttl)
+            }
+
+            fn release_sampler_lease(
+                &self,
+                holder: &str,
+            ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+                (**self).release_sampler_lease(holder)
             }
 
             fn sample_queue(

@@ -24,6 +24,11 @@ async fn one_holder_keeps_the_sampler_lease_until_it_lapses() {
     tokio::time::sleep(ttl + Duration::from_millis(100)).await;
     assert!(b.sampler_lease("b", ttl).await.expect("lease"));
     assert!(!b.sampler_lease("a", ttl).await.expect("lease"));
+    // Only the holder can release it; then another takes it at once.
+    b.release_sampler_lease("a").await.expect("release");
+    assert!(!b.sampler_lease("a", ttl).await.expect("lease"));
+    b.release_sampler_lease("b").await.expect("release");
+    assert!(b.sampler_lease("a", ttl).await.expect("lease"));
 }
 
 #[tokio::test]

@@ -122,7 +122,8 @@ pub struct ServerConfig {
     pub on_error: Option<ErrorHook>,
     /// Sample the cluster-wide queue gauges (`chronos_queue_*`, see [`crate::metrics`]) this
     /// often, in whichever server holds the sampler lease (default None: off, and no Redis call
-    /// is spent on it; [`ServerConfig::metrics_addr`] turns it on at
+    /// is spent on it; `ServerConfig::metrics_addr` (feature
+    /// `prometheus`) turns it on at
     /// [`DEFAULT_QUEUE_SAMPLE_INTERVAL`]).
     pub sample_queues: Option<Duration>,
     /// Serve this process's metrics as a Prometheus page on this address (default None).
@@ -130,7 +131,7 @@ pub struct ServerConfig {
     pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
-/// The period of the queue gauges' sampler when [`ServerConfig::metrics_addr`] turns it on.
+/// The period of the queue gauges' sampler when `ServerConfig::metrics_addr` turns it on.
 pub const DEFAULT_QUEUE_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Default for ServerConfig {

@@ -40,7 +40,7 @@
 //! # Metrics
 //! The server counts tasks, failures, run times, recoveries and dead letters through the
 //! `metrics` facade, and can sample queue depths cluster-wide; the `prometheus` feature adds
-//! a page to scrape with one line of config, [`ServerConfig::metrics_addr`]. The names are
+//! a page to scrape with one line of config, `ServerConfig::metrics_addr`. The names are
 //! listed in [`metrics`].
 #![forbid(unsafe_code)]
 #![warn(

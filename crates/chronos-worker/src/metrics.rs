@@ -1,8 +1,8 @@
-//! What the worker reports through the [`metrics`](::metrics) facade, and (with the
+//! What the worker reports through the `metrics` facade, and (with the
 //! `prometheus` feature) a Prometheus page to serve it from.
 //!
 //! The facade costs nothing until a recorder is installed: install yours (or let
-//! [`crate::ServerConfig::metrics_addr`] install the built-in Prometheus one) before the server
+//! `ServerConfig::metrics_addr` install the built-in Prometheus one) before the server
 //! starts, since the handles the worker keeps per queue and kind are bound to the recorder that
 //! was installed when they were first used.
 //!
@@ -19,7 +19,7 @@
 //! | `chronos_queue_paused` | gauge | `queue` | 1 while the queue is paused |
 //!
 //! The `chronos_queue_*` gauges are cluster-wide: one process at a time (the holder of a short
-//! lease in Redis) samples every queue every [`crate::ServerConfig::queue_sample_interval`] and
+//! lease in Redis) samples every queue every [`crate::ServerConfig::sample_queues`] and
 //! sets them, so they cost Redis a few O(1) reads per queue per period, never a scan per
 //! scrape. Sum or max them over instances without double counting: only the lease holder sets
 //! them, and the built-in endpoint drops a gauge that nobody set for [`GAUGE_IDLE_TIMEOUT`], so
@@ -68,7 +68,8 @@ pub const LATENESS_BUCKETS: [f64; 12] = [
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.0,
 ];
 
-/// A gauge that no process has set for this long disappears from the built-in endpoint.
+/// A gauge that no process has set for this long disappears from the built-in endpoint (with
+/// `ServerConfig::metrics_addr`: three sampling periods, when that is longer).
 pub const GAUGE_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Most distinct kinds labelled per queue; further kinds (a producer writing junk kinds) share
@@ -210,6 +211,8 @@ pub(crate) fn queue_sample(queue: &str, sample: &chronos_broker::QueueSample, pa
 }
 
 #[cfg(feature = "prometheus")]
+pub(crate) use self::prometheus::serve_with;
+#[cfg(feature = "prometheus")]
 pub use self::prometheus::{serve, MetricsEndpoint};
 
 #[cfg(feature = "prometheus")]
@@ -242,7 +245,7 @@ mod prometheus {
     /// Longest wait for a scraper's request head; a stuck client costs one task for this long.
     const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-    fn handle() -> Result<&'static PrometheusHandle, WorkerError> {
+    fn handle(gauge_idle: Duration) -> Result<&'static PrometheusHandle, WorkerError> {
         if let Some(h) = HANDLE.get() {
             return Ok(h);
         }
@@ -255,7 +258,7 @@ mod prometheus {
                 )
             })
             .map_err(|e| WorkerError::Metrics(e.to_string()))?
-            .idle_timeout(MetricKindMask::GAUGE, Some(GAUGE_IDLE_TIMEOUT));
+            .idle_timeout(MetricKindMask::GAUGE, Some(gauge_idle));
         // Two callers racing here: one installs, the other gets the facade's "already set" error.
         let installed = builder
             .install_recorder()
@@ -303,7 +306,16 @@ mod prometheus {
     /// was installed first (the facade takes one per process): then serve that recorder
     /// yourself.
     pub async fn serve(addr: SocketAddr) -> Result<MetricsEndpoint, WorkerError> {
-        let handle = handle()?;
+        serve_with(addr, GAUGE_IDLE_TIMEOUT).await
+    }
+
+    /// [`serve`], with gauges dropped after `gauge_idle` without an update (when this call
+    /// installs the recorder; the first install in a process decides).
+    pub(crate) async fn serve_with(
+        addr: SocketAddr,
+        gauge_idle: Duration,
+    ) -> Result<MetricsEndpoint, WorkerError> {
+        let handle = handle(gauge_idle)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| WorkerError::Metrics(format!("could not bind {addr}: {e}")))?;

@@ -14,7 +14,11 @@ use crate::{metrics, WorkerBroker};
 const CONCURRENT: usize = 32;
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, period: Duration) {
-    every(&rt, period, || sample(&rt, period)).await
+    every(&rt, period, || sample(&rt, period)).await;
+    // Hand over at once rather than after the lease's TTL (a no-op when another holds it).
+    if let Err(e) = rt.broker.release_sampler_lease(&rt.id).await {
+        debug!(error = %e, "could not release the metrics sampler lease; it expires by itself");
+    }
 }
 
 async fn sample<B: WorkerBroker>(rt: &Runtime<B>, period: Duration) {

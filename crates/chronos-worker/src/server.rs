@@ -91,7 +91,12 @@ impl<B: WorkerBroker> Server<B> {
         // Before any loop starts, so that every metric the loops register goes to this recorder.
         #[cfg(feature = "prometheus")]
         let endpoint = match self.config.metrics_addr {
-            Some(addr) => Some(crate::metrics::serve(addr).await?),
+            Some(addr) => {
+                // A sampled gauge must outlive the gap between two samples.
+                let period = self.config.sample_queues.unwrap_or_default();
+                let idle = crate::metrics::GAUGE_IDLE_TIMEOUT.max(period.saturating_mul(3));
+                Some(crate::metrics::serve_with(addr, idle).await?)
+            }
             None => None,
         };
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();

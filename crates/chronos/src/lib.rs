@@ -26,7 +26,7 @@ pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTA
 /// The scheduler's metric names.
 pub use chronos_scheduler::metrics as scheduler_metrics;
 /// Metric names the worker and the scheduler report, and (feature `prometheus`) the
-/// Prometheus page: [`metrics::serve`], or one line of config, [`ServerConfig::metrics_addr`].
+/// Prometheus page: `metrics::serve`, or one line of config, `ServerConfig::metrics_addr`.
 pub use chronos_worker::metrics;
 #[doc(inline)]
 pub use chronos_worker::{

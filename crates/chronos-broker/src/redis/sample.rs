@@ -19,6 +19,12 @@ impl SampleQueues for RedisBroker {
         self.try_lock(&key, holder, ttl).await
     }
 
+    async fn release_sampler_lease(&self, holder: &str) -> Result<(), BrokerError> {
+        self.release_lock(&self.sampler_key(), holder, None)
+            .await
+            .map(|_| ())
+    }
+
     async fn sample_queue(&self, queue: &QueueName) -> Result<QueueSample, BrokerError> {
         let stats = self.queue_stats(queue).await?;
         let sampled_at_ms = self.server_time_ms().await.unwrap_or_else(|_| now_ms());
