@@ -1,4 +1,5 @@
-//! Queue gauges over Redis: the counts script plus two O(1)/O(log n) stream reads.
+//! Queue gauges over Redis: the counts script, and for a queue with pending tasks two stream
+//! reads (O(1) and O(log n)) and `TIME`.
 
 use std::time::Duration;
 
@@ -27,11 +28,14 @@ impl SampleQueues for RedisBroker {
 
     async fn sample_queue(&self, queue: &QueueName) -> Result<QueueSample, BrokerError> {
         let stats = self.queue_stats(queue).await?;
-        let sampled_at_ms = self.server_time_ms().await.unwrap_or_else(|_| now_ms());
-        let oldest_pending_ms = if stats.pending > 0 {
-            self.oldest_pending_ms(queue).await?
+        // Redis' clock only when there is an age to measure with it: an idle queue costs one
+        // script call per sample.
+        let (oldest_pending_ms, sampled_at_ms) = if stats.pending > 0 {
+            let oldest = self.oldest_pending_ms(queue).await?;
+            let now = self.server_time_ms().await.unwrap_or_else(|_| now_ms());
+            (oldest, now)
         } else {
-            None
+            (None, now_ms())
         };
         Ok(QueueSample {
             stats,
