@@ -38,7 +38,9 @@ impl<B: Enqueue> Client<B> {
         &self.broker
     }
 
-    /// Enqueues one task. `opts` is laid over [`TaskArgs::default_options`].
+    /// Enqueues one task. `opts` is laid over [`TaskArgs::default_options`]. With the
+    /// `opentelemetry` feature, the current span's W3C trace context goes into the task's
+    /// headers ([`crate::TRACEPARENT_HEADER`]), unless `opts` already set one.
     ///
     /// Errors: [`BrokerError::InvalidQueue`], [`BrokerError::PayloadTooLarge`],
     /// [`BrokerError::DuplicateTask`], [`BrokerError::TaskIdConflict`] (all permanent, nothing
@@ -94,5 +96,10 @@ impl<B: Enqueue> Client<B> {
 fn build<T: TaskArgs>(args: &T, opts: EnqueueOptions) -> Result<NewTask, BrokerError> {
     let opts = T::default_options().merge(opts);
     crate::QueueName::new(opts.queue_name())?;
-    NewTask::build(T::KIND, encode_args(args)?, opts, now_ms())
+    #[allow(unused_mut)]
+    let mut task = NewTask::build(T::KIND, encode_args(args)?, opts, now_ms())?;
+    // The producer's trace context travels with the task, so the worker's span can link to it.
+    #[cfg(feature = "opentelemetry")]
+    crate::trace_context::current_trace_context(&mut task.envelope.headers);
+    Ok(task)
 }

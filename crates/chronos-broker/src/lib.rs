@@ -16,6 +16,8 @@
 //!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
 //!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
 //!   [`NewTask`], [`Trigger`], ...) re-exported here.
+//! * [`SampleQueues`]: queue gauges (counts by state, oldest pending task's age) for metrics,
+//!   sampled by one process of the cluster that holds a short lease.
 //! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
 //!   pausing, live servers, the scheduler leader).
 //! * [`Operate`]: operator actions ([`TaskAction`]: run now, delete, archive, cancel) on one
@@ -23,6 +25,9 @@
 //!   bounded chunks; listing by cursor ([`TaskPage`]); queue deletion; per-queue history
 //!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
 //! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
+//! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
+//!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
+//!   set a `traceparent` header), and the worker links its span to it.
 //!
 //! # Guarantees
 //! * Every state transition of a task is one Lua script: a crash between two Redis calls never
@@ -78,6 +83,7 @@
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
 //! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
+//! | `<ns>:sampler` | string | id of the process that samples queue gauges for metrics | [`SampleQueues::sampler_lease`] | its TTL (three sampling periods) |
 //!
 //! # Example
 //! ```no_run
@@ -113,9 +119,11 @@ mod forward;
 mod keys;
 mod payload;
 mod redis;
+mod sample;
 mod schedule;
 mod server_record;
 mod task;
+mod trace_context;
 mod traits;
 
 pub use client::Client;
@@ -128,12 +136,16 @@ pub use redis::{
     EvictionCheck, RedisBroker, RedisBrokerBuilder, DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_PAYLOAD, MAX_BLOCK,
 };
+pub use sample::{QueueSample, SampleQueues};
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
     TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
+#[cfg(feature = "opentelemetry")]
+pub use trace_context::{current_trace_context, parse_trace_context};
+pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 pub use traits::{
     ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
     DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, info_span, warn, Instrument};
 
+use crate::metrics;
 use crate::misfire::plan;
 use crate::scheduler::Shared;
 
@@ -62,6 +63,7 @@ pub(crate) async fn run<B: Schedules + Clone + 'static>(
         }
         // A follower polls at half the TTL (pub/sub is only a hint and can be missed) and wakes
         // at once on a resign message.
+        metrics::leader(false);
         tokio::select! {
             _ = tokio::time::sleep(ttl / 2) => {}
             _ = recv(&mut resignations) => {}
@@ -106,6 +108,7 @@ async fn lead<B: Schedules + Clone + 'static>(
     c.is_leader.store(true, Ordering::SeqCst);
     c.epoch.store(epoch, Ordering::SeqCst);
     c.elections_won.fetch_add(1, Ordering::Relaxed);
+    metrics::leader(true);
     info!("became scheduler leader");
     // The lock was set after `asked`, so it lives at least until asked + ttl; keep a margin for
     // clock-rate differences and stop firing before then unless a renewal extends it.
@@ -158,6 +161,7 @@ async fn lead<B: Schedules + Clone + 'static>(
             let t0 = Instant::now();
             match sh.broker.renew_leadership(token, ttl).await {
                 Ok(true) => {
+                    metrics::leader(true);
                     valid_until = t0 + ttl * 9 / 10;
                     renew_at = t0 + ttl / 2;
                 }
@@ -220,6 +224,7 @@ pub(crate) fn due_now<B>(
             if p.missed > 0 {
                 *missed.entry(s.queue.clone()).or_default() += p.missed;
                 sh.counters.missed.fetch_add(p.missed, Ordering::Relaxed);
+                metrics::missed(s.queue.as_str(), p.missed);
                 warn!(schedule = %s.id, missed = p.missed, firing = p.fire.len(),
                       "a backlog of triggers fell due at once (clock jump or suspend?); \
                        the misfire policy skipped some");
@@ -246,6 +251,7 @@ async fn resign<B: Schedules>(sh: &Shared<B>, token: &str) -> (End, Result<bool,
     let c = &sh.counters;
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
+    metrics::leader(false);
     let released = sh.broker.resign_leadership(token).await;
     match &released {
         Ok(_) => info!("resigned the scheduler leadership"),
@@ -258,6 +264,7 @@ async fn step_down<B: Schedules>(sh: &Shared<B>, token: &str, term: Term) -> End
     let c = &sh.counters;
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
+    metrics::leader(false);
     match term {
         Term::Resign => resign(sh, token).await.0,
         Term::Lost | Term::Failed(_) => {
@@ -357,6 +364,7 @@ async fn catch_up<B: Schedules>(
         if p.missed > 0 {
             *missed.entry(s.queue.clone()).or_default() += p.missed;
             total += p.missed;
+            metrics::missed(s.queue.as_str(), p.missed);
         }
         due.extend(p.fire.into_iter().map(|t| (i, t)));
     }
@@ -443,20 +451,27 @@ async fn fire<B: Schedules>(
         match result {
             Ok(outcomes) => {
                 for ((i, t, trig), o) in chunk.iter().zip(outcomes) {
+                    let queue = sh.schedules.get(*i).map_or("", |s| s.queue.as_str());
                     match o {
                         FireOutcome::Fired => {
                             fired += 1;
+                            metrics::fired(queue, now.saturating_sub(*t));
                             if let Some(slot) = last_task.get_mut(*i) {
                                 *slot = Some(trig.task.envelope.id.clone());
                             }
                         }
                         FireOutcome::Duplicate | FireOutcome::Overlap | FireOutcome::Unique => {
-                            suppressed += 1
+                            suppressed += 1;
+                            metrics::suppressed(queue);
                         }
-                        FireOutcome::Expired => expired += 1,
+                        FireOutcome::Expired => {
+                            expired += 1;
+                            metrics::missed(queue, 1);
+                        }
                         FireOutcome::Stale => stale = true,
                         FireOutcome::Invalid => {
                             expired += 1;
+                            metrics::missed(queue, 1);
                             tracing::error!(
                                 schedule = %trig.schedule_id,
                                 "the trigger's task cannot be stored (payload over the broker's limit)"

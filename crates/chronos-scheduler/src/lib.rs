@@ -64,6 +64,11 @@
 //! `sched:c:<call>` (a fire call's outcomes, expiring). Every script declares every key it
 //! touches, so each runs in one slot of a Redis Cluster.
 //!
+//! # Metrics
+//! Through the `metrics` facade (free until the application installs a recorder): triggers
+//! fired, missed and suppressed per queue, the lateness of each fired trigger (a histogram) and
+//! a leader gauge; [`metrics`] lists the names.
+//!
 //! # Time zones and DST
 //! Cron expressions run in an explicit IANA zone (default UTC). A wall-clock time skipped by a
 //! spring-forward transition fires once, at the first valid instant after the gap (02:30 on a
@@ -105,6 +110,7 @@
 mod config;
 mod error;
 mod leader;
+pub mod metrics;
 mod misfire;
 mod options;
 mod registry;

@@ -11,6 +11,8 @@
 //!   kill Redis.
 //! * [`RedisCluster`] / [`shared_cluster_url`] start a 3-primary Redis Cluster on loopback.
 //! * [`eventually`] polls a condition until it holds, for tests that wait on other tasks.
+//! * [`TlsRedisServer`] is a server that speaks only TLS (a throwaway CA made with `openssl`)
+//!   and only to one ACL user, like a managed Redis service.
 //! * [`TcpProxy`] sits between a client and Redis and cuts connections on demand.
 //!
 //! ```no_run
@@ -29,10 +31,12 @@
 mod cluster;
 mod proxy;
 mod server;
+mod tls;
 
 pub use cluster::{shared_cluster_url, RedisCluster};
 pub use proxy::TcpProxy;
 pub use server::{shared_url, RedisServer};
+pub use tls::TlsRedisServer;
 
 use std::fmt::Write as _;
 
@@ -41,7 +45,8 @@ use std::fmt::Write as _;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TestkitError {
-    /// `redis-server` (or `redis-cli` for a cluster) is not on `PATH`.
+    /// `redis-server` (or `redis-cli` for a cluster, `openssl` for a TLS server) is not on
+    /// `PATH`.
     #[error(
         "`{0}` was not found on PATH: install Redis 7 (Debian/Ubuntu: `apt-get install -y \
          redis-server redis-tools`; macOS: `brew install redis`) or set CHRONOS_REDIS_URL to a \

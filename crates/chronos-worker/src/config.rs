@@ -120,7 +120,19 @@ pub struct ServerConfig {
     pub dead_letter_hook_timeout: Duration,
     /// Called for every failed attempt, synchronously on the worker: keep it quick.
     pub on_error: Option<ErrorHook>,
+    /// Sample the cluster-wide queue gauges (`chronos_queue_*`, see [`crate::metrics`]) this
+    /// often, in whichever server holds the sampler lease (default None: off, and no Redis call
+    /// is spent on it; `ServerConfig::metrics_addr` (feature
+    /// `prometheus`) turns it on at
+    /// [`DEFAULT_QUEUE_SAMPLE_INTERVAL`]).
+    pub sample_queues: Option<Duration>,
+    /// Serve this process's metrics as a Prometheus page on this address (default None).
+    #[cfg(feature = "prometheus")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
+
+/// The period of the queue gauges' sampler when `ServerConfig::metrics_addr` turns it on.
+pub const DEFAULT_QUEUE_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -141,6 +153,9 @@ impl Default for ServerConfig {
             on_dead_letter: None,
             dead_letter_hook_timeout: DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
             on_error: None,
+            sample_queues: None,
+            #[cfg(feature = "prometheus")]
+            metrics_addr: None,
         }
     }
 }
@@ -163,6 +178,7 @@ impl fmt::Debug for ServerConfig {
             .field("on_dead_letter", &self.on_dead_letter.is_some())
             .field("dead_letter_hook_timeout", &self.dead_letter_hook_timeout)
             .field("on_error", &self.on_error.is_some())
+            .field("sample_queues", &self.sample_queues)
             .finish_non_exhaustive()
     }
 }
@@ -273,6 +289,28 @@ impl ServerConfig {
         self
     }
 
+    /// Samples the cluster-wide queue gauges every `every` (see [`ServerConfig::sample_queues`]);
+    /// for an application that installed its own `metrics` recorder.
+    pub fn sample_queues(mut self, every: Duration) -> Self {
+        self.sample_queues = Some(every);
+        self
+    }
+
+    /// Serves this process's metrics as a Prometheus page (`http://<addr>/metrics`) while the
+    /// server runs, and samples the queue gauges (every [`DEFAULT_QUEUE_SAMPLE_INTERVAL`] unless
+    /// [`ServerConfig::sample_queues`] says otherwise). The recorder is installed at
+    /// [`crate::Server::start`], which fails if the address cannot be bound or another
+    /// `metrics` recorder is already installed. Port 0 picks a free port:
+    /// [`crate::ServerHandle::metrics_addr`] tells which.
+    #[cfg(feature = "prometheus")]
+    pub fn metrics_addr(mut self, addr: std::net::SocketAddr) -> Self {
+        self.metrics_addr = Some(addr);
+        if self.sample_queues.is_none() {
+            self.sample_queues = Some(DEFAULT_QUEUE_SAMPLE_INTERVAL);
+        }
+        self
+    }
+
     /// Checks every setting; the error names the one that is wrong.
     pub fn validate(&self) -> Result<Vec<(QueueName, u32)>, WorkerError> {
         if self.queues.is_empty() {
@@ -311,6 +349,7 @@ impl ServerConfig {
             ("forward_interval", self.forward_interval),
             ("janitor_interval", self.janitor_interval),
             ("dead_letter_hook_timeout", self.dead_letter_hook_timeout),
+            ("sample_queues", self.sample_queues.unwrap_or(Duration::MAX)),
         ] {
             if d.is_zero() {
                 return Err(WorkerError::InvalidConfig(format!(

@@ -21,6 +21,10 @@ pub enum WorkerError {
         /// The configured recover min idle.
         min_idle: Duration,
     },
+    /// The metrics endpoint could not start (address in use, or another metrics recorder was
+    /// installed first). Permanent for this configuration.
+    #[error("metrics endpoint: {0}")]
+    Metrics(String),
     /// The broker failed (see its own error for permanent or transient).
     #[error(transparent)]
     Broker(#[from] chronos_broker::BrokerError),

@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 use chronos_broker::{now_ms, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope};
 use futures::FutureExt;
-use tracing::{error, info_span, warn, Instrument};
+use tracing::{error, info_span, warn, Instrument, Span};
 
 use crate::config::{DeadLetterEvent, TaskFailure, UnrunnablePolicy};
+use crate::metrics::{self, Ended, KindMetrics};
 use crate::mux::Unrunnable;
 use crate::runtime::Runtime;
 use crate::starter;
@@ -37,11 +38,10 @@ struct Tries {
 }
 
 pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: Lease) {
-    let span = info_span!(
-        "task",
-        task_id = %lease.id.task_id,
-        queue = %lease.id.queue,
-        kind = lease.envelope.as_ref().map(|e| e.kind.as_str()).unwrap_or("<undecodable>"),
+    let span = task_span(&lease);
+    let m = metrics::task(
+        lease.id.queue.as_str(),
+        lease.envelope.as_ref().ok().map(|e| e.kind.as_str()),
     );
     async {
         let decoded = lease.envelope.as_ref().ok().map(|e| Tries {
@@ -83,6 +83,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
                         .envelope
                         .as_ref()
                         .map_or(1, |e| e.retried.saturating_add(1));
+                    m.ended(Ended::DeadLettered);
                     report_failure(rt, &lease, attempt, &reason);
                     dead_letter(rt, &lease, &reason, false).await;
                     return;
@@ -104,11 +105,13 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
                 }
             },
         };
+        // As i64: an OpenTelemetry exporter keeps it a number (a u64 would become text).
+        Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
-        let outcome = attempt(rt, q, &lease).await;
+        let outcome = attempt(rt, q, &lease, &m).await;
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
         rt.release(q, &lease.id.msg_id);
-        settle(rt, &lease, tries, outcome).await;
+        settle(rt, &lease, tries, outcome, &m).await;
     }
     .instrument(span)
     .await
@@ -133,7 +136,46 @@ async fn start_with_retries<B: WorkerBroker>(
     None
 }
 
-async fn attempt<B: WorkerBroker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> Outcome {
+/// The span every attempt runs in. Its fields are the log's; with the `opentelemetry` feature
+/// it is also exported as an OpenTelemetry consumer span named `process <queue>` with the
+/// messaging attributes, linked (not parented) to the producer's trace context.
+fn task_span(lease: &Lease) -> Span {
+    let kind = lease
+        .envelope
+        .as_ref()
+        .map(|e| e.kind.as_str())
+        .unwrap_or("<undecodable>");
+    #[cfg(not(feature = "opentelemetry"))]
+    let span = info_span!(
+        "task",
+        task_id = %lease.id.task_id,
+        queue = %lease.id.queue,
+        kind,
+        attempt = tracing::field::Empty,
+    );
+    #[cfg(feature = "opentelemetry")]
+    let span = {
+        let span = info_span!(
+            "task",
+            task_id = %lease.id.task_id,
+            queue = %lease.id.queue,
+            kind,
+            attempt = tracing::field::Empty,
+            otel.name = %format_args!("process {}", lease.id.queue),
+            otel.kind = "consumer",
+        );
+        crate::trace::decorate(&span, lease);
+        span
+    };
+    span
+}
+
+async fn attempt<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    lease: &Lease,
+    m: &KindMetrics,
+) -> Outcome {
     let env = match &lease.envelope {
         Ok(env) => env,
         Err(e) => return unrunnable(rt, format!("payload does not decode: {e}")),
@@ -164,6 +206,7 @@ async fn attempt<B: WorkerBroker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> O
             None => std::future::pending().await,
         }
     };
+    let began = Instant::now();
     let outcome = tokio::select! {
         r = handler => match r {
             Ok(Ok(())) => Outcome::Succeeded,
@@ -179,6 +222,7 @@ async fn attempt<B: WorkerBroker>(rt: &Runtime<B>, q: usize, lease: &Lease) -> O
             }
         }
     };
+    m.ran(began.elapsed());
     cancel.cancel();
     outcome
 }
@@ -210,13 +254,21 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "non-string panic payload".into())
 }
 
-async fn settle<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, outcome: Outcome) {
+async fn settle<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    lease: &Lease,
+    tries: Tries,
+    outcome: Outcome,
+    m: &KindMetrics,
+) {
     let env = lease.envelope.as_ref().ok();
     match outcome {
         Outcome::LeaseLost => {
+            m.ended(Ended::LeaseLost);
             warn!("lease lost to the recoverer; this attempt's result is dropped")
         }
         Outcome::Requeue => {
+            m.ended(Ended::Requeued);
             warn!("cancelled by shutdown; returning the task to its queue");
             if let Err(e) = rt
                 .broker
@@ -228,6 +280,7 @@ async fn settle<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, o
         }
         Outcome::Succeeded => {
             rt.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+            m.ended(Ended::Succeeded);
             let retention = env.and_then(|e| e.retention_ms).map(Duration::from_millis);
             // The acker batches completions; if it is gone (shutdown finished), ack directly.
             let completion = Completion {
@@ -247,6 +300,7 @@ async fn settle<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, o
         }
         Outcome::Dead(reason) => {
             rt.counters.failed.fetch_add(1, Ordering::Relaxed);
+            m.ended(Ended::DeadLettered);
             report_failure(rt, lease, tries.retried.saturating_add(1), &reason);
             dead_letter(rt, lease, &reason, false).await;
         }
@@ -256,13 +310,18 @@ async fn settle<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, tries: Tries, o
             let retried = tries.retried.saturating_add(1);
             let max_retry = tries.max_retry;
             let delay = match err.kind() {
-                FailureKind::SkipRetry => return dead_letter(rt, lease, err.message(), true).await,
+                FailureKind::SkipRetry => {
+                    m.ended(Ended::DeadLettered);
+                    return dead_letter(rt, lease, err.message(), true).await;
+                }
                 _ if retried > max_retry => {
-                    return dead_letter(rt, lease, err.message(), true).await
+                    m.ended(Ended::DeadLettered);
+                    return dead_letter(rt, lease, err.message(), true).await;
                 }
                 FailureKind::RetryAfter(d) => d,
                 _ => (rt.config.retry_delay)(retried, &err),
             };
+            m.ended(Ended::Retried);
             if let Err(e) = rt.broker.retry(&lease.id, delay, err.message()).await {
                 error!(error = %e, "could not schedule the retry; the recoverer will re-deliver the task");
             }
@@ -324,6 +383,11 @@ pub(crate) async fn notify_dead<B: WorkerBroker>(
     discarded: bool,
 ) {
     rt.counters.dead.fetch_add(1, Ordering::Relaxed);
+    metrics::dead_lettered(
+        id.queue.as_str(),
+        envelope.as_ref().map(|e| e.kind.as_str()),
+        discarded,
+    );
     warn!(task_id = %id.task_id, queue = %id.queue, reason, discarded, "task dead-lettered");
     if let Some(hook) = &rt.config.on_dead_letter {
         let event = DeadLetterEvent {

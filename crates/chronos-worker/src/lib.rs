@@ -33,7 +33,15 @@
 //! * [`ServerHandle::shutdown`] loses nothing: unstarted tasks go back without spending an
 //!   attempt, running ones get `shutdown_timeout`, then are cancelled and retried.
 //!
-//! Every task runs inside a `tracing` span named `task` with its id, queue and kind.
+//! Every task runs inside a `tracing` span named `task` with its id, queue, kind and attempt
+//! (with the `opentelemetry` feature, exported as `process <queue>`, a consumer span with the
+//! messaging attributes, linked to the producer's trace context).
+//!
+//! # Metrics
+//! The server counts tasks, failures, run times, recoveries and dead letters through the
+//! `metrics` facade, and can sample queue depths cluster-wide; the `prometheus` feature adds
+//! a page to scrape with one line of config, `ServerConfig::metrics_addr`. The names are
+//! listed in [`metrics`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -52,17 +60,22 @@ mod fetcher;
 mod forwarder;
 mod heartbeat;
 mod janitor;
+pub mod metrics;
 mod mux;
 mod outcome;
 mod recoverer;
 mod runtime;
+mod sampler;
 mod server;
 mod starter;
 mod task;
+#[cfg(feature = "opentelemetry")]
+mod trace;
 
 pub use config::{
     dead_letter_hook, default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook,
     RetryDelayFn, ServerConfig, TaskFailure, UnrunnablePolicy, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
+    DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
 pub use error::WorkerError;
 pub use mux::{Handler, Middleware, Mux, Next};

@@ -27,6 +27,7 @@ async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
         {
             Ok(r) => {
                 if r.requeued > 0 {
+                    crate::metrics::recovered(queue.as_str(), r.requeued);
                     info!(queue = %queue, n = r.requeued, "re-queued tasks of a lost worker");
                 }
                 for dead in r.dead {

@@ -2,14 +2,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Consume, Inspect, LeaseId, Maintain, QueueName};
+use chronos_broker::{Consume, Inspect, LeaseId, Maintain, QueueName, SampleQueues};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 use crate::{
-    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer, starter,
+    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer, sampler,
+    starter,
 };
 use crate::{Mux, ServerConfig, WorkerError};
 
@@ -17,18 +18,19 @@ use crate::{Mux, ServerConfig, WorkerError};
 const PAUSE_POLL: Duration = Duration::from_millis(500);
 
 /// What a [`Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
-/// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records) and
-/// [`Inspect`] (paused queues, live servers for the janitor). It asks for neither
-/// [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
+/// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records),
+/// [`Inspect`] (paused queues, live servers for the janitor) and [`SampleQueues`] (queue gauges
+/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`).
+/// It asks for neither [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
 /// [`chronos_broker::Coordinate`], so a wrapper for metrics or fault injection implements only
-/// these three; the broker is shared by the server's loops behind an `Arc`, so it need not be
+/// these; the broker is shared by the server's loops behind an `Arc`, so it need not be
 /// `Clone`.
 ///
-/// Implemented for every type with the three capabilities; never implement it by hand. `&T`,
+/// Implemented for every type with the four capabilities; never implement it by hand. `&T`,
 /// `Arc<T>` and `Box<T>` have them when `T` does.
-pub trait WorkerBroker: Consume + Maintain + Inspect + 'static {}
+pub trait WorkerBroker: Consume + Maintain + Inspect + SampleQueues + 'static {}
 
-impl<T: Consume + Maintain + Inspect + 'static> WorkerBroker for T {}
+impl<T: Consume + Maintain + Inspect + SampleQueues + 'static> WorkerBroker for T {}
 
 /// Runs the handlers of a [`Mux`] on tasks from a broker. Configure, then [`Server::start`].
 pub struct Server<B: WorkerBroker> {
@@ -72,8 +74,9 @@ impl<B: WorkerBroker> Server<B> {
         })
     }
 
-    /// Starts the fetch, dispatch, heartbeat, forwarder, recoverer, janitor and pause loops and
-    /// returns at once. Fails only when Redis cannot be reached to register the server.
+    /// Starts the fetch, dispatch, heartbeat, forwarder, recoverer, janitor and pause loops (and
+    /// the metrics endpoint and queue sampler when configured) and returns at once. Fails when
+    /// Redis cannot be reached to register the server, or the metrics endpoint cannot start.
     pub async fn start(self) -> Result<ServerHandle, WorkerError> {
         let id = format!(
             "{}:{}:{:08x}",
@@ -86,6 +89,17 @@ impl<B: WorkerBroker> Server<B> {
         for (queue, _) in &self.queues {
             self.broker.ensure_queue(queue).await?;
         }
+        // Before any loop starts, so that every metric the loops register goes to this recorder.
+        #[cfg(feature = "prometheus")]
+        let endpoint = match self.config.metrics_addr {
+            Some(addr) => {
+                // A sampled gauge must outlive the gap between two samples.
+                let period = self.config.sample_queues.unwrap_or_default();
+                let idle = crate::metrics::GAUGE_IDLE_TIMEOUT.max(period.saturating_mul(3));
+                Some(crate::metrics::serve_with(addr, idle).await?)
+            }
+            None => None,
+        };
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
         let (start_tx, start_rx) = mpsc::unbounded_channel();
         let rt = Arc::new(Runtime::new(
@@ -107,7 +121,7 @@ impl<B: WorkerBroker> Server<B> {
         let dispatcher = tokio::spawn(dispatcher::run(rt.clone()));
         let acker = tokio::spawn(acker::run(rt.clone(), ack_rx));
         let starter = tokio::spawn(starter::run(rt.clone(), start_rx));
-        let maintenance = vec![
+        let mut maintenance = vec![
             tokio::spawn(heartbeat::run(rt.clone())),
             tokio::spawn(forwarder::run(rt.clone())),
             tokio::spawn(recoverer::run(rt.clone())),
@@ -116,15 +130,28 @@ impl<B: WorkerBroker> Server<B> {
             tokio::spawn(canceller::run(rt.clone())),
             starter,
         ];
+        if let Some(period) = rt.config.sample_queues {
+            maintenance.push(tokio::spawn(sampler::run(rt.clone(), period)));
+        }
         info!(server = %id, queues = ?rt.queues, concurrency = rt.config.concurrency, "server started");
         let handle_rt = rt.clone();
         let stop = rt.stop_fetch.clone();
+        #[cfg(feature = "prometheus")]
+        let metrics_addr = endpoint
+            .as_ref()
+            .map(crate::metrics::MetricsEndpoint::local_addr);
         let supervisor = tokio::spawn(async move {
             stop.cancelled().await;
             shut_down(rt, fetchers, dispatcher, acker, maintenance).await;
+            #[cfg(feature = "prometheus")]
+            if let Some(endpoint) = endpoint {
+                endpoint.stop();
+            }
         });
         Ok(ServerHandle {
             id,
+            #[cfg(feature = "prometheus")]
+            metrics_addr,
             stop: handle_rt.stop_fetch.clone(),
             stats: Box::new(move || stats(&handle_rt)),
             supervisor,
@@ -144,6 +171,8 @@ fn stats<B: WorkerBroker>(rt: &Runtime<B>) -> ServerStats {
 /// A started server. Dropping it does not stop the server; call [`ServerHandle::shutdown`].
 pub struct ServerHandle {
     id: String,
+    #[cfg(feature = "prometheus")]
+    metrics_addr: Option<std::net::SocketAddr>,
     stop: tokio_util::sync::CancellationToken,
     stats: Box<dyn Fn() -> ServerStats + Send + Sync>,
     supervisor: JoinHandle<()>,
@@ -161,6 +190,12 @@ impl ServerHandle {
     /// The server id: its consumer name in every group and the key of its published record.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Where the metrics page is served (None without [`ServerConfig::metrics_addr`]).
+    #[cfg(feature = "prometheus")]
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_addr
     }
 
     /// Counters since start.

@@ -6,6 +6,7 @@ mod enqueue;
 mod inspect;
 mod maintain;
 mod reply;
+mod sample;
 mod schedules;
 mod scripts;
 
@@ -129,8 +130,26 @@ impl RedisBrokerBuilder {
     /// Connects, checks the eviction policy, and loads every script on every primary. Fails fast when Redis refuses the
     /// connection; once connected, the client reconnects by itself forever (exponential backoff,
     /// 100 ms to 2 s) and every command times out after 10 s instead of hanging.
+    ///
+    /// A `rediss://` URL (TLS) needs the crate's `tls` feature, and is refused without it rather
+    /// than connected in plaintext. The server's certificate is checked against the system's
+    /// roots (the `SSL_CERT_FILE` environment variable names another bundle, for a private CA).
+    /// An ACL user and password come from the URL: `rediss://user:password@host:port`.
     pub async fn connect(self) -> Result<RedisBroker, BrokerError> {
         let keys = Keyspace::new(self.namespace)?;
+        if wants_tls(&self.url) {
+            #[cfg(not(feature = "tls"))]
+            return Err(BrokerError::InvalidOption(
+                "a rediss:// URL needs the `tls` feature of chronos-broker (or chronos-rs); \
+                 without it the connection would not be encrypted"
+                    .into(),
+            ));
+            // rustls needs a process-wide crypto provider when more than one is compiled in
+            // (another crate may enable aws-lc-rs); installing ring fails harmlessly when the
+            // application installed one already.
+            #[cfg(feature = "tls")]
+            let _ = fred::rustls::crypto::ring::default_provider().install_default();
+        }
         let config = Config::from_url(&self.url)?;
         let client = client_builder(config).build()?;
         client.init().await?;
@@ -171,6 +190,17 @@ async fn eviction_policy(client: &Client) -> Result<Option<String>, BrokerError>
         .lines()
         .find_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
         .map(|p| p.trim().to_string()))
+}
+
+/// Whether `url` asks for TLS (`rediss://`, `rediss-cluster://`, `valkeys://`, ...).
+fn wants_tls(url: &str) -> bool {
+    let scheme = url
+        .trim_start()
+        .split("://")
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    scheme.starts_with("rediss") || scheme.starts_with("valkeys")
 }
 
 /// The connection settings every client of ours uses (see the design notes, pitfalls 1 and 9).

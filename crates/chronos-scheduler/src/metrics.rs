@@ -1,0 +1,38 @@
+//! What the scheduler reports through the `metrics` facade (no recorder, no cost). Counters
+//! count this instance's own work: sum them over instances for the cluster (only the leader
+//! fires, so the sum counts each trigger once).
+
+use ::metrics::{counter, gauge, histogram};
+
+/// Triggers this instance fired (a task was enqueued), by `queue`.
+pub const TRIGGERS_FIRED: &str = "chronos_scheduler_triggers_fired_total";
+/// Triggers skipped as missed (misfire policy, passed deadline, a task that cannot be stored),
+/// by `queue`.
+pub const TRIGGERS_MISSED: &str = "chronos_scheduler_triggers_missed_total";
+/// Triggers found already fired, or skipped by the overlap policy or a held unique lock, by
+/// `queue`.
+pub const TRIGGERS_SUPPRESSED: &str = "chronos_scheduler_triggers_suppressed_total";
+/// Seconds from a trigger's time to its firing, by `queue` (histogram).
+pub const TRIGGER_LATENESS: &str = "chronos_scheduler_trigger_lateness_seconds";
+/// 1 while this instance is the leader, else 0.
+pub const LEADER: &str = "chronos_scheduler_leader";
+
+pub(crate) fn leader(is: bool) {
+    gauge!(LEADER).set(if is { 1.0 } else { 0.0 });
+}
+
+pub(crate) fn fired(queue: &str, lateness_ms: i64) {
+    counter!(TRIGGERS_FIRED, "queue" => queue.to_string()).increment(1);
+    histogram!(TRIGGER_LATENESS, "queue" => queue.to_string())
+        .record(lateness_ms.max(0) as f64 / 1000.0);
+}
+
+pub(crate) fn suppressed(queue: &str) {
+    counter!(TRIGGERS_SUPPRESSED, "queue" => queue.to_string()).increment(1);
+}
+
+pub(crate) fn missed(queue: &str, n: u64) {
+    if n > 0 {
+        counter!(TRIGGERS_MISSED, "queue" => queue.to_string()).increment(n);
+    }
+}

@@ -1,0 +1,381 @@
+//! What the worker reports through the `metrics` facade, and (with the
+//! `prometheus` feature) a Prometheus page to serve it from.
+//!
+//! The facade costs nothing until a recorder is installed: install yours (or let
+//! `ServerConfig::metrics_addr` install the built-in Prometheus one) before the server
+//! starts, since the handles the worker keeps per queue and kind are bound to the recorder that
+//! was installed when they were first used.
+//!
+//! | name | type | labels | what |
+//! |---|---|---|---|
+//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `lease_lost`, `requeued` (shutdown) |
+//! | `chronos_tasks_failed_total` | counter | `queue`, `kind` | attempts that failed (retried or dead-lettered) |
+//! | `chronos_task_duration_seconds` | histogram | `queue`, `kind` | handler run time ([`DURATION_BUCKETS`]) |
+//! | `chronos_tasks_recovered_total` | counter | `queue` | deliveries of lost workers taken back and re-queued |
+//! | `chronos_tasks_dead_lettered_total` | counter | `queue`, `kind`, `action` | tasks archived or discarded (`action`), by this server or its recoverer |
+//! | `chronos_worker_running_tasks` | gauge | | handlers running in this process |
+//! | `chronos_queue_tasks` | gauge | `queue`, `state` | tasks per state (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`) |
+//! | `chronos_queue_oldest_pending_age_seconds` | gauge | `queue` | how long the oldest pending task has waited (0 when none) |
+//! | `chronos_queue_paused` | gauge | `queue` | 1 while the queue is paused |
+//!
+//! The `chronos_queue_*` gauges are cluster-wide: one process at a time (the holder of a short
+//! lease in Redis) samples every queue every [`crate::ServerConfig::sample_queues`] and
+//! sets them, so they cost Redis a few O(1) reads per queue per period, never a scan per
+//! scrape. Sum or max them over instances without double counting: only the lease holder sets
+//! them, and the built-in endpoint drops a gauge that nobody set for [`GAUGE_IDLE_TIMEOUT`], so
+//! a process that lost the lease stops exporting its last values.
+//!
+//! The scheduler (crate `chronos-scheduler`) reports through the same facade:
+//! `chronos_scheduler_triggers_fired_total`, `chronos_scheduler_triggers_missed_total`,
+//! `chronos_scheduler_triggers_suppressed_total` (all by `queue`),
+//! `chronos_scheduler_trigger_lateness_seconds` (histogram by `queue`, [`LATENESS_BUCKETS`]) and
+//! `chronos_scheduler_leader` (gauge, 1 on the leader).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, RwLock};
+use std::time::Duration;
+
+use ::metrics::{counter, gauge, histogram, Counter, Histogram};
+
+/// Attempts that ended, by `queue`, `kind` and `outcome`.
+pub const TASKS_PROCESSED: &str = "chronos_tasks_processed_total";
+/// Attempts that failed, by `queue` and `kind`.
+pub const TASKS_FAILED: &str = "chronos_tasks_failed_total";
+/// Handler run time in seconds, by `queue` and `kind`.
+pub const TASK_DURATION: &str = "chronos_task_duration_seconds";
+/// Deliveries of lost workers re-queued by the recoverer, by `queue`.
+pub const TASKS_RECOVERED: &str = "chronos_tasks_recovered_total";
+/// Tasks dead-lettered, by `queue`, `kind` and `action` (`archived` or `discarded`).
+pub const TASKS_DEAD_LETTERED: &str = "chronos_tasks_dead_lettered_total";
+/// Handlers running in this process.
+pub const WORKER_RUNNING: &str = "chronos_worker_running_tasks";
+/// Tasks per `queue` and `state`, sampled cluster-wide by one process.
+pub const QUEUE_TASKS: &str = "chronos_queue_tasks";
+/// Seconds the oldest pending task of `queue` has waited, sampled by one process.
+pub const QUEUE_OLDEST_PENDING_AGE: &str = "chronos_queue_oldest_pending_age_seconds";
+/// 1 while `queue` is paused, sampled by one process.
+pub const QUEUE_PAUSED: &str = "chronos_queue_paused";
+/// The scheduler's trigger lateness histogram (named here for its buckets).
+pub const SCHEDULER_LATENESS: &str = "chronos_scheduler_trigger_lateness_seconds";
+
+/// Bucket bounds (seconds) of [`TASK_DURATION`]: from a 5 ms handler to a 10 min one.
+pub const DURATION_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0, 600.0,
+];
+
+/// Bucket bounds (seconds) of [`SCHEDULER_LATENESS`]: on time (a few ms) to an hour's catch-up.
+pub const LATENESS_BUCKETS: [f64; 12] = [
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.0,
+];
+
+/// A gauge that no process has set for this long disappears from the built-in endpoint (with
+/// `ServerConfig::metrics_addr`: three sampling periods, when that is longer).
+pub const GAUGE_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Most distinct kinds labelled per queue; further kinds (a producer writing junk kinds) share
+/// the label `other`, so a bad producer cannot blow up the exporter's memory.
+const MAX_KINDS_PER_QUEUE: usize = 256;
+
+/// How an attempt ended, as the `outcome` label says it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ended {
+    Succeeded,
+    Retried,
+    DeadLettered,
+    LeaseLost,
+    Requeued,
+}
+
+/// Handles of one (queue, kind): registered once, so the hot path only bumps atomics (no label
+/// allocation, no recorder lookup per task).
+pub(crate) struct KindMetrics {
+    succeeded: Counter,
+    retried: Counter,
+    dead_lettered: Counter,
+    lease_lost: Counter,
+    requeued: Counter,
+    failed: Counter,
+    duration: Histogram,
+}
+
+impl KindMetrics {
+    fn new(queue: &str, kind: &str) -> Self {
+        let outcome = |o: &'static str| counter!(TASKS_PROCESSED, "queue" => queue.to_string(), "kind" => kind.to_string(), "outcome" => o);
+        Self {
+            succeeded: outcome("succeeded"),
+            retried: outcome("retried"),
+            dead_lettered: outcome("dead_lettered"),
+            lease_lost: outcome("lease_lost"),
+            requeued: outcome("requeued"),
+            failed: counter!(TASKS_FAILED, "queue" => queue.to_string(), "kind" => kind.to_string()),
+            duration: histogram!(TASK_DURATION, "queue" => queue.to_string(), "kind" => kind.to_string()),
+        }
+    }
+
+    /// Counts one ended attempt.
+    pub(crate) fn ended(&self, how: Ended) {
+        match how {
+            Ended::Succeeded => self.succeeded.increment(1),
+            Ended::Retried => {
+                self.retried.increment(1);
+                self.failed.increment(1);
+            }
+            Ended::DeadLettered => {
+                self.dead_lettered.increment(1);
+                self.failed.increment(1);
+            }
+            Ended::LeaseLost => self.lease_lost.increment(1),
+            Ended::Requeued => self.requeued.increment(1),
+        }
+    }
+
+    /// Records one handler run.
+    pub(crate) fn ran(&self, took: Duration) {
+        self.duration.record(took.as_secs_f64());
+    }
+}
+
+type Cache = HashMap<String, HashMap<String, Arc<KindMetrics>>>;
+
+static HANDLES: LazyLock<RwLock<Cache>> = LazyLock::new(|| RwLock::new(HashMap::new()));
+
+/// The handles of `queue` and `kind` (`kind` None: the envelope did not decode).
+pub(crate) fn task(queue: &str, kind: Option<&str>) -> Arc<KindMetrics> {
+    let kind = kind.unwrap_or("unknown");
+    {
+        let cache = HANDLES.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = cache.get(queue).and_then(|kinds| kinds.get(kind)) {
+            return m.clone();
+        }
+    }
+    let mut cache = HANDLES.write().unwrap_or_else(|p| p.into_inner());
+    let kinds = cache.entry(queue.to_string()).or_default();
+    if let Some(m) = kinds.get(kind) {
+        return m.clone();
+    }
+    let label = if kinds.len() < MAX_KINDS_PER_QUEUE {
+        kind
+    } else {
+        "other"
+    };
+    if let Some(m) = kinds.get(label) {
+        return m.clone();
+    }
+    let m = Arc::new(KindMetrics::new(queue, label));
+    kinds.insert(label.to_string(), m.clone());
+    m
+}
+
+/// Drops every cached handle, so handles registered before a recorder was installed (no-ops)
+/// are registered again with it.
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+pub(crate) fn forget_handles() {
+    HANDLES.write().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+/// Counts one dead-lettered task (off the hot path: a label lookup per call is fine).
+pub(crate) fn dead_lettered(queue: &str, kind: Option<&str>, discarded: bool) {
+    let action = if discarded { "discarded" } else { "archived" };
+    counter!(TASKS_DEAD_LETTERED, "queue" => queue.to_string(),
+        "kind" => kind.unwrap_or("unknown").to_string(), "action" => action)
+    .increment(1);
+}
+
+/// Counts deliveries re-queued by the recoverer.
+pub(crate) fn recovered(queue: &str, n: u64) {
+    counter!(TASKS_RECOVERED, "queue" => queue.to_string()).increment(n);
+}
+
+/// Sets this process's running-handlers gauge.
+pub(crate) fn running(n: usize) {
+    gauge!(WORKER_RUNNING).set(n as f64);
+}
+
+/// Sets the cluster-wide gauges of one queue from a sample.
+pub(crate) fn queue_sample(queue: &str, sample: &chronos_broker::QueueSample, paused: bool) {
+    let s = &sample.stats;
+    for (state, n) in [
+        ("pending", s.pending),
+        ("active", s.active),
+        ("scheduled", s.scheduled),
+        ("retry", s.retry),
+        ("archived", s.archived),
+        ("completed", s.completed),
+    ] {
+        gauge!(QUEUE_TASKS, "queue" => queue.to_string(), "state" => state).set(n as f64);
+    }
+    if let Some(age) = sample.oldest_pending_age() {
+        gauge!(QUEUE_OLDEST_PENDING_AGE, "queue" => queue.to_string()).set(age.as_secs_f64());
+    }
+    gauge!(QUEUE_PAUSED, "queue" => queue.to_string()).set(if paused { 1.0 } else { 0.0 });
+}
+
+#[cfg(feature = "prometheus")]
+pub(crate) use self::prometheus::serve_with;
+#[cfg(feature = "prometheus")]
+pub use self::prometheus::{serve, MetricsEndpoint};
+
+#[cfg(feature = "prometheus")]
+mod prometheus {
+    use std::net::SocketAddr;
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+    use metrics_util::MetricKindMask;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::task::JoinHandle;
+    use tracing::{debug, info};
+
+    use super::{
+        forget_handles, DURATION_BUCKETS, GAUGE_IDLE_TIMEOUT, LATENESS_BUCKETS, SCHEDULER_LATENESS,
+        TASK_DURATION,
+    };
+    use crate::WorkerError;
+
+    /// The recorder this process installed (at most one per process: the facade has one global
+    /// recorder).
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+    /// How often histograms are folded into their buckets when nobody scrapes, which bounds
+    /// the memory they hold.
+    const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
+
+    /// Longest wait for a scraper's request head; a stuck client costs one task for this long.
+    const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+    fn handle(gauge_idle: Duration) -> Result<&'static PrometheusHandle, WorkerError> {
+        if let Some(h) = HANDLE.get() {
+            return Ok(h);
+        }
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(TASK_DURATION.into()), &DURATION_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full(SCHEDULER_LATENESS.into()),
+                    &LATENESS_BUCKETS,
+                )
+            })
+            .map_err(|e| WorkerError::Metrics(e.to_string()))?
+            .idle_timeout(MetricKindMask::GAUGE, Some(gauge_idle));
+        // Two callers racing here: one installs, the other gets the facade's "already set" error.
+        let installed = builder
+            .install_recorder()
+            .map_err(|e| WorkerError::Metrics(format!("could not install the recorder: {e}")))?;
+        let h = HANDLE.get_or_init(|| installed);
+        forget_handles();
+        let upkeep = h.clone();
+        let spawned = std::thread::Builder::new()
+            .name("chronos-metrics-upkeep".into())
+            .spawn(move || loop {
+                std::thread::sleep(UPKEEP_PERIOD);
+                upkeep.run_upkeep();
+            });
+        if let Err(e) = spawned {
+            return Err(WorkerError::Metrics(format!(
+                "could not start the upkeep thread: {e}"
+            )));
+        }
+        Ok(h)
+    }
+
+    /// A running Prometheus page (`GET /metrics`, or any path) of this process's metrics.
+    /// Dropping it does not stop it; [`MetricsEndpoint::stop`] does.
+    #[derive(Debug)]
+    pub struct MetricsEndpoint {
+        addr: SocketAddr,
+        task: JoinHandle<()>,
+    }
+
+    impl MetricsEndpoint {
+        /// The address it listens on (the real port when bound to port 0).
+        pub fn local_addr(&self) -> SocketAddr {
+            self.addr
+        }
+
+        /// Stops listening. The recorder stays installed: metrics keep being counted.
+        pub fn stop(self) {
+            self.task.abort();
+        }
+    }
+
+    /// Installs the Prometheus recorder for this process (once; later calls reuse it) with
+    /// explicit histogram buckets for chronos' histograms, and serves its page on `addr` from
+    /// the current tokio runtime. Fails when `addr` cannot be bound, or when another recorder
+    /// was installed first (the facade takes one per process): then serve that recorder
+    /// yourself.
+    pub async fn serve(addr: SocketAddr) -> Result<MetricsEndpoint, WorkerError> {
+        serve_with(addr, GAUGE_IDLE_TIMEOUT).await
+    }
+
+    /// [`serve`], with gauges dropped after `gauge_idle` without an update (when this call
+    /// installs the recorder; the first install in a process decides).
+    pub(crate) async fn serve_with(
+        addr: SocketAddr,
+        gauge_idle: Duration,
+    ) -> Result<MetricsEndpoint, WorkerError> {
+        let handle = handle(gauge_idle)?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| WorkerError::Metrics(format!("could not bind {addr}: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| WorkerError::Metrics(e.to_string()))?;
+        info!(%addr, "serving Prometheus metrics");
+        let task = tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        tokio::spawn(async move {
+                            if let Err(e) = respond(stream, handle).await {
+                                debug!(error = %e, "metrics scrape failed");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        debug!(error = %e, "metrics accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+        Ok(MetricsEndpoint { addr, task })
+    }
+
+    /// Answers one HTTP/1.x request with the page and closes: a scraper needs nothing more.
+    async fn respond(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+        let mut head = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        let read = async {
+            // Up to the blank line that ends the request head, bounded at 16 KiB.
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                let n = stream.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(buf.get(..n).unwrap_or_default());
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, read)
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        let get = head.starts_with(b"GET ") || head.starts_with(b"HEAD ");
+        let (status, body) = if get {
+            ("200 OK", handle.render())
+        } else {
+            ("405 Method Not Allowed", String::new())
+        };
+        let response = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(response.as_bytes()).await?;
+        if !head.starts_with(b"HEAD ") {
+            stream.write_all(body.as_bytes()).await?;
+        }
+        stream.shutdown().await
+    }
+}

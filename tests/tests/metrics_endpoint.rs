@@ -1,0 +1,284 @@
+//! The Prometheus page a worker serves with one line of config: scraped over HTTP before and
+//! after work, its counters, histograms (with buckets, not quantiles) and the sampled queue
+//! gauges move. One test in its own binary: the metrics recorder is global to the process.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chronos::prelude::*;
+use chronos::{Inspect, QueueName};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(Serialize, Deserialize)]
+struct Ok1;
+impl TaskArgs for Ok1 {
+    const KIND: &'static str = "metrics:ok";
+}
+
+#[derive(Serialize, Deserialize)]
+struct Doomed;
+impl TaskArgs for Doomed {
+    const KIND: &'static str = "metrics:doomed";
+}
+
+#[derive(Serialize, Deserialize)]
+struct Tick;
+impl TaskArgs for Tick {
+    const KIND: &'static str = "metrics:tick";
+}
+
+async fn scrape(addr: SocketAddr) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    assert!(
+        out.starts_with("HTTP/1.1 200 OK\r\n"),
+        "bad response: {out}"
+    );
+    out
+}
+
+/// The value of the first sample of `name` whose labels include every `labels` pair.
+fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    page.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn scraped_metrics_move_with_the_work() {
+    let url = chronos_testkit::shared_url().expect("redis");
+    let ns = chronos_testkit::namespace();
+    let broker = RedisBroker::builder(url.clone())
+        .namespace(ns.clone())
+        .connect()
+        .await
+        .expect("connect");
+    let client = Client::new(broker.clone());
+    let q = "work";
+    // A queue no server serves: its pending tasks wait, so its gauges have something to show.
+    let idle = "idle";
+    for _ in 0..2 {
+        client
+            .enqueue(&Ok1, EnqueueOptions::new().queue(idle))
+            .await
+            .expect("enqueue");
+    }
+    for _ in 0..3 {
+        client
+            .enqueue(
+                &Ok1,
+                EnqueueOptions::new()
+                    .queue(idle)
+                    .process_in(Duration::from_secs(3600)),
+            )
+            .await
+            .expect("enqueue");
+    }
+    broker
+        .set_paused(&QueueName::new(idle).expect("name"), true)
+        .await
+        .expect("pause");
+
+    let mut mux = Mux::new();
+    mux.handle(|_: Context, _: Task<Ok1>| async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(())
+    })
+    .expect("register");
+    mux.handle(|_: Context, _: Task<Doomed>| async { Err(TaskError::skip_retry("never works")) })
+        .expect("register");
+    mux.handle(|_: Context, _: Task<Tick>| async { Ok(()) })
+        .expect("register");
+    let config = ServerConfig::default()
+        .queues([(q, 1)])
+        .metrics_addr(([127, 0, 0, 1], 0).into())
+        .sample_queues(Duration::from_millis(200));
+    let server = Server::new(broker.clone(), mux, config)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    let addr = server.metrics_addr().expect("metrics address");
+
+    // Before any work: the sampler reports the idle queue, nothing was processed yet.
+    chronos_testkit::eventually(Duration::from_secs(10), "idle queue sampled", || async {
+        let page = scrape(addr).await;
+        value(
+            &page,
+            "chronos_queue_tasks",
+            &[("queue", idle), ("state", "pending")],
+        ) == Some(2.0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let before = scrape(addr).await;
+    assert_eq!(
+        value(
+            &before,
+            "chronos_queue_tasks",
+            &[("queue", idle), ("state", "scheduled")]
+        ),
+        Some(3.0),
+        "{before}"
+    );
+    assert_eq!(
+        value(&before, "chronos_queue_paused", &[("queue", idle)]),
+        Some(1.0)
+    );
+    let age = value(
+        &before,
+        "chronos_queue_oldest_pending_age_seconds",
+        &[("queue", idle)],
+    )
+    .expect("oldest pending age");
+    assert!(
+        age >= 0.5,
+        "the oldest pending task has waited since before the sleep: {age}"
+    );
+    let ok = [("queue", q), ("kind", Ok1::KIND), ("outcome", "succeeded")];
+    assert_eq!(value(&before, "chronos_tasks_processed_total", &ok), None);
+
+    // Work: five successes and one task that dead-letters at once.
+    for _ in 0..5 {
+        client
+            .enqueue(&Ok1, EnqueueOptions::new().queue(q))
+            .await
+            .expect("enqueue");
+    }
+    client
+        .enqueue(&Doomed, EnqueueOptions::new().queue(q))
+        .await
+        .expect("enqueue");
+    // And a scheduler on the same process, whose triggers land in the served queue.
+    let mut scheduler = Scheduler::new(
+        broker.clone(),
+        SchedulerConfig {
+            leader_ttl: Duration::from_secs(1),
+            ..SchedulerConfig::default()
+        },
+    );
+    scheduler
+        .register_interval(
+            Duration::from_secs(1),
+            &Tick,
+            ScheduleOptions::new().queue(q),
+        )
+        .expect("schedule");
+    let scheduler = scheduler.start().await.expect("scheduler");
+
+    chronos_testkit::eventually(Duration::from_secs(15), "work counted", || async {
+        let page = scrape(addr).await;
+        value(&page, "chronos_tasks_processed_total", &ok) == Some(5.0)
+            && value(
+                &page,
+                "chronos_tasks_dead_lettered_total",
+                &[("queue", q), ("kind", Doomed::KIND), ("action", "archived")],
+            ) == Some(1.0)
+            && value(
+                &page,
+                "chronos_scheduler_triggers_fired_total",
+                &[("queue", q)],
+            )
+            .is_some_and(|n| n >= 1.0)
+            && value(
+                &page,
+                "chronos_tasks_processed_total",
+                &[("queue", q), ("kind", Tick::KIND), ("outcome", "succeeded")],
+            )
+            .is_some_and(|n| n >= 1.0)
+    })
+    .await;
+    let after = scrape(addr).await;
+    let doomed = [("queue", q), ("kind", Doomed::KIND)];
+    assert_eq!(
+        value(
+            &after,
+            "chronos_tasks_processed_total",
+            &[
+                ("queue", q),
+                ("kind", Doomed::KIND),
+                ("outcome", "dead_lettered")
+            ]
+        ),
+        Some(1.0),
+        "{after}"
+    );
+    assert_eq!(
+        value(&after, "chronos_tasks_failed_total", &doomed),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&after, "chronos_tasks_failed_total", &ok[..2]),
+        Some(0.0)
+    );
+    // Histograms with explicit buckets: five runs of about 20 ms each.
+    let durations = [("queue", q), ("kind", Ok1::KIND)];
+    assert_eq!(
+        value(&after, "chronos_task_duration_seconds_count", &durations),
+        Some(5.0)
+    );
+    assert_eq!(
+        value(
+            &after,
+            "chronos_task_duration_seconds_bucket",
+            &[("queue", q), ("kind", Ok1::KIND), ("le", "0.01")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &after,
+            "chronos_task_duration_seconds_bucket",
+            &[("queue", q), ("kind", Ok1::KIND), ("le", "+Inf")]
+        ),
+        Some(5.0)
+    );
+    assert!(
+        !after.contains("quantile="),
+        "a summary slipped in: {after}"
+    );
+    assert!(
+        value(
+            &after,
+            "chronos_scheduler_trigger_lateness_seconds_bucket",
+            &[("queue", q), ("le", "+Inf")]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{after}"
+    );
+    assert_eq!(value(&after, "chronos_scheduler_leader", &[]), Some(1.0));
+    // The served queue's gauges are sampled too, and it ends empty.
+    chronos_testkit::eventually(Duration::from_secs(10), "work queue drained", || async {
+        let page = scrape(addr).await;
+        value(
+            &page,
+            "chronos_queue_tasks",
+            &[("queue", q), ("state", "archived")],
+        ) == Some(1.0)
+            && value(
+                &page,
+                "chronos_queue_tasks",
+                &[("queue", q), ("state", "pending")],
+            ) == Some(0.0)
+    })
+    .await;
+
+    scheduler.shutdown().await;
+    server.shutdown().await;
+    // The page goes away with the server.
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
