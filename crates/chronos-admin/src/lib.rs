@@ -510,3 +510,68 @@ mod tests {
         assert!(err.contains("pending, active"), "{err}");
     }
 }
+
+/// Left-aligned columns, two spaces apart, headers first: the text tables of the `chronos` CLI
+/// (and of the demo, so both print the same). Ends with a newline.
+pub fn text_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// The queue table of `chronos stats` / `chronos queue ls`, with a totals row (no state) when
+/// given.
+pub fn queue_table(rows: &[QueueRow], total: Option<&QueueRow>) -> String {
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|q| (q, if q.paused { "paused" } else { "running" }))
+        .chain(total.map(|t| (t, "-")))
+        .map(|(q, state)| {
+            vec![
+                q.name.clone(),
+                state.into(),
+                q.pending.to_string(),
+                q.active.to_string(),
+                q.scheduled.to_string(),
+                q.retry.to_string(),
+                q.archived.to_string(),
+                q.completed.to_string(),
+                q.processed.to_string(),
+                q.failed.to_string(),
+            ]
+        })
+        .collect();
+    text_table(
+        &[
+            "QUEUE",
+            "STATE",
+            "PENDING",
+            "ACTIVE",
+            "SCHEDULED",
+            "RETRY",
+            "ARCHIVED",
+            "COMPLETED",
+            "PROCESSED",
+            "FAILED",
+        ],
+        &table,
+    )
+}

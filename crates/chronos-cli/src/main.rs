@@ -552,40 +552,7 @@ impl Out {
         if self.json {
             return rows.iter().try_for_each(|r| self.line(r));
         }
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|q| (q, if q.paused { "paused" } else { "running" }))
-            .chain(total.map(|t| (t, "-")))
-            .map(|(q, state)| {
-                vec![
-                    q.name.clone(),
-                    state.into(),
-                    q.pending.to_string(),
-                    q.active.to_string(),
-                    q.scheduled.to_string(),
-                    q.retry.to_string(),
-                    q.archived.to_string(),
-                    q.completed.to_string(),
-                    q.processed.to_string(),
-                    q.failed.to_string(),
-                ]
-            })
-            .collect();
-        print_table(
-            &[
-                "QUEUE",
-                "STATE",
-                "PENDING",
-                "ACTIVE",
-                "SCHEDULED",
-                "RETRY",
-                "ARCHIVED",
-                "COMPLETED",
-                "PROCESSED",
-                "FAILED",
-            ],
-            &table,
-        );
+        print!("{}", chronos_admin::queue_table(rows, total));
         Ok(())
     }
 }
@@ -626,26 +593,7 @@ fn print_fields(fields: &[(&str, String)]) {
 
 /// Left-aligned columns, two spaces apart, headers first.
 fn print_table(headers: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", padded.join("  ").trim_end());
-    };
-    line(headers.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
+    print!("{}", chronos_admin::text_table(headers, rows));
 }
 
 fn clip(s: &str, n: usize) -> String {

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use chronos::prelude::*;
-use chronos::{Inspect, QueueName};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -218,10 +217,9 @@ async fn main() -> anyhow::Result<()> {
     producer.await??;
     scheduler.shutdown().await;
     server.shutdown().await;
-    for q in ["critical", "default", "low"] {
-        let stats = broker.queue_stats(&QueueName::new(q)?).await?;
-        println!("queue {q:<8} {stats:?}");
-    }
+    // The same table as `chronos stats` prints.
+    let queues = chronos_admin::Admin::new(broker.clone()).queues().await?;
+    print!("{}", chronos_admin::queue_table(&queues, None));
     Ok(())
 }
 
