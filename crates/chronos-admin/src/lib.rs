@@ -484,33 +484,6 @@ pub fn verb(action: TaskAction) -> &'static str {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use chronos_broker::DecodeError;
-
-    #[test]
-    fn an_undecodable_task_still_has_a_row_with_the_reason() {
-        let q = QueueName::new("q").expect("queue");
-        let rec = TaskRecord {
-            id: "t1".into(),
-            state: TaskState::Archived,
-            envelope: Err(DecodeError::Empty),
-        };
-        let row = TaskRow::from_record(&q, &rec);
-        assert_eq!((row.id.as_str(), row.state.as_str()), ("t1", "archived"));
-        assert_eq!(row.decode_error.as_deref(), Some("empty task envelope"));
-        assert_eq!(row.payload, serde_json::Value::Null);
-    }
-
-    #[test]
-    fn state_names_parse_or_say_which_exist() {
-        assert_eq!(parse_state("retry").expect("state"), TaskState::Retry);
-        let err = parse_state("dead").expect_err("unknown").to_string();
-        assert!(err.contains("pending, active"), "{err}");
-    }
-}
-
 /// Left-aligned columns, two spaces apart, headers first: the text tables of the `chronos` CLI
 /// (and of the demo, so both print the same). Ends with a newline.
 pub fn text_table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -574,4 +547,31 @@ pub fn queue_table(rows: &[QueueRow], total: Option<&QueueRow>) -> String {
         ],
         &table,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chronos_broker::DecodeError;
+
+    #[test]
+    fn an_undecodable_task_still_has_a_row_with_the_reason() {
+        let q = QueueName::new("q").expect("queue");
+        let rec = TaskRecord {
+            id: "t1".into(),
+            state: TaskState::Archived,
+            envelope: Err(DecodeError::Empty),
+        };
+        let row = TaskRow::from_record(&q, &rec);
+        assert_eq!((row.id.as_str(), row.state.as_str()), ("t1", "archived"));
+        assert_eq!(row.decode_error.as_deref(), Some("empty task envelope"));
+        assert_eq!(row.payload, serde_json::Value::Null);
+    }
+
+    #[test]
+    fn state_names_parse_or_say_which_exist() {
+        assert_eq!(parse_state("retry").expect("state"), TaskState::Retry);
+        let err = parse_state("dead").expect_err("unknown").to_string();
+        assert!(err.contains("pending, active"), "{err}");
+    }
 }
