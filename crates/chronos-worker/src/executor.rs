@@ -1,7 +1,8 @@
 //! Runs one task and settles its outcome: ack, retry, or dead letter.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chronos_broker::{now_ms, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope};
@@ -48,11 +49,12 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
             retried: e.retried,
             max_retry: e.max_retry,
         });
+        let ended = Arc::new(AtomicBool::new(false));
         let tries = match decoded {
             // The entry told the attempt count and the envelope the rest: mark the start without
             // waiting for the reply, so starting costs no round trip.
             Some(tries) => {
-                starter::request(rt, &lease.id);
+                starter::request(rt, &lease.id, ended.clone());
                 tries
             }
             // An envelope that does not decode: only the record knows its max retry.
@@ -109,6 +111,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
         Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
         let outcome = attempt(rt, q, &lease, &m).await;
+        ended.store(true, std::sync::atomic::Ordering::Release);
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
         rt.release(q, &lease.id.msg_id);
         settle(rt, &lease, tries, outcome, &m).await;

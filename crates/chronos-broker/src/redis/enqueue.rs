@@ -172,6 +172,10 @@ impl RedisBroker {
                     id: env.id,
                     queue: env.queue,
                 }),
+                -3 => Err(reply::bad(
+                    "enqueue",
+                    "the queue's stream or scheduled set has the wrong type".into(),
+                )),
                 other => Err(reply::bad("enqueue", format!("unknown code {other}"))),
             };
             out.push((i, r));

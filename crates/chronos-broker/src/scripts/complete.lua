@@ -13,9 +13,6 @@
 -- `c` is its completion time, `d` the settled delivery.
 local group = ARGV[1]
 local now = now_ms()
-if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
-  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
-end
 -- Reads first, so a corrupt record fails only itself and nothing errors after a write.
 local live, before = {}, 0
 for t = 0, (#ARGV - 1) / 3 - 1 do
@@ -41,7 +38,7 @@ for _, t in ipairs(live) do
     redis.call('HSET', unpack(fields))
     redis.call('HDEL', tkey, 'm')
     redis.call('PEXPIRE', tkey, keep)
-    redis.call('ZADD', KEYS[2], now + keep, id)
+    redis.pcall('ZADD', KEYS[2], now + keep, id)
   else
     dropped[#dropped + 1] = tkey
   end

@@ -19,6 +19,7 @@
 --    2  already there (the same task), or enqueued by this call's first run (a re-send)
 --   -1  the unique lock is held by another task: nothing written
 --   -2  this id holds a different task: nothing written
+--   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
 local now = now_ms()
 local out = {}
 local n = (#ARGV - 1) / 8
@@ -39,6 +40,8 @@ if type(receipt) == 'string' then
     local id = ARGV[2 + t * 8]
     if c == 'u' then
       out[#out + 1] = -1; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
+    elseif c == 'k' then
+      out[#out + 1] = -3; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
     elseif c == 'c' then
       out[#out + 1] = -2; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
     else
@@ -59,10 +62,8 @@ local function stored(h)
   return entry_envelope(KEYS[1], h[2])
 end
 
--- Checks first: every number parses and the queue's keys have their types.
-if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
-  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
-end
+-- Checks first: every number parses. (The queue's keys are not type-checked on this hot path:
+-- a write to a corrupt one is caught with pcall below and undone for its task.)
 for t = 0, n - 1 do
   local a = 1 + t * 8
   for _, j in ipairs({3, 4, 5, 6}) do
@@ -105,19 +106,28 @@ for t = 0, n - 1 do
     if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
     if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
     fields[#fields + 1] = 's'
+    local placed
     if run_at > now then
       fields[#fields + 1] = 'scheduled'
       fields[#fields + 1] = 'e'
       fields[#fields + 1] = env
-      redis.call('ZADD', KEYS[2], run_at, id)
+      placed = redis.pcall('ZADD', KEYS[2], run_at, id)
     else
       fields[#fields + 1] = 'pending'
       fields[#fields + 1] = 'm'
-      fields[#fields + 1] = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+      placed = redis.pcall('XADD', KEYS[1], '*', 'i', id, 'e', env)
+      fields[#fields + 1] = placed
     end
-    redis.call('HSET', unpack(fields))
-    out[#out + 1] = 1
-    codes[#codes + 1] = '1'
+    if type(placed) == 'table' and placed.err then
+      -- The queue's stream or scheduled set is of the wrong type: nothing of this task stays.
+      if uttl > 0 then release_unique(ukey, id) end
+      out[#out + 1] = -3
+      codes[#codes + 1] = 'k'
+    else
+      redis.call('HSET', unpack(fields))
+      out[#out + 1] = 1
+      codes[#codes + 1] = '1'
+    end
   end
   out[#out + 1] = math.max(run_at, now)
   if run_at > now then out[#out + 1] = 1 else out[#out + 1] = 0 end
