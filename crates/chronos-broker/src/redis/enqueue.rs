@@ -93,10 +93,12 @@ impl RedisBroker {
         // re-send (its first reply lost on a reconnect) answer without writing again, even after
         // a fast worker already ran and deleted the task.
         let token = format!("{:016x}", rand::random::<u64>());
-        let mut declared = Vec::with_capacity(3 + 2 * chunk.len());
+        let mut declared = Vec::with_capacity(3 + chunk.len());
         declared.push(keys.stream());
         declared.push(keys.scheduled());
         declared.push(keys.enqueue_receipt(&token));
+        // Lock keys follow all task keys, one per unique task only.
+        let mut locks = Vec::new();
         let mut args: Vec<Value> = Vec::with_capacity(1 + 8 * chunk.len());
         args.push(duration_ms(self.inner.idempotency_window).into());
         for (i, task) in chunk {
@@ -108,14 +110,15 @@ impl RedisBroker {
                 }
             };
             let env = &task.envelope;
-            let tkey = keys.task(&env.id);
-            declared.push(tkey.clone());
+            declared.push(keys.task(&env.id));
             // Without a key to lock, no lock: a TTL alone must not make the task hash a "lock".
             let unique = match (&env.unique_key, task.unique_ttl) {
                 (Some(hash), Some(ttl)) => Some((keys.unique(hash), duration_ms(ttl).max(1))),
                 _ => None,
             };
-            declared.push(unique.as_ref().map_or(tkey, |(k, _)| k.clone()));
+            if let Some((k, _)) = &unique {
+                locks.push(k.clone());
+            }
             let (at, delay) = match task.due {
                 Due::Now => (0, 0),
                 Due::At(at) => (at.max(1), 0),
@@ -138,33 +141,50 @@ impl RedisBroker {
         if sent.is_empty() {
             return Ok(out);
         }
+        declared.extend(locks);
         self.register_queue(&queue).await?;
-        let codes = reply::array(self.run(|s| &s.enqueue, declared, args).await?, "enqueue")?;
-        if codes.len() != 4 * sent.len() {
+        let reply = reply::array(self.run(|s| &s.enqueue, declared, args).await?, "enqueue")?;
+        if reply.len() != 1 + sent.len() {
             return Err(reply::bad(
                 "enqueue",
-                format!("{} values for {} tasks", codes.len(), sent.len()),
+                format!("{} values for {} tasks", reply.len(), sent.len()),
             ));
         }
-        let mut codes = codes.into_iter();
-        for (i, task) in sent {
-            let code = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")?;
-            let run_at = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")?;
-            let delayed = reply::int(&codes.next().unwrap_or(Value::Null), "enqueue")? == 1;
-            let stored = reply::string(codes.next().unwrap_or(Value::Null), "enqueue")?;
+        let mut rows = reply.into_iter();
+        let now = reply::int(&rows.next().unwrap_or(Value::Null), "enqueue")?;
+        for ((i, task), row) in sent.into_iter().zip(rows) {
+            // A task already there answers its own state and run time (a re-send, or the same
+            // task again), not the ones this call asked for.
+            let (code, run_at, state) = match row {
+                Value::Array(cols) => {
+                    let mut cols = cols.into_iter();
+                    let mut next = || cols.next().unwrap_or(Value::Null);
+                    let code = reply::int(&next(), "enqueue")?;
+                    let at = reply::int(&next(), "enqueue")?;
+                    let state = reply::string(next(), "enqueue")?;
+                    (
+                        code,
+                        at,
+                        TaskState::parse(&state).unwrap_or(TaskState::Pending),
+                    )
+                }
+                v => {
+                    let code = reply::int(&v, "enqueue")?;
+                    let (at, state) = match (code, task.due) {
+                        (3, Due::At(at)) => (at, TaskState::Scheduled),
+                        (3, Due::In(d)) => (now.saturating_add(d), TaskState::Scheduled),
+                        _ => (now, TaskState::Pending),
+                    };
+                    (code, at, state)
+                }
+            };
             let env = task.envelope;
             let r = match code {
-                1 | 2 => Ok(TaskInfo {
+                1..=3 => Ok(TaskInfo {
                     id: env.id,
                     queue: env.queue,
                     kind: env.kind,
-                    // An id already there answers the state it is in (a re-send, or the same
-                    // task again), not the one this call asked for.
-                    state: match TaskState::parse(&stored) {
-                        Some(state) => state,
-                        None if delayed => TaskState::Scheduled,
-                        None => TaskState::Pending,
-                    },
+                    state,
                     run_at_ms: run_at,
                 }),
                 -1 => Err(BrokerError::DuplicateTask { queue: env.queue }),

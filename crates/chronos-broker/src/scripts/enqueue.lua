@@ -1,9 +1,10 @@
 -- Enqueue a batch of tasks into one queue, atomically per batch.
--- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then 2
---          keys per task: the task hash, and its unique lock (the task hash again when not unique)
+-- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then the
+--          task hash of each task in order, then the unique lock of each unique task in order
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
 -- then 8 values per task: id, envelope bytes, run-at ms (0 = none), delay ms, unique TTL ms
---          (0 = not unique), max retry, dead-letter discard ('1'/'0'), fingerprint ('' = none)
+--          (0 = not unique: then it has no lock key), max retry, dead-letter discard ('1'/'0'),
+--          fingerprint ('' = none)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
 -- member in the scheduled set. Due means run-at (or now + delay) is after Redis's clock.
@@ -13,15 +14,16 @@
 -- call, the same in a client's re-send of the call) holds this call's codes for the window: a
 -- re-send answers what the first run did and writes nothing, even after a fast worker already
 -- ran and deleted the task.
--- Returns: four values per task, in order: a code, the run-at ms, 1 when the task waits in the
--- scheduled set (else 0), and its state when it was already there ('' when this call wrote it):
---    1  enqueued
---    2  already there (the same task), or enqueued by this call's first run (a re-send)
+-- Returns: {now, one row per task}. A row is an integer for a task this call wrote or refused
+-- (kept small: a batch's reply is most of its cost outside Redis), or {2, run-at ms, state} for
+-- a task already there (the same task again, or one a first run of this call wrote):
+--    1  enqueued, ready now
+--    3  enqueued, waiting in the scheduled set until its run-at (now + delay, or the given time)
 --   -1  the unique lock is held by another task: nothing written
 --   -2  this id holds a different task: nothing written
 --   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
 local now = now_ms()
-local out = {}
+local out = {now}
 local n = (#ARGV - 1) / 8
 
 -- The state an existing task is in, with its run-at when it waits in the scheduled set.
@@ -39,16 +41,14 @@ if type(receipt) == 'string' then
     local c = string.sub(receipt, t + 1, t + 1)
     local id = ARGV[2 + t * 8]
     if c == 'u' then
-      out[#out + 1] = -1; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
+      out[#out + 1] = -1
     elseif c == 'k' then
-      out[#out + 1] = -3; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
+      out[#out + 1] = -3
     elseif c == 'c' then
-      out[#out + 1] = -2; out[#out + 1] = now; out[#out + 1] = 0; out[#out + 1] = ''
+      out[#out + 1] = -2
     else
-      local state, at = state_of(KEYS[4 + t * 2], id)
-      out[#out + 1] = 2; out[#out + 1] = at
-      if state == 'scheduled' then out[#out + 1] = 1 else out[#out + 1] = 0 end
-      out[#out + 1] = state
+      local state, at = state_of(KEYS[4 + t], id)
+      out[#out + 1] = {2, at, state}
     end
   end
   return out
@@ -72,16 +72,23 @@ for t = 0, n - 1 do
 end
 
 local codes = {}
+local next_lock = 4 + n
 for t = 0, n - 1 do
-  local a, k = 1 + t * 8, 3 + t * 2
+  local a = 1 + t * 8
   local id, env = ARGV[a + 1], ARGV[a + 2]
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local maxr, discard, fp = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
-  local tkey, ukey = KEYS[k + 1], KEYS[k + 2]
+  local tkey, ukey = KEYS[4 + t], nil
+  if uttl > 0 then
+    ukey = KEYS[next_lock]
+    next_lock = next_lock + 1
+  end
   local run_at = now + delay
   if at > 0 then run_at = at end
-  local h = read_hash(tkey, 'e', 'm', 'fp', 's')
-  local state = ''
+  -- A new id (the common case) costs one EXISTS; only an id in use is read.
+  local h = {false, false, false, false}
+  if redis.call('EXISTS', tkey) == 1 then h = read_hash(tkey, 'e', 'm', 'fp', 's') end
+  local state
   if h == nil then
     out[#out + 1] = -2
     codes[#codes + 1] = 'c'
@@ -89,9 +96,10 @@ for t = 0, n - 1 do
     local same
     if fp ~= '' then same = h[3] == fp else same = stored(h) == env end
     if same then
-      out[#out + 1] = 2
+      local at
+      state, at = state_of(tkey, id)
+      out[#out + 1] = {2, at, state}
       codes[#codes + 1] = '2'
-      state, run_at = state_of(tkey, id)
     else
       out[#out + 1] = -2
       codes[#codes + 1] = 'c'
@@ -125,13 +133,10 @@ for t = 0, n - 1 do
       codes[#codes + 1] = 'k'
     else
       redis.call('HSET', unpack(fields))
-      out[#out + 1] = 1
+      if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
       codes[#codes + 1] = '1'
     end
   end
-  out[#out + 1] = math.max(run_at, now)
-  if run_at > now then out[#out + 1] = 1 else out[#out + 1] = 0 end
-  out[#out + 1] = state
 end
 local ttl = tonumber(ARGV[1]) or 0
 if ttl > 0 then redis.call('SET', KEYS[3], table.concat(codes), 'PX', ttl) end
