@@ -38,6 +38,18 @@ async fn task_of_a_killed_worker_process_is_finished_by_another_worker() {
         || async { redis.get::<Option<i64>, _>(&key).await.ok().flatten() == Some(1) },
     )
     .await;
+    // The worker marks a start a moment after the handler begins (quick tasks need no mark);
+    // once the mark is in, losing the worker costs the task an attempt.
+    let queue = QueueName::new("default").expect("queue");
+    chronos_testkit::eventually(Duration::from_secs(5), "the start was recorded", || async {
+        broker
+            .task(&queue, &info.id)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|t| t.state == chronos::TaskState::Active)
+    })
+    .await;
     // SIGKILL: no shutdown, no ack, no requeue. The task sits in the dead consumer's PEL.
     child.kill().expect("kill");
     child.wait().expect("reap");
@@ -68,7 +80,6 @@ async fn task_of_a_killed_worker_process_is_finished_by_another_worker() {
         .start()
         .await
         .expect("start");
-    let queue = QueueName::new("default").expect("queue");
     chronos_testkit::eventually(
         Duration::from_secs(15),
         "the task completed on the second worker",
