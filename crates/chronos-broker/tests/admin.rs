@@ -746,28 +746,9 @@ async fn operator_actions_run_on_a_cluster() {
 /// A broker through a proxy that drops the reply of the next call of script `name` (the call
 /// runs; the client reconnects and re-sends it), the proxy, and a direct broker.
 async fn lossy(name: &str) -> (RedisServer, TcpProxy, RedisBroker, RedisBroker) {
-    let redis = RedisServer::start().expect("redis");
-    let target: SocketAddr = ([127, 0, 0, 1], redis.port()).into();
-    let proxy = TcpProxy::start(target).await.expect("proxy");
-    let ns = chronos_testkit::namespace();
-    let via = RedisBroker::builder(proxy.url())
-        .namespace(ns.clone())
-        .connect()
-        .await
-        .expect("connect via proxy");
-    let direct = RedisBroker::builder(redis.url())
-        .namespace(ns)
-        .connect()
-        .await
-        .expect("connect");
-    let sha = via
-        .script_shas()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, s)| s)
-        .expect("script");
-    proxy.drop_reply_to(sha);
-    (redis, proxy, via, direct)
+    let rig = common::rig().await;
+    rig.lose_reply_of(name);
+    (rig.redis, rig.proxy, rig.via, rig.direct)
 }
 
 #[tokio::test]

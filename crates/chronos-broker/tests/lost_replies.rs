@@ -4,86 +4,14 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use chronos_broker::fred::interfaces::{HashesInterface, StreamsInterface};
 use chronos_broker::{
-    Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Lease, Maintain, QueueName,
-    RedisBroker, StartOutcome,
+    Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Maintain, QueueName,
+    StartOutcome,
 };
-use chronos_testkit::{RedisServer, TcpProxy};
-use common::{email, take};
-
-/// A Redis of the test's own, a proxy in front of it, a broker through the proxy and one direct.
-struct Rig {
-    _redis: RedisServer,
-    proxy: TcpProxy,
-    via: RedisBroker,
-    direct: RedisBroker,
-}
-
-async fn rig() -> Rig {
-    let redis = RedisServer::start().expect("redis");
-    let target: SocketAddr = ([127, 0, 0, 1], redis.port()).into();
-    let proxy = TcpProxy::start(target).await.expect("proxy");
-    let ns = chronos_testkit::namespace();
-    let via = RedisBroker::builder(proxy.url())
-        .namespace(ns.clone())
-        .connect()
-        .await
-        .expect("connect via proxy");
-    let direct = RedisBroker::builder(redis.url())
-        .namespace(ns)
-        .connect()
-        .await
-        .expect("connect");
-    Rig {
-        _redis: redis,
-        proxy,
-        via,
-        direct,
-    }
-}
-
-impl Rig {
-    /// Arms a lost reply for the next call of script `name`.
-    fn lose_reply_of(&self, name: &str) {
-        let sha = self
-            .via
-            .script_shas()
-            .into_iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, sha)| sha)
-            .expect("script");
-        self.proxy.drop_reply_to(sha);
-    }
-
-    /// Enqueues one task of queue `default` directly and returns its delivery, started through
-    /// the proxy as a worker would.
-    async fn running(&self, opts: EnqueueOptions) -> Lease {
-        Client::new(self.direct.clone())
-            .enqueue(&email(1), opts)
-            .await
-            .expect("enqueue");
-        let mut reader = self.via.open_reader().await.expect("reader");
-        let f = take(
-            &self.via,
-            &mut reader,
-            &q("default"),
-            "w",
-            1,
-            Duration::from_millis(200),
-        )
-        .await;
-        f.leases.into_iter().next().expect("one delivery")
-    }
-
-    /// The reply was really dropped (and the call then re-sent, since it returned).
-    fn assert_lost(&self, n: u64) {
-        assert_eq!(self.proxy.dropped_replies(), n, "replies dropped");
-    }
-}
+use common::{email, rig, take};
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue")

@@ -73,3 +73,81 @@ pub async fn take(
     }
     f
 }
+
+/// A Redis of the test's own, a proxy in front of it, a broker through the proxy and one direct.
+pub struct Rig {
+    /// Keeps the server alive.
+    pub redis: chronos_testkit::RedisServer,
+    /// The proxy.
+    pub proxy: chronos_testkit::TcpProxy,
+    /// A broker through the proxy.
+    pub via: RedisBroker,
+    /// A broker straight to the server.
+    pub direct: RedisBroker,
+}
+
+pub async fn rig() -> Rig {
+    let redis = chronos_testkit::RedisServer::start().expect("redis");
+    let target: std::net::SocketAddr = ([127, 0, 0, 1], redis.port()).into();
+    let proxy = chronos_testkit::TcpProxy::start(target)
+        .await
+        .expect("proxy");
+    let ns = chronos_testkit::namespace();
+    let via = RedisBroker::builder(proxy.url())
+        .namespace(ns.clone())
+        .connect()
+        .await
+        .expect("connect via proxy");
+    let direct = RedisBroker::builder(redis.url())
+        .namespace(ns)
+        .connect()
+        .await
+        .expect("connect");
+    Rig {
+        redis,
+        proxy,
+        via,
+        direct,
+    }
+}
+
+impl Rig {
+    /// Arms a lost reply for the next call of script `name`.
+    pub fn lose_reply_of(&self, name: &str) {
+        let sha = self
+            .via
+            .script_shas()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, sha)| sha)
+            .expect("script");
+        self.proxy.drop_reply_to(sha);
+    }
+
+    /// Enqueues one task of queue `default` directly and returns its delivery, started through
+    /// the proxy as a worker would.
+    pub async fn running(&self, opts: chronos_broker::EnqueueOptions) -> chronos_broker::Lease {
+        chronos_broker::Client::new(self.direct.clone())
+            .enqueue(&email(1), opts)
+            .await
+            .expect("enqueue");
+        let mut reader = chronos_broker::Consume::open_reader(&self.via)
+            .await
+            .expect("reader");
+        let f = take(
+            &self.via,
+            &mut reader,
+            &chronos_broker::QueueName::new("default").expect("queue"),
+            "w",
+            1,
+            std::time::Duration::from_millis(200),
+        )
+        .await;
+        f.leases.into_iter().next().expect("one delivery")
+    }
+
+    /// The reply was really dropped (and the call then re-sent, since it returned).
+    pub fn assert_lost(&self, n: u64) {
+        assert_eq!(self.proxy.dropped_replies(), n, "replies dropped");
+    }
+}
