@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use chronos_broker::{
@@ -275,32 +274,14 @@ async fn cancel_marks_only_active_deliveries() {
 
 #[tokio::test]
 async fn archive_whose_reply_is_lost_archives_once_and_answers_already() {
-    let redis = RedisServer::start().expect("redis");
-    let target: SocketAddr = ([127, 0, 0, 1], redis.port()).into();
-    let proxy = TcpProxy::start(target).await.expect("proxy");
-    let ns = chronos_testkit::namespace();
-    let via = RedisBroker::builder(proxy.url())
-        .namespace(ns.clone())
-        .connect()
-        .await
-        .expect("connect via proxy");
-    let direct = RedisBroker::builder(redis.url())
-        .namespace(ns)
-        .connect()
-        .await
-        .expect("connect");
+    let rig = common::rig().await;
+    let (proxy, via, direct) = (&rig.proxy, &rig.via, &rig.direct);
     let queue = q("default");
     let info = Client::new(direct.clone())
         .enqueue(&email(1), EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let sha = via
-        .script_shas()
-        .into_iter()
-        .find(|(n, _)| *n == "admin_archive")
-        .map(|(_, s)| s)
-        .expect("script");
-    proxy.drop_reply_to(sha);
+    rig.lose_reply_of("admin_archive");
     let out = via
         .act(&queue, &info.id, TaskAction::Archive)
         .await
