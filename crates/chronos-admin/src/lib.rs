@@ -465,6 +465,137 @@ impl<B: Inspect + Operate + Schedules> Admin<B> {
     }
 }
 
+impl<B: Inspect + Operate> Admin<B> {
+    /// When the oldest task still waiting in `name`'s stream was enqueued (unix ms), or None
+    /// when none waits: the queue's latency is now minus this. Reads one entry.
+    pub async fn oldest_pending_ms(&self, name: &str) -> Result<Option<i64>, AdminError> {
+        let q = QueueName::new(name)?;
+        let page = self
+            .broker
+            .list_page(&q, TaskState::Pending, &TaskFilter::default(), None, 1)
+            .await?;
+        Ok(page
+            .tasks
+            .first()
+            .and_then(|r| TaskRow::from_record(&q, r).enqueued_at_ms))
+    }
+
+    /// How many tasks of `state` pass `filter`, for confirming a bulk action before it runs.
+    /// Without a filter this is the state's count (one call); with one, it reads the state page
+    /// by page and stops after `max_scan` tasks, answering a lower bound.
+    pub async fn count_matching(
+        &self,
+        name: &str,
+        state: TaskState,
+        filter: &TaskFilter,
+        max_scan: u64,
+    ) -> Result<MatchCount, AdminError> {
+        let q = QueueName::new(name)?;
+        if filter.is_empty() {
+            let s = self.broker.queue_stats(&q).await?;
+            let n = match state {
+                TaskState::Pending => Some(s.pending),
+                TaskState::Active => Some(s.active),
+                TaskState::Scheduled => Some(s.scheduled),
+                TaskState::Retry => Some(s.retry),
+                TaskState::Archived => Some(s.archived),
+                TaskState::Completed => Some(s.completed),
+                _ => None,
+            };
+            if let Some(n) = n {
+                return Ok(MatchCount {
+                    matched: n,
+                    scanned: n,
+                    exact: true,
+                });
+            }
+        }
+        let mut count = MatchCount {
+            exact: true,
+            ..MatchCount::default()
+        };
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .broker
+                .list_page(&q, state, filter, cursor.as_deref(), 1000)
+                .await?;
+            count.matched += page.tasks.len() as u64;
+            count.scanned += page.scanned;
+            match page.next {
+                Some(next) if count.scanned < max_scan => cursor = Some(next),
+                Some(_) => {
+                    count.exact = false;
+                    return Ok(count);
+                }
+                None => return Ok(count),
+            }
+        }
+    }
+}
+
+/// The count behind a bulk action's confirmation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MatchCount {
+    /// Tasks that pass the filter (all of them when `exact`, else those found so far).
+    pub matched: u64,
+    /// Tasks read.
+    pub scanned: u64,
+    /// False when the scan stopped at its bound before the end of the state.
+    pub exact: bool,
+}
+
+/// The Redis server a console looks at, from `INFO`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RedisInfo {
+    /// `redis_version`.
+    pub version: String,
+    /// `redis_mode` (standalone, cluster, sentinel).
+    pub mode: String,
+    /// `used_memory` in bytes.
+    pub used_memory: u64,
+    /// `maxmemory` in bytes (0: no limit).
+    pub maxmemory: u64,
+    /// `maxmemory_policy`.
+    pub maxmemory_policy: String,
+    /// `connected_clients`.
+    pub connected_clients: u64,
+    /// `uptime_in_seconds`.
+    pub uptime_seconds: u64,
+}
+
+impl RedisInfo {
+    /// Reads the fields from the text of `INFO` (lines `name:value`; unknown or missing fields
+    /// stay empty or zero: a console shows what the server tells).
+    pub fn parse(info: &str) -> Self {
+        let mut r = RedisInfo::default();
+        for line in info.lines() {
+            let Some((k, v)) = line.trim().split_once(':') else {
+                continue;
+            };
+            let n = || v.parse::<u64>().unwrap_or(0);
+            match k {
+                "redis_version" => r.version = v.to_string(),
+                "redis_mode" => r.mode = v.to_string(),
+                "used_memory" => r.used_memory = n(),
+                "maxmemory" => r.maxmemory = n(),
+                "maxmemory_policy" => r.maxmemory_policy = v.to_string(),
+                "connected_clients" => r.connected_clients = n(),
+                "uptime_in_seconds" => r.uptime_seconds = n(),
+                _ => {}
+            }
+        }
+        r
+    }
+}
+
+impl Admin<RedisBroker> {
+    /// Version, memory and clients of the Redis server (of the node answering, on a cluster).
+    pub async fn redis_info(&self) -> Result<RedisInfo, AdminError> {
+        Ok(RedisInfo::parse(&self.broker.info().await?))
+    }
+}
+
 /// Parses a state name (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`).
 pub fn parse_state(s: &str) -> Result<TaskState, AdminError> {
     TaskState::parse(s).ok_or_else(|| {

@@ -61,6 +61,24 @@ enum Cmd {
     Leader,
     /// Every queue's counts with totals, servers, leader and schedules.
     Stats,
+    /// The web console, on 127.0.0.1:8080 by default (Ctrl-C or SIGTERM stops it).
+    Dash(DashArgs),
+}
+
+#[derive(Args, Debug)]
+struct DashArgs {
+    /// Address to listen on; any but a loopback address requires a token.
+    #[arg(long, env = "CHRONOS_DASH_ADDR", default_value = "127.0.0.1:8080")]
+    addr: std::net::SocketAddr,
+    /// Login token (people log in once and get a cookie; scrapers send `Authorization: Bearer`).
+    #[arg(long, env = "CHRONOS_DASH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Hide every action and refuse its POST.
+    #[arg(long, env = "CHRONOS_DASH_READ_ONLY")]
+    read_only: bool,
+    /// Seconds between an open page's polls (at least 1).
+    #[arg(long, default_value_t = 1)]
+    refresh: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -203,10 +221,56 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let admin = chronos_admin::connect(&cli.redis, &cli.namespace)
         .await
         .with_context(|| format!("cannot connect to {}", redact(&cli.redis)))?;
+    if let Cmd::Dash(args) = cli.cmd {
+        return dash(admin, &cli.redis, args).await;
+    }
     let out = Out { json: cli.json };
     let r = dispatch(&admin, &out, cli.cmd).await;
     admin.broker().close().await;
     r
+}
+
+async fn dash(admin: Admin<RedisBroker>, url: &str, a: DashArgs) -> anyhow::Result<()> {
+    let config = chronos_dash::DashConfig::default()
+        .addr(a.addr)
+        .token(a.token)
+        .read_only(a.read_only)
+        .refresh(std::time::Duration::from_secs(a.refresh))
+        .redis_label(url);
+    let dash = chronos_dash::Dash::new(admin, config)?;
+    let listener = tokio::net::TcpListener::bind(a.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", a.addr))?;
+    eprintln!(
+        "chronos dash: http://{}/{}",
+        listener.local_addr()?,
+        if a.read_only { " (read-only)" } else { "" }
+    );
+    dash.serve_on(listener, stop_signal()).await?;
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM (what a container runtime sends).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Result<()> {
@@ -462,6 +526,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
             }
             Ok(())
         }
+        Cmd::Dash(_) => anyhow::bail!("the console is served by `run`"),
         Cmd::Stats => {
             let o = admin.overview().await?;
             if out.json {

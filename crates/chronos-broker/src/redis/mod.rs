@@ -246,6 +246,13 @@ impl RedisBroker {
         &self.inner.client
     }
 
+    /// The text of `INFO` (default sections: server, clients, memory, stats, ...), for consoles
+    /// that show the Redis they look at. Managed services allow `INFO` where they forbid
+    /// `CONFIG`.
+    pub async fn info(&self) -> Result<String, BrokerError> {
+        Ok(self.inner.client.info(None).await?)
+    }
+
     /// The configured payload limit.
     pub fn max_payload_bytes(&self) -> usize {
         self.inner.max_payload

@@ -1,0 +1,191 @@
+// chronos console: live counts (polled at most once a second, paused while the tab is hidden),
+// the throughput chart, and select-all. Pages work without it; it only freshens them.
+(() => {
+  'use strict';
+  const body = document.body;
+  const page = body.dataset.page || '';
+  const refresh = Math.max(1000, parseInt(body.dataset.refresh || '1000', 10) || 1000);
+  const live = document.getElementById('live');
+  const SVG = 'http://www.w3.org/2000/svg';
+
+  const int = (n) => (n == null ? '–' : Number(n).toLocaleString('en-US'));
+  const rate = (r) => {
+    if (r == null) return '–';
+    return r >= 10 ? Math.round(r).toLocaleString('en-US') + '/min' : r.toFixed(1) + '/min';
+  };
+  const age = (s) => {
+    if (s == null) return '–';
+    if (s < 60) return s + 's';
+    if (s < 3600) return Math.floor(s / 60) + 'm ' + (s % 60) + 's';
+    if (s < 86400) return Math.floor(s / 3600) + 'h ' + Math.floor((s % 3600) / 60) + 'm';
+    return Math.floor(s / 86400) + 'd ' + Math.floor((s % 86400) / 3600) + 'h';
+  };
+  const bytes = (n) => {
+    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    let v = n;
+    while (v >= 1024 && i < u.length - 1) { v /= 1024; i += 1; }
+    return i === 0 ? n + ' B' : v.toFixed(1) + ' ' + u[i];
+  };
+  const fmt = {
+    processed_per_min: rate,
+    failed_per_min: rate,
+    oldest_pending_s: age,
+  };
+  const show = (field, value) => (fmt[field] || int)(value);
+
+  async function getJSON(url) {
+    const r = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+    if (!r.ok) throw new Error(url + ': ' + r.status);
+    return r.json();
+  }
+
+  function setLive(ok) {
+    if (!live) return;
+    live.textContent = ok ? 'live ' + new Date().toLocaleTimeString() : 'offline';
+    live.classList.toggle('down', !ok);
+  }
+
+  // Runs fn now and every ms, never two at once, not while the tab is hidden.
+  function every(ms, fn) {
+    let busy = false;
+    const tick = async () => {
+      if (busy || document.hidden) return;
+      busy = true;
+      try { await fn(); setLive(true); } catch (e) { setLive(false); } finally { busy = false; }
+    };
+    tick();
+    setInterval(tick, ms);
+    document.addEventListener('visibilitychange', () => { if (!document.hidden) tick(); });
+  }
+
+  function fill(scope, data) {
+    scope.querySelectorAll('[data-f]').forEach((el) => {
+      const f = el.dataset.f;
+      if (f in data) {
+        const text = show(f, data[f]);
+        if (el.textContent !== text) el.textContent = text;
+      }
+    });
+  }
+
+  function overview() {
+    const table = document.getElementById('queues');
+    every(refresh, async () => {
+      const d = await getJSON('/api/overview');
+      const shown = table ? table.querySelectorAll('tbody tr[data-q]').length : 0;
+      if (d.queues.length !== shown) { window.location.reload(); return; }
+      for (const q of d.queues) {
+        const row = table.querySelector('tr[data-q="' + CSS.escape(q.name) + '"]');
+        if (row) fill(row, q);
+      }
+      const foot = table && table.querySelector('tfoot tr');
+      if (foot) fill(foot, d.total);
+      const totals = {
+        pending: int(d.total.pending),
+        active: int(d.total.active),
+        processed_per_min: rate(d.total.processed_per_min),
+        failed_per_min: rate(d.total.failed_per_min),
+        servers: String(d.servers),
+        schedules: String(d.schedules),
+        leader: d.leader ? d.leader.id + ' (epoch ' + d.leader.epoch + ')' : 'none',
+        memory: bytes(d.redis.used_memory) + (d.redis.maxmemory > 0 ? ' of ' + bytes(d.redis.maxmemory) : ''),
+        clients: String(d.redis.connected_clients),
+      };
+      document.querySelectorAll('[data-total]').forEach((el) => {
+        const v = totals[el.dataset.total];
+        if (v == null) return;
+        const target = el.querySelector('a') || el;
+        if (target.textContent !== v) target.textContent = v;
+      });
+    });
+  }
+
+  function queuePage() {
+    const name = body.dataset.arg;
+    every(refresh, async () => {
+      const q = await getJSON('/api/queues/' + encodeURIComponent(name));
+      fill(document, q);
+    });
+    const all = document.getElementById('select-all');
+    if (all) {
+      all.addEventListener('change', () => {
+        document.querySelectorAll('input.pick').forEach((c) => { c.checked = all.checked; });
+      });
+    }
+  }
+
+  function el(tag, attrs, text) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    if (text != null) e.textContent = text;
+    return e;
+  }
+
+  function niceMax(v) {
+    if (v <= 5) return 5;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+    return 10 * p;
+  }
+
+  function hhmm(ms) {
+    const d = new Date(ms);
+    return String(d.getHours()).padStart(2, '0') + ':' + String(d.getMinutes()).padStart(2, '0');
+  }
+
+  function draw(box, h) {
+    const W = Math.max(320, box.clientWidth || 800);
+    const H = 190;
+    const L = 52;
+    const R = 12;
+    const T = 12;
+    const B = 26;
+    const n = h.start_ms.length;
+    const max = niceMax(Math.max(0, ...h.processed, ...h.failed));
+    const x = (i) => L + (n <= 1 ? 0 : (i * (W - L - R)) / (n - 1));
+    const y = (v) => T + (1 - v / max) * (H - T - B);
+    const svg = el('svg', { viewBox: '0 0 ' + W + ' ' + H, width: W, height: H, role: 'img', 'aria-label': 'tasks per minute' });
+    for (const f of [0, 0.5, 1]) {
+      const v = max * f;
+      svg.appendChild(el('line', { x1: L, x2: W - R, y1: y(v), y2: y(v), class: 'grid' }));
+      svg.appendChild(el('text', { x: L - 6, y: y(v) + 4, class: 'axis', 'text-anchor': 'end' }, int(Math.round(v))));
+    }
+    if (n > 0) {
+      svg.appendChild(el('text', { x: L, y: H - 6, class: 'axis' }, hhmm(h.start_ms[0])));
+      svg.appendChild(el('text', { x: W - R, y: H - 6, class: 'axis', 'text-anchor': 'end' }, hhmm(h.start_ms[n - 1])));
+      const pts = (series) => series.map((v, i) => x(i).toFixed(1) + ',' + y(v).toFixed(1)).join(' ');
+      const area = x(0).toFixed(1) + ',' + y(0) + ' ' + pts(h.processed) + ' ' + x(n - 1).toFixed(1) + ',' + y(0);
+      svg.appendChild(el('polygon', { points: area, class: 'processed-area' }));
+      svg.appendChild(el('polyline', { points: pts(h.processed), class: 'processed' }));
+      svg.appendChild(el('polyline', { points: pts(h.failed), class: 'failed' }));
+    }
+    const sum = (a) => a.reduce((s, v) => s + v, 0);
+    const legend = document.createElement('p');
+    legend.className = 'legend';
+    const key = (cls, label) => {
+      const s = document.createElement('span');
+      s.className = 'key ' + cls;
+      s.textContent = label;
+      return s;
+    };
+    legend.append(
+      key('processed', 'processed ' + int(sum(h.processed))),
+      key('failed', 'failed ' + int(sum(h.failed))),
+    );
+    box.replaceChildren(svg, legend);
+    box.dataset.drawn = String(n);
+  }
+
+  function chart() {
+    const box = document.getElementById('chart');
+    if (!box) return;
+    const q = box.dataset.queue || '';
+    const url = '/api/history?minutes=60' + (q ? '&queue=' + encodeURIComponent(q) : '');
+    every(Math.max(5000, refresh * 5), async () => draw(box, await getJSON(url)));
+  }
+
+  if (page === 'overview') overview();
+  if (page === 'queue') queuePage();
+  if (page === 'overview' || page === 'queue') chart();
+})();

@@ -1,0 +1,229 @@
+//! The POSTs: pause and resume a queue; run, delete, archive or cancel one task, a selection,
+//! or everything a filter matches (after confirming the count). Each answers with a redirect
+//! back to the page it came from and a one-line notice.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use chronos_admin::{parse_state, verb, AdminError};
+use chronos_broker::{TaskAction, TaskFilter};
+use futures::StreamExt;
+use maud::html;
+
+use crate::error::{DashError, PageError};
+use crate::format;
+use crate::pages::login::safe_next;
+use crate::pages::queue::{listing_href, parse_action, slug};
+use crate::pages::{csrf, layout, queue_href, Nav};
+use crate::security::{encode, CheckedForm};
+use crate::state::AppState;
+
+/// Most tasks one selection may name.
+const MAX_SELECTION: usize = 5_000;
+/// How far the count before a filtered bulk action reads.
+const MAX_COUNT_SCAN: u64 = 1_000_000;
+
+fn back_with(back: &str, msg: &str) -> Response {
+    let back = safe_next(back);
+    let sep = if back.contains('?') { '&' } else { '?' };
+    Redirect::to(&format!("{back}{sep}msg={}", encode(msg))).into_response()
+}
+
+pub(crate) async fn pause(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    st.admin.set_paused(&queue, true).await?;
+    tracing::info!(queue = %queue, "console: queue paused");
+    Ok(back_with(
+        form.get("back").unwrap_or("/"),
+        &format!("Queue {queue} paused: workers take no new task from it."),
+    ))
+}
+
+pub(crate) async fn resume(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    st.admin.set_paused(&queue, false).await?;
+    tracing::info!(queue = %queue, "console: queue resumed");
+    Ok(back_with(
+        form.get("back").unwrap_or("/"),
+        &format!("Queue {queue} resumed."),
+    ))
+}
+
+pub(crate) async fn one(
+    State(st): State<Arc<AppState>>,
+    Path((queue, id, action)): Path<(String, String, String)>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let action = action_or_400(&action)?;
+    let changed = st.admin.act(&queue, &id, action).await?;
+    tracing::info!(queue = %queue, task_id = %id, action = slug(action), changed, "console: task action");
+    let msg = if changed {
+        format!("Task {id}: {} done.", verb(action))
+    } else {
+        format!("Task {id}: nothing to {} (already done).", verb(action))
+    };
+    let mut back = form.get("back").unwrap_or("/").to_string();
+    // A deleted task has no page left to go back to.
+    if action == TaskAction::Delete && back.contains("/tasks/") {
+        back = queue_href(&queue);
+    }
+    Ok(back_with(&back, &msg))
+}
+
+pub(crate) async fn selection(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let action = action_or_400(form.get("action").unwrap_or(""))?;
+    let ids = form.all("id");
+    let back = form.get("back").unwrap_or("/");
+    if ids.is_empty() {
+        return Ok(back_with(back, "Nothing selected."));
+    }
+    if ids.len() > MAX_SELECTION {
+        return Err(PageError(DashError::Admin(AdminError::Invalid(format!(
+            "{} tasks selected; at most {MAX_SELECTION} (use the action on everything matching the filter)",
+            ids.len()
+        )))));
+    }
+    let owned: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    let results: Vec<Result<bool, AdminError>> = futures::stream::iter(owned)
+        .map(|id| {
+            let (st, queue) = (st.clone(), queue.clone());
+            async move { st.admin.act(&queue, &id, action).await }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let done = results.iter().filter(|r| matches!(r, Ok(true))).count();
+    let already = results.iter().filter(|r| matches!(r, Ok(false))).count();
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    tracing::info!(queue = %queue, action = slug(action), done, already, failed = failed.len(), "console: selection action");
+    let mut msg = format!(
+        "{}: {done} of {} selected tasks done",
+        verb(action),
+        ids.len()
+    );
+    if already > 0 {
+        msg.push_str(&format!(", {already} already done"));
+    }
+    if let Some(first) = failed.first() {
+        msg.push_str(&format!(", {} refused (first: {first})", failed.len()));
+    }
+    msg.push('.');
+    Ok(back_with(back, &msg))
+}
+
+/// First POST: counts what the action would take and asks to confirm that count. Second POST
+/// (with `confirm` = the count shown): runs it in the inspector's bounded chunks.
+pub(crate) async fn bulk(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let action = action_or_400(form.get("action").unwrap_or(""))?;
+    let state = parse_state(form.get("state").unwrap_or(""))?;
+    let filter = TaskFilter {
+        kind: form
+            .get("kind")
+            .filter(|k| !k.trim().is_empty())
+            .map(str::to_string),
+        grep: form.get("q").filter(|q| !q.is_empty()).map(str::to_string),
+    };
+    if !action.sources().contains(&state) {
+        return Err(PageError(DashError::Admin(AdminError::Invalid(format!(
+            "cannot {} {} tasks",
+            verb(action),
+            state.as_str()
+        )))));
+    }
+    let listing = listing_href(&queue, state, &filter, None);
+    if form.get("confirm").is_none() {
+        let count = st
+            .admin
+            .count_matching(&queue, state, &filter, MAX_COUNT_SCAN)
+            .await?;
+        let n = if count.exact {
+            format::thousands(count.matched)
+        } else {
+            format!("at least {}", format::thousands(count.matched))
+        };
+        let body = html! {
+            h1 { "Confirm" }
+            p #confirm-text {
+                (verb(action)) " " strong #confirm-count { (n) } " " (state.as_str()) " task"
+                (if count.matched == 1 { "" } else { "s" }) " of queue " (queue)
+                @if !filter.is_empty() {
+                    " matching"
+                    @if let Some(k) = &filter.kind { " kind " code { (k) } }
+                    @if let Some(q) = &filter.grep { " payload containing " code { (q) } }
+                }
+                "?"
+            }
+            @if !count.exact {
+                p.muted { "Counting stopped after " (format::thousands(count.scanned)) " tasks; the action itself goes through them all." }
+            }
+            p.muted { "Tasks that reach this state while it runs may be included too." }
+            form #confirm-form method="post" action={(queue_href(&queue)) "/bulk"} {
+                (csrf(&st))
+                input type="hidden" name="action" value=(slug(action));
+                input type="hidden" name="state" value=(state.as_str());
+                input type="hidden" name="kind" value=(filter.kind.clone().unwrap_or_default());
+                input type="hidden" name="q" value=(filter.grep.clone().unwrap_or_default());
+                input type="hidden" name="confirm" value=(count.matched);
+                button.danger type="submit" #confirm { (verb(action)) " " (n) }
+                " "
+                a href=(listing) { "cancel" }
+            }
+        };
+        return Ok(confirm_page(&st, &queue, body).into_response());
+    }
+    let report = st.admin.act_all(&queue, state, &filter, action).await?;
+    tracing::info!(queue = %queue, action = slug(action), state = state.as_str(), done = report.done, "console: bulk action");
+    let mut msg = format!(
+        "{}: {} of {} matching {} tasks done",
+        verb(action),
+        format::thousands(report.done),
+        format::thousands(report.matched),
+        state.as_str()
+    );
+    if report.skipped > 0 {
+        msg.push_str(&format!(
+            ", {} left alone (gone or moved meanwhile)",
+            format::thousands(report.skipped)
+        ));
+    }
+    msg.push('.');
+    Ok(back_with(&listing, &msg))
+}
+
+fn confirm_page(st: &AppState, queue: &str, body: maud::Markup) -> Html<String> {
+    layout(
+        st,
+        &format!("Confirm · {queue}"),
+        Nav::None,
+        "confirm",
+        &[],
+        None,
+        body,
+    )
+}
+
+fn action_or_400(s: &str) -> Result<TaskAction, PageError> {
+    parse_action(s).ok_or_else(|| {
+        PageError(DashError::Admin(AdminError::Invalid(format!(
+            "unknown action {s:?} (run, delete, archive, cancel)"
+        ))))
+    })
+}

@@ -1,0 +1,173 @@
+//! JSON for the pages' live parts: counts (polled at most once a second) and the throughput
+//! history (polled every few seconds).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use chronos_admin::{LeaderRow, QueueRow, RedisInfo};
+use chronos_broker::HistorySpan;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DashError, PageError};
+use crate::state::AppState;
+
+/// One queue as the overview shows it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct QueueLive {
+    #[serde(flatten)]
+    pub(crate) row: QueueRow,
+    /// Tasks completed per minute, over the last minute the console watched.
+    pub(crate) processed_per_min: Option<f64>,
+    /// Failed attempts per minute, likewise.
+    pub(crate) failed_per_min: Option<f64>,
+    /// Age of the oldest waiting task, seconds.
+    pub(crate) oldest_pending_s: Option<i64>,
+}
+
+/// Everything the overview shows.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct OverviewData {
+    pub(crate) queues: Vec<QueueLive>,
+    pub(crate) total: QueueLive,
+    pub(crate) servers: usize,
+    pub(crate) schedules: usize,
+    pub(crate) leader: Option<LeaderRow>,
+    pub(crate) redis: RedisInfo,
+    pub(crate) now_ms: i64,
+}
+
+pub(crate) async fn overview_data(state: &AppState) -> Result<OverviewData, DashError> {
+    let admin = &state.admin;
+    let (overview, redis) = tokio::try_join!(
+        async { admin.overview().await.map_err(DashError::from) },
+        async { admin.redis_info().await.map_err(DashError::from) },
+    )?;
+    let oldest = futures::future::try_join_all(
+        overview
+            .queues
+            .iter()
+            .map(|q| admin.oldest_pending_ms(&q.name)),
+    )
+    .await?;
+    let now = crate::format::now_ms();
+    let rates = state.rates.observe(
+        overview
+            .queues
+            .iter()
+            .map(|q| (q.name.clone(), (q.processed, q.failed)))
+            .collect::<BTreeMap<_, _>>(),
+    );
+    let mut total_p = None::<f64>;
+    let mut total_f = None::<f64>;
+    let queues: Vec<QueueLive> = overview
+        .queues
+        .into_iter()
+        .zip(oldest)
+        .map(|(row, oldest)| {
+            let r = rates.get(&row.name).copied();
+            if let Some((p, f)) = r {
+                *total_p.get_or_insert(0.0) += p;
+                *total_f.get_or_insert(0.0) += f;
+            }
+            QueueLive {
+                processed_per_min: r.map(|r| r.0),
+                failed_per_min: r.map(|r| r.1),
+                oldest_pending_s: oldest.map(|t| ((now - t) / 1000).max(0)),
+                row,
+            }
+        })
+        .collect();
+    let oldest_all = queues.iter().filter_map(|q| q.oldest_pending_s).max();
+    Ok(OverviewData {
+        total: QueueLive {
+            row: overview.total,
+            processed_per_min: total_p,
+            failed_per_min: total_f,
+            oldest_pending_s: oldest_all,
+        },
+        queues,
+        servers: overview.servers,
+        schedules: overview.schedules,
+        leader: overview.leader,
+        redis,
+        now_ms: now,
+    })
+}
+
+pub(crate) async fn overview(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<OverviewData>, PageError> {
+    Ok(Json(overview_data(&state).await?))
+}
+
+/// One queue's counts, for its page.
+pub(crate) async fn queue(
+    State(state): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+) -> Result<Json<QueueLive>, PageError> {
+    let (row, oldest) = tokio::try_join!(
+        state.admin.queue(&queue),
+        state.admin.oldest_pending_ms(&queue)
+    )?;
+    let now = crate::format::now_ms();
+    Ok(Json(QueueLive {
+        row,
+        processed_per_min: None,
+        failed_per_min: None,
+        oldest_pending_s: oldest.map(|t| ((now - t) / 1000).max(0)),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HistoryParams {
+    queue: Option<String>,
+    minutes: Option<usize>,
+}
+
+/// Processed and failed per minute, oldest first.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct History {
+    pub(crate) start_ms: Vec<i64>,
+    pub(crate) processed: Vec<u64>,
+    pub(crate) failed: Vec<u64>,
+}
+
+/// The last `minutes` (default 60, at most 1,440) of one queue, or of all queues summed.
+pub(crate) async fn history(
+    State(state): State<Arc<AppState>>,
+    Query(p): Query<HistoryParams>,
+) -> Result<Json<History>, PageError> {
+    let minutes = p.minutes.unwrap_or(60).clamp(1, 1440);
+    let names = match p.queue.filter(|q| !q.is_empty()) {
+        Some(q) => vec![q],
+        None => state
+            .admin
+            .queues()
+            .await?
+            .into_iter()
+            .map(|q| q.name)
+            .collect(),
+    };
+    let all = futures::future::try_join_all(
+        names
+            .iter()
+            .map(|q| state.admin.history(q, HistorySpan::Minutes)),
+    )
+    .await?;
+    let mut out = History::default();
+    for points in all {
+        let tail = &points[points.len().saturating_sub(minutes)..];
+        if out.start_ms.is_empty() {
+            out.start_ms = tail.iter().map(|p| p.start_ms).collect();
+            out.processed = vec![0; tail.len()];
+            out.failed = vec![0; tail.len()];
+        }
+        for (i, p) in tail.iter().enumerate().take(out.start_ms.len()) {
+            out.processed[i] += p.processed;
+            out.failed[i] += p.failed;
+        }
+    }
+    Ok(Json(out))
+}

@@ -1,0 +1,281 @@
+//! A queue: its counts, its chart, its tasks by state with filter and cursor, and the actions
+//! on one task, on a selection and on everything the filter matches.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::Html;
+use chronos_admin::{parse_state, QueueRow, TaskRow};
+use chronos_broker::{TaskAction, TaskFilter, TaskState};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use super::{csrf, layout, queue_href, task_href, Nav};
+use crate::error::PageError;
+use crate::format;
+use crate::security::encode;
+use crate::state::AppState;
+
+/// The states a queue page has a tab for, in the order of a task's life.
+pub(crate) const STATES: [TaskState; 6] = [
+    TaskState::Pending,
+    TaskState::Active,
+    TaskState::Scheduled,
+    TaskState::Retry,
+    TaskState::Archived,
+    TaskState::Completed,
+];
+
+/// The actions, in the order buttons show them.
+pub(crate) const ACTIONS: [TaskAction; 4] = [
+    TaskAction::RunNow,
+    TaskAction::Archive,
+    TaskAction::Cancel,
+    TaskAction::Delete,
+];
+
+/// The path segment and button label of an action.
+pub(crate) fn slug(a: TaskAction) -> &'static str {
+    match a {
+        TaskAction::RunNow => "run",
+        TaskAction::Delete => "delete",
+        TaskAction::Archive => "archive",
+        TaskAction::Cancel => "cancel",
+    }
+}
+
+/// The action a path segment or form value names.
+pub(crate) fn parse_action(s: &str) -> Option<TaskAction> {
+    ACTIONS.into_iter().find(|a| slug(*a) == s)
+}
+
+/// The actions that take tasks in `state`.
+pub(crate) fn actions_for(state: TaskState) -> Vec<TaskAction> {
+    ACTIONS
+        .into_iter()
+        .filter(|a| a.sources().contains(&state))
+        .collect()
+}
+
+pub(crate) fn count(row: &QueueRow, s: TaskState) -> u64 {
+    match s {
+        TaskState::Pending => row.pending,
+        TaskState::Active => row.active,
+        TaskState::Scheduled => row.scheduled,
+        TaskState::Retry => row.retry,
+        TaskState::Archived => row.archived,
+        TaskState::Completed => row.completed,
+        _ => 0,
+    }
+}
+
+/// What the queue page reads from its URL.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Params {
+    pub(crate) state: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) q: Option<String>,
+    pub(crate) cursor: Option<String>,
+    pub(crate) msg: Option<String>,
+}
+
+impl Params {
+    pub(crate) fn filter(&self) -> TaskFilter {
+        TaskFilter {
+            kind: self.kind.clone().filter(|k| !k.trim().is_empty()),
+            grep: self.q.clone().filter(|q| !q.is_empty()),
+        }
+    }
+}
+
+/// The URL of a listing: queue, state, filter and cursor.
+pub(crate) fn listing_href(
+    queue: &str,
+    state: TaskState,
+    f: &TaskFilter,
+    cursor: Option<&str>,
+) -> String {
+    let mut href = format!("{}?state={}", queue_href(queue), state.as_str());
+    if let Some(k) = &f.kind {
+        href.push_str(&format!("&kind={}", encode(k)));
+    }
+    if let Some(q) = &f.grep {
+        href.push_str(&format!("&q={}", encode(q)));
+    }
+    if let Some(c) = cursor {
+        href.push_str(&format!("&cursor={}", encode(c)));
+    }
+    href
+}
+
+pub(crate) async fn page(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Query(p): Query<Params>,
+) -> Result<Html<String>, PageError> {
+    let state = parse_state(p.state.as_deref().unwrap_or("pending"))?;
+    let filter = p.filter();
+    let (row, list, oldest) = tokio::try_join!(
+        st.admin.queue(&queue),
+        st.admin.tasks(
+            &queue,
+            state,
+            &filter,
+            p.cursor.as_deref(),
+            st.config.page_size.clamp(1, 500)
+        ),
+        st.admin.oldest_pending_ms(&queue),
+    )?;
+    let now = format::now_ms();
+    let here = listing_href(&queue, state, &filter, p.cursor.as_deref());
+    let actions = if st.config.read_only {
+        Vec::new()
+    } else {
+        actions_for(state)
+    };
+    let body = html! {
+        h1 {
+            "Queue " span #queue-name { (row.name) }
+            @if row.paused { " " span.badge.paused { "paused" } }
+        }
+        div.toolbar {
+            span.muted {
+                "oldest pending: " span data-f="oldest_pending_s" { (super::overview::age(oldest.map(|t| ((now - t) / 1000).max(0)))) }
+                " · processed " span data-f="processed" { (format::thousands(row.processed)) }
+                " · failed " span data-f="failed" { (format::thousands(row.failed)) }
+            }
+            @if !st.config.read_only {
+                form.inline method="post" action={(queue_href(&row.name)) "/" (if row.paused { "resume" } else { "pause" })} {
+                    (csrf(&st))
+                    input type="hidden" name="back" value=(here);
+                    button.small type="submit" { (if row.paused { "resume queue" } else { "pause queue" }) }
+                }
+            }
+        }
+        div.chart #chart data-queue=(row.name) { p.muted { "loading…" } }
+        nav.tabs {
+            @for s in STATES {
+                a.active[s == state] href=(listing_href(&row.name, s, &filter, None)) data-state=(s.as_str()) {
+                    (s.as_str()) " " span.count data-f=(s.as_str()) { (format::thousands(count(&row, s))) }
+                }
+            }
+        }
+        form.filter method="get" action=(queue_href(&row.name)) {
+            input type="hidden" name="state" value=(state.as_str());
+            label { "kind " input type="text" name="kind" value=(filter.kind.clone().unwrap_or_default()) placeholder="email:send"; }
+            label { "payload contains " input type="text" name="q" value=(filter.grep.clone().unwrap_or_default()) placeholder="text"; }
+            button type="submit" { "filter" }
+            @if !filter.is_empty() {
+                a href=(listing_href(&row.name, state, &TaskFilter::default(), None)) { "clear" }
+            }
+        }
+        @if !actions.is_empty() && !list.tasks.is_empty() {
+            form.bulk.inline method="post" action={(queue_href(&row.name)) "/bulk"} {
+                (csrf(&st))
+                input type="hidden" name="state" value=(state.as_str());
+                input type="hidden" name="kind" value=(filter.kind.clone().unwrap_or_default());
+                input type="hidden" name="q" value=(filter.grep.clone().unwrap_or_default());
+                span.muted { "every " (state.as_str()) " task" @if !filter.is_empty() { " matching the filter" } ": " }
+                @for a in &actions {
+                    button.small type="submit" name="action" value=(slug(*a)) data-bulk=(slug(*a)) { (slug(*a)) " all…" }
+                }
+            }
+        }
+        (task_table(&st, &row.name, state, &list.tasks, &actions, &here, now))
+        nav.pager {
+            @if p.cursor.is_some() {
+                a href=(listing_href(&row.name, state, &filter, None)) { "« first page" }
+            }
+            @if let Some(next) = &list.next {
+                a #next-page href=(listing_href(&row.name, state, &filter, Some(next))) { "next page »" }
+            }
+        }
+    };
+    Ok(layout(
+        &st,
+        &format!("Queue {}", row.name),
+        Nav::None,
+        "queue",
+        &[("arg", row.name.clone())],
+        p.msg.as_deref(),
+        body,
+    ))
+}
+
+fn task_table(
+    st: &AppState,
+    queue: &str,
+    state: TaskState,
+    tasks: &[TaskRow],
+    actions: &[TaskAction],
+    here: &str,
+    now: i64,
+) -> Markup {
+    if tasks.is_empty() {
+        return html! { p.muted #no-tasks { "No " (state.as_str()) " task." } };
+    }
+    html! {
+        form #tasks-form method="post" action={(queue_href(queue)) "/selection"} {
+            (csrf(st))
+            input type="hidden" name="back" value=(here);
+            @if !actions.is_empty() {
+                div.selection {
+                    span.muted { "selected: " }
+                    @for a in actions {
+                        button.small type="submit" name="action" value=(slug(*a)) data-selection=(slug(*a)) { (slug(*a)) }
+                    }
+                }
+            }
+            table #tasks.grid {
+                thead {
+                    tr {
+                        @if !actions.is_empty() { th { input #select-all type="checkbox" title="select all"; } }
+                        th { "id" } th { "kind" } th { "payload" } th.num { "attempts" }
+                        th { "last error" } th { "enqueued" } th { "last failed" }
+                        @if !actions.is_empty() { th { } }
+                    }
+                }
+                tbody {
+                    @for t in tasks {
+                        tr data-id=(t.id) {
+                            @if !actions.is_empty() {
+                                td { input.pick type="checkbox" name="id" value=(t.id); }
+                            }
+                            td.mono { a href=(task_href(queue, &t.id)) { (t.id) } }
+                            td { (t.kind) @if let Some(e) = &t.decode_error { span.error title=(e) { "undecodable" } } }
+                            td.mono.payload { (short(&t.payload.to_string(), 80)) }
+                            td.num { (t.retried) "/" (t.max_retry) }
+                            td.error { (t.last_error.as_deref().map(|e| short(e, 80)).unwrap_or_default()) }
+                            td.time title=(t.enqueued_at_ms.map(format::time).unwrap_or_default()) {
+                                (t.enqueued_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
+                            }
+                            td.time title=(t.last_failed_at_ms.map(format::time).unwrap_or_default()) {
+                                (t.last_failed_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
+                            }
+                            @if !actions.is_empty() {
+                                td.actions {
+                                    @for a in actions {
+                                        button.small type="submit"
+                                            formaction={(task_href(queue, &t.id)) "/" (slug(*a))}
+                                            data-action=(slug(*a)) { (slug(*a)) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first `n` characters of `s`, with an ellipsis when cut.
+pub(crate) fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(n).collect();
+        out.push('…');
+        out
+    }
+}

@@ -1,0 +1,130 @@
+//! Every registered schedule (also those that never fired), the leader and the trigger counters.
+
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::response::Html;
+use chronos_broker::Schedules;
+use maud::html;
+use serde::Deserialize;
+
+use super::{layout, queue_href, task_href, Nav};
+use crate::error::{DashError, PageError};
+use crate::format;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Params {
+    msg: Option<String>,
+}
+
+pub(crate) async fn page(
+    State(st): State<Arc<AppState>>,
+    Query(p): Query<Params>,
+) -> Result<Html<String>, PageError> {
+    let (schedules, leader, counters) = tokio::try_join!(
+        async { st.admin.schedules().await.map_err(DashError::from) },
+        async { st.admin.leader().await.map_err(DashError::from) },
+        async {
+            st.admin
+                .broker()
+                .scheduler_metrics()
+                .await
+                .map_err(DashError::from)
+        },
+    )?;
+    let now = format::now_ms();
+    let body = html! {
+        h1 { "Schedules" }
+        section.cards {
+            div.card #leader {
+                h2 { "Leader" }
+                @match &leader {
+                    Some(l) => {
+                        dl {
+                            dt { "instance" } dd.mono { (l.id) }
+                            dt { "epoch" } dd { (l.epoch) }
+                            dt { "since" } dd { span title=(format::time(l.since_ms)) { (format::relative(l.since_ms, now)) } }
+                        }
+                    }
+                    None => { p.muted { "No scheduler leads now (none running, or a failover under way)." } }
+                }
+            }
+            div.card #triggers {
+                h2 { "Triggers, whole cluster" }
+                dl {
+                    dt { "fired" } dd { (format::thousands(counters.fired)) }
+                    dt { "missed" } dd title="skipped by a misfire policy during catch-up" { (format::thousands(counters.missed)) }
+                    dt { "suppressed" } dd title="duplicates or held back by the overlap policy" { (format::thousands(counters.suppressed)) }
+                }
+            }
+        }
+        @if schedules.is_empty() {
+            p.muted #no-schedules { "No schedule registered: a scheduler registers its schedules when it starts." }
+        } @else {
+            table.grid #schedules {
+                thead {
+                    tr {
+                        th { "id" } th { "kind" } th { "queue" } th { "spec" } th { "zone" }
+                        th { "next run" } th { "last fired" } th { "last task" } th { "registered by" } th { "status" }
+                    }
+                }
+                tbody {
+                    @for s in &schedules {
+                        tr data-id=(s.id) {
+                            td.mono { (s.id) }
+                            td { (s.kind) }
+                            td { a href=(queue_href(&s.queue)) { (s.queue) } }
+                            td.mono { (s.spec) }
+                            td { (s.zone) }
+                            td.time data-f="next" {
+                                @match next_run(s, now) {
+                                    Some(ms) => { span title=(format::time(ms)) { (format::relative(ms, now)) } }
+                                    None => { span.muted { "–" } }
+                                }
+                            }
+                            td.time {
+                                @match s.last_fired_ms {
+                                    Some(ms) => { span title=(format::time(ms)) { (format::relative(ms, now)) } }
+                                    None => { span.muted { "never" } }
+                                }
+                            }
+                            td.mono {
+                                @if let Some(id) = &s.last_task_id { a href=(task_href(&s.queue, id)) { (id) } }
+                            }
+                            td.mono { (s.registered_by) }
+                            td {
+                                @if s.stale {
+                                    span.badge.stale title={"no instance registering it was seen since " (format::time(s.last_seen_ms))} { "stale" }
+                                } @else {
+                                    span.badge.ok { "live" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout(
+        &st,
+        "Schedules",
+        Nav::Schedules,
+        "schedules",
+        &[],
+        p.msg.as_deref(),
+        body,
+    ))
+}
+
+/// The next trigger after `now`: recomputed for intervals (their stored value can lie in the
+/// past), as published for cron.
+fn next_run(s: &chronos_broker::ScheduleEntry, now: i64) -> Option<i64> {
+    match s.every_ms {
+        Some(every) if every > 0 => {
+            let every = i64::try_from(every).ok()?;
+            Some((now.div_euclid(every) + 1) * every)
+        }
+        _ => s.next_run_ms,
+    }
+}

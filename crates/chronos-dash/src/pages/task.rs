@@ -1,0 +1,109 @@
+//! One task: its payload as JSON, headers, attempts, last error, what is known of its history,
+//! and the actions its state allows.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::Html;
+use chronos_admin::parse_state;
+use maud::html;
+use serde::Deserialize;
+
+use super::queue::{actions_for, slug};
+use super::{csrf, layout, queue_href, task_href, Nav};
+use crate::error::PageError;
+use crate::format;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Params {
+    msg: Option<String>,
+}
+
+pub(crate) async fn page(
+    State(st): State<Arc<AppState>>,
+    Path((queue, id)): Path<(String, String)>,
+    Query(p): Query<Params>,
+) -> Result<Html<String>, PageError> {
+    let t = st.admin.task(&queue, &id).await?;
+    let now = format::now_ms();
+    let state = parse_state(&t.state)?;
+    let actions = if st.config.read_only {
+        Vec::new()
+    } else {
+        actions_for(state)
+    };
+    let payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
+    let back = task_href(&queue, &id);
+    let body = html! {
+        p.crumbs { a href=(queue_href(&queue)) { "queue " (queue) } " / task" }
+        h1 { "Task " span.mono #task-id { (t.id) } }
+        div.toolbar {
+            span.badge #task-state data-state=(t.state) { (t.state) }
+            @for a in &actions {
+                form.inline method="post" action={(task_href(&queue, &id)) "/" (slug(*a))} {
+                    (csrf(&st))
+                    input type="hidden" name="back" value=(back);
+                    button.small type="submit" data-action=(slug(*a)) { (slug(*a)) }
+                }
+            }
+        }
+        section.cards {
+            div.card.wide {
+                h2 { "Task" }
+                dl {
+                    dt { "kind" } dd { (t.kind) }
+                    dt { "queue" } dd { a href=(queue_href(&queue)) { (queue) } }
+                    dt { "state" } dd { (t.state) }
+                    dt { "attempts" } dd { (t.retried) " failed of " (t.max_retry) " retries allowed" }
+                    @if let Some(e) = &t.last_error { dt { "last error" } dd.error #last-error { (e) } }
+                    @if let Some(e) = &t.decode_error { dt { "envelope" } dd.error { "does not decode: " (e) } }
+                }
+            }
+            div.card.wide {
+                h2 { "History" }
+                ol.timeline #history {
+                    @if let Some(ms) = t.enqueued_at_ms {
+                        li { span.time title=(format::relative(ms, now)) { (format::time(ms)) } " enqueued" }
+                    }
+                    @if let (Some(ms), true) = (t.last_failed_at_ms, t.retried > 0) {
+                        li {
+                            span.time title=(format::relative(ms, now)) { (format::time(ms)) }
+                            " failed (attempt " (t.retried) ")"
+                            @if t.retried > 1 { span.muted { ", after " (t.retried - 1) " earlier failures" } }
+                        }
+                    }
+                    li { "now " strong { (t.state) } }
+                }
+                p.muted { "Only the first enqueue and the last failure are stored with a task; per-attempt times are in the worker's traces." }
+            }
+        }
+        section {
+            h2 { "Payload" }
+            pre.json #payload { (payload) }
+        }
+        section {
+            h2 { "Headers" }
+            @if t.headers.is_empty() {
+                p.muted { "none" }
+            } @else {
+                table.grid #headers {
+                    tbody {
+                        @for (k, v) in &t.headers {
+                            tr { th.mono { (k) } td.mono { (v) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout(
+        &st,
+        &format!("Task {}", t.id),
+        Nav::None,
+        "task",
+        &[],
+        p.msg.as_deref(),
+        body,
+    ))
+}
