@@ -214,57 +214,61 @@ fn task_table(
     if tasks.is_empty() {
         return html! { p.muted #no-tasks { "No " (state.as_str()) " task." } };
     }
-    html! {
-        form #tasks-form method="post" action={(queue_href(queue)) "/selection"} {
-            (csrf(st))
-            input type="hidden" name="back" value=(here);
-            @if !actions.is_empty() {
-                div.selection {
-                    span.muted { "selected: " }
-                    @for a in actions {
-                        button.small type="submit" name="action" value=(slug(*a)) data-selection=(slug(*a)) { (slug(*a)) }
-                    }
-                }
+    let table = html! {
+    table #tasks.grid {
+        thead {
+            tr {
+                @if !actions.is_empty() { th { input #select-all type="checkbox" title="select all"; } }
+                th { "id" } th { "kind" } th { "payload" } th.num { "attempts" }
+                th { "last error" } th { "enqueued" } th { "last failed" }
+                @if !actions.is_empty() { th { } }
             }
-            table #tasks.grid {
-                thead {
-                    tr {
-                        @if !actions.is_empty() { th { input #select-all type="checkbox" title="select all"; } }
-                        th { "id" } th { "kind" } th { "payload" } th.num { "attempts" }
-                        th { "last error" } th { "enqueued" } th { "last failed" }
-                        @if !actions.is_empty() { th { } }
+        }
+        tbody {
+            @for t in tasks {
+                tr data-id=(t.id) {
+                    @if !actions.is_empty() {
+                        td { input.pick type="checkbox" name="id" value=(t.id); }
                     }
-                }
-                tbody {
-                    @for t in tasks {
-                        tr data-id=(t.id) {
-                            @if !actions.is_empty() {
-                                td { input.pick type="checkbox" name="id" value=(t.id); }
-                            }
-                            td.mono { a href=(task_href(queue, &t.id)) { (t.id) } }
-                            td { (t.kind) @if let Some(e) = &t.decode_error { span.error title=(e) { "undecodable" } } }
-                            td.mono.payload { (short(&t.payload.to_string(), 80)) }
-                            td.num { (t.retried) "/" (t.max_retry) }
-                            td.error { (t.last_error.as_deref().map(|e| short(e, 80)).unwrap_or_default()) }
-                            td.time title=(t.enqueued_at_ms.map(format::time).unwrap_or_default()) {
-                                (t.enqueued_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
-                            }
-                            td.time title=(t.last_failed_at_ms.map(format::time).unwrap_or_default()) {
-                                (t.last_failed_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
-                            }
-                            @if !actions.is_empty() {
-                                td.actions {
-                                    @for a in actions {
-                                        button.small type="submit"
-                                            formaction={(task_href(queue, &t.id)) "/" (slug(*a))}
-                                            data-action=(slug(*a)) { (slug(*a)) }
-                                    }
-                                }
+                    td.mono { a href=(task_href(queue, &t.id)) { (t.id) } }
+                    td { (t.kind) @if let Some(e) = &t.decode_error { span.error title=(e) { "undecodable" } } }
+                    td.mono.payload { (short(&t.payload.to_string(), 80)) }
+                    td.num { (t.retried) "/" (t.max_retry) }
+                    td.error { (t.last_error.as_deref().map(|e| short(e, 80)).unwrap_or_default()) }
+                    td.time title=(t.enqueued_at_ms.map(format::time).unwrap_or_default()) {
+                        (t.enqueued_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
+                    }
+                    td.time title=(t.last_failed_at_ms.map(format::time).unwrap_or_default()) {
+                        (t.last_failed_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
+                    }
+                    @if !actions.is_empty() {
+                        td.actions {
+                            @for a in actions {
+                                button.small type="submit"
+                                    formaction={(task_href(queue, &t.id)) "/" (slug(*a))}
+                                    data-action=(slug(*a)) { (slug(*a)) }
                             }
                         }
                     }
                 }
             }
+        }
+    }
+    };
+    if actions.is_empty() {
+        return table;
+    }
+    html! {
+        form #tasks-form method="post" action={(queue_href(queue)) "/selection"} {
+            (csrf(st))
+            input type="hidden" name="back" value=(here);
+            div.selection {
+                span.muted { "selected: " }
+                @for a in actions {
+                    button.small type="submit" name="action" value=(slug(*a)) data-selection=(slug(*a)) { (slug(*a)) }
+                }
+            }
+            (table)
         }
     }
 }

@@ -1,0 +1,477 @@
+//! The console over HTTP against a real Redis: who may see and do what (token, host check,
+//! CSRF, origin, read-only), that actions act, and that no secret is shown. What a person sees
+//! in a browser is tested in tests/tests/dash_browser.rs.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use chronos_admin::Admin;
+use chronos_broker::{Client, EnqueueOptions, Inspect, QueueName, RedisBroker, TaskArgs};
+use chronos_dash::{Dash, DashConfig, DashError};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Serialize, Deserialize)]
+struct Mail {
+    to: String,
+}
+impl TaskArgs for Mail {
+    const KIND: &'static str = "mail";
+}
+
+struct Console {
+    addr: SocketAddr,
+    broker: RedisBroker,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+async fn console(config: DashConfig) -> Result<Console> {
+    let url = chronos_testkit::shared_url()?;
+    let ns = chronos_testkit::namespace();
+    let broker = RedisBroker::builder(url.as_str())
+        .namespace(ns)
+        .connect()
+        .await?;
+    let dash = Dash::new(Admin::new(broker.clone()), config.redis_label(&url))?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(dash.serve_on(listener, async {
+        let _ = rx.await;
+    }));
+    Ok(Console {
+        addr,
+        broker,
+        stop: Some(tx),
+    })
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The CSRF token of the first form on the page.
+    fn csrf(&self) -> Result<String> {
+        let at = self
+            .body
+            .find("name=\"csrf\" value=\"")
+            .context("no CSRF field on the page")?;
+        let rest = &self.body[at + 19..];
+        Ok(rest[..rest.find('"').context("unterminated")?].to_string())
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`), by hand: the test sees
+/// exactly what a browser or a scraper would send and get.
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Reply> {
+    let mut s = TcpStream::connect(addr).await?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if method == "POST" {
+        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw)).await??;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").context("no header end")?;
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .context("no status line")?
+        .parse()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(rest)?
+    } else {
+        rest.to_string()
+    };
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut s: &str) -> Result<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n").context("bad chunk")?;
+        let n = usize::from_str_radix(size.trim(), 16)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        if rest.len() < n {
+            bail!("short chunk");
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+}
+
+fn form(pairs: &[(&str, &str)]) -> String {
+    let mut f = String::new();
+    for (k, v) in pairs {
+        if !f.is_empty() {
+            f.push('&');
+        }
+        f.push_str(k);
+        f.push('=');
+        f.extend(form_urlencoded_byte(v));
+    }
+    f
+}
+
+fn form_urlencoded_byte(v: &str) -> Vec<char> {
+    v.bytes()
+        .flat_map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => vec![b as char],
+            _ => format!("%{b:02X}").chars().collect(),
+        })
+        .collect()
+}
+
+async fn seed(broker: &RedisBroker, queue: &str, n: usize) -> Result<Vec<String>> {
+    let client = Client::new(broker.clone());
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let info = client
+            .enqueue(
+                &Mail {
+                    to: format!("user{i}@example.com"),
+                },
+                EnqueueOptions::new().queue(queue),
+            )
+            .await?;
+        ids.push(info.id);
+    }
+    Ok(ids)
+}
+
+#[tokio::test]
+async fn a_console_off_loopback_needs_a_token() -> Result<()> {
+    let url = chronos_testkit::shared_url()?;
+    let broker = RedisBroker::builder(url.as_str()).connect().await?;
+    let open = DashConfig::default().addr("0.0.0.0:8080".parse()?);
+    match Dash::new(Admin::new(broker.clone()), open) {
+        Err(DashError::TokenRequired(_)) => {}
+        other => bail!("expected TokenRequired, got {other:?}"),
+    }
+    let guarded = DashConfig::default()
+        .addr("0.0.0.0:8080".parse()?)
+        .token(Some("s3cret".into()));
+    Dash::new(Admin::new(broker), guarded)?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_a_token_nothing_is_shown_before_login() -> Result<()> {
+    let c = console(DashConfig::default().token(Some("s3cret-token".into()))).await?;
+    seed(&c.broker, "mail", 3).await?;
+    let html = [("Accept", "text/html")];
+
+    let page = send(c.addr, "GET", "/", &html, "").await?;
+    assert_eq!(page.status, 303, "a browser is sent to the login page");
+    assert_eq!(page.header("location"), Some("/login?next=%2F"));
+    assert!(!page.body.contains("mail"));
+    for path in ["/api/overview", "/queues/mail", "/metrics", "/schedules"] {
+        let r = send(c.addr, "GET", path, &[], "").await?;
+        assert_eq!(r.status, 401, "{path} without login");
+    }
+    assert_eq!(send(c.addr, "GET", "/healthz", &[], "").await?.status, 200);
+
+    let login = send(c.addr, "GET", "/login", &html, "").await?;
+    assert_eq!(login.status, 200);
+    let csrf = login.csrf()?;
+    let wrong = send(
+        c.addr,
+        "POST",
+        "/login",
+        &[],
+        &form(&[("csrf", &csrf), ("token", "guess"), ("next", "/")]),
+    )
+    .await?;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none());
+    let right = send(
+        c.addr,
+        "POST",
+        "/login",
+        &[],
+        &form(&[
+            ("csrf", &csrf),
+            ("token", "s3cret-token"),
+            ("next", "/queues/mail"),
+        ]),
+    )
+    .await?;
+    assert_eq!(right.status, 303);
+    assert_eq!(right.header("location"), Some("/queues/mail"));
+    let cookie = right.header("set-cookie").context("a session cookie")?;
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    assert!(
+        !cookie.contains("s3cret-token"),
+        "the cookie is not the token"
+    );
+    let session = cookie
+        .split(';')
+        .next()
+        .context("cookie value")?
+        .to_string();
+
+    let page = send(c.addr, "GET", "/queues/mail", &[("Cookie", &session)], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("user0@example.com"));
+
+    let bearer = send(
+        c.addr,
+        "GET",
+        "/metrics",
+        &[("Authorization", "Bearer s3cret-token")],
+        "",
+    )
+    .await?;
+    assert_eq!(bearer.status, 200);
+    assert!(bearer
+        .body
+        .contains("chronos_queue_tasks{queue=\"mail\",state=\"pending\"} 3"));
+
+    // An open redirect is not: `next` must be a local path.
+    let away = send(
+        c.addr,
+        "POST",
+        "/login",
+        &[],
+        &form(&[
+            ("csrf", &csrf),
+            ("token", "s3cret-token"),
+            ("next", "//evil.example/"),
+        ]),
+    )
+    .await?;
+    assert_eq!(away.header("location"), Some("/"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn actions_need_the_form_token_and_our_origin() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let ids = seed(&c.broker, "mail", 2).await?;
+    let page = send(c.addr, "GET", "/queues/mail", &[], "").await?;
+    let csrf = page.csrf()?;
+    let archive = format!("/queues/mail/tasks/{}/archive", ids[0]);
+    let origin = format!("http://{}", c.addr);
+
+    let none = send(c.addr, "POST", &archive, &[], &form(&[("back", "/")])).await?;
+    assert_eq!(none.status, 403, "no CSRF token");
+    let stale = send(
+        c.addr,
+        "POST",
+        &archive,
+        &[],
+        &form(&[("csrf", "0000"), ("back", "/")]),
+    )
+    .await?;
+    assert_eq!(stale.status, 403, "a wrong CSRF token");
+    let foreign = send(
+        c.addr,
+        "POST",
+        &archive,
+        &[("Origin", "http://evil.example")],
+        &form(&[("csrf", &csrf), ("back", "/")]),
+    )
+    .await?;
+    assert_eq!(foreign.status, 403, "another site's origin");
+    let q = QueueName::new("mail")?;
+    let task = c.broker.task(&q, &ids[0]).await?.context("task")?;
+    assert_eq!(task.state.as_str(), "pending", "nothing changed so far");
+
+    let ok = send(
+        c.addr,
+        "POST",
+        &archive,
+        &[("Origin", &origin)],
+        &form(&[("csrf", &csrf), ("back", "/queues/mail")]),
+    )
+    .await?;
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    assert!(ok
+        .header("location")
+        .is_some_and(|l| l.starts_with("/queues/mail?msg=")));
+    let task = c.broker.task(&q, &ids[0]).await?.context("task")?;
+    assert_eq!(task.state.as_str(), "archived");
+
+    let pause = send(
+        c.addr,
+        "POST",
+        "/queues/mail/pause",
+        &[("Origin", &origin)],
+        &form(&[("csrf", &csrf), ("back", "/")]),
+    )
+    .await?;
+    assert_eq!(pause.status, 303);
+    assert!(c.broker.paused_queues().await?.contains(&q));
+    Ok(())
+}
+
+#[tokio::test]
+async fn bulk_actions_confirm_the_count_first() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "bulk", 12).await?;
+    let csrf = send(c.addr, "GET", "/queues/bulk", &[], "").await?.csrf()?;
+    let ask = send(
+        c.addr,
+        "POST",
+        "/queues/bulk/bulk",
+        &[],
+        &form(&[
+            ("csrf", &csrf),
+            ("action", "archive"),
+            ("state", "pending"),
+            ("kind", ""),
+            ("q", "user1"),
+        ]),
+    )
+    .await?;
+    assert_eq!(ask.status, 200);
+    // user1, user10, user11
+    assert!(
+        ask.body.contains("<strong id=\"confirm-count\">3</strong>"),
+        "{}",
+        ask.body
+    );
+    let q = QueueName::new("bulk")?;
+    assert_eq!(
+        c.broker.queue_stats(&q).await?.archived,
+        0,
+        "asking changes nothing"
+    );
+    let done = send(
+        c.addr,
+        "POST",
+        "/queues/bulk/bulk",
+        &[],
+        &form(&[
+            ("csrf", &csrf),
+            ("action", "archive"),
+            ("state", "pending"),
+            ("kind", ""),
+            ("q", "user1"),
+            ("confirm", "3"),
+        ]),
+    )
+    .await?;
+    assert_eq!(done.status, 303);
+    let stats = c.broker.queue_stats(&q).await?;
+    assert_eq!((stats.archived, stats.pending), (3, 9));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_read_only_console_shows_and_takes_no_action() -> Result<()> {
+    let c = console(DashConfig::default().read_only(true)).await?;
+    let ids = seed(&c.broker, "ro", 2).await?;
+    let page = send(c.addr, "GET", "/queues/ro", &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(&ids[0]));
+    assert!(!page.body.contains("data-action"), "no action button");
+    assert!(!page.body.contains("method=\"post\""), "no form that posts");
+    // A hand-made POST is refused for being an action, before any form check.
+    let r = send(
+        c.addr,
+        "POST",
+        &format!("/queues/ro/tasks/{}/delete", ids[0]),
+        &[],
+        &form(&[("csrf", "whatever")]),
+    )
+    .await?;
+    assert_eq!(r.status, 403);
+    assert!(r.body.contains("read-only"), "{}", r.body);
+    assert!(c
+        .broker
+        .task(&QueueName::new("ro")?, &ids[0])
+        .await?
+        .is_some());
+    Ok(())
+}
+
+#[tokio::test]
+async fn headers_host_check_and_no_secret_shown() -> Result<()> {
+    let url = chronos_testkit::shared_url()?;
+    let ns = chronos_testkit::namespace();
+    let broker = RedisBroker::builder(url.as_str())
+        .namespace(ns)
+        .connect()
+        .await?;
+    let config = DashConfig::default().redis_label("redis://admin:hunter2@10.1.2.3:6379/0");
+    let dash = Dash::new(Admin::new(broker), config)?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(dash.serve_on(listener, std::future::pending()));
+
+    let page = send(addr, "GET", "/", &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("redis://10.1.2.3:6379/0"));
+    assert!(!page.body.contains("hunter2") && !page.body.contains("admin:"));
+    let csp = page.header("content-security-policy").context("CSP")?;
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"));
+    assert!(!csp.contains("unsafe-inline"));
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert!(!page.body.contains("<script>"), "no inline script");
+
+    let rebound = send(addr, "GET", "/", &[("Host", "evil.example")], "").await?;
+    assert_eq!(rebound.status, 421, "a foreign host name is refused");
+
+    let missing = send(addr, "GET", "/queues/nope/tasks/zzz", &[], "").await?;
+    assert_eq!(missing.status, 404);
+    let bad = send(addr, "GET", "/queues/bad%20name", &[], "").await?;
+    assert_eq!(bad.status, 400);
+    let js = send(addr, "GET", "/assets/app.js", &[], "").await?;
+    assert_eq!(js.status, 200);
+    assert!(js
+        .header("content-type")
+        .is_some_and(|t| t.contains("javascript")));
+    Ok(())
+}
