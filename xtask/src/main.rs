@@ -3,6 +3,7 @@
 //! * `test`: the whole test suite (what CI runs after fmt and clippy).
 //! * `demo`: the whole system against a throwaway Redis (or `CHRONOS_REDIS_URL`).
 //! * `bench [enqueue|e2e|scheduler|inspect]`: release-mode benchmarks, with peers measured in the same run.
+//! * `screenshots [warm-up seconds]`: the README's console pictures, from a real demo run.
 //! * `redis up|down`: a local Redis on port 6390 for manual runs.
 //! * `ci`: fmt check, clippy, then `test`.
 
@@ -10,6 +11,7 @@ mod bench;
 mod ci;
 mod demo;
 mod redis;
+mod screenshots;
 mod test;
 
 use std::process::Command;
@@ -27,10 +29,11 @@ fn main() -> Result<()> {
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "redis" => redis::run(rest),
+        "screenshots" => screenshots::run(rest),
         "ci" => ci::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect]|redis up|down|ci>"
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect]|screenshots|redis up|down|ci>"
             );
             if task == "help" {
                 Ok(())

@@ -46,6 +46,12 @@ pub use chronos_scheduler::{
     SchedulerConfig, SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError, SystemClock,
 };
 
+/// Guides: how to operate chronos-rs, each a page of its own.
+pub mod guide {
+    #[doc = include_str!("../docs/console.md")]
+    pub mod console {}
+}
+
 /// The repository README's examples, compiled as doctests so they cannot drift from the API.
 /// (Outside `cfg(doctest)` nothing reads the file, so packaging this crate does not need it.)
 #[cfg(doctest)]

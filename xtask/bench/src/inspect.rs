@@ -75,6 +75,8 @@ pub(crate) async fn run() -> Result<()> {
         "ms",
     );
 
+    let console = console_pages(&broker).await?;
+
     fill(&client, "bulk", BULK).await?;
     let bulk = QueueName::new("bulk")?;
     cmd(
@@ -110,8 +112,75 @@ pub(crate) async fn run() -> Result<()> {
          longest command: {}; first page runs {first:.1?} ms",
         report.calls, longest.1
     );
+    let t = Instant::now();
+    let (status, _) = get(&console, "/queues/bulk?state=archived").await?;
+    anyhow::ensure!(status == 200, "archived tab answered {status}");
+    row(
+        "console: archived tab, 100k archived (ms)",
+        t.elapsed().as_secs_f64() * 1000.0,
+        None,
+        "ms",
+    );
     broker.close().await;
     Ok(())
+}
+
+/// The web console's pages over HTTP on loopback, with the 1M-task queue in Redis: what an
+/// operator waits for, rendering included. Median of 5 requests each.
+async fn console_pages(broker: &RedisBroker) -> Result<std::net::SocketAddr> {
+    let admin = chronos_admin::Admin::new(broker.clone());
+    let dash = chronos_dash::Dash::new(admin, chronos_dash::DashConfig::default())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(dash.serve_on(listener, std::future::pending()));
+    for (label, path, marker) in [
+        (
+            "console: queue page, 1M pending (ms)",
+            "/queues/big",
+            "next page",
+        ),
+        (
+            "console: queue page filtered, 1M pending (ms)",
+            "/queues/big?state=pending&q=no+such+text",
+            "next page",
+        ),
+        ("console: overview (ms)", "/", "big"),
+        (
+            "console: live counts JSON (ms)",
+            "/api/overview",
+            "\"pending\":1000000",
+        ),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            let (status, body) = get(&addr, path).await?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            anyhow::ensure!(status == 200, "{path} answered {status}");
+            anyhow::ensure!(body.contains(marker), "{path} lacks {marker:?}");
+        }
+        row(label, median(&times), None, "ms");
+    }
+    Ok(addr)
+}
+
+/// A GET on a fresh connection, by hand (the bench needs no HTTP client crate): status, body.
+async fn get(addr: &std::net::SocketAddr, path: &str) -> Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .context("no status line")?;
+    Ok((status, text))
 }
 
 /// Enqueues `n` tasks into `queue`, 8 batches in flight.
