@@ -1,6 +1,6 @@
 use anyhow::Result;
 
-/// What `.ci/run` does after installing Redis: format check, clippy with warnings denied, tests.
+/// What `.ci/run` does after installing Redis (and Chromium): format check, clippy with warnings denied, tests.
 pub(crate) fn run() -> Result<()> {
     crate::run_cmd("cargo", &["fmt", "--all", "--", "--check"])?;
     crate::run_cmd(
@@ -9,6 +9,8 @@ pub(crate) fn run() -> Result<()> {
             "clippy",
             "--workspace",
             "--all-targets",
+            "--features",
+            "chronos-testkit/browser",
             "--",
             "-D",
             "warnings",

@@ -1,9 +1,17 @@
 use anyhow::Result;
 
 /// The whole suite: unit, integration, end-to-end and doc tests of every crate. Tests start their
-/// own throwaway Redis unless `CHRONOS_REDIS_URL` is set.
+/// own throwaway Redis unless `CHRONOS_REDIS_URL` is set; browser tests need Debian's `chromium`
+/// and `chromium-driver`.
 pub(crate) fn run(extra: &[String]) -> Result<()> {
-    let mut args = vec!["test", "--workspace"];
+    // The browser harness is a feature of the testkit so that crates needing only Redis skip
+    // its dependencies; the suite turns it on so that its own tests run.
+    let mut args = vec![
+        "test",
+        "--workspace",
+        "--features",
+        "chronos-testkit/browser",
+    ];
     args.extend(extra.iter().map(String::as_str));
     crate::run_cmd("cargo", &args)
 }

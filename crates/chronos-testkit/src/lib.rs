@@ -14,6 +14,9 @@
 //! * [`TlsRedisServer`] is a server that speaks only TLS (a throwaway CA made with `openssl`)
 //!   and only to one ACL user, like a managed Redis service.
 //! * [`TcpProxy`] sits between a client and Redis and cuts connections on demand.
+//! * With the `browser` feature, [`Browser`] is a headless Chromium (Debian's `chromium` and
+//!   `chromium-driver`) for end-to-end tests of the web console, with screenshots checked not
+//!   to be blank.
 //!
 //! ```no_run
 //! let url = chronos_testkit::shared_url().expect("redis");
@@ -28,11 +31,15 @@
     rust_2018_idioms
 )]
 
+#[cfg(feature = "browser")]
+mod browser;
 mod cluster;
 mod proxy;
 mod server;
 mod tls;
 
+#[cfg(feature = "browser")]
+pub use browser::{Browser, BrowserError};
 pub use cluster::{shared_cluster_url, RedisCluster};
 pub use proxy::TcpProxy;
 pub use server::{shared_url, RedisServer};
