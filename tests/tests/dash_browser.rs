@@ -1,0 +1,332 @@
+//! The web console in a real browser (Debian's headless Chromium through chromedriver) against a
+//! real Redis: what an operator sees and clicks. Each test saves a screenshot (checked not
+//! blank) under target/screenshots, or CHRONOS_SCREENSHOT_DIR.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use chronos::prelude::*;
+use chronos::QueueName;
+use chronos_dash::{Dash, DashConfig};
+use chronos_testkit::Browser;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Invoice {
+    customer: String,
+    cents: u64,
+}
+impl TaskArgs for Invoice {
+    const KIND: &'static str = "invoice:send";
+}
+
+#[derive(Serialize, Deserialize)]
+struct Cleanup;
+impl TaskArgs for Cleanup {
+    const KIND: &'static str = "nightly:cleanup";
+}
+
+async fn broker() -> Result<RedisBroker> {
+    let url = chronos_testkit::shared_url()?;
+    Ok(RedisBroker::builder(url.as_str())
+        .namespace(chronos_testkit::namespace())
+        .connect()
+        .await?)
+}
+
+/// Serves the console over `broker` on `bind` (port 0); answers its base URL as a browser
+/// reaches it (`host` for the address in the URL).
+async fn serve(
+    broker: &RedisBroker,
+    config: DashConfig,
+    bind: SocketAddr,
+    host: IpAddr,
+) -> Result<String> {
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    let port = listener.local_addr()?.port();
+    let dash = Dash::new(chronos_admin::Admin::new(broker.clone()), config.addr(bind))?;
+    tokio::spawn(dash.serve_on(listener, std::future::pending()));
+    Ok(match host {
+        IpAddr::V4(ip) => format!("http://{ip}:{port}"),
+        IpAddr::V6(ip) => format!("http://[{ip}]:{port}"),
+    })
+}
+
+fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("address")
+}
+
+async fn invoices(
+    client: &Client,
+    queue: &str,
+    n: u64,
+    opts: EnqueueOptions,
+) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let args = Invoice {
+            customer: format!("customer-{i}"),
+            cents: 100 * i,
+        };
+        ids.push(client.enqueue(&args, opts.clone().queue(queue)).await?.id);
+    }
+    Ok(ids)
+}
+
+/// Reloads `url` until the text of `css` contains `want` (pages refresh counts by script, but a
+/// task moving between tabs needs a reload).
+async fn reload_until(
+    b: &Browser,
+    url: &str,
+    css: &str,
+    want: &str,
+    within: Duration,
+) -> Result<()> {
+    let until = Instant::now() + within;
+    loop {
+        b.goto(url).await?;
+        if let Ok(text) = b.text(css).await {
+            if text.contains(want) {
+                return Ok(());
+            }
+        }
+        if Instant::now() > until {
+            bail!("{css} on {url} never showed {want:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn overview_shows_the_counts_of_a_seeded_queue() -> Result<()> {
+    let broker = broker().await?;
+    let client = Client::new(broker.clone());
+    invoices(&client, "billing", 7, EnqueueOptions::new()).await?;
+    let late = EnqueueOptions::new().process_in(Duration::from_secs(3600));
+    invoices(&client, "billing", 2, late).await?;
+    let base = serve(
+        &broker,
+        DashConfig::default(),
+        loopback(),
+        [127, 0, 0, 1].into(),
+    )
+    .await?;
+
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/")).await?;
+    b.wait_for_text(
+        "#queues tr[data-q=\"billing\"] td[data-f=\"pending\"]",
+        "7",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.wait_for_text(
+        "#queues tr[data-q=\"billing\"] td[data-f=\"scheduled\"]",
+        "2",
+        Duration::from_secs(10),
+    )
+    .await?;
+    // The live poll runs: the header says when it last answered.
+    b.wait_for_text("#live", "live ", Duration::from_secs(10))
+        .await?;
+    // The chart is drawn from the history.
+    b.wait_for_text("#chart .legend", "processed", Duration::from_secs(15))
+        .await?;
+
+    // A count changes and the open page follows without a reload.
+    invoices(&client, "billing", 3, EnqueueOptions::new()).await?;
+    b.wait_for_text(
+        "#queues tr[data-q=\"billing\"] td[data-f=\"pending\"]",
+        "10",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.screenshot("dash-overview").await?;
+
+    b.click("#queues tr[data-q=\"billing\"] a").await?;
+    b.wait_for_text("h1", "billing", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text("#tasks", "customer-0", Duration::from_secs(10))
+        .await?;
+    b.screenshot("dash-queue").await?;
+    b.close().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn archive_a_task_then_run_it_from_the_archive_and_see_it_complete() -> Result<()> {
+    let broker = broker().await?;
+    let client = Client::new(broker.clone());
+    // Kept after completion, so the completed tab can show it.
+    let keep = EnqueueOptions::new().retention(Duration::from_secs(600));
+    let ids = invoices(&client, "payments", 3, keep).await?;
+    let target = ids[1].clone();
+    let base = serve(
+        &broker,
+        DashConfig::default(),
+        loopback(),
+        [127, 0, 0, 1].into(),
+    )
+    .await?;
+
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/payments")).await?;
+    b.wait_for_text("#tasks", &target, Duration::from_secs(10))
+        .await?;
+    b.click(&format!(
+        "tr[data-id=\"{target}\"] button[data-action=\"archive\"]"
+    ))
+    .await?;
+    b.wait_for_text(".notice", "archive done", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text(
+        "a[data-state=\"archived\"] .count",
+        "1",
+        Duration::from_secs(10),
+    )
+    .await?;
+    let q = QueueName::new("payments")?;
+    let rec = broker.task(&q, &target).await?.context("archived task")?;
+    assert_eq!(rec.state.as_str(), "archived");
+
+    // A worker comes up; the two tasks left pending run, the archived one waits.
+    let mut mux = Mux::new();
+    mux.handle(|_ctx: Context, _t: Task<Invoice>| async move { Ok(()) })?;
+    let config = ServerConfig::default()
+        .queues([("payments", 1)])
+        .concurrency(4);
+    let server = Server::new(broker.clone(), mux, config)?.start().await?;
+
+    b.click("a[data-state=\"archived\"]").await?;
+    b.wait_for_text("#tasks", &target, Duration::from_secs(10))
+        .await?;
+    b.screenshot("dash-archived").await?;
+    b.click(&format!(
+        "tr[data-id=\"{target}\"] button[data-action=\"run\"]"
+    ))
+    .await?;
+    b.wait_for_text(".notice", "run now done", Duration::from_secs(10))
+        .await?;
+
+    reload_until(
+        &b,
+        &format!("{base}/queues/payments?state=completed"),
+        "#tasks",
+        &target,
+        Duration::from_secs(20),
+    )
+    .await?;
+    b.screenshot("dash-completed").await?;
+    let rec = broker.task(&q, &target).await?.context("completed task")?;
+    assert_eq!(rec.state.as_str(), "completed");
+    b.close().await?;
+    server.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_schedules_page_shows_a_schedule_with_its_next_run() -> Result<()> {
+    let broker = broker().await?;
+    let mut scheduler = Scheduler::new(broker.clone(), SchedulerConfig::default());
+    scheduler.register_cron(
+        "30 3 * * *",
+        &Cleanup,
+        ScheduleOptions::new()
+            .id("nightly-cleanup")
+            .zone("Europe/Berlin"),
+    )?;
+    let scheduler = scheduler.start().await?;
+    let base = serve(
+        &broker,
+        DashConfig::default(),
+        loopback(),
+        [127, 0, 0, 1].into(),
+    )
+    .await?;
+
+    let b = Browser::start().await?;
+    reload_until(
+        &b,
+        &format!("{base}/schedules"),
+        "#schedules",
+        "nightly-cleanup",
+        Duration::from_secs(15),
+    )
+    .await?;
+    let row = b.text("#schedules tr[data-id=\"nightly-cleanup\"]").await?;
+    assert!(
+        row.contains("30 3 * * *") && row.contains("Europe/Berlin"),
+        "{row}"
+    );
+    assert!(row.contains("never"), "not fired yet: {row}");
+    let next = b
+        .text("#schedules tr[data-id=\"nightly-cleanup\"] td[data-f=\"next\"]")
+        .await?;
+    assert!(next.starts_with("in "), "next run ahead: {next:?}");
+    reload_until(
+        &b,
+        &format!("{base}/schedules"),
+        "#leader",
+        "epoch",
+        Duration::from_secs(15),
+    )
+    .await?;
+    b.screenshot("dash-schedules").await?;
+    b.close().await?;
+    scheduler.shutdown().await;
+    Ok(())
+}
+
+/// An address of this machine other than loopback, when it has one (else loopback: the token
+/// rule is the same for a console bound to 0.0.0.0).
+fn outside_ip() -> IpAddr {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("10.255.255.254:9")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_unspecified() && !ip.is_loopback())
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+#[tokio::test]
+async fn a_console_on_all_interfaces_refuses_visitors_without_the_token() -> Result<()> {
+    let broker = broker().await?;
+    let client = Client::new(broker.clone());
+    invoices(&client, "secret-queue", 2, EnqueueOptions::new()).await?;
+    let all: SocketAddr = "0.0.0.0:0".parse()?;
+    assert!(
+        Dash::new(
+            chronos_admin::Admin::new(broker.clone()),
+            DashConfig::default().addr(all)
+        )
+        .is_err(),
+        "no token, not loopback: refused at start"
+    );
+    let config = DashConfig::default().token(Some("open-sesame".into()));
+    let base = serve(&broker, config, all, outside_ip()).await?;
+
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/secret-queue")).await?;
+    b.wait_for_text("h1", "Log in", Duration::from_secs(10))
+        .await?;
+    let url = b.current_url().await?;
+    assert!(url.contains("/login"), "sent to the login page: {url}");
+    let body = b.text("body").await?;
+    assert!(!body.contains("customer-0"), "nothing of the queue shown");
+    b.fill("input[name=\"token\"]", "wrong").await?;
+    b.submit("form#login").await?;
+    b.wait_for_text("#login-error", "Wrong token", Duration::from_secs(10))
+        .await?;
+    b.screenshot("dash-login-refused").await?;
+
+    b.fill("input[name=\"token\"]", "open-sesame").await?;
+    b.submit("form#login").await?;
+    b.wait_for_text("#tasks", "customer-0", Duration::from_secs(10))
+        .await?;
+    b.close().await?;
+    Ok(())
+}
