@@ -1,9 +1,11 @@
 //! The whole system in one process: a worker pool on three weighted queues, a producer, and the
-//! cluster scheduler firing a 1 s interval schedule, with a live progress line, until Ctrl-C (or
-//! `--seconds N`), then a graceful shutdown.
+//! cluster scheduler firing a 1 s interval schedule, with a live progress line, until Ctrl-C,
+//! SIGTERM (or `--seconds N`), then a graceful shutdown.
 //!
-//! `cargo xtask demo [--seconds N] [--rate TASKS_PER_S]`. Uses CHRONOS_REDIS_URL when set,
-//! otherwise starts a throwaway redis-server.
+//! `cargo xtask demo [--seconds N] [--rate TASKS_PER_S] [--role all|worker|scheduler|producer]
+//! [--grace SECS]`. Uses CHRONOS_REDIS_URL when set, otherwise (role `all` only) starts a
+//! throwaway redis-server. The roles other than `all` run one part each, as the containers of
+//! `deploy/` do; they meet in the Redis of CHRONOS_REDIS_URL.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,36 +58,102 @@ impl TaskArgs for ChargeCard {
     }
 }
 
+/// Which part of the system this process runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    All,
+    Worker,
+    Scheduler,
+    Producer,
+}
+
+impl Role {
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "all" => Role::All,
+            "worker" => Role::Worker,
+            "scheduler" => Role::Scheduler,
+            "producer" => Role::Producer,
+            other => anyhow::bail!(
+                "unknown role {other:?} (expected all, worker, scheduler or producer)"
+            ),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Role::All => "all",
+            Role::Worker => "worker",
+            Role::Scheduler => "scheduler",
+            Role::Producer => "producer",
+        }
+    }
+
+    fn works(self) -> bool {
+        matches!(self, Role::All | Role::Worker)
+    }
+
+    fn schedules(self) -> bool {
+        matches!(self, Role::All | Role::Scheduler)
+    }
+
+    fn produces(self) -> bool {
+        matches!(self, Role::All | Role::Producer)
+    }
+}
+
 struct Args {
     seconds: Option<u64>,
     rate: u64,
+    role: Role,
+    /// The worker's shutdown grace; `deploy/` sizes the containers' stop timeouts above it.
+    grace: Duration,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         seconds: None,
         rate: 200,
+        role: Role::All,
+        grace: ServerConfig::default().shutdown_timeout,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .context("missing value")?
-                .parse::<u64>()
-                .context("not a number")
-        };
+        let mut value = || it.next().context("missing value");
+        let mut number = || value()?.parse::<u64>().context("not a number");
         match a.as_str() {
-            "--seconds" => args.seconds = Some(value()?),
-            "--rate" => args.rate = value()?.max(1),
-            other => anyhow::bail!("unknown argument {other:?} (expected --seconds N, --rate N)"),
+            "--seconds" => args.seconds = Some(number()?),
+            "--rate" => args.rate = number()?.max(1),
+            "--grace" => args.grace = Duration::from_secs(number()?),
+            "--role" => args.role = Role::parse(&value()?)?,
+            other => anyhow::bail!(
+                "unknown argument {other:?} (expected --seconds N, --rate N, \
+                 --role all|worker|scheduler|producer, --grace SECS)"
+            ),
         }
     }
     Ok(args)
 }
 
+/// The URL without its password: in a container the URL comes from a secret and the first
+/// line goes to the cluster's logs.
+fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let Some(at) = url[scheme_end..].rfind('@').map(|i| i + scheme_end) else {
+        return url.to_string();
+    };
+    match url[scheme_end..at].find(':').map(|i| i + scheme_end) {
+        Some(colon) => format!("{}:***{}", &url[..colon], &url[at..]),
+        None => url.to_string(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
+    let role = args.role;
     // Handler panics are part of the show: one counted line each, the message only (the task is
     // retried; a backtrace would bury the progress lines).
     static PANICS: AtomicU64 = AtomicU64::new(0);
@@ -105,6 +173,12 @@ async fn main() -> anyhow::Result<()> {
         .filter(|u| !u.is_empty())
     {
         Some(url) => url,
+        // A throwaway Redis is private to this process: a lone worker or producer on it would
+        // never meet the other roles.
+        None if role != Role::All => anyhow::bail!(
+            "--role {} needs CHRONOS_REDIS_URL: the roles meet in one Redis",
+            role.name()
+        ),
         None => {
             let server = chronos_testkit::RedisServer::start()?;
             let url = server.url();
@@ -112,15 +186,166 @@ async fn main() -> anyhow::Result<()> {
             url
         }
     };
-    println!(
-        "chronos demo: redis at {url}, {} tasks/s, Ctrl-C to stop",
-        args.rate
-    );
+    if role == Role::All {
+        println!(
+            "chronos demo: redis at {}, {} tasks/s, Ctrl-C to stop",
+            redact(&url),
+            args.rate
+        );
+    } else {
+        println!(
+            "chronos demo, role {}: redis at {}, Ctrl-C or SIGTERM to stop",
+            role.name(),
+            redact(&url)
+        );
+    }
     let broker = RedisBroker::builder(&url)
         .namespace("chronos-demo")
         .connect()
         .await?;
 
+    // Counts the runs of the scheduled task in this process (the worker side of it).
+    let reconciled = Arc::new(AtomicU64::new(0));
+    let server = if role.works() {
+        let server = Server::new(broker.clone(), demo_mux(reconciled.clone())?, {
+            ServerConfig {
+                concurrency: 32,
+                shutdown_timeout: args.grace,
+                retry_delay: Arc::new(|retried, _| Duration::from_millis(500 * u64::from(retried))),
+                ..ServerConfig::default()
+            }
+            .queues([("critical", 6), ("default", 3), ("low", 1)])
+        })?
+        .start()
+        .await?;
+        Some(server)
+    } else {
+        None
+    };
+
+    let scheduler = if role.schedules() {
+        let mut scheduler = Scheduler::new(broker.clone(), SchedulerConfig::default());
+        scheduler.register_interval(
+            Duration::from_secs(1),
+            &Reconcile {
+                ledger: "main".into(),
+            },
+            ScheduleOptions::new().id("reconcile"),
+        )?;
+        Some(scheduler.start().await?)
+    } else {
+        None
+    };
+
+    let enqueued = Arc::new(AtomicU64::new(0));
+    let stop = tokio_stop(args.seconds);
+    let producer = role.produces().then(|| {
+        tokio::spawn(produce(
+            Client::new(broker.clone()),
+            args.rate,
+            enqueued.clone(),
+            stop.clone(),
+        ))
+    });
+    if role == Role::Producer {
+        println!("producing {} tasks/s", args.rate);
+    }
+
+    let started = Instant::now();
+    let mut last = (Instant::now(), 0u64);
+    let mut was_leader = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.notified() => break,
+        }
+        let secs = started.elapsed().as_secs();
+        let leader = scheduler.as_ref().is_some_and(|s| s.is_leader());
+        match (&server, role) {
+            (Some(server), _) => {
+                let s = server.stats();
+                let rate = (s.succeeded - last.1) as f64 / last.0.elapsed().as_secs_f64();
+                last = (Instant::now(), s.succeeded);
+                if role == Role::All {
+                    println!(
+                        "[{:>4}s] enqueued {:>7}  done {:>7}  retried {:>5}  dead {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}{}",
+                        secs,
+                        enqueued.load(Ordering::Relaxed),
+                        s.succeeded,
+                        s.failed - s.dead.min(s.failed),
+                        s.dead,
+                        s.running,
+                        rate,
+                        reconciled.load(Ordering::Relaxed),
+                        if leader { " (leader)" } else { "" },
+                    );
+                } else {
+                    println!(
+                        "[{:>4}s] done {:>7}  retried {:>5}  dead {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}",
+                        secs,
+                        s.succeeded,
+                        s.failed - s.dead.min(s.failed),
+                        s.dead,
+                        s.running,
+                        rate,
+                        reconciled.load(Ordering::Relaxed),
+                    );
+                }
+            }
+            // Leadership changes are the news of a lone scheduler; a line per second of
+            // "still following" would bury them.
+            (None, Role::Scheduler) => {
+                if was_leader != Some(leader) {
+                    was_leader = Some(leader);
+                    let what = if leader {
+                        "leader: firing the reconcile schedule every second"
+                    } else {
+                        "follower: another instance fires the schedules"
+                    };
+                    println!("[{secs:>4}s] {what}");
+                }
+            }
+            (None, _) => println!(
+                "[{:>4}s] enqueued {:>7}",
+                secs,
+                enqueued.load(Ordering::Relaxed)
+            ),
+        }
+    }
+    let grace = args.grace.as_secs_f64();
+    match role {
+        Role::All => println!(
+            "stopping: producer first, then a graceful server shutdown (running tasks get up to {grace} s)"
+        ),
+        Role::Worker => println!(
+            "stopping: no new fetches; running tasks get up to {grace} s to finish, the rest are retried elsewhere"
+        ),
+        Role::Scheduler => println!("stopping: resigning the leadership if held"),
+        Role::Producer => println!("stopping"),
+    }
+    if let Some(producer) = producer {
+        producer.await??;
+    }
+    if let Some(scheduler) = scheduler {
+        scheduler.shutdown().await;
+    }
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    if role == Role::All {
+        // The same table as `chronos stats` prints.
+        let queues = chronos_admin::Admin::new(broker.clone()).queues().await?;
+        print!("{}", chronos_admin::queue_table(&queues, None));
+    } else {
+        println!("stopped");
+    }
+    Ok(())
+}
+
+/// The handlers of the demo's four task kinds.
+fn demo_mux(reconciled: Arc<AtomicU64>) -> anyhow::Result<Mux> {
     let mut mux = Mux::new();
     // Emails: quick, and one in twenty fails once (a flaky SMTP relay) and is retried.
     mux.handle(|ctx: Context, t: Task<SendEmail>| async move {
@@ -149,96 +374,54 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(5)).await;
         Ok(())
     })?;
-
-    // Fired every second by the scheduler below.
-    let reconciled = Arc::new(AtomicU64::new(0));
-    let r = reconciled.clone();
+    // Fired every second by the scheduler.
     mux.handle(move |_ctx: Context, _t: Task<Reconcile>| {
-        let r = r.clone();
+        let r = reconciled.clone();
         async move {
             r.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
     })?;
-
-    let config = ServerConfig {
-        concurrency: 32,
-        retry_delay: Arc::new(|retried, _| Duration::from_millis(500 * u64::from(retried))),
-        ..ServerConfig::default()
-    }
-    .queues([("critical", 6), ("default", 3), ("low", 1)]);
-    let server = Server::new(broker.clone(), mux, config)?.start().await?;
-
-    let mut scheduler = Scheduler::new(broker.clone(), SchedulerConfig::default());
-    scheduler.register_interval(
-        Duration::from_secs(1),
-        &Reconcile {
-            ledger: "main".into(),
-        },
-        ScheduleOptions::new().id("reconcile"),
-    )?;
-    let scheduler = scheduler.start().await?;
-
-    let enqueued = Arc::new(AtomicU64::new(0));
-    let stop = tokio_stop(args.seconds);
-    let producer = tokio::spawn(produce(
-        Client::new(broker.clone()),
-        args.rate,
-        enqueued.clone(),
-        stop.clone(),
-    ));
-
-    let started = Instant::now();
-    let mut last = (Instant::now(), 0u64);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.tick().await;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.notified() => break,
-        }
-        let s = server.stats();
-        let rate = (s.succeeded - last.1) as f64 / last.0.elapsed().as_secs_f64();
-        last = (Instant::now(), s.succeeded);
-        println!(
-            "[{:>4}s] enqueued {:>7}  done {:>7}  retried {:>5}  dead {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}{}",
-            started.elapsed().as_secs(),
-            enqueued.load(Ordering::Relaxed),
-            s.succeeded,
-            s.failed - s.dead.min(s.failed),
-            s.dead,
-            s.running,
-            rate,
-            reconciled.load(Ordering::Relaxed),
-            if scheduler.is_leader() { " (leader)" } else { "" },
-        );
-    }
-    println!("stopping: producer first, then a graceful server shutdown");
-    producer.await??;
-    scheduler.shutdown().await;
-    server.shutdown().await;
-    // The same table as `chronos stats` prints.
-    let queues = chronos_admin::Admin::new(broker.clone()).queues().await?;
-    print!("{}", chronos_admin::queue_table(&queues, None));
-    Ok(())
+    Ok(mux)
 }
 
-/// Fires on Ctrl-C or after `seconds`.
+/// Fires after `seconds`, or on Ctrl-C or SIGTERM (what a container runtime sends to stop).
 fn tokio_stop(seconds: Option<u64>) -> Arc<tokio::sync::Notify> {
     let stop = Arc::new(tokio::sync::Notify::new());
     let s = stop.clone();
     tokio::spawn(async move {
-        match seconds {
-            Some(n) => tokio::time::sleep(Duration::from_secs(n)).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
+        let timer = async {
+            match seconds {
+                Some(n) => tokio::time::sleep(Duration::from_secs(n)).await,
+                None => std::future::pending().await,
             }
+        };
+        tokio::select! {
+            _ = timer => {}
+            _ = tokio::signal::ctrl_c() => {}
+            _ = sigterm() => {}
         }
         s.notify_waiters();
         // A second notify for whoever started waiting late.
         s.notify_one();
     });
     stop
+}
+
+#[cfg(unix)]
+async fn sigterm() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            term.recv().await;
+        }
+        // Without the handler SIGTERM keeps its default (exit at once); Ctrl-C still works.
+        Err(_) => std::future::pending().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn sigterm() {
+    std::future::pending().await
 }
 
 async fn produce(
