@@ -885,3 +885,26 @@ fn compose_durations_parse() {
     assert_eq!(compose_duration("1h"), Duration::from_secs(3600));
     assert_eq!(compose_duration("500ms"), Duration::from_millis(500));
 }
+
+/// The console flags and variables deploy/ relies on are the ones `chronos dash` parses, and
+/// the probe path is one the console serves.
+#[test]
+fn the_cli_accepts_the_dash_flags_deploy_uses() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cli = std::fs::read_to_string(root.join("crates/chronos-cli/src/main.rs")).expect("cli");
+    for needle in [
+        "env = \"CHRONOS_DASH_ADDR\"",
+        "env = \"CHRONOS_DASH_TOKEN\"",
+        "env = \"CHRONOS_DASH_READ_ONLY\"",
+        "read_only: bool",
+        "addr: std::net::SocketAddr",
+    ] {
+        assert!(cli.contains(needle), "chronos-cli parses no {needle}");
+    }
+    let server =
+        std::fs::read_to_string(root.join("crates/chronos-dash/src/server.rs")).expect("dash");
+    assert!(
+        server.contains(".route(\"/healthz\""),
+        "the console serves /healthz"
+    );
+}

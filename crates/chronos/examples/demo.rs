@@ -3,8 +3,9 @@
 //! SIGTERM (or `--seconds N`), then a graceful shutdown.
 //!
 //! `cargo xtask demo [--seconds N] [--rate TASKS_PER_S] [--role all|worker|scheduler|producer]
-//! [--grace SECS]`. Uses CHRONOS_REDIS_URL when set, otherwise (role `all` only) starts a
-//! throwaway redis-server. The roles other than `all` run one part each, as the containers of
+//! [--grace SECS] [--console ADDR|off]`. Role `all` also serves the web console (`chronos dash`)
+//! on 127.0.0.1:8080, or a free port when that one is taken. Uses CHRONOS_REDIS_URL when set,
+//! otherwise (role `all` only) starts a throwaway redis-server. The roles other than `all` run one part each, as the containers of
 //! `deploy/` do; they meet in the Redis of CHRONOS_REDIS_URL.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,6 +109,8 @@ struct Args {
     role: Role,
     /// The worker's shutdown grace; `deploy/` sizes the containers' stop timeouts above it.
     grace: Duration,
+    /// Where the web console listens (role `all` only); None: no console.
+    console: Option<String>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -116,6 +119,7 @@ fn parse_args() -> anyhow::Result<Args> {
         rate: 200,
         role: Role::All,
         grace: ServerConfig::default().shutdown_timeout,
+        console: Some("127.0.0.1:8080".into()),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -126,9 +130,13 @@ fn parse_args() -> anyhow::Result<Args> {
             "--rate" => args.rate = number()?.max(1),
             "--grace" => args.grace = Duration::from_secs(number()?),
             "--role" => args.role = Role::parse(&value()?)?,
+            "--console" => {
+                let v = value()?;
+                args.console = (v != "off").then_some(v);
+            }
             other => anyhow::bail!(
                 "unknown argument {other:?} (expected --seconds N, --rate N, \
-                 --role all|worker|scheduler|producer, --grace SECS)"
+                 --role all|worker|scheduler|producer, --grace SECS, --console ADDR|off)"
             ),
         }
     }
@@ -203,6 +211,11 @@ async fn main() -> anyhow::Result<()> {
         .namespace("chronos-demo")
         .connect()
         .await?;
+
+    let console = match (&args.console, role) {
+        (Some(addr), Role::All) => Some(console(&broker, &url, addr).await?),
+        _ => None,
+    };
 
     // Counts the runs of the scheduled task in this process (the worker side of it).
     let reconciled = Arc::new(AtomicU64::new(0));
@@ -334,6 +347,9 @@ async fn main() -> anyhow::Result<()> {
     if let Some(server) = server {
         server.shutdown().await;
     }
+    if let Some(stop) = console {
+        let _ = stop.send(());
+    }
     if role == Role::All {
         // The same table as `chronos stats` prints.
         let queues = chronos_admin::Admin::new(broker.clone()).queues().await?;
@@ -342,6 +358,30 @@ async fn main() -> anyhow::Result<()> {
         println!("stopped");
     }
     Ok(())
+}
+
+/// Serves the web console (`chronos dash`) on `addr`, or on a free port when that one is taken;
+/// sending on the answer stops it.
+async fn console(
+    broker: &RedisBroker,
+    url: &str,
+    addr: &str,
+) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+    };
+    let bound = listener.local_addr()?;
+    let config = chronos_dash::DashConfig::default()
+        .addr(bound)
+        .redis_label(url);
+    let dash = chronos_dash::Dash::new(chronos_admin::Admin::new(broker.clone()), config)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(dash.serve_on(listener, async {
+        let _ = stopped.await;
+    }));
+    println!("console: http://{bound}/ (chronos dash; `--console off` for none)");
+    Ok(stop)
 }
 
 /// The handlers of the demo's four task kinds.
