@@ -60,7 +60,11 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
         "demo console at {base}; letting it run {} s",
         warm.as_secs()
     );
-    std::thread::sleep(warm);
+    std::thread::sleep(warm.saturating_sub(Duration::from_secs(10)));
+    // The console's rates come from the totals it has seen: let it see them twice before the
+    // picture, ten seconds apart.
+    poll(&base)?;
+    std::thread::sleep(Duration::from_secs(10));
     let out = root.join("crates/chronos/docs/images");
     std::fs::create_dir_all(&out)?;
     let shots = [
@@ -85,6 +89,23 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
     let _ = demo.kill();
     let _ = demo.wait();
     eprintln!("screenshots took {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// One GET of the console's live counts.
+fn poll(base: &str) -> Result<()> {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr)?;
+    write!(
+        s,
+        "GET /api/overview HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    if !out.starts_with("HTTP/1.1 200") {
+        bail!("the console did not answer its live counts");
+    }
     Ok(())
 }
 

@@ -466,20 +466,6 @@ impl<B: Inspect + Operate + Schedules> Admin<B> {
 }
 
 impl<B: Inspect + Operate> Admin<B> {
-    /// When the oldest task still waiting in `name`'s stream was enqueued (unix ms), or None
-    /// when none waits: the queue's latency is now minus this. Reads one entry.
-    pub async fn oldest_pending_ms(&self, name: &str) -> Result<Option<i64>, AdminError> {
-        let q = QueueName::new(name)?;
-        let page = self
-            .broker
-            .list_page(&q, TaskState::Pending, &TaskFilter::default(), None, 1)
-            .await?;
-        Ok(page
-            .tasks
-            .first()
-            .and_then(|r| TaskRow::from_record(&q, r).enqueued_at_ms))
-    }
-
     /// How many tasks of `state` pass `filter`, for confirming a bulk action before it runs.
     /// Without a filter this is the state's count (one call); with one, it reads the state page
     /// by page and stops after `max_scan` tasks, answering a lower bound.
@@ -590,6 +576,12 @@ impl RedisInfo {
 }
 
 impl Admin<RedisBroker> {
+    /// When the oldest task waiting in `name` became ready (unix ms), or None when none waits:
+    /// the queue's latency is now minus this. Two reads, however many tasks it holds.
+    pub async fn oldest_pending_ms(&self, name: &str) -> Result<Option<i64>, AdminError> {
+        Ok(self.broker.oldest_ready_ms(&QueueName::new(name)?).await?)
+    }
+
     /// Version, memory and clients of the Redis server (of the node answering, on a cluster).
     pub async fn redis_info(&self) -> Result<RedisInfo, AdminError> {
         Ok(RedisInfo::parse(&self.broker.info().await?))

@@ -36,6 +36,10 @@
 
   async function getJSON(url) {
     const r = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+    if (r.status === 401) {
+      // Logged out (the console restarted, or the cookie was cleared): back to the login page.
+      window.location.assign('/login?next=' + encodeURIComponent(window.location.pathname + window.location.search));
+    }
     if (!r.ok) throw new Error(url + ': ' + r.status);
     return r.json();
   }
@@ -46,12 +50,15 @@
     live.classList.toggle('down', !ok);
   }
 
-  // Runs fn now and every ms, never two at once, not while the tab is hidden.
+  // Runs fn now and every ms, never two at once, never twice within ms (a tab coming back
+  // into view ticks at once), not while the tab is hidden.
   function every(ms, fn) {
     let busy = false;
+    let last = 0;
     const tick = async () => {
-      if (busy || document.hidden) return;
+      if (busy || document.hidden || Date.now() - last < ms - 50) return;
       busy = true;
+      last = Date.now();
       try { await fn(); setLive(true); } catch (e) { setLive(false); } finally { busy = false; }
     };
     tick();
@@ -73,8 +80,10 @@
     const table = document.getElementById('queues');
     every(refresh, async () => {
       const d = await getJSON('/api/overview');
-      const shown = table ? table.querySelectorAll('tbody tr[data-q]').length : 0;
-      if (d.queues.length !== shown) { window.location.reload(); return; }
+      // A queue appeared or went: the rows are the server's to render.
+      const shown = table ? Array.from(table.querySelectorAll('tbody tr[data-q]'), (r) => r.dataset.q).sort().join('\n') : '';
+      const now = d.queues.map((q) => q.name).sort().join('\n');
+      if (now !== shown) { window.location.reload(); return; }
       for (const q of d.queues) {
         const row = table.querySelector('tr[data-q="' + CSS.escape(q.name) + '"]');
         if (row) fill(row, q);
@@ -134,7 +143,21 @@
     return String(d.getHours()).padStart(2, '0') + ':' + String(d.getMinutes()).padStart(2, '0');
   }
 
-  function draw(box, h) {
+  // Starts the chart a minute before the first activity of the hour (at most 15 minutes from
+  // the end), so a young queue's minutes are not squeezed against the right edge.
+  function trim(h) {
+    let first = h.start_ms.findIndex((_, i) => h.processed[i] > 0 || h.failed[i] > 0);
+    if (first < 0) first = 0;
+    const from = Math.max(0, Math.min(first - 1, h.start_ms.length - 15));
+    return {
+      start_ms: h.start_ms.slice(from),
+      processed: h.processed.slice(from),
+      failed: h.failed.slice(from),
+    };
+  }
+
+  function draw(box, all) {
+    const h = trim(all);
     const W = Math.max(320, box.clientWidth || 800);
     const H = 190;
     const L = 52;
@@ -182,8 +205,14 @@
     if (!box) return;
     const q = box.dataset.queue || '';
     const url = '/api/history?minutes=60' + (q ? '&queue=' + encodeURIComponent(q) : '');
-    every(Math.max(5000, refresh * 5), async () => draw(box, await getJSON(url)));
+    every(Math.max(10000, refresh * 10), async () => draw(box, await getJSON(url)));
   }
+
+  // Deleting cannot be undone: ask first.
+  document.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button[data-action="delete"], button[data-selection="delete"], button[data-bulk="delete"]');
+    if (b && !window.confirm('Delete for good? This cannot be undone.')) ev.preventDefault();
+  });
 
   if (page === 'overview') overview();
   if (page === 'queue') queuePage();

@@ -22,12 +22,17 @@ use crate::state::AppState;
 /// Most tasks one selection may name.
 const MAX_SELECTION: usize = 5_000;
 /// How far the count before a filtered bulk action reads.
-const MAX_COUNT_SCAN: u64 = 1_000_000;
+const MAX_COUNT_SCAN: u64 = 100_000;
 
-fn back_with(back: &str, msg: &str) -> Response {
+fn back_with(st: &AppState, back: &str, msg: &str) -> Response {
     let back = safe_next(back);
     let sep = if back.contains('?') { '&' } else { '?' };
-    Redirect::to(&format!("{back}{sep}msg={}", encode(msg))).into_response()
+    Redirect::to(&format!(
+        "{back}{sep}msg={}&sig={}",
+        encode(msg),
+        st.sign(msg)
+    ))
+    .into_response()
 }
 
 pub(crate) async fn pause(
@@ -38,6 +43,7 @@ pub(crate) async fn pause(
     st.admin.set_paused(&queue, true).await?;
     tracing::info!(queue = %queue, "console: queue paused");
     Ok(back_with(
+        &st,
         form.get("back").unwrap_or("/"),
         &format!("Queue {queue} paused: workers take no new task from it."),
     ))
@@ -51,6 +57,7 @@ pub(crate) async fn resume(
     st.admin.set_paused(&queue, false).await?;
     tracing::info!(queue = %queue, "console: queue resumed");
     Ok(back_with(
+        &st,
         form.get("back").unwrap_or("/"),
         &format!("Queue {queue} resumed."),
     ))
@@ -74,7 +81,7 @@ pub(crate) async fn one(
     if action == TaskAction::Delete && back.contains("/tasks/") {
         back = queue_href(&queue);
     }
-    Ok(back_with(&back, &msg))
+    Ok(back_with(&st, &back, &msg))
 }
 
 pub(crate) async fn selection(
@@ -86,7 +93,7 @@ pub(crate) async fn selection(
     let ids = form.all("id");
     let back = form.get("back").unwrap_or("/");
     if ids.is_empty() {
-        return Ok(back_with(back, "Nothing selected."));
+        return Ok(back_with(&st, back, "Nothing selected."));
     }
     if ids.len() > MAX_SELECTION {
         return Err(PageError(DashError::Admin(AdminError::Invalid(format!(
@@ -122,7 +129,7 @@ pub(crate) async fn selection(
         msg.push_str(&format!(", {} refused (first: {first})", failed.len()));
     }
     msg.push('.');
-    Ok(back_with(back, &msg))
+    Ok(back_with(&st, back, &msg))
 }
 
 /// First POST: counts what the action would take and asks to confirm that count. Second POST
@@ -149,11 +156,15 @@ pub(crate) async fn bulk(
         )))));
     }
     let listing = listing_href(&queue, state, &filter, None);
-    if form.get("confirm").is_none() {
-        let count = st
-            .admin
-            .count_matching(&queue, state, &filter, MAX_COUNT_SCAN)
-            .await?;
+    let confirmed: Option<u64> = form.get("confirm").and_then(|c| c.parse().ok());
+    let count = st
+        .admin
+        .count_matching(&queue, state, &filter, MAX_COUNT_SCAN)
+        .await?;
+    // The count confirmed is the promise: when more match now than the operator saw, ask again
+    // with the new count. (A count that stopped at its scan bound was shown as "at least".)
+    let grew = confirmed.is_some_and(|c| count.matched > c);
+    if confirmed.is_none() || grew {
         let n = if count.exact {
             format::thousands(count.matched)
         } else {
@@ -161,6 +172,9 @@ pub(crate) async fn bulk(
         };
         let body = html! {
             h1 { "Confirm" }
+            @if let (true, Some(c)) = (grew, confirmed) {
+                p.notice #count-changed { "The count changed since you asked: " (format::thousands(c)) " then, " (n) " now." }
+            }
             p #confirm-text {
                 (verb(action)) " " strong #confirm-count { (n) } " " (state.as_str()) " task"
                 (if count.matched == 1 { "" } else { "s" }) " of queue " (queue)
@@ -189,7 +203,17 @@ pub(crate) async fn bulk(
         };
         return Ok(confirm_page(&st, &queue, body).into_response());
     }
-    let report = st.admin.act_all(&queue, state, &filter, action).await?;
+    // In its own task: a browser that gives up waiting must not stop a bulk action halfway.
+    let report = {
+        let (st, queue, filter) = (st.clone(), queue.clone(), filter.clone());
+        tokio::spawn(async move { st.admin.act_all(&queue, state, &filter, action).await })
+            .await
+            .map_err(|e| {
+                PageError(DashError::Admin(AdminError::Invalid(format!(
+                    "bulk action stopped: {e}"
+                ))))
+            })??
+    };
     tracing::info!(queue = %queue, action = slug(action), state = state.as_str(), done = report.done, "console: bulk action");
     let mut msg = format!(
         "{}: {} of {} matching {} tasks done",
@@ -205,7 +229,7 @@ pub(crate) async fn bulk(
         ));
     }
     msg.push('.');
-    Ok(back_with(&listing, &msg))
+    Ok(back_with(&st, &listing, &msg))
 }
 
 fn confirm_page(st: &AppState, queue: &str, body: maud::Markup) -> Html<String> {

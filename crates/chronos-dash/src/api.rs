@@ -38,19 +38,38 @@ pub(crate) struct OverviewData {
     pub(crate) now_ms: i64,
 }
 
-pub(crate) async fn overview_data(state: &AppState) -> Result<OverviewData, DashError> {
+/// The overview, at most a second old unless `fresh`: the polls of every open tab and every
+/// scraper share one read of Redis (the lock makes it single-flight); a page rendered after an
+/// action reads afresh so that it shows what the action did.
+pub(crate) async fn overview_data(
+    state: &AppState,
+    fresh: bool,
+) -> Result<OverviewData, DashError> {
+    let mut cache = state.overview_cache.lock().await;
+    if let (false, Some((at, d))) = (fresh, cache.as_ref()) {
+        if at.elapsed() < std::time::Duration::from_millis(900) {
+            return Ok(d.clone());
+        }
+    }
+    let d = read_overview(state).await?;
+    *cache = Some((std::time::Instant::now(), d.clone()));
+    Ok(d)
+}
+
+async fn read_overview(state: &AppState) -> Result<OverviewData, DashError> {
     let admin = &state.admin;
     let (overview, redis) = tokio::try_join!(
         async { admin.overview().await.map_err(DashError::from) },
         async { admin.redis_info().await.map_err(DashError::from) },
     )?;
-    let oldest = futures::future::try_join_all(
+    // A queue whose age cannot be read shows none rather than failing the whole overview.
+    let oldest: Vec<Option<i64>> = futures::future::join_all(
         overview
             .queues
             .iter()
-            .map(|q| admin.oldest_pending_ms(&q.name)),
+            .map(|q| async { admin.oldest_pending_ms(&q.name).await.ok().flatten() }),
     )
-    .await?;
+    .await;
     let now = crate::format::now_ms();
     let rates = state.rates.observe(
         overview
@@ -74,7 +93,7 @@ pub(crate) async fn overview_data(state: &AppState) -> Result<OverviewData, Dash
             QueueLive {
                 processed_per_min: r.map(|r| r.0),
                 failed_per_min: r.map(|r| r.1),
-                oldest_pending_s: oldest.map(|t| ((now - t) / 1000).max(0)),
+                oldest_pending_s: oldest.map(|t| (now.saturating_sub(t) / 1000).max(0)),
                 row,
             }
         })
@@ -99,7 +118,7 @@ pub(crate) async fn overview_data(state: &AppState) -> Result<OverviewData, Dash
 pub(crate) async fn overview(
     State(state): State<Arc<AppState>>,
 ) -> Result<Json<OverviewData>, PageError> {
-    Ok(Json(overview_data(&state).await?))
+    Ok(Json(overview_data(&state, false).await?))
 }
 
 /// One queue's counts, for its page.
@@ -116,7 +135,7 @@ pub(crate) async fn queue(
         row,
         processed_per_min: None,
         failed_per_min: None,
-        oldest_pending_s: oldest.map(|t| ((now - t) / 1000).max(0)),
+        oldest_pending_s: oldest.map(|t| (now.saturating_sub(t) / 1000).max(0)),
     }))
 }
 

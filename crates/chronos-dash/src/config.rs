@@ -83,19 +83,16 @@ impl DashConfig {
 /// `url` without user name and password (`redis://user:secret@host:6379/0` becomes
 /// `redis://host:6379/0`), and without a query string (which may hold credentials too).
 pub(crate) fn redact_url(url: &str) -> String {
-    let url = url.split(['?', '#']).next().unwrap_or("");
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = match rest.find('/') {
-                Some(i) => rest.split_at(i),
-                None => (rest, ""),
-            };
-            // Several hosts (cluster, sentinel) are comma separated; credentials come before
-            // the last '@' of the authority.
-            let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            format!("{scheme}://{hosts}{path}")
-        }
-        None => url.rsplit_once('@').map_or(url, |(_, h)| h).to_string(),
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    // A password may hold '/', '?' or '#', so credentials end at the last '@' of the whole
+    // rest, not of a parsed authority; what follows is hosts and path (several hosts, comma
+    // separated, for cluster and sentinel URLs), then a query that may hold secrets too.
+    let hosts = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let hosts = hosts.split(['?', '#']).next().unwrap_or("");
+    if scheme.is_empty() {
+        hosts.to_string()
+    } else {
+        format!("{scheme}://{hosts}")
     }
 }
 
@@ -115,5 +112,10 @@ mod tests {
         );
         assert_eq!(redact_url("redis://:secret@h:1?password=x"), "redis://h:1");
         assert_eq!(redact_url("user:pw@h"), "h");
+        assert_eq!(
+            redact_url("redis://user:pa/ss@host:1/0"),
+            "redis://host:1/0"
+        );
+        assert_eq!(redact_url("redis://:p#s?s@h:2"), "redis://h:2");
     }
 }

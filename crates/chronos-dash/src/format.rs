@@ -9,7 +9,7 @@ pub(crate) fn time(ms: i64) -> String {
 
 /// `ms` relative to `now_ms`: `3s ago`, `in 2m 5s`.
 pub(crate) fn relative(ms: i64, now_ms: i64) -> String {
-    let d = ms - now_ms;
+    let d = ms.saturating_sub(now_ms);
     if d.abs() < 1000 {
         return "now".into();
     }

@@ -37,7 +37,7 @@ pub(crate) async fn page(State(st): State<Arc<AppState>>) -> Result<Response, Pa
 }
 
 async fn render(st: &AppState) -> Result<String, PageError> {
-    let d = overview_data(st).await?;
+    let d = overview_data(st, false).await?;
     let counters = {
         use chronos_broker::Schedules;
         st.admin.broker().scheduler_metrics().await?

@@ -194,6 +194,7 @@ impl FromRequest<Arc<AppState>> for CheckedForm {
     type Rejection = Response;
 
     async fn from_request(req: Request<Body>, state: &Arc<AppState>) -> Result<Self, Response> {
+        let login = req.uri().path() == "/login";
         let body = axum::body::to_bytes(req.into_body(), MAX_FORM)
             .await
             .map_err(|_| (StatusCode::PAYLOAD_TOO_LARGE, "form too large").into_response())?;
@@ -201,7 +202,13 @@ impl FromRequest<Arc<AppState>> for CheckedForm {
         let ok = form
             .iter()
             .find(|(k, _)| k == "csrf")
-            .is_some_and(|(_, v)| state.csrf_matches(v));
+            .is_some_and(|(_, v)| {
+                if login {
+                    state.login_csrf_matches(v)
+                } else {
+                    state.csrf_matches(v)
+                }
+            });
         if !ok {
             return Err((
                 StatusCode::FORBIDDEN,

@@ -24,7 +24,12 @@ pub struct Dash {
 impl Dash {
     /// A console over `admin`. Fails with [`DashError::TokenRequired`] when `config.addr` is
     /// not a loopback address and no token is set.
-    pub fn new(admin: Admin<RedisBroker>, config: DashConfig) -> Result<Self, DashError> {
+    pub fn new(admin: Admin<RedisBroker>, mut config: DashConfig) -> Result<Self, DashError> {
+        // The fields are public: take them through the same rules as the builder methods.
+        config.token = config.token.filter(|t| !t.is_empty());
+        config.redis_label = crate::config::redact_url(&config.redis_label);
+        config.refresh = config.refresh.max(std::time::Duration::from_secs(1));
+        config.page_size = config.page_size.clamp(1, 500);
         if !config.addr.ip().is_loopback() && config.token.is_none() {
             return Err(DashError::TokenRequired(config.addr));
         }
@@ -33,7 +38,10 @@ impl Dash {
         })
     }
 
-    /// The routes, for serving with your own listener or embedding under another router.
+    /// The routes, for serving with your own listener or embedding under another router. The
+    /// token rule is checked on [`DashConfig::addr`] only: serve them on a non-loopback
+    /// listener only with a token set (the host-name check of a console without a token
+    /// guards against DNS rebinding, not against a client that writes its own `Host`).
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", get(pages::overview::page))
@@ -74,12 +82,17 @@ impl Dash {
     }
 
     /// Serves on a listener bound by the caller (tests bind port 0) until `shutdown` completes.
+    /// Fails with [`DashError::TokenRequired`] when the listener is not on a loopback address
+    /// and no token is set, whatever [`DashConfig::addr`] says.
     pub async fn serve_on(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), DashError> {
         let addr = listener.local_addr()?;
+        if !addr.ip().is_loopback() && self.state.config.token.is_none() {
+            return Err(DashError::TokenRequired(addr));
+        }
         tracing::info!(%addr, read_only = self.state.config.read_only, login = self.state.config.token.is_some(), "console listening");
         axum::serve(listener, self.router())
             .with_graceful_shutdown(shutdown)

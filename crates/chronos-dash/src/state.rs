@@ -6,7 +6,6 @@ use crate::config::DashConfig;
 use crate::rates::Rates;
 
 /// What every request handler shares.
-#[derive(Debug)]
 pub(crate) struct AppState {
     pub(crate) admin: Admin<RedisBroker>,
     pub(crate) config: DashConfig,
@@ -15,6 +14,17 @@ pub(crate) struct AppState {
     secret: [u8; 32],
     pub(crate) rates: Rates,
     pub(crate) metrics_cache: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
+    pub(crate) overview_cache:
+        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::OverviewData)>>,
+}
+
+impl std::fmt::Debug for AppState {
+    // The secret stays out of logs: the session cookie and form tokens derive from it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AppState {
@@ -25,6 +35,7 @@ impl AppState {
             secret: rand::random(),
             rates: Rates::default(),
             metrics_cache: tokio::sync::Mutex::new(None),
+            overview_cache: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -45,9 +56,35 @@ impl AppState {
             .map(|t| self.derive("session", t))
     }
 
-    /// The CSRF token every form carries.
+    /// The CSRF token every action form carries. Tied to the session (with a token set), so the
+    /// login page, which anyone may open, never shows it.
     pub(crate) fn csrf(&self) -> String {
-        self.derive("csrf", "")
+        self.derive("csrf", &self.session_value().unwrap_or_default())
+    }
+
+    /// The CSRF token of the login form.
+    pub(crate) fn login_csrf(&self) -> String {
+        self.derive("login", "")
+    }
+
+    pub(crate) fn login_csrf_matches(&self, offered: &str) -> bool {
+        same(self.login_csrf().as_bytes(), offered.as_bytes())
+    }
+
+    /// The signature that lets a page show `msg` as a notice: only messages this console wrote
+    /// (after an action) are shown, never text a link made up.
+    pub(crate) fn sign(&self, msg: &str) -> String {
+        self.derive("notice", msg)[..16].to_string()
+    }
+
+    /// `msg` when `sig` is its signature.
+    pub(crate) fn notice<'a>(
+        &self,
+        msg: &'a Option<String>,
+        sig: &Option<String>,
+    ) -> Option<&'a str> {
+        let (m, s) = (msg.as_deref()?, sig.as_deref()?);
+        same(self.sign(m).as_bytes(), s.as_bytes()).then_some(m)
     }
 
     pub(crate) fn token_matches(&self, offered: &str) -> bool {

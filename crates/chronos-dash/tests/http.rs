@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use chronos_admin::Admin;
-use chronos_broker::{Client, EnqueueOptions, Inspect, QueueName, RedisBroker, TaskArgs};
+use chronos_broker::{Client, Consume, EnqueueOptions, Inspect, QueueName, RedisBroker, TaskArgs};
 use chronos_dash::{Dash, DashConfig, DashError};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -473,5 +473,192 @@ async fn headers_host_check_and_no_secret_shown() -> Result<()> {
     assert!(js
         .header("content-type")
         .is_some_and(|t| t.contains("javascript")));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_public_listener_without_a_token_is_refused_whatever_the_config_says() -> Result<()> {
+    let url = chronos_testkit::shared_url()?;
+    let broker = RedisBroker::builder(url.as_str()).connect().await?;
+    // The config says loopback; the listener is on every interface.
+    let dash = Dash::new(Admin::new(broker), DashConfig::default())?;
+    let listener = TcpListener::bind("0.0.0.0:0").await?;
+    match dash.serve_on(listener, std::future::pending()).await {
+        Err(DashError::TokenRequired(addr)) => assert!(addr.ip().is_unspecified()),
+        other => bail!("expected TokenRequired, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bulk_action_asks_again_when_more_match_than_confirmed() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "grow", 4).await?;
+    let csrf = send(c.addr, "GET", "/queues/grow", &[], "").await?.csrf()?;
+    let stale = send(
+        c.addr,
+        "POST",
+        "/queues/grow/bulk",
+        &[],
+        &form(&[
+            ("csrf", &csrf),
+            ("action", "archive"),
+            ("state", "pending"),
+            ("confirm", "2"),
+        ]),
+    )
+    .await?;
+    assert_eq!(stale.status, 200, "asked again");
+    assert!(
+        stale.body.contains("id=\"count-changed\""),
+        "{}",
+        stale.body
+    );
+    assert!(stale
+        .body
+        .contains("<strong id=\"confirm-count\">4</strong>"));
+    let q = QueueName::new("grow")?;
+    assert_eq!(c.broker.queue_stats(&q).await?.archived, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn notices_are_shown_only_when_the_console_wrote_them() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let ids = seed(&c.broker, "notes", 1).await?;
+    let forged = send(
+        c.addr,
+        "GET",
+        "/queues/notes?msg=Re-enter+your+token+at+evil.example",
+        &[],
+        "",
+    )
+    .await?;
+    assert!(
+        !forged.body.contains("evil.example"),
+        "a made-up notice is not shown"
+    );
+    let csrf = forged.csrf()?;
+    let done = send(
+        c.addr,
+        "POST",
+        &format!("/queues/notes/tasks/{}/archive", ids[0]),
+        &[],
+        &form(&[("csrf", &csrf), ("back", "/queues/notes")]),
+    )
+    .await?;
+    let location = done.header("location").context("redirect")?.to_string();
+    let page = send(c.addr, "GET", &location, &[], "").await?;
+    assert!(page.body.contains("archive done"), "{}", page.body);
+    // Tampering with the message breaks its signature.
+    let tampered = location.replace("archive", "delete");
+    let page = send(c.addr, "GET", &tampered, &[], "").await?;
+    assert!(!page.body.contains("delete done"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_filtered_page_that_found_nothing_yet_offers_to_go_on() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let client = Client::new(c.broker.clone());
+    let hay: Vec<Mail> = (0..1_100)
+        .map(|i| Mail {
+            to: format!("hay{i}@example.com"),
+        })
+        .collect();
+    let opts = EnqueueOptions::new().queue("stack");
+    client
+        .enqueue_batch(hay.iter().map(|m| (m, opts.clone())))
+        .await?;
+    client
+        .enqueue(
+            &Mail {
+                to: "needle@example.com".into(),
+            },
+            opts.clone(),
+        )
+        .await?;
+    let page = send(
+        c.addr,
+        "GET",
+        "/queues/stack?state=pending&q=needle",
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("id=\"no-match-yet\""), "{}", page.body);
+    assert!(
+        page.body.contains("data-bulk=\"archive\""),
+        "the bulk form stays"
+    );
+    let at = page.body.find("Continue »").context("continue link")?;
+    let href_start = page.body[..at].rfind("href=\"").context("href")? + 6;
+    let href = page.body[href_start..]
+        .split('"')
+        .next()
+        .context("href end")?
+        .replace("&amp;", "&");
+    let mut next = send(c.addr, "GET", &href, &[], "").await?;
+    // Follow the cursor until the needle shows (a page reads a bounded number of tasks).
+    for _ in 0..5 {
+        if next.body.contains("needle@example.com") {
+            break;
+        }
+        let at = next.body.find("Continue »").context("continue link")?;
+        let s = next.body[..at].rfind("href=\"").context("href")? + 6;
+        let href = next.body[s..]
+            .split('"')
+            .next()
+            .context("end")?
+            .replace("&amp;", "&");
+        next = send(c.addr, "GET", &href, &[], "").await?;
+    }
+    assert!(next.body.contains("needle@example.com"));
+
+    let bad = send(
+        c.addr,
+        "GET",
+        "/queues/stack?state=pending&cursor=garbage",
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(bad.status, 400, "a bad cursor is the caller's error");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_oldest_waiting_task_has_an_age() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    // The first task waits 4 s, then goes to a worker; the second has waited 1 s by then.
+    seed(&c.broker, "aging", 1).await?;
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    seed(&c.broker, "aging", 1).await?;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    // One task delivered to a worker: the age is the next waiting one's, read past the
+    // group's last-delivered entry.
+    let q = QueueName::new("aging")?;
+    c.broker.ensure_queue(&q).await?;
+    let mut reader = c.broker.open_reader().await?;
+    let got = c
+        .broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await?;
+    c.broker.close_reader(reader).await;
+    anyhow::ensure!(got.leases.len() == 1, "one delivery: {got:?}");
+    let r = send(c.addr, "GET", "/api/overview", &[], "").await?;
+    let v: serde_json::Value = serde_json::from_str(&r.body)?;
+    let q = v["queues"]
+        .as_array()
+        .context("queues")?
+        .iter()
+        .find(|q| q["name"] == "aging")
+        .context("aging queue")?;
+    let age = q["oldest_pending_s"].as_i64().context("an age")?;
+    assert!(
+        (1..=3).contains(&age),
+        "the waiting task's age, not the delivered one's: {age}"
+    );
     Ok(())
 }

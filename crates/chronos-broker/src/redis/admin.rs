@@ -359,6 +359,16 @@ fn outcome(code: i64, state: &str) -> ActionOutcome {
     }
 }
 
+/// True for a stream entry id, `<ms>-<seq>` in digits.
+fn is_stream_id(s: &str) -> bool {
+    s.split_once('-').is_some_and(|(ms, seq)| {
+        !ms.is_empty()
+            && !seq.is_empty()
+            && ms.bytes().all(|b| b.is_ascii_digit())
+            && seq.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// Splits a zset cursor `<score>:<member>`.
 fn zset_cursor(cursor: &str) -> Option<(f64, &str)> {
     let (score, member) = cursor.split_once(':')?;
@@ -366,6 +376,42 @@ fn zset_cursor(cursor: &str) -> Option<(f64, &str)> {
 }
 
 impl RedisBroker {
+    /// When the oldest task waiting for a worker in `queue` became ready (unix ms: the time part
+    /// of its stream entry id, written when it was enqueued, came due or was retried), or None
+    /// when none waits. Two reads whatever the queue holds: the group's last-delivered id, then
+    /// the entry after it (delivered entries sit before it and are never read).
+    pub async fn oldest_ready_ms(&self, queue: &QueueName) -> Result<Option<i64>, BrokerError> {
+        let client = &self.inner.client;
+        let stream = self.queue_keys(queue).stream();
+        let groups: Value = match client.xinfo_groups(stream.as_str()).await {
+            Ok(v) => v,
+            // No stream yet: nothing waits.
+            Err(e) if e.details().contains("no such key") => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut last = None;
+        for g in reply::array(groups, "xinfo groups")? {
+            let Ok(fields) = g.into_map() else { continue };
+            let fields = fields.inner();
+            let name = fields.iter().find(|(k, _)| k.as_str() == Some("name"));
+            if name.and_then(|(_, v)| v.as_str()).as_deref() != Some(GROUP) {
+                continue;
+            }
+            last = fields
+                .iter()
+                .find(|(k, _)| k.as_str() == Some("last-delivered-id"))
+                .and_then(|(_, v)| v.as_string());
+        }
+        let start = last.map_or("-".to_string(), |id| format!("({id}"));
+        let next: Entries = client
+            .xrange(stream.as_str(), start.as_str(), "+", Some(1))
+            .await?;
+        Ok(next
+            .first()
+            .and_then(|(mid, _)| mid.split_once('-'))
+            .and_then(|(ms, _)| ms.parse().ok()))
+    }
+
     /// The requests of [`crate::Maintain::cancel_requested`]: one ZMSCORE.
     pub(super) async fn cancel_requests(
         &self,
@@ -574,6 +620,14 @@ impl RedisBroker {
         need_env: bool,
     ) -> Result<Chunk, BrokerError> {
         let client = &self.inner.client;
+        if let (TaskState::Pending | TaskState::Active, Some(c)) = (state, cursor) {
+            if !is_stream_id(c) {
+                return Err(BrokerError::InvalidOption(format!(
+                    "bad cursor {c:?}: a {} listing pages by stream id (<ms>-<seq>)",
+                    state.as_str()
+                )));
+            }
+        }
         // (task id, cursor, envelope from the stream entry)
         let mut listed: Vec<(String, String, Option<Bytes>)> = Vec::new();
         let read;

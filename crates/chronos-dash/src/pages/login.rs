@@ -38,7 +38,7 @@ fn form(st: &AppState, next: &str, error: Option<&str>) -> Html<String> {
                     h1 { "Log in" }
                     @if let Some(e) = error { p.error #login-error { (e) } }
                     form #login method="post" action="/login" {
-                        input type="hidden" name="csrf" value=(st.csrf());
+                        input type="hidden" name="csrf" value=(st.login_csrf());
                         input type="hidden" name="next" value=(safe_next(next));
                         label { "token " input type="password" name="token" autocomplete="current-password" autofocus; }
                         button type="submit" { "log in" }
@@ -60,6 +60,8 @@ pub(crate) async fn submit(State(st): State<Arc<AppState>>, form_data: CheckedFo
         }
         Some(_) => {
             tracing::warn!("console login refused: wrong token");
+            // Slows guessing down to one try a second per connection.
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             (
                 StatusCode::UNAUTHORIZED,
                 form(&st, &next, Some("Wrong token.")),
@@ -77,9 +79,36 @@ pub(crate) async fn logout(_form: CheckedForm) -> Response {
 
 /// A local path to go back to, never another site (`//evil.example` or `https://...`).
 pub(crate) fn safe_next(next: &str) -> String {
-    if next.starts_with('/') && !next.starts_with("//") && !next.starts_with("/\\") {
+    // Browsers drop tabs and line breaks inside a Location and read a backslash as `/`, so
+    // `/\t/evil.example` would leave the site: refuse control characters and backslashes
+    // anywhere, and a second slash right after the first.
+    let local = next.starts_with('/')
+        && !next[1..].starts_with('/')
+        && !next.bytes().any(|b| b < 0x20 || b == 0x7f || b == b'\\');
+    if local {
         next.to_string()
     } else {
         "/".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn only_local_paths_are_followed() {
+        assert_eq!(safe_next("/queues/a?state=retry"), "/queues/a?state=retry");
+        for bad in [
+            "//evil.example/",
+            "/\\evil.example",
+            "/\t/evil.example",
+            "/\n/evil",
+            "https://evil.example/",
+            "evil",
+            "/a\r\nSet-Cookie: x=1",
+        ] {
+            assert_eq!(safe_next(bad), "/", "{bad:?}");
+        }
     }
 }

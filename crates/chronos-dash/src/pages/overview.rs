@@ -16,13 +16,14 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize)]
 pub(crate) struct Params {
     msg: Option<String>,
+    sig: Option<String>,
 }
 
 pub(crate) async fn page(
     State(state): State<Arc<AppState>>,
     Query(p): Query<Params>,
 ) -> Result<Html<String>, PageError> {
-    let d = overview_data(&state).await?;
+    let d = overview_data(&state, true).await?;
     let body = html! {
         h1 { "Overview" }
         section.cards {
@@ -84,7 +85,7 @@ pub(crate) async fn page(
         Nav::Overview,
         "overview",
         &[],
-        p.msg.as_deref(),
+        state.notice(&p.msg, &p.sig),
         body,
     ))
 }

@@ -77,6 +77,7 @@ pub(crate) struct Params {
     pub(crate) q: Option<String>,
     pub(crate) cursor: Option<String>,
     pub(crate) msg: Option<String>,
+    pub(crate) sig: Option<String>,
 }
 
 impl Params {
@@ -140,7 +141,7 @@ pub(crate) async fn page(
         }
         div.toolbar {
             span.muted {
-                "oldest pending: " span data-f="oldest_pending_s" { (super::overview::age(oldest.map(|t| ((now - t) / 1000).max(0)))) }
+                "oldest pending: " span data-f="oldest_pending_s" { (super::overview::age(oldest.map(|t| (now.saturating_sub(t) / 1000).max(0)))) }
                 " · processed " span data-f="processed" { (format::thousands(row.processed)) }
                 " · failed " span data-f="failed" { (format::thousands(row.failed)) }
             }
@@ -169,7 +170,7 @@ pub(crate) async fn page(
                 a href=(listing_href(&row.name, state, &TaskFilter::default(), None)) { "clear" }
             }
         }
-        @if !actions.is_empty() && !list.tasks.is_empty() {
+        @if !actions.is_empty() && count(&row, state) > 0 {
             form.bulk.inline method="post" action={(queue_href(&row.name)) "/bulk"} {
                 (csrf(&st))
                 input type="hidden" name="state" value=(state.as_str());
@@ -181,7 +182,14 @@ pub(crate) async fn page(
                 }
             }
         }
-        (task_table(&st, &row.name, state, &list.tasks, &actions, &here, now))
+        @if list.tasks.is_empty() && list.next.is_some() {
+            p.muted #no-match-yet {
+                "No match among the tasks read for this page (a page reads a bounded number of them). "
+                a href=(listing_href(&row.name, state, &filter, list.next.as_deref())) { "Continue »" }
+            }
+        } @else {
+            (task_table(&st, &row.name, state, &list.tasks, &actions, &here, now))
+        }
         nav.pager {
             @if p.cursor.is_some() {
                 a href=(listing_href(&row.name, state, &filter, None)) { "« first page" }
@@ -197,7 +205,7 @@ pub(crate) async fn page(
         Nav::None,
         "queue",
         &[("arg", row.name.clone())],
-        p.msg.as_deref(),
+        st.notice(&p.msg, &p.sig),
         body,
     ))
 }

@@ -16,6 +16,7 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize)]
 pub(crate) struct Params {
     msg: Option<String>,
+    sig: Option<String>,
 }
 
 pub(crate) async fn page(
@@ -112,7 +113,7 @@ pub(crate) async fn page(
         Nav::Schedules,
         "schedules",
         &[],
-        p.msg.as_deref(),
+        st.notice(&p.msg, &p.sig),
         body,
     ))
 }

@@ -18,6 +18,7 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize)]
 pub(crate) struct Params {
     msg: Option<String>,
+    sig: Option<String>,
 }
 
 pub(crate) async fn page(
@@ -103,7 +104,7 @@ pub(crate) async fn page(
         Nav::None,
         "task",
         &[],
-        p.msg.as_deref(),
+        st.notice(&p.msg, &p.sig),
         body,
     ))
 }
