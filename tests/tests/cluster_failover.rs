@@ -52,6 +52,6 @@ async fn cluster_failover_mid_run_loses_only_writes_acknowledged_during_the_cut(
         queue: queue.clone(),
         old: Mutex::new(None),
     });
-    let books = failover::run("cluster", url, &queue, dep).await;
+    let books = failover::run("cluster", url, &queue, dep, false).await;
     assert!(books.promotion < Duration::from_secs(15), "{books:?}");
 }

@@ -110,8 +110,9 @@ async fn durable_enqueue_waits_for_the_sentinel_replica() {
     );
 
     let primary = fixture.primary().expect("primary");
-    let replica = fixture.replica().expect("replica");
-    replica_frozen(&broker, primary, replica, "default").await;
+    let replicas = fixture.replicas().expect("replicas");
+    assert_eq!(replicas.len(), 1);
+    replica_frozen(&broker, primary, replicas[0], "default").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

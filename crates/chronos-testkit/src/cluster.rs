@@ -301,6 +301,7 @@ pub struct ReplicationCut {
     primary: u16,
     primary_pid: u32,
     replicas: Vec<(u16, u32)>,
+    started: Instant,
 }
 
 impl ReplicationCut {
@@ -310,19 +311,28 @@ impl ReplicationCut {
     /// acknowledged before the call are on the replicas (in their socket buffers at worst).
     pub fn start(primary: u16, replicas: &[u16]) -> Result<Self, TestkitError> {
         let primary_pid = server_pid(primary)?;
-        let mut frozen = Vec::new();
-        for &r in replicas {
-            let pid = server_pid(r)?;
-            signal_server(r, pid, "STOP")?;
-            frozen.push((r, pid));
-        }
-        let cut = Self {
+        let pids = replicas
+            .iter()
+            .map(|&r| server_pid(r).map(|pid| (r, pid)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cut = Self {
             primary,
             primary_pid,
-            replicas: frozen,
+            replicas: Vec::new(),
+            started: Instant::now(),
         };
+        for (r, pid) in pids {
+            signal_server(r, pid, "STOP")?;
+            cut.replicas.push((r, pid));
+        }
         redis_cli(primary, &["client", "kill", "type", "replica"])?;
         Ok(cut)
+    }
+
+    /// When the cut began (just before the first replica was frozen): a write acknowledged
+    /// earlier is on the replicas.
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// Kills the primary (SIGKILL: whatever it acknowledged since [`ReplicationCut::start`] is

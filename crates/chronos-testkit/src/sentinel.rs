@@ -14,8 +14,9 @@ pub const SENTINEL_SERVICE: &str = "mymaster";
 /// a promotion within a few seconds.
 const DOWN_AFTER_MS: u64 = 1_000;
 
-/// One primary, one replica and three sentinels (quorum 2) on loopback, tied to the lifetime of
-/// this process (every server stops when it exits).
+/// One primary, one replica (or more, with [`RedisSentinel::with_replicas`]) and three sentinels
+/// (quorum 2) on loopback, tied to the lifetime of this process (every server stops when it
+/// exits).
 ///
 /// Sentinels run as `redis-server <conf> --sentinel`, so only `redis-server` is needed.
 #[derive(Debug)]
@@ -31,27 +32,38 @@ impl RedisSentinel {
     /// replica is in sync and every sentinel knows the replica and the two other sentinels, so
     /// a failover can reach its quorum at once.
     pub fn start() -> Result<Self, TestkitError> {
+        Self::with_replicas(1)
+    }
+
+    /// Like [`RedisSentinel::start`] with `replicas` replicas (at least 1). After a failover the
+    /// sentinels point the replicas left to the promoted one, so the new primary has replicas
+    /// again: what a durable enqueue waiting for one replica needs.
+    pub fn with_replicas(replicas: usize) -> Result<Self, TestkitError> {
         which("redis-cli")?;
         let primary = start_node(&[], &[])?;
         let replica_of = primary.to_string();
-        let replica = start_node(&["--replicaof", "127.0.0.1", &replica_of], &[primary])?;
+        let mut nodes = vec![primary];
+        for _ in 0..replicas.max(1) {
+            let replica = start_node(&["--replicaof", "127.0.0.1", &replica_of], &nodes)?;
+            nodes.push(replica);
+        }
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            let mut avoid = vec![primary, replica];
+            let mut avoid = nodes.clone();
             avoid.extend(&sentinels);
             sentinels.push(start_sentinel(primary, &avoid)?);
         }
-        let fixture = Self {
-            sentinels,
-            nodes: vec![primary, replica],
-        };
+        let want = (nodes.len() - 1).to_string();
+        let fixture = Self { sentinels, nodes };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let synced = redis_cli(replica, &["info", "replication"])
-                .is_ok_and(|i| i.contains("master_link_status:up"));
+            let synced = fixture.nodes[1..].iter().all(|&r| {
+                redis_cli(r, &["info", "replication"])
+                    .is_ok_and(|i| i.contains("master_link_status:up"))
+            });
             let known = fixture.sentinels.iter().all(|&s| {
                 redis_cli(s, &["sentinel", "master", SENTINEL_SERVICE]).is_ok_and(|out| {
-                    field(&out, "num-slaves") == Some("1")
+                    field(&out, "num-slaves") == Some(want.as_str())
                         && field(&out, "num-other-sentinels") == Some("2")
                 })
             });
@@ -113,22 +125,23 @@ impl RedisSentinel {
         })
     }
 
-    /// The data node that is not the primary named by the sentinels now.
-    pub fn replica(&self) -> Result<u16, TestkitError> {
+    /// The data nodes that answer as replicas now (a killed node does not answer).
+    pub fn replicas(&self) -> Result<Vec<u16>, TestkitError> {
         let primary = self.primary()?;
         Ok(self
             .nodes
             .iter()
             .copied()
-            .find(|&p| p != primary)
-            .unwrap_or(primary))
+            .filter(|&p| p != primary)
+            .filter(|&p| redis_cli(p, &["role"]).is_ok_and(|r| r.starts_with("slave")))
+            .collect())
     }
 
     /// Starts a deliberate replication cut on the current primary (see [`ReplicationCut`]):
     /// writes acknowledged from now on reach the primary only, until
     /// [`ReplicationCut::kill_primary`].
     pub fn cut_replication(&self) -> Result<ReplicationCut, TestkitError> {
-        ReplicationCut::start(self.primary()?, &[self.replica()?])
+        ReplicationCut::start(self.primary()?, &self.replicas()?)
     }
 
     /// Kills the current primary with SIGKILL (with no cut first: what it loses is whatever it

@@ -61,7 +61,15 @@ struct Record {
 
 /// Runs the scenario against `url` (with `queue` served by the primary `dep` cuts and kills)
 /// and checks the books; returns the figures.
-pub(crate) async fn run(name: &str, url: String, queue: &str, dep: Arc<dyn Deployment>) -> Books {
+/// With `durable`, every enqueue asks for one replica's acknowledgement
+/// ([`EnqueueOptions::durable`]); one refused for want of it is retried like a failed one.
+pub(crate) async fn run(
+    name: &str,
+    url: String,
+    queue: &str,
+    dep: Arc<dyn Deployment>,
+    durable: bool,
+) -> Books {
     let ns = chronos_testkit::namespace();
     let connect = || {
         RedisBroker::builder(url.clone())
@@ -139,13 +147,16 @@ pub(crate) async fn run(name: &str, url: String, queue: &str, dep: Arc<dyn Deplo
         let client = Client::new(connect().await.expect("producer connect"));
         let queue = queue.to_string();
         tokio::spawn(async move {
-            let mut errors = 0u64;
+            let (mut errors, mut not_replicated) = (0u64, 0u64);
             let mut n = 0u64;
             while !stop.load(Ordering::SeqCst) {
                 let mut opts = EnqueueOptions::new()
                     .queue(queue.clone())
                     .task_id(format!("w-{n}"))
                     .max_retry(50);
+                if durable {
+                    opts = opts.durable(1, Duration::from_millis(200));
+                }
                 // One in four is delayed: a worker drains the stream within milliseconds, so
                 // the writes a failover can lose are mostly those still waiting in Redis.
                 if n % 4 == 3 {
@@ -157,23 +168,27 @@ pub(crate) async fn run(name: &str, url: String, queue: &str, dep: Arc<dyn Deplo
                         n += 1;
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
-                    Err(_) => {
-                        errors += 1;
+                    Err(e) => {
+                        if matches!(e, chronos::BrokerError::NotReplicated { .. }) {
+                            not_replicated += 1;
+                        } else {
+                            errors += 1;
+                        }
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 }
             }
-            errors
+            (errors, not_replicated)
         })
     };
 
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let cut_at = Instant::now();
     let d = dep.clone();
     let cut = tokio::task::spawn_blocking(move || d.cut())
         .await
         .expect("join")
         .expect("cut replication");
+    let cut_at = cut.started();
     tokio::time::sleep(CUT).await;
     tokio::task::spawn_blocking(move || cut.kill_primary())
         .await
@@ -192,7 +207,7 @@ pub(crate) async fn run(name: &str, url: String, queue: &str, dep: Arc<dyn Deplo
     let promotion = kill_at.elapsed();
     tokio::time::sleep(Duration::from_secs(4)).await;
     stop.store(true, Ordering::SeqCst);
-    let enqueue_errors = producer.await.expect("producer");
+    let (enqueue_errors, not_replicated) = producer.await.expect("producer");
     scheduler.shutdown().await;
 
     let acks = acks.lock().expect("acks").clone();
@@ -290,11 +305,12 @@ pub(crate) async fn run(name: &str, url: String, queue: &str, dep: Arc<dyn Deplo
         tick_misses,
     };
     eprintln!(
-        "[{name}] acked enqueues {}, acked during the {CUT:?} replication cut {}, lost \
+        "[{name}{}] acked enqueues {}, acked during the {CUT:?} replication cut {}, lost \
          (acked in the cut, never ran, absent after failover) {} {lost:?}, tasks run twice {}, \
-         producer errors {enqueue_errors}; kill -> promotion {:?}, kill -> first enqueue acked \
+         producer errors {enqueue_errors}, refused as not replicated {not_replicated}; kill -> promotion {:?}, kill -> first enqueue acked \
          {:?}, kill -> first new completion {:?}; ticks {} (seconds {:?}..{:?}), run twice {}, \
          missed {}",
+        if durable { ", durable" } else { "" },
         books.acked,
         books.acked_in_cut,
         books.lost,
