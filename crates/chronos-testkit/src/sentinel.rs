@@ -3,7 +3,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{redis_cli, ReplicationCut};
+use crate::cluster::{redis_cli, server_pid, signal_server, ReplicationCut};
 use crate::server::{free_port, start_watched_at, wait_ready, which};
 use crate::TestkitError;
 
@@ -144,11 +144,11 @@ impl RedisSentinel {
         ReplicationCut::start(self.primary()?, &self.replicas()?)
     }
 
-    /// Kills the current primary with SIGKILL (with no cut first: what it loses is whatever it
-    /// had not yet sent to the replica) and returns its port.
+    /// Kills the current primary with SIGKILL, with no cut first (what it loses is whatever it
+    /// had not yet sent to its replicas), and returns its port.
     pub fn kill_primary(&self) -> Result<u16, TestkitError> {
         let primary = self.primary()?;
-        ReplicationCut::start(primary, &[])?.kill_primary()?;
+        signal_server(primary, server_pid(primary)?, "KILL")?;
         Ok(primary)
     }
 
