@@ -99,6 +99,24 @@ pub enum BrokerError {
         /// How many tasks it holds.
         tasks: u64,
     },
+    /// A durable enqueue ([`crate::EnqueueOptions::durable`]) wrote the task on the primary, but
+    /// fewer replicas than asked acknowledged it in time. The task is enqueued and runs as usual
+    /// unless the primary fails before it replicates. Retrying with the same explicit task id
+    /// writes nothing twice and waits for the replicas again.
+    #[error(
+        "task {id:?} in queue {queue:?} reached {acked} of {wanted} replicas in time: it is \
+         enqueued on the primary, but a failover now could lose it"
+    )]
+    NotReplicated {
+        /// The task id.
+        id: String,
+        /// The queue.
+        queue: String,
+        /// Replicas that acknowledged the write.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
     /// A lock or lease operation was asked for with a TTL Redis cannot express. Permanent.
     #[error("invalid duration {0:?}")]
     InvalidDuration(Duration),

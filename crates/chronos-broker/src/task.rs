@@ -107,7 +107,12 @@ pub struct EnqueueOptions {
     pub(crate) timeout: Option<Duration>,
     pub(crate) deadline_ms: Option<i64>,
     pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) durable: Option<(u32, Duration)>,
 }
+
+/// Longest wait [`EnqueueOptions::durable`] accepts: well under the broker's 10 s command
+/// timeout, so a slow replica gives a clear [`BrokerError::NotReplicated`], not a timeout.
+pub(crate) const MAX_DURABLE_WAIT: Duration = Duration::from_secs(5);
 
 impl EnqueueOptions {
     /// Same as `default()`.
@@ -182,6 +187,26 @@ impl EnqueueOptions {
         self
     }
 
+    /// Return only once the write reached `replicas` replicas (Redis `WAIT`), or fail with
+    /// [`BrokerError::NotReplicated`] after `timeout` (1 ms to 5 s: well under the broker's 10 s command timeout).
+    ///
+    /// Redis replicates asynchronously: a plain enqueue is acknowledged by the primary alone,
+    /// and a primary that dies a moment later takes it along (a failover promotes a replica that
+    /// never saw it). With this option the acknowledgement means the task is on `replicas`
+    /// replicas too, so a failover loses it only if every one of them fails as well.
+    ///
+    /// The `WAIT` goes on the connection that sent the enqueue (on a cluster, to the node of the
+    /// queue), which it holds until the replicas answer: on a connection shared with workers,
+    /// those wait too (about one replica round trip; up to `timeout` when a replica is down). A
+    /// producer that enqueues durably at a high rate gives it a broker of its own. If the
+    /// connection drops between the enqueue and its `WAIT`, the `WAIT` on the new connection
+    /// cannot see the earlier write and may pass early; a [`BrokerError::Redis`] error there is
+    /// safe to retry with the same explicit task id.
+    pub fn durable(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.durable = Some((replicas, timeout));
+        self
+    }
+
     /// Attach a string header (trace context and the like).
     pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.insert(key.into(), value.into());
@@ -201,7 +226,8 @@ impl EnqueueOptions {
             retention,
             dead_letter,
             timeout,
-            deadline_ms
+            deadline_ms,
+            durable
         );
         if other.run_at_ms.is_some() || other.process_in.is_some() {
             self.run_at_ms = other.run_at_ms;
@@ -293,6 +319,9 @@ pub struct NewTask {
     /// [`NewTask::fingerprint`] (what the producer chose), not by the stored bytes, which hold
     /// the enqueue time.
     pub(crate) explicit_id: bool,
+    /// Replicas the write must reach, and how long to wait for them
+    /// ([`EnqueueOptions::durable`]).
+    pub(crate) durable: Option<(u32, Duration)>,
 }
 
 /// When a new task is due, as its producer asked.
@@ -324,6 +353,14 @@ impl NewTask {
             return Err(BrokerError::InvalidOption(
                 "unique TTL must be at least 1 ms".into(),
             ));
+        }
+        if let Some((replicas, wait)) = opts.durable {
+            if replicas == 0 || wait.is_zero() || wait > MAX_DURABLE_WAIT {
+                return Err(BrokerError::InvalidOption(format!(
+                    "durable needs at least 1 replica and a wait of 1 ms to {MAX_DURABLE_WAIT:?} \
+                     (got {replicas} replicas, {wait:?})"
+                )));
+            }
         }
         let due = match (opts.run_at_ms, opts.process_in) {
             (Some(at), _) => Due::At(at),
@@ -359,6 +396,7 @@ impl NewTask {
             unique_ttl: opts.unique_ttl,
             due,
             explicit_id,
+            durable: opts.durable,
         })
     }
 

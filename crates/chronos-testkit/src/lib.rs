@@ -9,7 +9,11 @@
 //! * [`namespace`] gives a fresh key namespace, so tests share one server and run in parallel.
 //! * [`RedisServer`] is a server owned by one test (stopped on drop), for tests that restart or
 //!   kill Redis.
-//! * [`RedisCluster`] / [`shared_cluster_url`] start a 3-primary Redis Cluster on loopback.
+//! * [`RedisCluster`] / [`shared_cluster_url`] start a 3-primary Redis Cluster on loopback;
+//!   [`RedisCluster::with_replicas`] adds a replica to each primary, for failover tests.
+//! * [`RedisSentinel`] is one primary, one replica and three sentinels on loopback.
+//! * [`ReplicationCut`] cuts replication on purpose and then kills the primary: the fault that
+//!   loses acknowledged writes on an asynchronous replica.
 //! * [`eventually`] polls a condition until it holds, for tests that wait on other tasks.
 //! * [`TlsRedisServer`] is a server that speaks only TLS (a throwaway CA made with `openssl`)
 //!   and only to one ACL user, like a managed Redis service.
@@ -35,13 +39,15 @@
 mod browser;
 mod cluster;
 mod proxy;
+mod sentinel;
 mod server;
 mod tls;
 
 #[cfg(feature = "browser")]
 pub use browser::{Browser, BrowserError};
-pub use cluster::{shared_cluster_url, RedisCluster};
+pub use cluster::{shared_cluster_url, RedisCluster, ReplicationCut};
 pub use proxy::TcpProxy;
+pub use sentinel::{RedisSentinel, SENTINEL_SERVICE};
 pub use server::{shared_url, RedisServer};
 pub use tls::TlsRedisServer;
 

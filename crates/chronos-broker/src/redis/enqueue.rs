@@ -150,6 +150,7 @@ impl RedisBroker {
                 format!("{} values for {} tasks", reply.len(), sent.len()),
             ));
         }
+        let replicated = self.wait_replicas(&keys.stream(), &sent).await?;
         let mut rows = reply.into_iter();
         let now = reply::int(&rows.next().unwrap_or(Value::Null), "enqueue")?;
         for ((i, task), row) in sent.into_iter().zip(rows) {
@@ -178,8 +179,17 @@ impl RedisBroker {
                     (code, at, state)
                 }
             };
+            let wanted = task.durable.map(|(n, _)| n);
             let env = task.envelope;
             let r = match code {
+                1..=3 if wanted.is_some_and(|w| replicated < w) => {
+                    Err(BrokerError::NotReplicated {
+                        id: env.id,
+                        queue: env.queue,
+                        acked: replicated,
+                        wanted: wanted.unwrap_or_default(),
+                    })
+                }
                 1..=3 => Ok(TaskInfo {
                     id: env.id,
                     queue: env.queue,
@@ -201,5 +211,35 @@ impl RedisBroker {
             out.push((i, r));
         }
         Ok(out)
+    }
+}
+
+impl RedisBroker {
+    /// Sends `WAIT` for the durable tasks of a chunk just written (the most replicas and the
+    /// longest wait any of them asked for) and returns how many replicas acknowledged; without
+    /// a durable task, sends nothing. `key` routes the `WAIT` on a cluster to the node that ran
+    /// the enqueue: `WAIT` counts only the writes of its own connection.
+    async fn wait_replicas(
+        &self,
+        key: &str,
+        sent: &[(usize, NewTask)],
+    ) -> Result<u32, BrokerError> {
+        let Some((replicas, wait)) = sent
+            .iter()
+            .filter_map(|(_, t)| t.durable)
+            .reduce(|(n, a), (m, b)| (n.max(m), a.max(b)))
+        else {
+            return Ok(0);
+        };
+        let client = &self.inner.client;
+        let (replicas, wait) = (i64::from(replicas), duration_ms(wait));
+        let acked: i64 = match client.cached_cluster_state().and_then(|s| {
+            s.get_server(fred::util::redis_keyslot(key.as_bytes()))
+                .cloned()
+        }) {
+            Some(node) => client.with_cluster_node(node).wait(replicas, wait).await?,
+            None => client.wait(replicas, wait).await?,
+        };
+        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
     }
 }
