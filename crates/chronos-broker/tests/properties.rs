@@ -769,3 +769,110 @@ fn redis_stream_entries_fetch_as_leases_or_drops() {
         })
         .unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Listing cursors, as a console or CLI passes them on from a URL or a command line
+
+/// Cursors as a listing hands them out (`<entry id>` for stream states, `<score>:<member>` for
+/// the sorted sets), edited, and arbitrary text.
+fn arb_cursor() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[0-9]{1,20}-[0-9]{1,20}",
+        "[0-9]{1,25}",
+        "-?[0-9.eE+-]{1,12}:[a-f0-9]{0,32}",
+        prop::sample::select(vec![
+            "-",
+            "+",
+            "(",
+            "((",
+            "0-0",
+            "18446744073709551615-18446744073709551615",
+            "18446744073709551616-0",
+            "-1-1",
+            "1-",
+            "-1",
+            "$",
+            ">",
+            "*",
+            "NaN:x",
+            "inf:x",
+            "-inf:x",
+            "nan:",
+            ":",
+            "1e400:x",
+            "0x10:x",
+            " 1:x",
+            "1:",
+            "",
+            "\0",
+        ])
+        .prop_map(str::to_string),
+    ]
+}
+
+#[test]
+fn redis_listing_cursors_give_pages_or_invalid_option() {
+    use chronos_broker::{Client, Operate, TaskFilter, TaskState};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = chronos_testkit::shared_url().expect("redis for tests");
+    let broker: RedisBroker = rt
+        .block_on(
+            RedisBroker::builder(url)
+                .namespace(chronos_testkit::namespace())
+                .connect(),
+        )
+        .expect("connect");
+    let queue = QueueName::new("cursors").expect("queue");
+    // A few tasks in each listed state, so a cursor can land inside a page.
+    rt.block_on(async {
+        let client = Client::new(broker.clone());
+        let args = Args {
+            to: "a".into(),
+            n: 1,
+            tags: vec![],
+            at: None,
+            body: vec![],
+        };
+        for i in 0..3u64 {
+            let q = EnqueueOptions::new().queue("cursors");
+            client.enqueue(&args, q.clone()).await.expect("enqueue");
+            client
+                .enqueue(
+                    &args,
+                    q.process_in(std::time::Duration::from_secs(3600 + i)),
+                )
+                .await
+                .expect("enqueue later");
+        }
+    });
+    let states = prop::sample::select(vec![
+        TaskState::Pending,
+        TaskState::Active,
+        TaskState::Scheduled,
+        TaskState::Retry,
+        TaskState::Archived,
+        TaskState::Completed,
+    ]);
+    TestRunner::new(config(REDIS))
+        .run(
+            &(states, arb_cursor(), 1usize..5),
+            |(state, cursor, limit)| {
+                rt.block_on(async {
+                    let page = broker
+                        .list_page(&queue, state, &TaskFilter::default(), Some(&cursor), limit)
+                        .await;
+                    match page {
+                        Ok(p) => prop_assert!(p.tasks.len() <= limit),
+                        Err(BrokerError::InvalidOption(reason)) => prop_assert!(!reason.is_empty()),
+                        Err(other) => prop_assert!(false, "{state:?} cursor {cursor:?}: {other:?}"),
+                    }
+                    Ok(())
+                })
+            },
+        )
+        .unwrap();
+}
