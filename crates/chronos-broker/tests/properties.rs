@@ -1,6 +1,7 @@
 //! Bad input at volume: property tests of everything the broker parses (task envelopes, task
-//! arguments, schedule and server records, payload display, queue names, namespaces, task ids,
-//! stream entries as the fetch path reads them from a real Redis).
+//! arguments, schedule and server records, payload display, queue names, namespaces, task ids;
+//! against a real Redis, stream entries as the fetch path reads them and listing cursors as a
+//! console passes them on).
 //!
 //! Each property feeds both arbitrary input and near-valid input (a valid value encoded, then
 //! mutated) and checks three things: no panic (proptest reports a panic as a failure and shrinks
