@@ -6,12 +6,17 @@
 //! * `screenshots [warm-up seconds]`: the README's console pictures, from a real demo run.
 //! * `redis up|down`: a local Redis on port 6390 for manual runs.
 //! * `ci`: fmt check, clippy, then `test`.
+//! * `fuzz [--total N] [--redis-cases N]`: every property test in release, a million inputs in all.
+//! * `soak --minutes N`: producer, worker and scheduler at a steady rate; Redis memory, key count
+//!   and RSS sampled each minute must stay flat.
 
 mod bench;
 mod ci;
 mod demo;
+mod fuzz;
 mod redis;
 mod screenshots;
+mod soak;
 mod test;
 
 use std::process::Command;
@@ -31,9 +36,11 @@ fn main() -> Result<()> {
         "redis" => redis::run(rest),
         "screenshots" => screenshots::run(rest),
         "ci" => ci::run(),
+        "fuzz" => fuzz::run(rest),
+        "soak" => soak::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect]|screenshots|redis up|down|ci>"
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N>"
             );
             if task == "help" {
                 Ok(())

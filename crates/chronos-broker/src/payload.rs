@@ -1,10 +1,21 @@
 //! Payloads for display: MessagePack decoded to JSON text.
 
+/// Deepest nesting of maps and arrays [`payload_json`] decodes. Below serde_json's own limit
+/// (128), so the text it returns parses again.
+const MAX_DISPLAY_DEPTH: usize = 100;
+
 /// The payload as JSON text: MessagePack decoded without knowing its Rust type (maps, arrays,
 /// strings, numbers; binary data becomes an array of byte values). Bytes that are not
 /// MessagePack come back as `"0x<hex>"` (a JSON string), so every payload has a display.
+///
+/// Nesting deeper than 100 levels also shows as hex: the decoder recurses once
+/// per level, and a payload of nested one-element arrays (one byte per level) would otherwise
+/// overflow the stack of the console or CLI that displays it.
 pub fn payload_json(payload: &[u8]) -> String {
-    match rmp_serde::from_slice::<serde_json::Value>(payload) {
+    use serde::Deserialize;
+    let mut de = rmp_serde::Deserializer::from_read_ref(payload);
+    de.set_max_depth(MAX_DISPLAY_DEPTH);
+    match serde_json::Value::deserialize(&mut de) {
         Ok(v) => v.to_string(),
         Err(_) => {
             let hex: String = payload.iter().map(|b| format!("{b:02x}")).collect();
@@ -30,6 +41,20 @@ mod tests {
         })
         .expect("encode");
         assert_eq!(payload_json(&bytes), r#"{"n":7,"to":"a@b"}"#);
+    }
+
+    /// Found by the property tests: 100,000 nested one-element arrays overflowed the stack.
+    #[test]
+    fn deep_nesting_shows_as_hex_not_a_stack_overflow() {
+        let mut deep = vec![0x91; 100_000];
+        deep.push(0xc0);
+        assert!(payload_json(&deep).starts_with("\"0x9191"));
+        let mut shallow = vec![0x91; 50];
+        shallow.push(0xc0);
+        assert_eq!(
+            payload_json(&shallow),
+            format!("{}null{}", "[".repeat(50), "]".repeat(50))
+        );
     }
 
     #[test]

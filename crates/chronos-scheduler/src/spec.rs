@@ -430,6 +430,9 @@ impl fmt::Display for HumanPeriod {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

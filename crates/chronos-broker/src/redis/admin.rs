@@ -359,20 +359,34 @@ fn outcome(code: i64, state: &str) -> ActionOutcome {
     }
 }
 
-/// True for a stream entry id, `<ms>-<seq>` in digits.
-fn is_stream_id(s: &str) -> bool {
-    s.split_once('-').is_some_and(|(ms, seq)| {
-        !ms.is_empty()
-            && !seq.is_empty()
-            && ms.bytes().all(|b| b.is_ascii_digit())
-            && seq.bytes().all(|b| b.is_ascii_digit())
-    })
+/// The exclusive XRANGE / XPENDING start after a stream cursor (`-` without one). A cursor is
+/// an entry id `<ms>-<seq>` or `<ms>` in decimal digits; anything else, or the last possible
+/// id (nothing can follow it), is the caller's mistake and an [`BrokerError::InvalidOption`],
+/// not a server error.
+fn stream_start(cursor: Option<&str>) -> Result<String, BrokerError> {
+    let Some(c) = cursor else {
+        return Ok("-".to_string());
+    };
+    let part = |p: &str| {
+        (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse::<u64>().ok())
+            .flatten()
+    };
+    let (ms, seq) = match c.split_once('-') {
+        Some((ms, seq)) => (part(ms), part(seq)),
+        None => (part(c), Some(0)),
+    };
+    match (ms, seq) {
+        (Some(ms), Some(seq)) if (ms, seq) != (u64::MAX, u64::MAX) => Ok(format!("({c}")),
+        _ => Err(BrokerError::InvalidOption(format!("bad cursor {c:?}"))),
+    }
 }
 
-/// Splits a zset cursor `<score>:<member>`.
+/// Splits a zset cursor `<score>:<member>`; NaN is no score (Redis refuses it as a bound).
 fn zset_cursor(cursor: &str) -> Option<(f64, &str)> {
     let (score, member) = cursor.split_once(':')?;
-    Some((score.parse().ok()?, member))
+    let score: f64 = score.parse().ok()?;
+    (!score.is_nan()).then_some((score, member))
 }
 
 impl RedisBroker {
@@ -620,14 +634,6 @@ impl RedisBroker {
         need_env: bool,
     ) -> Result<Chunk, BrokerError> {
         let client = &self.inner.client;
-        if let (TaskState::Pending | TaskState::Active, Some(c)) = (state, cursor) {
-            if !is_stream_id(c) {
-                return Err(BrokerError::InvalidOption(format!(
-                    "bad cursor {c:?}: a {} listing pages by stream id (<ms>-<seq>)",
-                    state.as_str()
-                )));
-            }
-        }
         // (task id, cursor, envelope from the stream entry)
         let mut listed: Vec<(String, String, Option<Bytes>)> = Vec::new();
         let read;
@@ -635,7 +641,7 @@ impl RedisBroker {
         let mut end = None;
         match state {
             TaskState::Pending => {
-                let start = cursor.map_or("-".to_string(), |c| format!("({c}"));
+                let start = stream_start(cursor)?;
                 let page: Entries = client
                     .xrange(keys.stream(), start.as_str(), "+", Some(n as u64))
                     .await?;
@@ -656,7 +662,7 @@ impl RedisBroker {
             }
             TaskState::Active => {
                 // The group's pending entries list holds exactly the delivered entries.
-                let start = cursor.map_or("-".to_string(), |c| format!("({c}"));
+                let start = stream_start(cursor)?;
                 let pel: Value = match client
                     .xpending(keys.stream(), GROUP, (start.as_str(), "+", n as u64))
                     .await
@@ -846,5 +852,41 @@ impl RedisBroker {
             }
             start = next;
         }
+    }
+}
+
+/// Cursors the listing property once failed on: each reached Redis and came back as a server
+/// error instead of the caller's [`BrokerError::InvalidOption`].
+#[cfg(test)]
+mod regressions {
+    use super::{stream_start, zset_cursor};
+    use crate::BrokerError;
+
+    #[test]
+    fn stream_cursors_are_entry_ids() {
+        assert_eq!(stream_start(None).ok().as_deref(), Some("-"));
+        assert_eq!(stream_start(Some("5-1")).ok().as_deref(), Some("(5-1"));
+        assert_eq!(stream_start(Some("7")).ok().as_deref(), Some("(7"));
+        for bad in [
+            "20000000000000000000",
+            "18446744073709551615-18446744073709551615",
+            "+5",
+            "5-",
+            "-1",
+            "",
+        ] {
+            assert!(
+                matches!(stream_start(Some(bad)), Err(BrokerError::InvalidOption(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn zset_cursor_refuses_nan() {
+        assert_eq!(zset_cursor("nan:"), None);
+        assert_eq!(zset_cursor("NaN:x"), None);
+        assert_eq!(zset_cursor("inf:x"), Some((f64::INFINITY, "x")));
+        assert_eq!(zset_cursor("1.5:a:b"), Some((1.5, "a:b")));
     }
 }

@@ -375,8 +375,11 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
         Ok(1) => {}
         Ok(0) => return StartOutcome::Lost,
         _ => {
-            let reason =
-                reply::string(next(), "start").unwrap_or_else(|_| "corrupt task record".into());
+            // An empty reason would dead-letter the task with a blank error.
+            let reason = reply::opt_string(next(), "start")
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "corrupt task record".into());
             return StartOutcome::Corrupt(reason);
         }
     }
@@ -422,3 +425,6 @@ pub(super) fn decode_envelope(v: Value) -> Result<TaskEnvelope, DecodeError> {
         _ => Err(DecodeError::Empty),
     }
 }
+
+#[cfg(test)]
+mod properties;
