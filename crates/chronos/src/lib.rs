@@ -50,6 +50,9 @@ pub use chronos_scheduler::{
 pub mod guide {
     #[doc = include_str!("../docs/console.md")]
     pub mod console {}
+
+    #[doc = include_str!("../docs/RELIABILITY.md")]
+    pub mod reliability {}
 }
 
 /// The repository README's examples, compiled as doctests so they cannot drift from the API.
