@@ -34,7 +34,8 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     leader(&broker, None, Duration::from_secs(10)).await?;
     // A leader's triggers may come up to the largest skew early or late: the window starts and
     // ends that far inside the run.
-    let skew = OFFSETS_MS.iter().map(|o| o.abs()).max().unwrap_or(0) / 1000 + 1;
+    let skew_ms = OFFSETS_MS.iter().map(|o| o.abs()).max().unwrap_or(0);
+    let skew = skew_ms / 1000 + 1;
     let from = books::now_secs() + skew;
     let started = Instant::now();
     let (mut terms, mut kills) = (0, 0);
@@ -72,7 +73,7 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     Ok(vec![Row {
         scenario: "clock-skew".into(),
         load: "1 s schedule, 3 procs".into(),
-        faults: format!("{terms} TERM + {kills} KILL, +-2 s"),
+        faults: format!("{terms} TERM + {kills} KILL, skew {skew_ms} ms"),
         lost: b.missing.len() as u64,
         duplicated: b.duplicated,
         max_in_flight: 0,

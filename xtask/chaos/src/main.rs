@@ -52,12 +52,25 @@ async fn main() -> Result<()> {
     let mut rows = Vec::new();
     for name in SCENARIOS.iter().filter(|s| chosen.contains(s)) {
         eprintln!("== chaos {name}{}", if short { " (short)" } else { "" });
-        let result = match *name {
-            "worker-storm" => worker_storm::run(short).await,
-            "scheduler-storm" => scheduler_storm::run(short).await,
-            "redis-restart" => redis_restart::run(short).await,
-            "network-stall" => network_stall::run(short).await,
-            _ => clock_skew::run(short).await,
+        let scenario = async {
+            match *name {
+                "worker-storm" => worker_storm::run(short).await,
+                "scheduler-storm" => scheduler_storm::run(short).await,
+                "redis-restart" => redis_restart::run(short).await,
+                "network-stall" => network_stall::run(short).await,
+                _ => clock_skew::run(short).await,
+            }
+        };
+        let result = tokio::select! {
+            r = scenario => Some(r),
+            _ = interrupted() => None,
+        };
+        // By now an interrupted scenario has been dropped, and with it its processes and its
+        // Redis (which sits in a process group of its own, out of reach of the terminal's
+        // Ctrl-C).
+        let Some(result) = result else {
+            eprintln!("chaos: interrupted");
+            std::process::exit(130);
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -71,4 +84,20 @@ async fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// Ctrl-C or SIGTERM.
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

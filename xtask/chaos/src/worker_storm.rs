@@ -18,8 +18,8 @@ const WORKERS: usize = 4;
 const KILL_EVERY: Duration = Duration::from_secs(2);
 
 pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
-    // Short: ~3k tasks of 40 ms on 4 x 8 slots, about ten seconds of kills. Full: 100k tasks.
-    let (tasks, sleep_ms) = if short { (3_000, 40) } else { (100_000, 5) };
+    // Short: ~3k tasks of 100 ms on 4 x 8 slots, about ten seconds of kills. Full: 100k tasks.
+    let (tasks, sleep_ms) = if short { (3_000, 100) } else { (100_000, 5) };
     let opts = WorkerOpts {
         concurrency: 8,
         recover_min_idle: Duration::from_secs(2),
