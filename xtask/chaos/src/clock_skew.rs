@@ -41,9 +41,11 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     let (mut terms, mut kills) = (0, 0);
     let mut leaders = Vec::new();
     let mut failovers = Vec::new();
-    let mut n = 0;
-    while started.elapsed() + FAULT_EVERY <= length {
-        tokio::time::sleep(FAULT_EVERY).await;
+    let mut n: u32 = 0;
+    // Faults on a fixed timeline (one every FAULT_EVERY from the start), however long each
+    // failover takes.
+    while FAULT_EVERY * (n + 1) < length {
+        tokio::time::sleep_until((started + FAULT_EVERY * (n + 1)).into()).await;
         let current = leader(&broker, None, Duration::from_secs(10)).await?;
         let i = fleet
             .iter()

@@ -58,7 +58,7 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     let queue = QueueName::new(WORK_QUEUE)?;
     let mut held = Vec::new();
     let mut failovers = Vec::new();
-    let mut last_fault = Instant::now();
+    let mut recovered = Vec::new();
     for _ in 0..stalls {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let current = leader(&broker, None, Duration::from_secs(10)).await?;
@@ -84,9 +84,24 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
         failovers.push(t0.elapsed());
         tokio::time::sleep(stall.saturating_sub(t0.elapsed())).await;
         proxies[k].stall(false);
-        last_fault = Instant::now();
+        let lifted = Instant::now();
+        // Back in business when the stalled worker talks to its group again (its consumer's
+        // idle time restarts with its next fetch or lease refresh).
+        while lifted.elapsed() < Duration::from_secs(20) {
+            let idle = broker
+                .consumers(&queue)
+                .await?
+                .into_iter()
+                .find(|(name, _, _)| *name == workers[k].id)
+                .map(|(_, _, idle)| idle);
+            if idle.is_some_and(|ms| u128::from(ms) < lifted.elapsed().as_millis()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        recovered.push(lifted.elapsed());
     }
-    let drained = books::wait_drained(&broker, Duration::from_secs(60)).await?;
+    books::wait_drained(&broker, Duration::from_secs(60)).await?;
     // Let the schedulers fire a few more seconds after everything is flowing again.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let to = books::now_secs() - 1;
@@ -108,12 +123,13 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
         lost: b.lost.len() as u64 + t.missing.len() as u64,
         duplicated: b.duplicated + t.duplicated,
         max_in_flight: held.iter().copied().max().unwrap_or(0),
-        recovery: Some(drained.saturating_duration_since(last_fault)),
+        recovery: recovered.iter().max().copied(),
         broken,
         notes: vec![format!(
             "task duplicates {} <= held by the stalled worker {bound} ({held:?}); {} trigger \
-             seconds, window {from}..={to}, {} doubled; leader failover during the stall {:.1?}",
-            b.duplicated, t.triggers, t.duplicated, failovers
+             seconds, window {from}..={to}, {} doubled; leader failover during the stall {:.1?}; stall end to the stalled worker working \
+             again {:.1?}",
+            b.duplicated, t.triggers, t.duplicated, failovers, recovered
         )],
     }])
 }

@@ -15,9 +15,10 @@ pub(crate) struct Row {
     /// The most tasks a faulted process held at one fault: the bound duplicates are checked
     /// against is the sum over all faults.
     pub(crate) max_in_flight: u64,
-    /// The worst time from a fault until the system was whole again. Worker storm and network
-    /// stall: from the last kill (the end of the last stall) until the queue drained. Redis
-    /// restart: from a kill of Redis until a worker recorded a run again. Scheduler storm and
+    /// The worst time from a fault until the system was whole again. Worker storm: from the
+    /// last kill until the queue drained (its tasks wait out their lease). Network stall: from
+    /// the end of a stall until the stalled worker talked to its group again. Redis restart:
+    /// from a kill of Redis until a worker recorded a run again. Scheduler storm and
     /// clock skew: from a fault to the leader until another instance held the lock.
     pub(crate) recovery: Option<Duration>,
     /// The broken promises, each said in a line; empty when the books balance.

@@ -41,8 +41,8 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     let mut last_fault = Instant::now();
     let started = Instant::now();
     let mut rng = rand::thread_rng();
-    loop {
-        tokio::time::sleep(KILL_EVERY).await;
+    for n in 1u32.. {
+        tokio::time::sleep_until((started + KILL_EVERY * n).into()).await;
         let s = books::work_stats(&broker).await?;
         if s.pending + s.active + s.retry + s.scheduled == 0 {
             break;
