@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use chronos::fred::interfaces::HashesInterface;
 use chronos::prelude::*;
 
 use crate::books;
@@ -96,11 +95,11 @@ async fn one(short: bool, fsync: &str) -> Result<Row> {
                 .count() as u64,
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let before = recorded(&broker).await;
+        let before = recorded(server.port()).await;
         server.restart().context("restart redis")?;
         // Back in business when a run is recorded again (the workers reconnected on their own).
         let back = Instant::now();
-        while recorded(&broker).await <= before && back.elapsed() < Duration::from_secs(20) {
+        while recorded(server.port()).await <= before && back.elapsed() < Duration::from_secs(20) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         downtime.push(killed.elapsed());
@@ -110,11 +109,18 @@ async fn one(short: bool, fsync: &str) -> Result<Row> {
     for p in &mut fleet {
         p.stop(Duration::from_secs(10));
     }
-    let (ids, resent) = {
+    let (ids, resent, producer_gap) = {
         let p = lock(&produced);
+        let gap = p
+            .acked
+            .windows(2)
+            .map(|w| w[1].1.duration_since(w[0].1))
+            .max()
+            .unwrap_or_default();
         (
             p.acked.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
             p.resent,
+            gap,
         )
     };
     let b = books::tasks(&broker, ns, &ids).await?;
@@ -136,8 +142,9 @@ async fn one(short: bool, fsync: &str) -> Result<Row> {
         notes: vec![format!(
             "acknowledged-but-lost enqueues {lost} (allowed {allowed}; acknowledged in the last \
              second before each kill {last_second:?}); duplicates {} <= held at kills {held} + \
-             re-sent by the producer {resent}; kill to the next recorded run {:.1?}",
-            b.duplicated, downtime
+             re-sent by the producer {resent}; kill to the next recorded run {:.1?}; longest \
+             pause of the producer's acknowledgements {:.1?}",
+            b.duplicated, downtime, producer_gap
         )],
     })
 }
@@ -181,12 +188,31 @@ async fn produce(
     Ok(())
 }
 
-/// Runs recorded so far (0 while Redis is away: the caller compares).
-async fn recorded(broker: &RedisBroker) -> u64 {
-    broker
-        .client()
-        .hlen(crate::procs::runs_key("chaos"))
+/// Runs recorded so far (0 while Redis is away: the caller compares). Asked over a fresh
+/// connection each time, so that the figure is the workers' recovery, not that of this
+/// process's own client.
+async fn recorded(port: u16) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let key = crate::procs::runs_key("chaos");
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        let cmd = format!("*2\r\n$4\r\nHLEN\r\n${}\r\n{key}\r\n", key.len());
+        s.write_all(cmd.as_bytes()).await?;
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await?;
+        // An integer reply (`:<n>`); anything else (LOADING while the file is read) is 0.
+        let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
+        Ok::<u64, std::io::Error>(
+            reply
+                .strip_prefix(':')
+                .and_then(|r| r.trim().parse().ok())
+                .unwrap_or(0),
+        )
+    };
+    tokio::time::timeout(Duration::from_millis(500), ask)
         .await
+        .ok()
+        .and_then(Result::ok)
         .unwrap_or(0)
 }
 
