@@ -52,6 +52,7 @@ async fn main() -> Result<()> {
     let mut rows = Vec::new();
     for name in SCENARIOS.iter().filter(|s| chosen.contains(s)) {
         eprintln!("== chaos {name}{}", if short { " (short)" } else { "" });
+        let started = std::time::Instant::now();
         let scenario = async {
             match *name {
                 "worker-storm" => worker_storm::run(short).await,
@@ -72,13 +73,18 @@ async fn main() -> Result<()> {
             eprintln!("chaos: interrupted");
             std::process::exit(130);
         };
-        match result {
-            Ok(mut r) => rows.append(&mut r),
+        let mut done = match result {
+            Ok(r) => r,
             // A scenario that could not run at all is a broken promise too, with its reason.
-            Err(e) => rows.push(report::Row::failed(name, format!("{e:#}"))),
+            Err(e) => vec![report::Row::failed(name, format!("{e:#}"))],
+        };
+        for r in &done {
+            let verdict = if r.broken.is_empty() { "ok" } else { "BROKEN" };
+            eprintln!("== {}: {verdict} ({:.0?})", r.scenario, started.elapsed());
         }
-        report::print(&rows);
+        rows.append(&mut done);
     }
+    report::print(&rows);
     if rows.iter().any(|r| !r.broken.is_empty()) {
         eprintln!("chaos: a promise was broken (see the table)");
         std::process::exit(1);

@@ -38,7 +38,7 @@ impl Row {
     }
 }
 
-/// Prints the table of every row so far, then the notes and broken promises below it.
+/// Prints the table, then the notes and broken promises below it.
 pub(crate) fn print(rows: &[Row]) {
     println!(
         "{:<26} {:<24} {:<30} {:>5} {:>6} {:>9} {:>9}  verdict",
