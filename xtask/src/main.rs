@@ -3,6 +3,8 @@
 //! * `test`: the whole test suite (what CI runs after fmt and clippy).
 //! * `demo`: the whole system against a throwaway Redis (or `CHRONOS_REDIS_URL`).
 //! * `bench [enqueue|e2e|scheduler|inspect]`: release-mode benchmarks, with peers measured in the same run.
+//! * `chaos [worker-storm|scheduler-storm|redis-restart|network-stall|clock-skew] [--short]`:
+//!   real processes against real Redis with faults injected on a schedule; the books checked.
 //! * `screenshots [warm-up seconds]`: the README's console pictures, from a real demo run.
 //! * `redis up|down`: a local Redis on port 6390 for manual runs.
 //! * `ci`: fmt check, clippy, then `test`.
@@ -11,6 +13,7 @@
 //!   and RSS sampled each minute must stay flat.
 
 mod bench;
+mod chaos;
 mod ci;
 mod demo;
 mod fuzz;
@@ -33,6 +36,7 @@ fn main() -> Result<()> {
         "test" => test::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
+        "chaos" => chaos::run(rest),
         "redis" => redis::run(rest),
         "screenshots" => screenshots::run(rest),
         "ci" => ci::run(),
@@ -40,7 +44,7 @@ fn main() -> Result<()> {
         "soak" => soak::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N>"
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect]|chaos [scenario] [--short]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N>"
             );
             if task == "help" {
                 Ok(())

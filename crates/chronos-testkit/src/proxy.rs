@@ -20,6 +20,9 @@ use tokio::task::JoinHandle;
 ///   swallowed and that connection is cut. The client sees "connection closed" for a command
 ///   that did take effect, and re-sends it after reconnecting: the path every idempotent
 ///   transition must survive.
+/// * [`TcpProxy::stall`] holds all traffic while set, in both directions, on open and new
+///   connections alike, without closing anything: a network partition that heals. Bytes sent
+///   meanwhile are delivered, in order, when the stall ends, as TCP would after retransmits.
 #[derive(Debug)]
 pub struct TcpProxy {
     port: u16,
@@ -37,6 +40,23 @@ struct Shared {
     /// New connections are closed at once while set.
     held: std::sync::atomic::AtomicBool,
     dropped_changed: Notify,
+    /// No bytes are forwarded while set.
+    stalled: std::sync::atomic::AtomicBool,
+    stall_changed: Notify,
+}
+
+impl Shared {
+    /// Returns once traffic may flow (at once unless a stall is on).
+    async fn flowing(&self) {
+        loop {
+            // Created before the check, so a stall lifted in between still wakes it.
+            let woken = self.stall_changed.notified();
+            if !self.stalled.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            woken.await;
+        }
+    }
 }
 
 impl TcpProxy {
@@ -102,6 +122,18 @@ impl TcpProxy {
             .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// While `on`, no byte is forwarded in either direction, on any connection, and nothing is
+    /// closed: clients see a peer that stopped answering (their commands time out only by their
+    /// own timers), and everything held is delivered when the stall is lifted.
+    pub fn stall(&self, on: bool) {
+        self.shared
+            .stalled
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+        if !on {
+            self.shared.stall_changed.notify_waiters();
+        }
+    }
+
     /// Drops every connection open now.
     pub fn cut(&self) {
         self.cuts.send_modify(|n| *n += 1);
@@ -162,6 +194,7 @@ async fn upstream(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        state.flowing().await;
         let chunk = &buf[..n];
         {
             let mut armed = lock(&state.armed);
@@ -194,6 +227,7 @@ async fn downstream(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        state.flowing().await;
         if *doomed.borrow() {
             *lock(&state.dropped) += 1;
             state.dropped_changed.notify_waiters();

@@ -15,11 +15,21 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Further `redis-server` arguments, kept for restarts.
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server and waits until it answers PING (up to 10 s).
     pub fn start() -> Result<Self, TestkitError> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with further `redis-server` arguments, which win over the defaults and
+    /// are kept for [`RedisServer::restart`]: `&["--appendonly", "yes", "--appendfsync",
+    /// "always"]` gives a server whose data survives a kill and a restart (its append-only file
+    /// lives in the server's temp dir).
+    pub fn start_with(extra: &[&str]) -> Result<Self, TestkitError> {
         let dir = tempfile::Builder::new()
             .prefix("chronos-redis-")
             .tempdir()?;
@@ -28,6 +38,7 @@ impl RedisServer {
             port,
             dir,
             child: None,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
         };
         server.spawn()?;
         Ok(server)
@@ -43,7 +54,8 @@ impl RedisServer {
         self.port
     }
 
-    /// Kills the server with SIGKILL (its data is gone: nothing is persisted).
+    /// Kills the server with SIGKILL (its data is gone unless it was started with persistence,
+    /// see [`RedisServer::start_with`]).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -51,7 +63,8 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again on the same port, empty, and waits until it answers PING.
+    /// Starts the server again on the same port and with the same arguments (empty, unless it
+    /// persists to its dir), and waits until it answers PING (or has loaded its data).
     pub fn restart(&mut self) -> Result<(), TestkitError> {
         self.kill();
         self.spawn()
@@ -63,7 +76,8 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> Result<(), TestkitError> {
-        let child = spawn_redis(self.dir.path(), self.port, &[], Stdio::null())?;
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let child = spawn_redis(self.dir.path(), self.port, &extra, Stdio::null())?;
         self.child = Some(child);
         wait_ready(self.port, self.dir.path())
     }

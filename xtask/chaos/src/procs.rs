@@ -1,0 +1,272 @@
+//! The processes a scenario runs (this binary in its hidden modes), and signals to them.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use chronos::fred::interfaces::HashesInterface;
+use chronos::prelude::*;
+use chronos::{Clock, Schedules, SystemClock};
+use serde::{Deserialize, Serialize};
+
+/// The queue the worker processes serve.
+pub(crate) const WORK_QUEUE: &str = "default";
+/// The queue the scheduler processes fire into (no worker serves it: its tasks stay pending,
+/// to be counted).
+pub(crate) const TICK_QUEUE: &str = "ticks";
+
+/// A task that sleeps, then records its run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Job {
+    pub(crate) sleep_ms: u64,
+}
+
+impl TaskArgs for Job {
+    const KIND: &'static str = "chaos:job";
+}
+
+/// What the scheduler processes fire every second.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Tick {}
+
+impl TaskArgs for Tick {
+    const KIND: &'static str = "chaos:tick";
+}
+
+/// The hash of runs: one field `<task id>/<run token>` per run of a task, so that a record
+/// re-sent by the client after a lost reply is not counted as a second run.
+pub(crate) fn runs_key(ns: &str) -> String {
+    format!("{ns}:chaos:runs")
+}
+
+/// How a worker process is set up.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerOpts {
+    pub(crate) concurrency: usize,
+    /// A lease idle this long is taken over: a crashed worker's tasks wait this long.
+    pub(crate) recover_min_idle: Duration,
+}
+
+/// A child process of a scenario: killed on drop.
+#[derive(Debug)]
+pub(crate) struct Proc {
+    child: Child,
+    /// Kept open so that the child never writes to a closed pipe.
+    _stdout: Option<BufReader<ChildStdout>>,
+    /// The worker's server id (its consumer name), or the scheduler's instance id.
+    pub(crate) id: String,
+    /// A scheduler's clock offset, for a respawn in the same slot.
+    pub(crate) offset_ms: i64,
+}
+
+impl Proc {
+    /// This process's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `sig` (`-KILL`, `-STOP`, `-CONT`, `-TERM`) through kill(1), which keeps this crate
+    /// free of unsafe code.
+    pub(crate) fn signal(&self, sig: &str) -> Result<()> {
+        let ok = Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            // A process that already exited is no news worth a line.
+            .stderr(Stdio::null())
+            .status()
+            .context("kill(1)")?
+            .success();
+        if !ok {
+            bail!("kill {sig} {} failed", self.pid());
+        }
+        Ok(())
+    }
+
+    /// SIGKILL, and reaps it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM (a graceful stop: a worker finishes its tasks, a scheduler resigns) and waits
+    /// up to `within` for it to exit, then kills it.
+    pub(crate) fn stop(&mut self, within: Duration) {
+        let _ = self.signal("-CONT");
+        let _ = self.signal("-TERM");
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.signal("-CONT");
+        self.kill();
+    }
+}
+
+/// Starts a worker process on `url` and waits for its `ready <server id>` line.
+pub(crate) fn spawn_worker(url: &str, ns: &str, opts: &WorkerOpts) -> Result<Proc> {
+    let exe = std::env::current_exe()?;
+    let mut child = Command::new(exe)
+        .args([
+            "__worker",
+            url,
+            ns,
+            &opts.concurrency.to_string(),
+            &opts.recover_min_idle.as_millis().to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("spawn worker process")?;
+    let mut stdout = BufReader::new(child.stdout.take().context("worker stdout")?);
+    let mut line = String::new();
+    stdout.read_line(&mut line)?;
+    let Some(id) = line.trim().strip_prefix("ready ") else {
+        let _ = child.kill();
+        bail!("worker process did not start: {line:?}");
+    };
+    Ok(Proc {
+        id: id.to_string(),
+        child,
+        _stdout: Some(stdout),
+        offset_ms: 0,
+    })
+}
+
+/// Starts a scheduler process (instance id `pid-<pid>`) whose clock runs `offset_ms` off.
+pub(crate) fn spawn_scheduler(url: &str, ns: &str, ttl: Duration, offset_ms: i64) -> Result<Proc> {
+    let exe = std::env::current_exe()?;
+    let child = Command::new(exe)
+        .args([
+            "__scheduler",
+            url,
+            ns,
+            &ttl.as_millis().to_string(),
+            &offset_ms.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .context("spawn scheduler process")?;
+    Ok(Proc {
+        id: format!("pid-{}", child.id()),
+        child,
+        _stdout: None,
+        offset_ms,
+    })
+}
+
+/// The leader's instance id, waiting up to `within` for one that is not `not`.
+pub(crate) async fn leader(
+    broker: &RedisBroker,
+    not: Option<&str>,
+    within: Duration,
+) -> Result<String> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Ok(Some(l)) = broker.leader().await {
+            if Some(l.id.as_str()) != not {
+                return Ok(l.id);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bail!("no leader other than {not:?} within {within:?}")
+}
+
+/// `__worker <url> <ns> <concurrency> <recover min idle ms>`: serves [`WORK_QUEUE`], recording
+/// each run of a [`Job`] after its sleep and before it returns; stops gracefully on SIGTERM
+/// or SIGINT.
+pub(crate) async fn worker_main(args: &[String]) -> Result<()> {
+    let [url, ns, concurrency, min_idle] = args else {
+        bail!("usage: __worker <url> <ns> <concurrency> <recover min idle ms>");
+    };
+    let min_idle = Duration::from_millis(min_idle.parse()?);
+    let broker = RedisBroker::builder(url.as_str())
+        .namespace(ns.as_str())
+        .connect()
+        .await?;
+    let redis = broker.client().clone();
+    let runs = runs_key(ns);
+    let mut mux = Mux::new();
+    mux.handle(move |ctx: Context, task: Task<Job>| {
+        let (redis, runs) = (redis.clone(), runs.clone());
+        async move {
+            tokio::time::sleep(Duration::from_millis(task.args.sleep_ms)).await;
+            let field = format!("{}/{:016x}", ctx.task_id(), rand::random::<u64>());
+            let _: i64 = redis.hset(&runs, (field, 1)).await?;
+            Ok(())
+        }
+    })?;
+    let config = ServerConfig {
+        concurrency: concurrency.parse()?,
+        recover_min_idle: min_idle,
+        recover_interval: Duration::from_millis(250),
+        heartbeat_interval: min_idle / 4,
+        // A failed attempt (the record could not be written while Redis was away) is retried
+        // soon, so the books settle within the run.
+        retry_delay: Arc::new(|_, _| Duration::from_millis(500)),
+        shutdown_timeout: Duration::from_secs(5),
+        ..ServerConfig::default()
+    };
+    let server = Server::new(broker, mux, config)?.start().await?;
+    println!("ready {}", server.id());
+    wait_for_stop().await?;
+    server.shutdown().await;
+    Ok(())
+}
+
+/// A clock `offset_ms` off the system's, for scheduler instances whose hosts disagree.
+#[derive(Debug)]
+struct OffsetClock(i64);
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms().saturating_add(self.0)
+    }
+}
+
+/// `__scheduler <url> <ns> <leader ttl ms> <clock offset ms>`: one 1 s interval schedule (id
+/// `tick`) into [`TICK_QUEUE`]; resigns on SIGTERM or SIGINT.
+pub(crate) async fn scheduler_main(args: &[String]) -> Result<()> {
+    let [url, ns, ttl, offset] = args else {
+        bail!("usage: __scheduler <url> <ns> <leader ttl ms> <clock offset ms>");
+    };
+    let broker = RedisBroker::builder(url.as_str())
+        .namespace(ns.as_str())
+        .connect()
+        .await?;
+    let config = SchedulerConfig {
+        leader_ttl: Duration::from_millis(ttl.parse()?),
+        instance_id: Some(format!("pid-{}", std::process::id())),
+        clock: Arc::new(OffsetClock(offset.parse()?)),
+        ..SchedulerConfig::default()
+    };
+    let mut scheduler = Scheduler::new(broker, config);
+    scheduler.register_interval(
+        Duration::from_secs(1),
+        &Tick {},
+        ScheduleOptions::new().id("tick").queue(TICK_QUEUE),
+    )?;
+    let handle = scheduler.start().await?;
+    wait_for_stop().await?;
+    handle.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_stop() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
