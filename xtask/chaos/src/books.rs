@@ -166,6 +166,26 @@ impl TriggerBooks {
 /// in [`TRIGGER_HEADER`].
 pub(crate) async fn triggers(broker: &RedisBroker, window: (i64, i64)) -> Result<TriggerBooks> {
     let q = QueueName::new(TICK_QUEUE)?;
+    let per_sec = trigger_counts(broker).await?;
+    let by_header: u64 = per_sec.values().map(|n| n - 1).sum();
+    let entries = broker.queue_stats(&q).await?.pending;
+    let fired = broker.scheduler_metrics().await?.fired;
+    let distinct = per_sec.len() as u64;
+    Ok(TriggerBooks {
+        missing: (window.0..=window.1)
+            .filter(|s| !per_sec.contains_key(s))
+            .collect(),
+        duplicated: by_header
+            .max(entries.saturating_sub(distinct))
+            .max(fired.saturating_sub(distinct)),
+        triggers: distinct,
+        window,
+    })
+}
+
+/// How many enqueued ticks carry each trigger second (by [`TRIGGER_HEADER`]).
+pub(crate) async fn trigger_counts(broker: &RedisBroker) -> Result<BTreeMap<i64, u64>> {
+    let q = QueueName::new(TICK_QUEUE)?;
     let tasks = broker
         .list_tasks(&q, TaskState::Pending, 0, 1_000_000)
         .await?;
@@ -182,20 +202,7 @@ pub(crate) async fn triggers(broker: &RedisBroker, window: (i64, i64)) -> Result
             .with_context(|| format!("tick {} has no {TRIGGER_HEADER}", t.id))?;
         *per_sec.entry(ms.div_euclid(1000)).or_default() += 1;
     }
-    let by_header: u64 = per_sec.values().map(|n| n - 1).sum();
-    let entries = broker.queue_stats(&q).await?.pending;
-    let fired = broker.scheduler_metrics().await?.fired;
-    let distinct = per_sec.len() as u64;
-    Ok(TriggerBooks {
-        missing: (window.0..=window.1)
-            .filter(|s| !per_sec.contains_key(s))
-            .collect(),
-        duplicated: by_header
-            .max(entries.saturating_sub(distinct))
-            .max(fired.saturating_sub(distinct)),
-        triggers: distinct,
-        window,
-    })
+    Ok(per_sec)
 }
 
 /// Now, in unix seconds by this machine's clock.

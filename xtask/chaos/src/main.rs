@@ -9,22 +9,27 @@
 
 mod books;
 mod clock_skew;
+mod cluster_failover;
+mod failover;
 mod network_stall;
 mod procs;
 mod redis_restart;
 mod report;
 mod scheduler_storm;
+mod sentinel_failover;
 mod worker_storm;
 
 use anyhow::{bail, Result};
 
 /// The scenarios, in the order they run.
-const SCENARIOS: [&str; 5] = [
+const SCENARIOS: [&str; 7] = [
     "worker-storm",
     "scheduler-storm",
     "redis-restart",
     "network-stall",
     "clock-skew",
+    "cluster-failover",
+    "sentinel-failover",
 ];
 
 #[tokio::main]
@@ -59,6 +64,8 @@ async fn main() -> Result<()> {
                 "scheduler-storm" => scheduler_storm::run(short).await,
                 "redis-restart" => redis_restart::run(short).await,
                 "network-stall" => network_stall::run(short).await,
+                "cluster-failover" => cluster_failover::run(short).await,
+                "sentinel-failover" => sentinel_failover::run(short).await,
                 _ => clock_skew::run(short).await,
             }
         };

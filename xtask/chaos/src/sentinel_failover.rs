@@ -1,0 +1,74 @@
+//! Sentinel failover: the whole system (see `failover.rs`) on one primary with replicas and
+//! three sentinels (quorum 2), reached through a `redis-sentinel://` URL; replication is cut,
+//! the primary SIGKILLed and a replica promoted by the sentinels. The full run starts two
+//! replicas and fails over twice: after the first promotion the sentinels point the replica left
+//! at the new primary, which is then cut and killed in turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use chronos_testkit::{RedisSentinel, ReplicationCut};
+
+use crate::failover::{self, link_up, Deployment, Plan};
+use crate::report::Row;
+
+struct Sentinel(RedisSentinel);
+
+impl Deployment for Sentinel {
+    fn cut(&self) -> Result<(ReplicationCut, u16)> {
+        let primary = self.0.primary()?;
+        Ok((self.0.cut_replication()?, primary))
+    }
+
+    fn wait_promoted(&self, old: u16, within: Duration) -> Result<()> {
+        self.0.wait_promoted(old, within)?;
+        Ok(())
+    }
+
+    fn wait_replicated(&self, within: Duration) -> Result<()> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < within {
+            if self.0.replicas()?.into_iter().any(link_up) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        anyhow::bail!("the new primary has no replica in sync")
+    }
+
+    fn also_on(&self, _port: u16) -> String {
+        "every key (one primary)".into()
+    }
+}
+
+pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
+    let (replicas, plan) = if short {
+        (
+            1,
+            Plan {
+                name: "sentinel-failover",
+                failovers: 1,
+                warm: Duration::from_secs(4),
+                after: Duration::from_secs(4),
+                pause: Duration::from_millis(5),
+            },
+        )
+    } else {
+        (
+            2,
+            Plan {
+                name: "sentinel-failover",
+                failovers: 2,
+                warm: Duration::from_secs(20),
+                after: Duration::from_secs(15),
+                pause: Duration::from_millis(1),
+            },
+        )
+    };
+    let fixture = RedisSentinel::with_replicas(replicas).context("sentinel fixture")?;
+    let url = fixture.url();
+    Ok(vec![
+        failover::run(url, Arc::new(Sentinel(fixture)), plan).await?,
+    ])
+}
