@@ -19,10 +19,11 @@ const SCHEDULER_TAG: &str = "scheduler";
 struct Cluster(RedisCluster);
 
 impl Deployment for Cluster {
-    fn cut(&self) -> Result<(ReplicationCut, u16)> {
+    fn cut(&self) -> Result<(ReplicationCut, u16, String)> {
         let primary = self.0.primary_for(WORK_QUEUE)?;
         let replicas = self.0.replicas_of(primary)?;
-        Ok((ReplicationCut::start(primary, &replicas)?, primary))
+        let also = self.also_on(primary);
+        Ok((ReplicationCut::start(primary, &replicas)?, primary, also))
     }
 
     fn wait_promoted(&self, old: u16, within: Duration) -> Result<()> {
@@ -41,7 +42,10 @@ impl Deployment for Cluster {
         }
         anyhow::bail!("the work queue's primary has no replica in sync")
     }
+}
 
+impl Cluster {
+    /// What the primary on `port` serves besides the work queue.
     fn also_on(&self, port: u16) -> String {
         let runs = runs_key("chaos");
         let keys = [

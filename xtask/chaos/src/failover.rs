@@ -42,15 +42,14 @@ const SCHEDULERS: usize = 2;
 /// A deployment whose primary can be cut off from its replicas and killed.
 pub(crate) trait Deployment: Send + Sync + 'static {
     /// Freezes the replicas of the primary that serves the work queue and drops their links;
-    /// returns the cut and the primary's port.
-    fn cut(&self) -> Result<(ReplicationCut, u16)>;
+    /// returns the cut, the primary's port and what else it serves (for the row's note, asked
+    /// before the cut while every node still answers).
+    fn cut(&self) -> Result<(ReplicationCut, u16, String)>;
     /// Blocks until a replica of `old` has been promoted and clients can find it.
     fn wait_promoted(&self, old: u16, within: Duration) -> Result<()>;
     /// Blocks until the primary serving the work queue has a replica in sync again (for a
     /// second failover); an error when none comes within `within`.
     fn wait_replicated(&self, within: Duration) -> Result<()>;
-    /// What else the primary on `port` serves, for the row's note.
-    fn also_on(&self, port: u16) -> String;
 }
 
 /// The shape of one run.
@@ -133,7 +132,7 @@ pub(crate) async fn run(url: String, dep: Arc<dyn Deployment>, plan: Plan) -> Re
             .unwrap_or(0);
         let cut_unix = books::now_secs();
         let d = dep.clone();
-        let (cut, old) = tokio::task::spawn_blocking(move || d.cut())
+        let (cut, old, also_on) = tokio::task::spawn_blocking(move || d.cut())
             .await?
             .context("cut replication")?;
         let cut_at = cut.started();
@@ -153,7 +152,7 @@ pub(crate) async fn run(url: String, dep: Arc<dyn Deployment>, plan: Plan) -> Re
             backlog,
             kill,
             promotion: kill.elapsed(),
-            also_on: dep.also_on(old),
+            also_on,
         });
     }
     tokio::time::sleep(plan.after).await;
@@ -247,8 +246,12 @@ pub(crate) async fn run(url: String, dep: Arc<dyn Deployment>, plan: Plan) -> Re
     let also: Vec<&str> = faults.iter().map(|f| f.also_on.as_str()).collect();
     Ok(Row {
         scenario: plan.name.into(),
-        load: format!("{} tasks, {WORKERS} procs + sched", acked.len()),
-        faults: format!("{} x cut {CUT:.1?} + KILL", plan.failovers),
+        load: format!("{} tasks + 1 s sched", acked.len()),
+        faults: format!(
+            "{} x cut {:.1} s + primary KILL",
+            plan.failovers,
+            CUT.as_secs_f64()
+        ),
         lost: unexplained.len() as u64 + missed_out.len() as u64,
         duplicated: b.duplicated + doubled.len() as u64,
         max_in_flight: backlogs.iter().copied().max().unwrap_or(0),

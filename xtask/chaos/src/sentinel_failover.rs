@@ -16,9 +16,10 @@ use crate::report::Row;
 struct Sentinel(RedisSentinel);
 
 impl Deployment for Sentinel {
-    fn cut(&self) -> Result<(ReplicationCut, u16)> {
+    fn cut(&self) -> Result<(ReplicationCut, u16, String)> {
         let primary = self.0.primary()?;
-        Ok((self.0.cut_replication()?, primary))
+        let also = "every key (one primary)".to_string();
+        Ok((self.0.cut_replication()?, primary, also))
     }
 
     fn wait_promoted(&self, old: u16, within: Duration) -> Result<()> {
@@ -35,10 +36,6 @@ impl Deployment for Sentinel {
             std::thread::sleep(Duration::from_millis(100));
         }
         anyhow::bail!("the new primary has no replica in sync")
-    }
-
-    fn also_on(&self, _port: u16) -> String {
-        "every key (one primary)".into()
     }
 }
 
