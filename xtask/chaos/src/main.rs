@@ -4,8 +4,14 @@
 //! every trigger second enqueued exactly once). Run through `cargo xtask chaos [scenario...]
 //! [--short]`; prints one table row per scenario and exits non-zero when a promise is broken.
 //!
+//! The last two scenarios run on replicated deployments (a Redis Cluster with replicas, a
+//! Sentinel group) and fail the primary over: there an enqueue acknowledged while replication
+//! was cut may be lost, and the books count it apart rather than as a broken promise. Their
+//! servers stay up until this process exits.
+//!
 //! The worker and scheduler processes are this binary re-invoked in a hidden mode (`__worker`,
-//! `__scheduler`), so a run needs nothing but this binary and `redis-server` on PATH.
+//! `__scheduler`), so a run needs nothing but this binary, `redis-server` and (for the failover
+//! scenarios) `redis-cli` on PATH.
 
 mod books;
 mod clock_skew;
