@@ -3,7 +3,7 @@
 //! * `test`: the whole test suite (what CI runs after fmt and clippy).
 //! * `demo`: the whole system against a throwaway Redis (or `CHRONOS_REDIS_URL`).
 //! * `bench [enqueue|e2e|scheduler|inspect]`: release-mode benchmarks, with peers measured in the same run.
-//! * `chaos [worker-storm|scheduler-storm|redis-restart|network-stall|clock-skew] [--short]`:
+//! * `chaos [worker-storm|scheduler-storm|redis-restart|network-stall|clock-skew|cluster-failover|sentinel-failover] [--short]`:
 //!   real processes against real Redis with faults injected on a schedule; the books checked.
 //! * `screenshots [warm-up seconds]`: the README's console pictures, from a real demo run.
 //! * `redis up|down`: a local Redis on port 6390 for manual runs.
