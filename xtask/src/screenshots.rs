@@ -86,7 +86,10 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
         shoot(&url, &path, size)?;
         eprintln!("wrote {}", path.display());
     }
-    let _ = demo.kill();
+    // SIGTERM, not SIGKILL: the demo then stops gracefully and takes its throwaway Redis with it.
+    let _ = Command::new("kill")
+        .args(["-TERM", &demo.id().to_string()])
+        .status();
     let _ = demo.wait();
     eprintln!("screenshots took {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
