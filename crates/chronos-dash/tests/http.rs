@@ -592,27 +592,13 @@ async fn a_filtered_page_that_found_nothing_yet_offers_to_go_on() -> Result<()> 
         page.body.contains("data-bulk=\"archive\""),
         "the bulk form stays"
     );
-    let at = page.body.find("Continue »").context("continue link")?;
-    let href_start = page.body[..at].rfind("href=\"").context("href")? + 6;
-    let href = page.body[href_start..]
-        .split('"')
-        .next()
-        .context("href end")?
-        .replace("&amp;", "&");
-    let mut next = send(c.addr, "GET", &href, &[], "").await?;
+    let mut next = send(c.addr, "GET", &continue_href(&page.body)?, &[], "").await?;
     // Follow the cursor until the needle shows (a page reads a bounded number of tasks).
     for _ in 0..5 {
         if next.body.contains("needle@example.com") {
             break;
         }
-        let at = next.body.find("Continue »").context("continue link")?;
-        let s = next.body[..at].rfind("href=\"").context("href")? + 6;
-        let href = next.body[s..]
-            .split('"')
-            .next()
-            .context("end")?
-            .replace("&amp;", "&");
-        next = send(c.addr, "GET", &href, &[], "").await?;
+        next = send(c.addr, "GET", &continue_href(&next.body)?, &[], "").await?;
     }
     assert!(next.body.contains("needle@example.com"));
 
@@ -626,6 +612,17 @@ async fn a_filtered_page_that_found_nothing_yet_offers_to_go_on() -> Result<()> 
     .await?;
     assert_eq!(bad.status, 400, "a bad cursor is the caller's error");
     Ok(())
+}
+
+/// The target of a page's "Continue »" link.
+fn continue_href(body: &str) -> Result<String> {
+    let at = body.find("Continue »").context("continue link")?;
+    let start = body[..at].rfind("href=\"").context("href")? + 6;
+    Ok(body[start..]
+        .split('"')
+        .next()
+        .context("href end")?
+        .replace("&amp;", "&"))
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result};
 use chronos::prelude::*;
 
 use crate::books;
-use crate::procs::{leader, spawn_scheduler, Proc};
+use crate::procs::{leader, leading, spawn_scheduler, Proc};
 use crate::report::Row;
 use crate::scheduler_storm::TTL;
 
@@ -46,11 +46,7 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     // failover takes.
     while FAULT_EVERY * (n + 1) < length {
         tokio::time::sleep_until((started + FAULT_EVERY * (n + 1)).into()).await;
-        let current = leader(&broker, None, Duration::from_secs(10)).await?;
-        let i = fleet
-            .iter()
-            .position(|p| p.id == current)
-            .with_context(|| format!("leader {current} is none of ours"))?;
+        let (current, i) = leading(&broker, &fleet).await?;
         leaders.push(fleet[i].offset_ms);
         let t0 = Instant::now();
         // Alternating, starting with the first kind.

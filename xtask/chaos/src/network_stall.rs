@@ -17,7 +17,7 @@ use chronos::{Maintain, QueueName};
 use chronos_testkit::TcpProxy;
 
 use crate::books;
-use crate::procs::{leader, spawn_scheduler, spawn_worker, Proc, WorkerOpts, WORK_QUEUE};
+use crate::procs::{leader, leading, spawn_scheduler, spawn_worker, Proc, WorkerOpts, WORK_QUEUE};
 use crate::report::Row;
 use crate::scheduler_storm::TTL;
 use crate::worker_storm::enqueue;
@@ -61,11 +61,7 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     let mut recovered = Vec::new();
     for _ in 0..stalls {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let current = leader(&broker, None, Duration::from_secs(10)).await?;
-        let k = schedulers
-            .iter()
-            .position(|p| p.id == current)
-            .with_context(|| format!("leader {current} is none of ours"))?;
+        let (current, k) = leading(&broker, &schedulers).await?;
         proxies[k].stall(true);
         let t0 = Instant::now();
         // Requests already past the proxy are answered by Redis within moments (the replies

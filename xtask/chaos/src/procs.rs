@@ -181,6 +181,17 @@ pub(crate) async fn leader(
     bail!("no leader other than {not:?} within {within:?}")
 }
 
+/// The current leader's id and its index in `fleet` (the scheduler processes this scenario
+/// started); an error when none leads within 10 s or the leader is not one of them.
+pub(crate) async fn leading(broker: &RedisBroker, fleet: &[Proc]) -> Result<(String, usize)> {
+    let current = leader(broker, None, Duration::from_secs(10)).await?;
+    let i = fleet
+        .iter()
+        .position(|p| p.id == current)
+        .with_context(|| format!("leader {current} is none of ours"))?;
+    Ok((current, i))
+}
+
 /// `__worker <url> <ns> <concurrency> <recover min idle ms>`: serves [`WORK_QUEUE`], recording
 /// each run of a [`Job`] after its sleep and before it returns; stops gracefully on SIGTERM
 /// or SIGINT.

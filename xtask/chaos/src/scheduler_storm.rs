@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use chronos::prelude::*;
 
 use crate::books;
-use crate::procs::{leader, spawn_scheduler, Proc};
+use crate::procs::{leader, leading, spawn_scheduler, Proc};
 use crate::report::Row;
 
 const SCHEDULERS: usize = 3;
@@ -44,11 +44,7 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     // failover takes.
     while FAULT_EVERY * (n + 1) < length {
         tokio::time::sleep_until((started + FAULT_EVERY * (n + 1)).into()).await;
-        let current = leader(&broker, None, Duration::from_secs(10)).await?;
-        let i = fleet
-            .iter()
-            .position(|p| p.id == current)
-            .with_context(|| format!("leader {current} is none of ours"))?;
+        let (current, i) = leading(&broker, &fleet).await?;
         let t0 = Instant::now();
         // Alternating, starting with the first kind.
         if n & 1 == 0 {
