@@ -95,6 +95,9 @@ pub struct Completion {
     pub lease: LeaseId,
     /// Keep the task as completed for this long (None: delete at once).
     pub retention: Option<Duration>,
+    /// The handler's result (MessagePack), kept in the task's record while it is retained, so
+    /// that [`crate::Client::result`] can read it. Ignored without a retention.
+    pub result: Option<Vec<u8>>,
 }
 
 /// What a dead-letter call did.

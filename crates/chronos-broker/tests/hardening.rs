@@ -61,6 +61,7 @@ async fn enqueue_with_an_explicit_id_retried_later_is_idempotent() {
     let done = [Completion {
         lease: f.leases[0].id.clone(),
         retention: None,
+        result: None,
     }];
     b.complete(&q("ids"), &done).await.expect("ack");
     let again = client
@@ -120,6 +121,7 @@ async fn heartbeat_refreshes_ten_thousand_leases_of_one_queue() {
         .map(|l| Completion {
             lease: l.id.clone(),
             retention: None,
+            result: None,
         })
         .collect();
     assert_eq!(b.complete(&queue, &done).await.expect("ack"), 10_000);
@@ -212,6 +214,7 @@ async fn retained_completed_task_reports_no_failure() {
     let done = [Completion {
         lease: f.leases[0].id.clone(),
         retention: Some(Duration::from_secs(60)),
+        result: None,
     }];
     assert_eq!(b.complete(&q("kept"), &done).await.expect("ack"), 1);
     let rec = b
@@ -295,6 +298,7 @@ async fn a_corrupt_task_record_fails_alone_and_is_archived_with_the_reason() {
         .map(|l| Completion {
             lease: l.clone(),
             retention: None,
+            result: None,
         })
         .collect();
     assert_eq!(b.complete(&queue, &done).await.expect("ack"), 2);

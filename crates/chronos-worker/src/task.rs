@@ -1,5 +1,5 @@
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use chronos_broker::{TaskEnvelope, SCHEDULE_HEADER, TRIGGER_HEADER};
@@ -29,6 +29,23 @@ pub struct Context {
     deadline: Option<Instant>,
     cancel: CancellationToken,
     headers: Arc<BTreeMap<String, String>>,
+    output: OutputSlot,
+}
+
+/// Where the typed handler leaves its encoded result for the executor, past the middleware
+/// chain (which passes `Result<(), TaskError>` only, so middleware need not know result types).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OutputSlot(Arc<Mutex<Option<Vec<u8>>>>);
+
+impl OutputSlot {
+    pub(crate) fn set(&self, bytes: Option<Vec<u8>>) {
+        // A poisoned lock only means a panic elsewhere while holding it; the value is still ours.
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = bytes;
+    }
+
+    pub(crate) fn take(&self) -> Option<Vec<u8>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 impl Context {
@@ -47,7 +64,13 @@ impl Context {
             deadline,
             cancel,
             headers: Arc::new(env.headers.clone()),
+            output: OutputSlot::default(),
         }
+    }
+
+    /// The slot the typed handler's result goes to.
+    pub(crate) fn output_slot(&self) -> OutputSlot {
+        self.output.clone()
     }
 
     /// The headers given at enqueue (the same as [`Task::headers`]), so that middleware, which
