@@ -5,8 +5,11 @@
 //! runtime; most applications use the `chronos` facade, which re-exports it.
 //!
 //! # Tour
-//! * [`Handler`]: any `async fn(Context, Task<T>) -> Result<(), TaskError>`; [`Mux::handle`]
-//!   registers one per [`chronos_broker::TaskArgs`] kind.
+//! * [`Handler`]: any `async fn(Context, Task<T>) -> Result<R, TaskError>` with a serde `R`
+//!   (`()` for none); [`Mux::handle`] registers one per [`chronos_broker::TaskArgs`] kind. The
+//!   result goes with the acknowledgement and is kept while the task is retained, for
+//!   `Client::result` and `Client::wait`. (A handler that never returns `Ok` names its `R`:
+//!   `Err::<(), _>(...)`.)
 //! * [`TaskError`]: `?` turns any `std::error::Error + Send + Sync`, `anyhow::Error`,
 //!   `Box<dyn Error + Send + Sync>` or `String` into a retryable failure;
 //!   [`TaskError::skip_retry`] dead-letters at once, [`TaskError::retry_after`] picks the delay.

@@ -17,9 +17,9 @@ pub use chronos_broker::{
     decode_args, encode_args, fred, time, Attempt, Broker, BrokerError, Client, Completion,
     Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError, Enqueue, EnqueueOptions,
     EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain, NewTask, QueueName,
-    QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, ServerRecord, StartOutcome, TaskArgs,
-    TaskEnvelope, TaskInfo, TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY,
-    SCHEDULE_HEADER, TRIGGER_HEADER,
+    QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results, ServerRecord, StartOutcome,
+    TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp, Trigger,
+    DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
 pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
