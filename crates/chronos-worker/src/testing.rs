@@ -19,8 +19,8 @@
 //!
 //! Firing the cancellation token of a [`TestContext`] ([`TestContext::cancellation`]) does not
 //! stop the run: the handler sees [`Context::cancelled`] resolve and returns what it returns, as
-//! under an operator's cancel. A time limit runs on tokio's clock, so a test with
-//! `#[tokio::test(start_paused = true)]` reaches it without waiting.
+//! under an operator's cancel. A time limit runs on tokio's clock, so with tokio's `test-util`
+//! feature a test under `#[tokio::test(start_paused = true)]` reaches it without waiting.
 //!
 //! ```
 //! use chronos_worker::testing::{run_handler, TestContext};
