@@ -268,7 +268,10 @@ impl Recorder {
     ///
     /// # Panics
     /// When there is none; the message lists every stored task.
-    pub fn assert_enqueued<T: TaskArgs>(&self, matches: impl Fn(&Enqueued<T>) -> bool) -> Enqueued<T> {
+    pub fn assert_enqueued<T: TaskArgs>(
+        &self,
+        matches: impl Fn(&Enqueued<T>) -> bool,
+    ) -> Enqueued<T> {
         let found = self.enqueued::<T>().into_iter().find(|t| matches(t));
         match found {
             Some(t) => t,

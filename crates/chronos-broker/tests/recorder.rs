@@ -40,7 +40,10 @@ fn email(to: &str) -> Email {
 /// Code under test, written as the module docs advise: generic over the broker.
 async fn notify<B: Enqueue>(client: &Client<B>, to: &str) -> Result<TaskInfo, BrokerError> {
     client
-        .enqueue(&email(to), EnqueueOptions::new().queue("mail").header("lang", "de"))
+        .enqueue(
+            &email(to),
+            EnqueueOptions::new().queue("mail").header("lang", "de"),
+        )
         .await
 }
 
@@ -76,7 +79,10 @@ async fn typed_query_returns_decoded_args_queue_headers_and_options() {
     assert_eq!(emails.len(), 1, "only tasks of the asked kind");
     let e = &emails[0];
     assert_eq!(e.args, email("a@example.com"));
-    assert_eq!((e.id.as_str(), e.queue.as_str()), (info.id.as_str(), "mail"));
+    assert_eq!(
+        (e.id.as_str(), e.queue.as_str()),
+        (info.id.as_str(), "mail")
+    );
     assert_eq!(e.state, TaskState::Pending);
     assert_eq!(e.header("lang"), Some("de"));
     assert_eq!(e.max_retry, chronos_broker::DEFAULT_MAX_RETRY);
@@ -125,7 +131,10 @@ async fn a_delayed_task_is_scheduled_at_its_run_at_and_a_past_one_runs_now() {
         .await
         .expect("enqueue");
     assert_eq!(now.state, TaskState::Pending);
-    assert!(now.run_at_ms >= after, "a past run-at runs now, as in Redis");
+    assert!(
+        now.run_at_ms >= after,
+        "a past run-at runs now, as in Redis"
+    );
 
     let t = recorder.assert_enqueued::<Email>(|t| t.args.to == "later");
     assert!(t.is_scheduled());
@@ -143,7 +152,10 @@ async fn a_unique_task_is_refused_while_its_lock_is_held_and_recorded_once() {
         other => panic!("expected DuplicateTask, got {other:?}"),
     }
     // Another payload, or another queue, is another lock.
-    client.enqueue(&email("y"), unique()).await.expect("other payload");
+    client
+        .enqueue(&email("y"), unique())
+        .await
+        .expect("other payload");
     client
         .enqueue(&email("x"), unique().queue("other"))
         .await
@@ -153,11 +165,17 @@ async fn a_unique_task_is_refused_while_its_lock_is_held_and_recorded_once() {
     let short = EnqueueOptions::new().unique(Duration::from_millis(1));
     client.enqueue(&email("z"), short.clone()).await.expect("z");
     tokio::time::sleep(Duration::from_millis(5)).await;
-    client.enqueue(&email("z"), short).await.expect("after the TTL");
+    client
+        .enqueue(&email("z"), short)
+        .await
+        .expect("after the TTL");
     // Clearing forgets tasks and locks.
     recorder.clear();
     recorder.assert_nothing_enqueued();
-    client.enqueue(&email("x"), unique()).await.expect("after clear");
+    client
+        .enqueue(&email("x"), unique())
+        .await
+        .expect("after clear");
 }
 
 #[tokio::test]
@@ -196,8 +214,14 @@ async fn a_batch_answers_each_task_in_order_and_refuses_only_the_bad_ones() {
     assert!(results[0].is_ok());
     assert!(matches!(results[1], Err(BrokerError::InvalidQueue { .. })));
     assert!(matches!(results[2], Err(BrokerError::DuplicateTask { .. })));
-    assert!(matches!(results[3], Err(BrokerError::PayloadTooLarge { size: _, limit: 64 })));
-    assert_eq!(results[4].as_ref().map(|i| i.state).ok(), Some(TaskState::Scheduled));
+    assert!(matches!(
+        results[3],
+        Err(BrokerError::PayloadTooLarge { size: _, limit: 64 })
+    ));
+    assert_eq!(
+        results[4].as_ref().map(|i| i.state).ok(),
+        Some(TaskState::Scheduled)
+    );
     let stored: Vec<String> = recorder
         .enqueued::<Email>()
         .into_iter()
@@ -216,7 +240,10 @@ async fn failed_assertions_say_what_was_enqueued() {
     let msg = panic_message(|| {
         recorder.assert_enqueued::<Email>(|t| t.args.to == "b@example.com");
     });
-    assert!(msg.contains(r#"expected an enqueued "email" task that matches"#), "{msg}");
+    assert!(
+        msg.contains(r#"expected an enqueued "email" task that matches"#),
+        "{msg}"
+    );
     assert!(msg.contains("queue=mail"), "{msg}");
     assert!(msg.contains(r#"args={"to":"a@example.com"}"#), "{msg}");
     assert!(msg.contains(r#"{"lang": "de"}"#), "{msg}");
@@ -224,7 +251,10 @@ async fn failed_assertions_say_what_was_enqueued() {
     let msg = panic_message(|| recorder.assert_nothing_enqueued());
     assert!(msg.contains("expected nothing enqueued"), "{msg}");
     let msg = panic_message(|| recorder.assert_enqueued_count::<Email>(2));
-    assert!(msg.contains("expected 2 enqueued \"email\" task(s), found 1"), "{msg}");
+    assert!(
+        msg.contains("expected 2 enqueued \"email\" task(s), found 1"),
+        "{msg}"
+    );
     let msg = panic_message(|| recorder.refute_enqueued::<Email>(|t| t.queue == "mail"));
     assert!(msg.contains("expected no enqueued \"email\" task"), "{msg}");
     recorder.refute_enqueued::<Email>(|t| t.queue == "default");
@@ -232,7 +262,10 @@ async fn failed_assertions_say_what_was_enqueued() {
 
     let drained = recorder.drain();
     assert_eq!(drained.len(), 1);
-    assert_eq!(drained[0].args::<Email>().expect("decodes"), email("a@example.com"));
+    assert_eq!(
+        drained[0].args::<Email>().expect("decodes"),
+        email("a@example.com")
+    );
     assert!(drained[0].args::<Invoice>().is_err(), "another kind");
     recorder.assert_nothing_enqueued();
 }
@@ -273,13 +306,22 @@ async fn recorded_tasks_are_what_a_redis_client_writes() {
         ),
     ];
     for (args, opts) in &cases {
-        let want = real.enqueue(args, opts.clone()).await.expect("redis enqueue");
-        let got = fake.enqueue(args, opts.clone()).await.expect("recorder enqueue");
+        let want = real
+            .enqueue(args, opts.clone())
+            .await
+            .expect("redis enqueue");
+        let got = fake
+            .enqueue(args, opts.clone())
+            .await
+            .expect("recorder enqueue");
         assert_eq!(got.state, want.state, "{args:?}");
         if want.state == TaskState::Scheduled {
             assert_eq!(got.run_at_ms, want.run_at_ms, "{args:?}");
         }
-        assert_eq!((&got.id, &got.queue, &got.kind), (&want.id, &want.queue, &want.kind));
+        assert_eq!(
+            (&got.id, &got.queue, &got.kind),
+            (&want.id, &want.queue, &want.kind)
+        );
 
         let q = QueueName::new(want.queue.as_str()).expect("queue");
         let stored = redis

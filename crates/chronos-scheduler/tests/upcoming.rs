@@ -21,7 +21,8 @@ fn ms(rfc3339: &str) -> i64 {
 }
 
 fn at(rfc3339: &str) -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms(rfc3339)) * 1_000_000).expect("in range")
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms(rfc3339)) * 1_000_000)
+        .expect("in range")
 }
 
 /// A trigger as its wall clock and offset, `2027-03-28T03:00:00+02:00`: shows both the instant

@@ -52,8 +52,8 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use chronos_broker::{
-    encode_args, new_task_id, now_ms, DecodeError, EnqueueOptions, NewTask, TaskArgs,
-    TaskEnvelope, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
+    encode_args, new_task_id, now_ms, DecodeError, EnqueueOptions, NewTask, TaskArgs, TaskEnvelope,
+    Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 use futures::FutureExt;
 use serde::de::DeserializeOwned;
@@ -207,7 +207,9 @@ impl TestContext {
         env.payload = payload;
         env.retried = self.attempt.saturating_sub(1);
         env.max_retry = self.max_retry;
-        env.timeout_ms = self.timeout.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        env.timeout_ms = self
+            .timeout
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         env.deadline_ms = self.deadline_ms;
         env.enqueued_at_ms = self.enqueued_at_ms.unwrap_or(now);
         env.headers = self.headers.clone();

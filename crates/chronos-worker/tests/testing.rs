@@ -101,7 +101,10 @@ async fn the_handler_sees_the_attempt_the_test_built_and_its_result_comes_back()
 async fn picky(_ctx: Context, task: Task<Charge>) -> Result<(), TaskError> {
     match task.args.cents {
         0 => Err(TaskError::skip_retry("nothing to charge")),
-        1 => Err(TaskError::retry_after(Duration::from_secs(9), "rate limited")),
+        1 => Err(TaskError::retry_after(
+            Duration::from_secs(9),
+            "rate limited",
+        )),
         2 => Err(std::io::Error::other("card network down"))?,
         3 => panic!("boom at {}", task.args.cents),
         _ => Ok(()),
@@ -112,11 +115,17 @@ async fn picky(_ctx: Context, task: Task<Charge>) -> Result<(), TaskError> {
 async fn errors_keep_their_kind_and_a_panic_is_a_retryable_failure() {
     let run = |cents| run_handler(&picky, TestContext::new(), charge(cents));
     let e = run(0).await.expect_err("skip");
-    assert_eq!((e.kind(), e.message()), (FailureKind::SkipRetry, "nothing to charge"));
+    assert_eq!(
+        (e.kind(), e.message()),
+        (FailureKind::SkipRetry, "nothing to charge")
+    );
     let e = run(1).await.expect_err("retry after");
     assert_eq!(e.kind(), FailureKind::RetryAfter(Duration::from_secs(9)));
     let e = run(2).await.expect_err("retry");
-    assert_eq!((e.kind(), e.message()), (FailureKind::Retry, "card network down"));
+    assert_eq!(
+        (e.kind(), e.message()),
+        (FailureKind::Retry, "card network down")
+    );
     let e = run(3).await.expect_err("panic");
     assert_eq!(e.kind(), FailureKind::Retry);
     assert_eq!(e.message(), "handler panicked: boom at 3");
@@ -153,7 +162,9 @@ async fn a_timeout_cuts_the_attempt_off_and_fires_its_cancellation() {
     }
     let ctx = TestContext::new().timeout(Duration::from_millis(50));
     let cancel = ctx.cancellation();
-    let e = run_handler(&stuck, ctx, charge(5)).await.expect_err("timed out");
+    let e = run_handler(&stuck, ctx, charge(5))
+        .await
+        .expect_err("timed out");
     assert_eq!(e.kind(), FailureKind::Retry);
     assert_eq!(e.message(), "timed out after 50ms");
     assert!(cancel.is_cancelled());
@@ -187,12 +198,18 @@ struct Log {
 #[async_trait]
 impl Middleware for Log {
     async fn call(&self, ctx: Context, next: Next<'_>) -> Result<(), TaskError> {
-        self.log.lock().expect("log").push(format!("{} in", self.name));
+        self.log
+            .lock()
+            .expect("log")
+            .push(format!("{} in", self.name));
         if self.deny == Some(ctx.queue()) {
             return Err(TaskError::skip_retry(format!("{} refused", self.name)));
         }
         let r = next.run(ctx).await;
-        self.log.lock().expect("log").push(format!("{} out", self.name));
+        self.log
+            .lock()
+            .expect("log")
+            .push(format!("{} out", self.name));
         r
     }
 }
@@ -237,7 +254,10 @@ async fn a_task_runs_through_the_whole_mux_with_its_middleware_in_order() {
     let e = run_mux(&mux, TestContext::new().queue("blocked"), &charge(1))
         .await
         .expect_err("refused");
-    assert_eq!((e.kind(), e.message()), (FailureKind::SkipRetry, "inner refused"));
+    assert_eq!(
+        (e.kind(), e.message()),
+        (FailureKind::SkipRetry, "inner refused")
+    );
     assert_eq!(
         *log.lock().expect("log"),
         ["outer in", "inner in", "outer out"]
@@ -252,7 +272,11 @@ async fn a_task_runs_through_the_whole_mux_with_its_middleware_in_order() {
         .await
         .expect_err("no handler");
     assert_eq!(e.kind(), FailureKind::SkipRetry);
-    assert!(e.message().contains("no handler for kind \"unknown\""), "{}", e.message());
+    assert!(
+        e.message().contains("no handler for kind \"unknown\""),
+        "{}",
+        e.message()
+    );
 }
 
 /// The producer's tasks, recorded without Redis, run through the worker's mux: the whole path
