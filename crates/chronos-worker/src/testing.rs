@@ -58,6 +58,7 @@ use chronos_broker::{
 use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::executor::{panic_message, time_limit};
 use crate::mux::{encode_output, Unrunnable};
@@ -195,9 +196,11 @@ impl TestContext {
     /// The envelope of the task this context is an attempt of, as the worker would read it.
     fn envelope(&self, kind: &str, payload: Vec<u8>) -> TaskEnvelope {
         let now = now_ms();
-        // Default options cannot fail to build (nothing to validate); the fields are set below,
-        // so that an id the broker would refuse can still be tested.
-        let mut env = match NewTask::build(kind, payload.clone(), EnqueueOptions::new(), now) {
+        // Built as the client builds it, so fields appended to the envelope later get their
+        // defaults here too. Default options leave nothing to validate (no id, unique TTL or
+        // durability), so the build cannot fail; the fields are set below, which also lets a
+        // test use an id the broker would refuse.
+        let mut env = match NewTask::build(kind, Vec::new(), EnqueueOptions::new(), now) {
             Ok(t) => t.envelope,
             Err(_) => unreachable!("default enqueue options always build"),
         };
@@ -263,7 +266,9 @@ pub async fn run_handler<T: TaskArgs, H: Handler<T>>(
     };
     let limit = time_limit(&env, now);
     let context = Context::for_attempt(&env, limit.map(|d| Instant::now() + d), ctx.cancel.clone());
-    let output = guarded(handler.handle(context, task), limit, &ctx.cancel).await?;
+    let output = guarded(handler.handle(context, task), limit, &ctx.cancel)
+        .instrument(span(&env))
+        .await?;
     encode_output(&output)?;
     Ok(output)
 }
@@ -273,9 +278,9 @@ pub async fn run_handler<T: TaskArgs, H: Handler<T>>(
 pub async fn run_mux<T: TaskArgs>(
     mux: &Mux,
     ctx: TestContext,
-    args: &T,
+    args: T,
 ) -> Result<Completed, TaskError> {
-    let payload = encode_args(args).map_err(unrunnable)?;
+    let payload = encode_args(&args).map_err(unrunnable)?;
     let env = ctx.envelope(T::KIND, payload);
     attempt(mux, &env, ctx.cancel).await
 }
@@ -304,11 +309,24 @@ async fn attempt(
     let limit = time_limit(env, now);
     let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), cancel.clone());
     let slot = ctx.output_slot();
-    guarded(start(ctx), limit, &cancel).await?;
+    guarded(start(ctx), limit, &cancel)
+        .instrument(span(env))
+        .await?;
     Ok(Completed {
         result: slot.take(),
         kind: env.kind.clone(),
     })
+}
+
+/// The span the attempt runs in, named and filled as the server's, so a test's log reads alike.
+fn span(env: &TaskEnvelope) -> tracing::Span {
+    tracing::info_span!(
+        "task",
+        task_id = %env.id,
+        queue = %env.queue,
+        kind = %env.kind,
+        attempt = i64::from(env.retried) + 1,
+    )
 }
 
 fn refuse_past_deadline(env: &TaskEnvelope, now: i64) -> Result<(), TaskError> {

@@ -240,7 +240,7 @@ async fn a_task_runs_through_the_whole_mux_with_its_middleware_in_order() {
         deny: Some("blocked"),
     });
 
-    let done = run_mux(&mux, TestContext::new().attempt(2), &charge(21))
+    let done = run_mux(&mux, TestContext::new().attempt(2), charge(21))
         .await
         .expect("ran");
     assert_eq!(done.result::<(u64, u32)>().expect("decodes"), Some((42, 2)));
@@ -251,7 +251,7 @@ async fn a_task_runs_through_the_whole_mux_with_its_middleware_in_order() {
     );
 
     log.lock().expect("log").clear();
-    let e = run_mux(&mux, TestContext::new().queue("blocked"), &charge(1))
+    let e = run_mux(&mux, TestContext::new().queue("blocked"), charge(1))
         .await
         .expect_err("refused");
     assert_eq!(
@@ -268,7 +268,7 @@ async fn a_task_runs_through_the_whole_mux_with_its_middleware_in_order() {
     impl TaskArgs for Unknown {
         const KIND: &'static str = "unknown";
     }
-    let e = run_mux(&mux, TestContext::new(), &Unknown {})
+    let e = run_mux(&mux, TestContext::new(), Unknown {})
         .await
         .expect_err("no handler");
     assert_eq!(e.kind(), FailureKind::SkipRetry);

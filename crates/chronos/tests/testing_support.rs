@@ -166,15 +166,19 @@ async fn the_mux_runs_the_guard_and_the_handler() {
         order: 5,
         email: "a@example.com".into(),
     };
-    let done = run_mux(&mux, TestContext::new().header("tenant", "shop-1"), &args)
-        .await
-        .expect("ran");
+    let done = run_mux(
+        &mux,
+        TestContext::new().header("tenant", "shop-1"),
+        args.clone(),
+    )
+    .await
+    .expect("ran");
     assert_eq!(
         done.result::<String>().expect("decodes").as_deref(),
         Some("msg-5-1")
     );
 
-    let err = run_mux(&mux, TestContext::new(), &args)
+    let err = run_mux(&mux, TestContext::new(), args)
         .await
         .expect_err("guarded");
     assert_eq!(err.message(), "no tenant");
