@@ -5,8 +5,8 @@
 //! # The pattern
 //! Write producer code generic over the broker: take a `&Client<B>` with `B: Enqueue` (or a
 //! `&impl Enqueue`). Production passes the `Client` over Redis, a test passes
-//! `Client::new(recorder.clone())`; the recorder is a cheap handle, every clone sees the same
-//! record.
+//! `Client::new(recorder.clone())` (or [`Recorder::client`]); the recorder is a cheap handle,
+//! every clone sees the same record.
 //!
 //! ```
 //! use chronos_broker::testing::Recorder;
@@ -63,8 +63,8 @@ use std::time::Duration;
 
 use crate::task::Due;
 use crate::{
-    decode_args, now_ms, payload_json, BrokerError, DeadLetter, DecodeError, Enqueue, NewTask,
-    QueueName, TaskArgs, TaskEnvelope, TaskInfo, TaskState, DEFAULT_MAX_PAYLOAD,
+    decode_args, now_ms, payload_json, BrokerError, Client, DeadLetter, DecodeError, Enqueue,
+    NewTask, QueueName, TaskArgs, TaskEnvelope, TaskInfo, TaskState, DEFAULT_MAX_PAYLOAD,
 };
 
 /// An in-memory [`Enqueue`] broker that records every task it stores (see the
@@ -200,6 +200,11 @@ impl Recorder {
     /// An empty recorder.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A client over this recorder (the same as `Client::new(recorder.clone())`).
+    pub fn client(&self) -> Client<Recorder> {
+        Client::new(self.clone())
     }
 
     /// Refuses payloads larger than `limit` bytes, as a `RedisBroker` built with the same limit

@@ -234,7 +234,7 @@ async fn a_batch_answers_each_task_in_order_and_refuses_only_the_bad_ones() {
 async fn failed_assertions_say_what_was_enqueued() {
     let recorder = Recorder::new();
     recorder.assert_nothing_enqueued();
-    let client = Client::new(recorder.clone());
+    let client = recorder.client();
     notify(&client, "a@example.com").await.expect("enqueue");
 
     let msg = panic_message(|| {

@@ -111,8 +111,8 @@ impl TestContext {
         self
     }
 
-    /// The kind the context reports (default: the kind of the task run, or `test` for
-    /// [`TestContext::build`]).
+    /// The kind the context reports, and the one [`run_mux`] routes by (default: the kind of
+    /// the task run, or `test` for [`TestContext::build`]).
     pub fn kind(mut self, kind: impl Into<String>) -> Self {
         self.kind = Some(kind.into());
         self
