@@ -33,6 +33,8 @@
 //! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
 //!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
 //!   set a `traceparent` header), and the worker links its span to it.
+//! * [`testing::Recorder`]: an in-memory [`Enqueue`] that records instead of writing, so a
+//!   producer's tests run `Client<Recorder>` without Redis and assert on what was enqueued.
 //!
 //! # Guarantees
 //! * Every state transition of a task is one Lua script: a crash between two Redis calls never
@@ -130,6 +132,7 @@ mod sample;
 mod schedule;
 mod server_record;
 mod task;
+pub mod testing;
 mod trace_context;
 mod traits;
 

@@ -21,6 +21,8 @@
 //!   for errors and an async one for dead letters ([`DeadLetterHook`], awaited with a timeout).
 //! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect`, so a
 //!   wrapper (metrics, fault injection) implements three traits, not the whole broker.
+//! * [`testing`]: run a handler, or a task through a whole [`Mux`], in process without Redis,
+//!   with a [`testing::TestContext`] the test builds (attempt, headers, cancellation).
 //!
 //! # What the server guarantees
 //! * At least once: a task is acknowledged only after its handler returned `Ok`. A task whose
@@ -72,6 +74,7 @@ mod sampler;
 mod server;
 mod starter;
 mod task;
+pub mod testing;
 #[cfg(feature = "opentelemetry")]
 mod trace;
 
