@@ -121,6 +121,7 @@ mod payload;
 mod redis;
 mod sample;
 mod schedule;
+mod schedule_def;
 mod server_record;
 mod task;
 mod trace_context;
@@ -138,6 +139,9 @@ pub use redis::{
 };
 pub use sample::{QueueSample, SampleQueues};
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
+pub use schedule_def::{
+    DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef,
+};
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
@@ -149,7 +153,7 @@ pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 pub use traits::{
     ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
     DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
-    Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction, TaskFilter, TaskPage,
+    ManageSchedules, Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction, TaskFilter, TaskPage,
     TaskRecord,
 };
 

@@ -7,6 +7,7 @@ mod inspect;
 mod maintain;
 mod reply;
 mod sample;
+mod runtime;
 mod schedules;
 mod scripts;
 

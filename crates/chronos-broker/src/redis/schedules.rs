@@ -26,7 +26,7 @@ use tracing::warn;
 use super::{client_builder, reply, RedisBroker};
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo, QueueKeys,
-    QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
+    ManageSchedules, QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
 };
 
 /// Hash tag of the scheduler's own keys (lock, epoch, registry).
@@ -36,7 +36,7 @@ const TAG: &str = "scheduler";
 const FIRE_STRIDE: usize = 12;
 
 impl RedisBroker {
-    fn sched_key(&self, name: &str) -> String {
+    pub(super) fn sched_key(&self, name: &str) -> String {
         self.inner.keys.tagged(TAG, name)
     }
 
@@ -45,7 +45,7 @@ impl RedisBroker {
     }
 }
 
-fn sched(keys: &QueueKeys, name: &str) -> String {
+pub(super) fn sched(keys: &QueueKeys, name: &str) -> String {
     format!("{}sched:{name}", keys.prefix())
 }
 
@@ -391,6 +391,7 @@ impl Schedules for RedisBroker {
             .await?;
         // Last seen of each id: the latest of the instances that register it.
         let mut seen: HashMap<String, i64> = HashMap::new();
+        let live_at: Vec<i64> = live.iter().map(|(_, score)| *score as i64).collect();
         for (instance, score) in live {
             let at = score as i64;
             if now.saturating_sub(at) > duration_ms(remove_after) {
@@ -404,6 +405,18 @@ impl Schedules for RedisBroker {
         }
         let raw: Vec<(String, Vec<u8>)> = c.hgetall(self.sched_key("registry")).await?;
         let mut by_queue: BTreeMap<String, Vec<ScheduleEntry>> = BTreeMap::new();
+        // Runtime schedules are fired by whichever instance leads: alive while any instance is.
+        let any_seen = live_at
+            .iter()
+            .copied()
+            .filter(|&at| now.saturating_sub(at) <= duration_ms(remove_after))
+            .max()
+            .unwrap_or(0);
+        for d in self.schedule_defs().await? {
+            let stale = now.saturating_sub(any_seen) > duration_ms(stale_after);
+            let e = d.def.entry(now, any_seen, stale);
+            by_queue.entry(e.queue.clone()).or_default().push(e);
+        }
         for (id, bytes) in raw {
             match ScheduleEntry::decode(&bytes) {
                 Ok(mut e) => {
@@ -557,7 +570,7 @@ fn epoch_arg(epoch: u64) -> i64 {
     i64::try_from(epoch).unwrap_or(i64::MAX)
 }
 
-fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
+pub(super) fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
     let ms = duration_ms(ttl);
     if ms <= 0 {
         return Err(BrokerError::InvalidDuration(ttl));
