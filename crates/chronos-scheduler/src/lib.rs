@@ -114,14 +114,17 @@ pub mod metrics;
 mod misfire;
 mod options;
 mod registry;
+mod runtime;
 mod schedule;
 mod scheduler;
 mod spec;
+mod watcher;
 
 pub use config::{Clock, SchedulerConfig, SystemClock};
 pub use error::SchedulerError;
 pub use misfire::MisfirePolicy;
 pub use options::{OverlapPolicy, ScheduleOptions};
 pub use registry::list_schedules;
+pub use runtime::{Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec};
 pub use scheduler::{Scheduler, SchedulerHandle, SchedulerStats};
 pub use spec::{Spec, SpecError};
