@@ -10,9 +10,9 @@ use std::time::Duration;
 use crate::{
     ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
     Fetched, FireOutcome, FireState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
-    ManageSchedules, Maintain, NewTask, Operate, PutOutcome, QueueName, QueueStats, Reclaimed, ScheduleDef, ScheduleEntry, SchedulerMetrics,
-    Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter, TaskInfo, TaskPage, TaskRecord,
-    TaskState, StoredDef, Trigger,
+    Maintain, ManageSchedules, NewTask, Operate, PutOutcome, QueueName, QueueStats, Reclaimed,
+    ScheduleDef, ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, StartOutcome, StoredDef,
+    TaskAction, TaskFilter, TaskInfo, TaskPage, TaskRecord, TaskState, Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:

@@ -139,9 +139,7 @@ pub use redis::{
 };
 pub use sample::{QueueSample, SampleQueues};
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
-pub use schedule_def::{
-    DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef,
-};
+pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef};
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
@@ -153,8 +151,8 @@ pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 pub use traits::{
     ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
     DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
-    ManageSchedules, Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction, TaskFilter, TaskPage,
-    TaskRecord,
+    ManageSchedules, Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction,
+    TaskFilter, TaskPage, TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

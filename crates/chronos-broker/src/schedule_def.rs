@@ -118,7 +118,12 @@ impl ScheduleDef {
         let next_run_ms = match every_ms.filter(|&m| m > 0 && !self.paused) {
             Some(every) => {
                 let every = i64::try_from(every).unwrap_or(i64::MAX);
-                Some(now_ms.div_euclid(every).saturating_add(1).saturating_mul(every))
+                Some(
+                    now_ms
+                        .div_euclid(every)
+                        .saturating_add(1)
+                        .saturating_mul(every),
+                )
             }
             None => None,
         };

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::{
     BrokerError, DecodeError, FireOutcome, FireState, LeaderInfo, NewTask, PutOutcome, QueueName,
-    ScheduleDef, ScheduleEntry, StoredDef, SchedulerMetrics, ServerRecord, TaskEnvelope, TaskInfo, TaskState, Trigger,
+    ScheduleDef, ScheduleEntry, SchedulerMetrics, ServerRecord, StoredDef, TaskEnvelope, TaskInfo,
+    TaskState, Trigger,
 };
 
 /// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
@@ -585,7 +586,15 @@ pub trait Broker:
 }
 
 impl<T> Broker for T where
-    T: Enqueue + Consume + Maintain + Coordinate + Inspect + Schedules + ManageSchedules + Clone + 'static
+    T: Enqueue
+        + Consume
+        + Maintain
+        + Coordinate
+        + Inspect
+        + Schedules
+        + ManageSchedules
+        + Clone
+        + 'static
 {
 }
 

@@ -242,6 +242,8 @@ async fn servers_leader_and_schedules_answer_when_there_are_none() {
         registered_by: "host-1".into(),
         last_seen_ms: 0,
         stale: false,
+        source: chronos_broker::ScheduleSource::Code,
+        paused: false,
     };
     assert!(e
         .broker

@@ -278,7 +278,9 @@ async fn apply<B: Schedules>(
         match old.get(s.id.as_str()) {
             Some(&i) => {
                 new_last[j] = last_task.get_mut(i).and_then(Option::take);
-                let same = set.get(i).is_some_and(|o| o.spec.describe() == s.spec.describe());
+                let same = set
+                    .get(i)
+                    .is_some_and(|o| o.spec.describe() == s.spec.describe());
                 new_next[j] = if same {
                     next.get(i).copied().flatten()
                 } else {
@@ -444,6 +446,17 @@ async fn catch_up<B: Schedules>(
         let mut unmarked = Vec::new();
         for (&i, st) in idx.iter().zip(state) {
             last_task[i] = st.last_task_id;
+            // A runtime schedule starts at its activation (added or resumed), which was
+            // stored with it: the registration mark, written when a leader first saw it, may
+            // come later and would drop the triggers in between. Its fire state is forgotten
+            // on removal, and the activation fences marks of an earlier life anyway.
+            if let Some(since) = set[i].since_ms {
+                start[i] = Some(st.last_fired_ms.map_or(since, |l| l.max(since)));
+                if st.registered_ms.is_none() {
+                    unmarked.push((i, None));
+                }
+                continue;
+            }
             match st.registered_ms {
                 Some(reg) => start[i] = Some(st.last_fired_ms.map_or(reg, |l| l.max(reg))),
                 None => unmarked.push((i, st.last_fired_ms)),
@@ -452,14 +465,13 @@ async fn catch_up<B: Schedules>(
         if !unmarked.is_empty() {
             // Not marked (pruned since this instance started, or its start could not reach
             // Redis): the mark written now is the first registration.
-            let ids: Vec<String> = unmarked
-                .iter()
-                .map(|&(i, _)| set[i].id.clone())
-                .collect();
+            let ids: Vec<String> = unmarked.iter().map(|&(i, _)| set[i].id.clone()).collect();
             match sh.broker.register_schedules(q, &ids).await {
                 Ok(marks) => {
                     for (&(i, last), reg) in unmarked.iter().zip(marks) {
-                        start[i] = Some(last.map_or(reg, |l| l.max(reg)));
+                        if set[i].since_ms.is_none() {
+                            start[i] = Some(last.map_or(reg, |l| l.max(reg)));
+                        }
                     }
                 }
                 Err(e) => {
@@ -473,11 +485,6 @@ async fn catch_up<B: Schedules>(
     let mut missed: BTreeMap<QueueName, u64> = BTreeMap::new();
     let mut total = 0;
     for (i, s) in set.iter().enumerate() {
-        // A runtime schedule never catches up on triggers before its activation (added or
-        // resumed): a pause is not made up for.
-        if let (Some(since), Some(st)) = (s.since_ms, start[i]) {
-            start[i] = Some(st.max(since));
-        }
         let p = plan(&s.misfire, &s.spec, start[i], now);
         if p.missed > 0 {
             *missed.entry(s.queue.clone()).or_default() += p.missed;

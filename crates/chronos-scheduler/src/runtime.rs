@@ -5,9 +5,8 @@
 use std::time::Duration;
 
 use chronos_broker::{
-    duration_ms, encode_args, new_task_id, now_ms, DeadLetter, DefMisfire, DefSpec,
-    EnqueueOptions, FireOutcome, ManageSchedules, NewTask, PutOutcome, QueueName, ScheduleDef,
-    StoredDef, TaskArgs,
+    duration_ms, encode_args, new_task_id, now_ms, DeadLetter, DefMisfire, DefSpec, EnqueueOptions,
+    FireOutcome, ManageSchedules, NewTask, PutOutcome, QueueName, ScheduleDef, StoredDef, TaskArgs,
 };
 use tracing::{info, instrument};
 
@@ -251,7 +250,7 @@ pub(crate) fn schedule_of(def: &ScheduleDef) -> Result<Schedule, SchedulerError>
         } else {
             OverlapPolicy::Allow
         },
-        since_ms: Some(def.active_since_ms),
+        since_ms: (def.active_since_ms > 0).then_some(def.active_since_ms),
     };
     s.trigger(0, 0, None)?;
     Ok(s)
@@ -457,7 +456,9 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
     async fn change(
         &self,
         id: &str,
-        mut decide: impl FnMut(Option<&ScheduleDef>) -> Result<Option<Option<ScheduleDef>>, SchedulerError>,
+        mut decide: impl FnMut(
+            Option<&ScheduleDef>,
+        ) -> Result<Option<Option<ScheduleDef>>, SchedulerError>,
     ) -> Result<Change, SchedulerError> {
         for _ in 0..CAS_ROUNDS {
             let cur: Option<StoredDef> = self.broker.schedule_def(id).await?;
@@ -475,9 +476,7 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
                     return Ok(Change::Done);
                 }
                 PutOutcome::Unchanged => return Ok(Change::Unchanged),
-                PutOutcome::CodeOwned => {
-                    return Err(SchedulerError::CodeSchedule(id.to_string()))
-                }
+                PutOutcome::CodeOwned => return Err(SchedulerError::CodeSchedule(id.to_string())),
                 PutOutcome::Conflict | _ => continue,
             }
         }

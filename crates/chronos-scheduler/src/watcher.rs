@@ -49,7 +49,11 @@ pub(crate) async fn refresh<B: ManageSchedules>(sh: &Shared<B>, seen: &mut Optio
         Ok(defs) => {
             let set = active(&sh.schedules, defs);
             if seen.is_some() || !set.is_empty() {
-                info!(revision = rev, active = set.len(), "runtime schedules loaded");
+                info!(
+                    revision = rev,
+                    active = set.len(),
+                    "runtime schedules loaded"
+                );
             }
             sh.runtime.send_replace(Arc::new(set));
             *seen = Some(rev);

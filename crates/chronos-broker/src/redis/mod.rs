@@ -6,8 +6,8 @@ mod enqueue;
 mod inspect;
 mod maintain;
 mod reply;
-mod sample;
 mod runtime;
+mod sample;
 mod schedules;
 mod scripts;
 

@@ -36,11 +36,7 @@ fn stored(id: &str, raw: Vec<u8>) -> Option<StoredDef> {
 
 impl ManageSchedules for RedisBroker {
     async fn schedule_revision(&self) -> Result<u64, BrokerError> {
-        let rev: Option<i64> = self
-            .inner
-            .client
-            .get(self.sched_key("runtime:rev"))
-            .await?;
+        let rev: Option<i64> = self.inner.client.get(self.sched_key("runtime:rev")).await?;
         Ok(rev.unwrap_or(0).max(0) as u64)
     }
 
@@ -117,7 +113,9 @@ impl ManageSchedules for RedisBroker {
                 limit: self.inner.max_payload,
             });
         }
-        let bytes = env.encode().map_err(|e| BrokerError::Encode(e.to_string()))?;
+        let bytes = env
+            .encode()
+            .map_err(|e| BrokerError::Encode(e.to_string()))?;
         self.register_queue(queue).await?;
         let keys = self.queue_keys(queue);
         let mut key_list = vec![

@@ -25,8 +25,8 @@ use tracing::warn;
 
 use super::{client_builder, reply, RedisBroker};
 use crate::{
-    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo, QueueKeys,
-    ManageSchedules, QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
+    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo,
+    ManageSchedules, QueueKeys, QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
 };
 
 /// Hash tag of the scheduler's own keys (lock, epoch, registry).
@@ -405,15 +405,16 @@ impl Schedules for RedisBroker {
         }
         let raw: Vec<(String, Vec<u8>)> = c.hgetall(self.sched_key("registry")).await?;
         let mut by_queue: BTreeMap<String, Vec<ScheduleEntry>> = BTreeMap::new();
-        // Runtime schedules are fired by whichever instance leads: alive while any instance is.
-        let any_seen = live_at
-            .iter()
-            .copied()
-            .filter(|&at| now.saturating_sub(at) <= duration_ms(remove_after))
-            .max()
-            .unwrap_or(0);
+        // Runtime schedules are fired by whichever instance leads: live while a leader holds
+        // the lock, else last seen when any instance was.
+        let leading: i64 = c.exists(self.sched_key("leader")).await?;
+        let any_seen = if leading > 0 {
+            now
+        } else {
+            live_at.iter().copied().max().unwrap_or(0)
+        };
         for d in self.schedule_defs().await? {
-            let stale = now.saturating_sub(any_seen) > duration_ms(stale_after);
+            let stale = leading == 0;
             let e = d.def.entry(now, any_seen, stale);
             by_queue.entry(e.queue.clone()).or_default().push(e);
         }
