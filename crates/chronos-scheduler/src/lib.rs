@@ -125,6 +125,6 @@ pub use error::SchedulerError;
 pub use misfire::MisfirePolicy;
 pub use options::{OverlapPolicy, ScheduleOptions};
 pub use registry::list_schedules;
-pub use runtime::{Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec};
+pub use runtime::{next_run, Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec};
 pub use scheduler::{Scheduler, SchedulerHandle, SchedulerStats};
 pub use spec::{Spec, SpecError};

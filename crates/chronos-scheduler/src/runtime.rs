@@ -256,6 +256,16 @@ pub(crate) fn schedule_of(def: &ScheduleDef) -> Result<Schedule, SchedulerError>
     Ok(s)
 }
 
+/// The next trigger of a stored schedule strictly after `after_ms` (None when paused, invalid,
+/// or beyond the representable range): what listings show for runtime cron schedules, whose
+/// next run the broker cannot evaluate.
+pub fn next_run(def: &ScheduleDef, after_ms: i64) -> Option<i64> {
+    if def.paused {
+        return None;
+    }
+    schedule_of(def).ok()?.spec.next_after(after_ms)
+}
+
 /// What a change did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
