@@ -7,11 +7,14 @@
 //! | `<ns>:{scheduler}:registry` | hash | schedule id -> registry entry (MessagePack), written when it changes |
 //! | `<ns>:{scheduler}:registry:live` | zset | instance -> last seen ms (Redis' clock), one ZADD per publish |
 //! | `<ns>:{scheduler}:registry:i:<instance>` | set | the schedule ids that instance registers |
+//! | `<ns>:{scheduler}:runtime` | hash | runtime schedule id -> definition (MessagePack), by compare-and-set (`sched_put.lua`) |
+//! | `<ns>:{scheduler}:runtime:rev` | string | revision of the runtime schedules, bumped by every change |
 //! | `<ns>:{scheduler}:metrics` | hash | counters written by versions before the per-queue ones (still summed) |
 //!
 //! Per queue, with the queue's tag `{<q>}`: `sched:fence` (string), `sched:last`, `sched:task`,
 //! `sched:reg` (hashes by schedule id: last fired ms, last task id, first registration ms),
 //! `sched:metrics` (hash), `sched:d:<schedule>:<trigger secs>` (dedup keys, `PX` dedup TTL) and
+//! `sched:r:<schedule>:<request>` (a run-now request's marker, `PX` 1 day),
 //! `sched:c:<call>` (outcomes of a fire call, `PX` dedup TTL, so a re-sent call is answered
 //! without running again). Instances not seen for `remove_after` are pruned, and with them the
 //! registry entries and per-queue fields of ids nobody registers any more.
