@@ -352,21 +352,35 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
 
     /// Replaces a stored schedule's definition, keeping its paused state; the new spec takes
     /// effect from the next trigger. [`SchedulerError::UnknownSchedule`] for an unknown id.
+    ///
+    /// A schedule moved to another queue starts afresh there (its fire state lives in the
+    /// queue): nothing is caught up from before the update.
     #[instrument(skip_all, fields(schedule = %schedule.def.id))]
     pub async fn update(&self, schedule: NewSchedule) -> Result<Change, SchedulerError> {
         let id = schedule.def.id.clone();
-        self.change(&id, |cur| {
-            let cur = cur.ok_or_else(|| SchedulerError::UnknownSchedule(id.clone()))?;
-            let new = ScheduleDef {
-                paused: cur.paused,
-                created_ms: cur.created_ms,
-                updated_ms: now_ms(),
-                active_since_ms: cur.active_since_ms,
-                ..schedule.def.clone()
-            };
-            Ok((!cur.same_as(&new)).then_some(Some(new)))
-        })
-        .await
+        let mut moved_from = None;
+        let change = self
+            .change(&id, |cur| {
+                let cur = cur.ok_or_else(|| SchedulerError::UnknownSchedule(id.clone()))?;
+                let now = now_ms();
+                let moved = cur.queue != schedule.def.queue;
+                moved_from = moved.then(|| cur.queue.clone());
+                let new = ScheduleDef {
+                    paused: cur.paused,
+                    created_ms: cur.created_ms,
+                    updated_ms: now,
+                    active_since_ms: if moved { now } else { cur.active_since_ms },
+                    ..schedule.def.clone()
+                };
+                Ok((!cur.same_as(&new)).then_some(Some(new)))
+            })
+            .await?;
+        if let (Change::Done, Some(q)) = (change, moved_from) {
+            if let Ok(q) = QueueName::new(q) {
+                self.broker.forget_fire_state(&q, &[id.clone()]).await?;
+            }
+        }
+        Ok(change)
     }
 
     /// Pauses a stored schedule: it fires nothing until resumed.
