@@ -360,3 +360,59 @@ async fn invalid_or_conflicting_changes_are_typed_errors_that_write_nothing() {
     assert_eq!(b.schedule_revision().await.expect("rev"), 1);
     handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_update_that_moves_the_queue_starts_afresh_there() {
+    use chronos_broker::Schedules;
+    let ns = chronos_testkit::namespace();
+    let b = broker(&ns).await;
+    let rt = RuntimeSchedules::new(b.clone());
+    let p = Ping { n: 1 };
+    let every = Duration::from_secs(1);
+    rt.add(
+        NewSchedule::interval("mover", every, &p, ScheduleOptions::new().queue("old"))
+            .expect("valid"),
+    )
+    .await
+    .expect("add");
+    let added = rt.get("mover").await.expect("get").expect("stored");
+    // Fire state in the old queue, as a leader would have left it.
+    let old = QueueName::new("old").expect("queue");
+    b.register_schedules(&old, &["mover".to_string()])
+        .await
+        .expect("mark");
+    // A pure option change keeps the activation; a queue move resets it.
+    rt.update(
+        NewSchedule::interval(
+            "mover",
+            every,
+            &p,
+            ScheduleOptions::new().queue("old").max_retry(1),
+        )
+        .expect("valid"),
+    )
+    .await
+    .expect("update");
+    let same_queue = rt.get("mover").await.expect("get").expect("stored");
+    assert_eq!(same_queue.active_since_ms, added.active_since_ms);
+    assert_eq!(same_queue.max_retry, Some(1));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    rt.update(
+        NewSchedule::interval("mover", every, &p, ScheduleOptions::new().queue("new"))
+            .expect("valid"),
+    )
+    .await
+    .expect("update");
+    let moved = rt.get("mover").await.expect("get").expect("stored");
+    assert_eq!(moved.queue, "new");
+    assert!(moved.active_since_ms > added.active_since_ms);
+    assert_eq!(moved.created_ms, added.created_ms);
+    let st = b
+        .fire_state(&old, &["mover".to_string()])
+        .await
+        .expect("state");
+    assert_eq!(
+        st[0].registered_ms, None,
+        "the old queue's state is forgotten"
+    );
+}
