@@ -377,7 +377,9 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
             .await?;
         if let (Change::Done, Some(q)) = (change, moved_from) {
             if let Ok(q) = QueueName::new(q) {
-                self.broker.forget_fire_state(&q, &[id.clone()]).await?;
+                self.broker
+                    .forget_fire_state(&q, std::slice::from_ref(&id))
+                    .await?;
             }
         }
         Ok(change)
