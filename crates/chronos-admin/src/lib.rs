@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use chronos_broker::{
     payload_json, ActionOutcome, BrokerError, BulkReport, EvictionCheck, HistorySpan, Inspect,
-    Operate, QueueName, QueueStats, RedisBroker, ScheduleEntry, Schedules, ServerRecord,
-    TaskAction, TaskFilter, TaskRecord, TaskState,
+    ManageSchedules, Operate, QueueName, QueueStats, RedisBroker, ScheduleEntry, ScheduleSource,
+    Schedules, ServerRecord, TaskAction, TaskFilter, TaskRecord, TaskState,
 };
 use serde::Serialize;
 
@@ -39,6 +39,9 @@ pub enum AdminError {
     /// The broker failed (Redis unreachable, a bad name, a queue not empty, ...).
     #[error(transparent)]
     Broker(#[from] BrokerError),
+    /// A runtime schedule change was refused (invalid spec, unknown or taken id, ...).
+    #[error(transparent)]
+    Schedule(#[from] chronos_scheduler::SchedulerError),
     /// No task with this id in this queue.
     #[error("no task {id:?} in queue {queue:?}")]
     TaskNotFound {
@@ -274,7 +277,7 @@ pub struct Admin<B> {
     broker: B,
 }
 
-impl<B: Inspect + Operate + Schedules> Admin<B> {
+impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
     /// Wraps `broker`.
     pub fn new(broker: B) -> Self {
         Self { broker }
@@ -422,14 +425,38 @@ impl<B: Inspect + Operate + Schedules> Admin<B> {
         Ok(self.broker.servers().await?)
     }
 
-    /// Registered schedules (also those that never fired), sorted by id.
+    /// Registered schedules (also those that never fired), sorted by id: those registered in
+    /// code by running instances and those stored at run time (see [`ScheduleEntry::source`]).
     pub async fn schedules(&self) -> Result<Vec<ScheduleEntry>, AdminError> {
         let mut all = self
             .broker
             .schedules(SCHEDULE_STALE, SCHEDULE_REMOVE)
             .await?;
+        // The broker cannot evaluate cron expressions: a runtime cron schedule's next run is
+        // computed here, from its stored definition.
+        if all
+            .iter()
+            .any(|e| e.source == ScheduleSource::Runtime && e.every_ms.is_none() && !e.paused)
+        {
+            let now = chronos_broker::now_ms();
+            let defs = self.broker.schedule_defs().await?;
+            for e in all
+                .iter_mut()
+                .filter(|e| e.source == ScheduleSource::Runtime)
+            {
+                if let Some(d) = defs.iter().find(|d| d.def.id == e.id) {
+                    e.next_run_ms = chronos_scheduler::next_run(&d.def, now);
+                }
+            }
+        }
         all.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(all)
+    }
+
+    /// The runtime schedules of this broker: add, update, pause, resume, remove and run now
+    /// (validated as the scheduler validates registrations).
+    pub fn runtime_schedules(&self) -> chronos_scheduler::RuntimeSchedules<&B> {
+        chronos_scheduler::RuntimeSchedules::new(&self.broker)
     }
 
     /// The scheduler leader, if any.

@@ -10,9 +10,10 @@ use std::time::Duration;
 use crate::{
     ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
     Fetched, FireOutcome, FireState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
-    Maintain, NewTask, Operate, QueueName, QueueStats, Reclaimed, Results, ScheduleEntry,
-    SchedulerMetrics, Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter, TaskInfo,
-    TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
+    Maintain, ManageSchedules, NewTask, Operate, PutOutcome, QueueName, QueueStats, Reclaimed,
+    Results, ScheduleDef, ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, StartOutcome,
+    StoredDef, TaskAction, TaskFilter, TaskInfo, TaskOutcome, TaskPage, TaskRecord, TaskState,
+    Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:
@@ -107,6 +108,15 @@ forward!(Schedules {
     fn schedules(&self, stale_after: Duration, remove_after: Duration) -> Result<Vec<ScheduleEntry>, BrokerError>;
     fn prune_schedules(&self, remove_after: Duration, full: bool) -> Result<Vec<String>, BrokerError>;
     fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError>;
+});
+
+forward!(ManageSchedules {
+    fn schedule_revision(&self) -> Result<u64, BrokerError>;
+    fn schedule_defs(&self) -> Result<Vec<StoredDef>, BrokerError>;
+    fn schedule_def(&self, id: &str) -> Result<Option<StoredDef>, BrokerError>;
+    fn put_schedule_def(&self, id: &str, expected: Option<&[u8]>, new: Option<&ScheduleDef>) -> Result<PutOutcome, BrokerError>;
+    fn run_schedule(&self, queue: &QueueName, schedule_id: &str, request: &str, task: NewTask) -> Result<FireOutcome, BrokerError>;
+    fn forget_fire_state(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<(), BrokerError>;
 });
 
 forward!(Operate {

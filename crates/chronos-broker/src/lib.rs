@@ -10,7 +10,7 @@
 //!   [`Client::enqueue_batch`] write it with [`EnqueueOptions`].
 //! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
 //! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`],
-//!   [`Schedules`]; [`Broker`] is all of them, but each runtime asks only for what it uses (the
+//!   [`Schedules`], [`ManageSchedules`] (schedules stored at run time, [`ScheduleDef`]); [`Broker`] is all of them, but each runtime asks only for what it uses (the
 //!   worker's server: `Consume + Maintain + Inspect`). [`RedisBroker`] implements them over fred
 //!   for standalone Redis, Sentinel and Redis Cluster. Each is also implemented for `&T`,
 //!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
@@ -86,6 +86,9 @@
 //! | `<ns>:{<q>}:e:<token>` | string | receipt of one enqueue call: one code per task of the call | enqueue | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:c:<consumer>` | string | fetch receipt `<nonce>:<entry ids>` of the consumer's last fetch that delivered anything | claim | its TTL (60 s) |
 //! | `<ns>:{<q>}:sched:*`, `<ns>:{scheduler}:*` | various | the scheduler's fence, fire state, dedup keys, metrics and registry (see the `chronos-scheduler` crate docs) | the scheduler | TTLs and the leader's pruning |
+//! | `<ns>:{scheduler}:runtime` | hash | runtime schedule id -> [`ScheduleDef`] (MessagePack) | [`ManageSchedules::put_schedule_def`] (`sched_put.lua`, compare-and-set) | the same, on remove (one field per schedule an operator added) |
+//! | `<ns>:{scheduler}:runtime:rev` | string | revision of the runtime schedules, bumped by every change that wrote | `sched_put.lua` | never (one integer) |
+//! | `<ns>:{<q>}:sched:r:<schedule>:<request>` | string | marker of one run-now request (the task id) | [`ManageSchedules::run_schedule`] (`sched_run.lua`) | its TTL (1 day) |
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
 //! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
@@ -130,6 +133,7 @@ mod payload;
 mod redis;
 mod sample;
 mod schedule;
+mod schedule_def;
 mod server_record;
 mod task;
 pub mod testing;
@@ -149,6 +153,7 @@ pub use redis::{
 };
 pub use sample::{QueueSample, SampleQueues};
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
+pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef};
 pub use server_record::ServerRecord;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
@@ -160,8 +165,8 @@ pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 pub use traits::{
     ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
     DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
-    Operate, QueueStats, Reclaimed, Results, Schedules, StartOutcome, TaskAction, TaskFilter,
-    TaskPage, TaskRecord,
+    ManageSchedules, Operate, QueueStats, Reclaimed, Results, Schedules, StartOutcome, TaskAction,
+    TaskFilter, TaskPage, TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::{DecodeError, NewTask};
+use crate::{DecodeError, NewTask, ScheduleSource};
 
 /// One trigger of a schedule, ready to be fired into its queue.
 #[derive(Debug, Clone)]
@@ -100,8 +100,16 @@ pub struct ScheduleEntry {
     /// filled in when read.
     pub last_seen_ms: i64,
     /// True when no instance that registers it marked itself alive recently; set when read.
+    /// A runtime schedule is stale when no scheduler instance at all marked itself alive.
     #[serde(default)]
     pub stale: bool,
+    /// Where it comes from: code (registered by running instances) or runtime (stored in
+    /// Redis through the API or the CLI).
+    #[serde(default)]
+    pub source: ScheduleSource,
+    /// True for a paused runtime schedule (it fires nothing until resumed).
+    #[serde(default)]
+    pub paused: bool,
 }
 
 impl ScheduleEntry {

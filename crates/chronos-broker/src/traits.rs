@@ -5,9 +5,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, DecodeError, FireOutcome, FireState, LeaderInfo, NewTask, QueueName,
-    ScheduleEntry, SchedulerMetrics, ServerRecord, TaskEnvelope, TaskInfo, TaskOutcome, TaskState,
-    Trigger,
+    BrokerError, DecodeError, FireOutcome, FireState, LeaderInfo, NewTask, PutOutcome, QueueName,
+    ScheduleDef, ScheduleEntry, SchedulerMetrics, ServerRecord, StoredDef, TaskEnvelope, TaskInfo,
+    TaskOutcome, TaskState, Trigger,
 };
 
 /// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
@@ -547,15 +547,79 @@ pub trait Schedules: Send + Sync {
     ) -> impl Future<Output = Result<SchedulerMetrics, BrokerError>> + Send;
 }
 
+/// Schedules stored in the broker at run time (added, changed, paused, resumed, removed and
+/// run at once through an API or the CLI), next to those registered in code. The scheduler
+/// watches [`ManageSchedules::schedule_revision`] and reloads the set when it moved.
+///
+/// Every change is one compare-and-set that also bumps the revision, in one atomic step; it
+/// refuses an id that a schedule registered in code uses, so the two sources never share one.
+/// Validation (spec, zone, queue, options) is the scheduler's job: use its typed front
+/// (`chronos_scheduler::RuntimeSchedules`), not these methods, unless you wrap a broker.
+pub trait ManageSchedules: Send + Sync {
+    /// The revision of the stored set: it grows with every change that wrote something (0
+    /// before the first). One cheap read, for polling.
+    fn schedule_revision(&self) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Every stored definition, by id. Entries that do not decode are skipped (and logged).
+    fn schedule_defs(&self) -> impl Future<Output = Result<Vec<StoredDef>, BrokerError>> + Send;
+
+    /// One stored definition.
+    fn schedule_def(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<StoredDef>, BrokerError>> + Send;
+
+    /// Compare-and-set of one definition: when the stored bytes of `id` are `expected` (None:
+    /// absent), writes `new` (None: deletes) and bumps the revision. Idempotent: when the store
+    /// already holds `new` (a re-sent call), nothing is written and [`PutOutcome::Unchanged`]
+    /// is answered. An id used by a schedule registered in code is refused
+    /// ([`PutOutcome::CodeOwned`]).
+    fn put_schedule_def(
+        &self,
+        id: &str,
+        expected: Option<&[u8]>,
+        new: Option<&ScheduleDef>,
+    ) -> impl Future<Output = Result<PutOutcome, BrokerError>> + Send;
+
+    /// Enqueues `task` for schedule `schedule_id` now, once per `request`: a second call with
+    /// the same request (a re-sent call, or a user retrying) within a day answers
+    /// [`FireOutcome::Duplicate`] and enqueues nothing. Counted as fired in the queue's
+    /// scheduler counters; it leaves the schedule's last fired trigger alone, so no regular
+    /// trigger is suppressed. [`FireOutcome::Unique`] when the task's unique lock is held.
+    fn run_schedule(
+        &self,
+        queue: &QueueName,
+        schedule_id: &str,
+        request: &str,
+        task: NewTask,
+    ) -> impl Future<Output = Result<FireOutcome, BrokerError>> + Send;
+
+    /// Forgets the fire state (last fired, last task, first registration) of removed
+    /// schedules of `queue`, so an id added again starts afresh.
+    fn forget_fire_state(
+        &self,
+        queue: &QueueName,
+        schedule_ids: &[String],
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+}
+
 /// Everything the worker runtime and the scheduler need; implemented for every type that has
 /// all the capabilities.
 pub trait Broker:
-    Enqueue + Consume + Maintain + Coordinate + Inspect + Schedules + Clone + 'static
+    Enqueue + Consume + Maintain + Coordinate + Inspect + Schedules + ManageSchedules + Clone + 'static
 {
 }
 
 impl<T> Broker for T where
-    T: Enqueue + Consume + Maintain + Coordinate + Inspect + Schedules + Clone + 'static
+    T: Enqueue
+        + Consume
+        + Maintain
+        + Coordinate
+        + Inspect
+        + Schedules
+        + ManageSchedules
+        + Clone
+        + 'static
 {
 }
 

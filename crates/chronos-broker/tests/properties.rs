@@ -408,6 +408,8 @@ fn arb_schedule_entry() -> impl Strategy<Value = ScheduleEntry> {
                 registered_by,
                 last_seen_ms,
                 stale,
+                source: chronos_broker::ScheduleSource::Code,
+                paused: false,
             },
         )
 }

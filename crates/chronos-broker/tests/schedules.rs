@@ -373,6 +373,8 @@ fn entry(id: &str, queue: &str, every_ms: Option<u64>) -> ScheduleEntry {
         registered_by: "i1".into(),
         last_seen_ms: 0,
         stale: false,
+        source: chronos_broker::ScheduleSource::Code,
+        paused: false,
     }
 }
 

@@ -12,6 +12,8 @@ use chronos_broker::{HistorySpan, RedisBroker, TaskAction, TaskFilter, TaskState
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
+mod runtime;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "chronos",
@@ -171,10 +173,29 @@ struct ActArgs {
 
 #[derive(Subcommand, Debug)]
 enum ScheduleCmd {
-    /// Every registered schedule.
+    /// Every registered schedule: from code and stored at run time (SOURCE).
+    #[command(alias = "list")]
     Ls,
     /// One schedule.
     Show { id: String },
+    /// Stores a runtime schedule; every scheduler instance sees it within about a second.
+    Add(runtime::DefArgs),
+    /// Replaces a runtime schedule's definition (keeps it paused if it was).
+    Update(runtime::DefArgs),
+    /// Pauses a runtime schedule: it fires nothing until resumed.
+    Pause { id: String },
+    /// Resumes a paused runtime schedule, from now on (the pause is not caught up).
+    Resume { id: String },
+    /// Removes a runtime schedule and forgets its fire state.
+    #[command(alias = "remove")]
+    Rm { id: String },
+    /// Enqueues one task of a runtime schedule now, once per --request id.
+    Run {
+        id: String,
+        /// Request id: a repeated call with the same id (within a day) enqueues nothing more.
+        #[arg(long)]
+        request: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -199,6 +220,17 @@ fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+/// A schedule's status column: paused, stale (no instance alive to fire it) or live.
+fn status(s: &chronos_broker::ScheduleEntry) -> &'static str {
+    if s.paused {
+        "paused"
+    } else if s.stale {
+        "stale"
+    } else {
+        "live"
     }
 }
 
@@ -419,7 +451,8 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
                         s.last_fired_ms
                             .map(datetime)
                             .unwrap_or_else(|| "never".into()),
-                        if s.stale { "stale" } else { "live" }.into(),
+                        s.source.as_str().into(),
+                        status(s).into(),
                     ]
                 })
                 .collect();
@@ -432,6 +465,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
                     "KIND",
                     "NEXT RUN",
                     "LAST FIRED",
+                    "SOURCE",
                     "STATUS",
                 ],
                 &rows,
@@ -471,9 +505,25 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
                 ("registered by", s.registered_by.clone()),
                 ("last seen", datetime(s.last_seen_ms)),
                 ("stale", s.stale.to_string()),
+                ("source", s.source.as_str().to_string()),
+                ("paused", s.paused.to_string()),
             ];
             print_fields(&fields);
             Ok(())
+        }
+        Cmd::Schedule(ScheduleCmd::Add(a)) => runtime::put(admin, out.json, &a, false).await,
+        Cmd::Schedule(ScheduleCmd::Update(a)) => runtime::put(admin, out.json, &a, true).await,
+        Cmd::Schedule(ScheduleCmd::Pause { id }) => {
+            runtime::change(admin, out.json, &id, runtime::Op::Pause).await
+        }
+        Cmd::Schedule(ScheduleCmd::Resume { id }) => {
+            runtime::change(admin, out.json, &id, runtime::Op::Resume).await
+        }
+        Cmd::Schedule(ScheduleCmd::Rm { id }) => {
+            runtime::change(admin, out.json, &id, runtime::Op::Remove).await
+        }
+        Cmd::Schedule(ScheduleCmd::Run { id, request }) => {
+            runtime::run_now(admin, out.json, &id, request.as_deref()).await
         }
         Cmd::Server(ServerCmd::Ls) => {
             let all = admin.servers().await?;

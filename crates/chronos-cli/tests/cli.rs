@@ -242,6 +242,8 @@ async fn servers_leader_and_schedules_answer_when_there_are_none() {
         registered_by: "host-1".into(),
         last_seen_ms: 0,
         stale: false,
+        source: chronos_broker::ScheduleSource::Code,
+        paused: false,
     };
     assert!(e
         .broker
@@ -295,4 +297,140 @@ async fn usage_errors_exit_2_and_unreachable_redis_exits_1() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("cannot connect"), "{err}");
+}
+
+#[tokio::test]
+async fn runtime_schedules_are_added_listed_paused_run_and_removed() {
+    let e = env().await;
+    // Added: shown with its source, next run computed from the cron expression.
+    let added = e.json(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--kind",
+        "invoice",
+        "--payload",
+        r#"{"customer":"acme"}"#,
+        "--queue",
+        "billing",
+        "--cron",
+        "0 3 * * *",
+        "--zone",
+        "Europe/Berlin",
+        "--max-retry",
+        "3",
+    ]);
+    assert_eq!(added[0]["changed"], true);
+    let again = e.ok(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--kind",
+        "invoice",
+        "--payload",
+        r#"{"customer":"acme"}"#,
+        "--queue",
+        "billing",
+        "--cron",
+        "0 3 * * *",
+        "--zone",
+        "Europe/Berlin",
+        "--max-retry",
+        "3",
+    ]);
+    assert!(again.contains("nothing changed"), "{again}");
+    e.ok(&[
+        "schedule", "add", "beat", "--kind", "email", "--every", "30s",
+    ]);
+    let listed = e.json(&["schedule", "ls"]);
+    assert_eq!(listed.len(), 2);
+    let nightly = listed
+        .iter()
+        .find(|s| s["id"] == "nightly")
+        .expect("listed");
+    assert_eq!(nightly["source"], "runtime");
+    assert_eq!(nightly["paused"], false);
+    assert_eq!(nightly["queue"], "billing");
+    assert!(nightly["next_run_ms"].as_i64().is_some(), "{nightly}");
+    let table = e.ok(&["schedule", "ls"]);
+    assert!(
+        table.contains("SOURCE") && table.contains("runtime"),
+        "{table}"
+    );
+
+    // Invalid input is refused and writes nothing.
+    for bad in [
+        vec![
+            "schedule",
+            "add",
+            "x",
+            "--kind",
+            "k",
+            "--cron",
+            "61 * * * *",
+        ],
+        vec!["schedule", "add", "x", "--kind", "k", "--every", "500ms"],
+        vec![
+            "schedule",
+            "add",
+            "x",
+            "--kind",
+            "k",
+            "--cron",
+            "0 3 * * *",
+            "--zone",
+            "Mars/Base",
+        ],
+        vec![
+            "schedule",
+            "add",
+            "x",
+            "--kind",
+            "k",
+            "--every",
+            "1s",
+            "--payload",
+            "{nope",
+        ],
+        vec!["schedule", "pause", "ghost"],
+    ] {
+        let out = e.run(&bad);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}");
+    }
+    // Neither or both specs: a usage error.
+    assert_eq!(
+        e.run(&["schedule", "add", "x", "--kind", "k"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(e.json(&["schedule", "ls"]).len(), 2);
+
+    // Paused, then shown as paused with no next run.
+    assert_eq!(
+        e.json(&["schedule", "pause", "nightly"])[0]["changed"],
+        true
+    );
+    let shown = e.json(&["schedule", "show", "nightly"]);
+    assert_eq!(shown[0]["paused"], true);
+    assert_eq!(shown[0]["next_run_ms"], serde_json::Value::Null);
+    assert!(e.ok(&["schedule", "ls"]).contains("paused"));
+
+    // Run now, twice with one request id: one task, carrying the payload.
+    let ran = e.json(&["schedule", "run", "nightly", "--request", "r1"]);
+    assert_eq!(ran[0]["outcome"], "fired");
+    let ran = e.json(&["schedule", "run", "nightly", "--request", "r1"]);
+    assert_eq!(ran[0]["outcome"], "duplicate");
+    let tasks = e.json(&["task", "ls", "billing"]);
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0]["id"], "nightly:run:r1");
+    assert_eq!(tasks[0]["payload"]["customer"], "acme");
+
+    // Removed: gone from the listing; removing again is an error.
+    e.ok(&["schedule", "resume", "nightly"]);
+    e.ok(&["schedule", "rm", "nightly"]);
+    let listed = e.json(&["schedule", "ls"]);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], "beat");
+    assert_eq!(e.run(&["schedule", "rm", "nightly"]).status.code(), Some(1));
 }

@@ -659,3 +659,36 @@ async fn the_oldest_waiting_task_has_an_age() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn the_schedules_page_shows_where_each_schedule_comes_from() -> Result<()> {
+    use chronos_scheduler::{NewSchedule, RuntimeSpec, ScheduleOptions};
+    let c = console(DashConfig::default()).await?;
+    let rt = chronos_scheduler::RuntimeSchedules::new(c.broker.clone());
+    for id in ["rt-live", "rt-paused"] {
+        rt.add(NewSchedule::raw(
+            id,
+            "mail",
+            &serde_json::json!({"to": "ops@example.com"}),
+            RuntimeSpec::Every(Duration::from_secs(60)),
+            ScheduleOptions::new().queue("mail"),
+        )?)
+        .await?;
+    }
+    rt.pause("rt-paused").await?;
+    let page = send(c.addr, "GET", "/schedules", &[("Accept", "text/html")], "").await?;
+    assert_eq!(page.status, 200);
+    let row = |id: &str| -> Result<String> {
+        let at = page
+            .body
+            .find(&format!("data-id=\"{id}\""))
+            .with_context(|| format!("no row {id}"))?;
+        let end = page.body[at..].find("</tr>").context("row end")?;
+        Ok(page.body[at..at + end].to_string())
+    };
+    let live = row("rt-live")?;
+    assert!(live.contains(">runtime<"), "{live}");
+    let paused = row("rt-paused")?;
+    assert!(paused.contains(">paused<"), "{paused}");
+    Ok(())
+}

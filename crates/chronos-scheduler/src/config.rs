@@ -41,6 +41,10 @@ pub struct SchedulerConfig {
     pub remove_after: Duration,
     /// The wall clock trigger times are compared with (default: the system's).
     pub clock: Arc<dyn Clock>,
+    /// How often every instance reads the revision of the runtime schedules (one `GET`), and
+    /// reloads them when it moved (default 500 ms, so the leader applies a change within about
+    /// a second). None: runtime schedules are neither read nor fired by this instance.
+    pub runtime_poll: Option<Duration>,
 }
 
 impl Default for SchedulerConfig {
@@ -52,6 +56,7 @@ impl Default for SchedulerConfig {
             publish_interval: Duration::from_secs(5),
             remove_after: Duration::from_secs(3600),
             clock: Arc::new(SystemClock),
+            runtime_poll: Some(Duration::from_millis(500)),
         }
     }
 }

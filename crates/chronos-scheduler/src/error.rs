@@ -14,6 +14,19 @@ pub enum SchedulerError {
     /// An option is out of range (queue name, schedule id, leader TTL).
     #[error("invalid schedule option: {0}")]
     InvalidOption(String),
+    /// No runtime schedule has this id. Permanent.
+    #[error("no runtime schedule {0:?}")]
+    UnknownSchedule(String),
+    /// A different runtime schedule with this id is stored. Permanent (update it instead).
+    #[error("a different runtime schedule {0:?} exists; update it instead")]
+    ScheduleExists(String),
+    /// A schedule registered in code uses this id; runtime changes of it are refused.
+    /// Permanent while that schedule is registered.
+    #[error("schedule {0:?} is registered in code; it cannot be changed at run time")]
+    CodeSchedule(String),
+    /// The stored definition kept changing under concurrent changes. Transient.
+    #[error("runtime schedule {0:?} kept changing concurrently; try again")]
+    Contended(String),
     /// The broker failed.
     #[error(transparent)]
     Broker(#[from] chronos_broker::BrokerError),

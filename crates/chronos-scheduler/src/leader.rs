@@ -1,17 +1,18 @@
 //! Leader election and, while leading, firing: catch-up first, then each trigger at its time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, FireOutcome, QueueName, Schedules, Trigger};
+use chronos_broker::{BrokerError, FireOutcome, ManageSchedules, QueueName, Schedules, Trigger};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::metrics;
 use crate::misfire::plan;
+use crate::schedule::Schedule;
 use crate::scheduler::Shared;
 
 /// Triggers per fire call: one round trip each, short enough not to hold Redis for long.
@@ -20,7 +21,7 @@ const FIRE_CHUNK: usize = 500;
 /// A resign request: answered with whether this instance led and released the lock.
 pub(crate) type ResignRequest = oneshot::Sender<Result<bool, BrokerError>>;
 
-pub(crate) async fn run<B: Schedules + Clone + 'static>(
+pub(crate) async fn run<B: Schedules + ManageSchedules + Clone + 'static>(
     sh: Arc<Shared<B>>,
     mut resign_rx: mpsc::Receiver<ResignRequest>,
 ) {
@@ -96,7 +97,7 @@ enum End {
 }
 
 /// One leadership term.
-async fn lead<B: Schedules + Clone + 'static>(
+async fn lead<B: Schedules + ManageSchedules + Clone + 'static>(
     sh: &Shared<B>,
     token: &str,
     epoch: u64,
@@ -115,26 +116,19 @@ async fn lead<B: Schedules + Clone + 'static>(
     let mut valid_until = asked + ttl * 9 / 10;
     let mut renew_at = asked + ttl / 2;
 
-    let mut queues: Vec<QueueName> = sh.schedules.iter().map(|s| s.queue.clone()).collect();
-    queues.sort();
-    queues.dedup();
-    let mut highest = epoch;
-    for q in &queues {
-        match sh.broker.fence(q, epoch).await {
-            Ok(fence) => highest = highest.max(fence),
-            Err(e) => {
-                warn!(queue = %q, error = %e, "could not raise the fence; fire calls still check it")
-            }
-        }
-    }
-    if highest > epoch {
-        return step_down(sh, token, Term::Fenced(highest)).await;
+    // The schedules of this term: those registered in code, then the active runtime ones,
+    // replaced whenever the watcher loads a new runtime set.
+    let mut runtime = sh.runtime.subscribe();
+    let mut set = current(sh, &runtime.borrow_and_update());
+    let mut queues: Vec<QueueName> = Vec::new();
+    if let Err(term) = raise_fences(sh, epoch, &set, &mut queues).await {
+        return step_down(sh, token, term, &queues).await;
     }
     // Each schedule's last task as far as this term knows: the hint for the overlap check.
-    let mut last_task: Vec<Option<String>> = vec![None; sh.schedules.len()];
-    let mut next = match catch_up(sh, epoch, &queues, &mut last_task).await {
+    let mut last_task: Vec<Option<String>> = vec![None; set.len()];
+    let mut next = match catch_up(sh, epoch, &set, &mut last_task).await {
         Ok(next) => next,
-        Err(outcome) => return step_down(sh, token, outcome).await,
+        Err(outcome) => return step_down(sh, token, outcome, &queues).await,
     };
 
     loop {
@@ -148,13 +142,31 @@ async fn lead<B: Schedules + Clone + 'static>(
             Some(d) => (Instant::now() + d).min(renew_at),
             None => renew_at,
         };
+        let mut reload = false;
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
-            _ = sh.stop.cancelled() => return step_down(sh, token, Term::Resign).await,
+            _ = sh.stop.cancelled() => return step_down(sh, token, Term::Resign, &queues).await,
             Some(reply) = resign_rx.recv() => {
                 let (end, released) = resign(sh, token).await;
                 let _ = reply.send(released);
                 return end;
+            }
+            Ok(()) = runtime.changed() => reload = true,
+        }
+        if reload {
+            let new_set = current(sh, &runtime.borrow_and_update());
+            if let Err(term) = apply(
+                sh,
+                epoch,
+                &mut set,
+                new_set,
+                &mut queues,
+                &mut next,
+                &mut last_task,
+            )
+            .await
+            {
+                return step_down(sh, token, term, &queues).await;
             }
         }
         if Instant::now() >= renew_at {
@@ -165,7 +177,7 @@ async fn lead<B: Schedules + Clone + 'static>(
                     valid_until = t0 + ttl * 9 / 10;
                     renew_at = t0 + ttl / 2;
                 }
-                Ok(false) => return step_down(sh, token, Term::Lost).await,
+                Ok(false) => return step_down(sh, token, Term::Lost, &queues).await,
                 Err(e) => {
                     warn!(error = %e, "could not renew the leader lock");
                     renew_at = Instant::now() + (ttl / 10).min(Duration::from_millis(200));
@@ -174,14 +186,14 @@ async fn lead<B: Schedules + Clone + 'static>(
         }
         if Instant::now() >= valid_until {
             warn!("leader lock not renewed in time; stepping down");
-            return step_down(sh, token, Term::Lost).await;
+            return step_down(sh, token, Term::Lost, &queues).await;
         }
         let now = sh.now();
-        let (due, missed) = due_now(sh, &mut next, now);
+        let (due, missed) = due_now(sh, &set, &mut next, now);
         if due.is_empty() && missed.is_empty() {
             continue;
         }
-        match fire(sh, epoch, &due, &missed, &mut last_task).await {
+        match fire(sh, epoch, &set, &due, &missed, &mut last_task).await {
             Ok(()) => {}
             Err(Term::Failed(failed)) => {
                 // Unknown outcome: put those schedules back to the earliest unfired trigger; the
@@ -195,9 +207,105 @@ async fn lead<B: Schedules + Clone + 'static>(
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(term) => return step_down(sh, token, term).await,
+            Err(term) => return step_down(sh, token, term, &queues).await,
         }
     }
+}
+
+/// Code schedules followed by the active runtime ones.
+fn current<B>(sh: &Shared<B>, runtime: &[Schedule]) -> Vec<Schedule> {
+    let mut set = sh.schedules.clone();
+    set.extend(runtime.iter().cloned());
+    set
+}
+
+/// Raises the fence of every queue of `set` not yet in `queues` (adding it there): a paused,
+/// deposed leader that wakes up is then refused in those queues too.
+async fn raise_fences<B: Schedules>(
+    sh: &Shared<B>,
+    epoch: u64,
+    set: &[Schedule],
+    queues: &mut Vec<QueueName>,
+) -> Result<(), Term> {
+    let mut new: Vec<QueueName> = set
+        .iter()
+        .map(|s| s.queue.clone())
+        .filter(|q| !queues.contains(q))
+        .collect();
+    new.sort();
+    new.dedup();
+    let mut highest = epoch;
+    for q in &new {
+        match sh.broker.fence(q, epoch).await {
+            Ok(fence) => highest = highest.max(fence),
+            Err(e) => {
+                warn!(queue = %q, error = %e, "could not raise the fence; fire calls still check it")
+            }
+        }
+    }
+    queues.extend(new);
+    queues.sort();
+    if highest > epoch {
+        return Err(Term::Fenced(highest));
+    }
+    Ok(())
+}
+
+/// Switches the term to a new set of schedules (the runtime ones changed). A schedule kept
+/// with the same spec keeps its next trigger; one whose spec changed takes the new spec's next
+/// trigger after now; a new one (added or resumed) is caught up like at the start of a term,
+/// from the later of its last fired trigger and its activation; a removed or paused one is
+/// dropped and fires nothing more.
+async fn apply<B: Schedules>(
+    sh: &Shared<B>,
+    epoch: u64,
+    set: &mut Vec<Schedule>,
+    new_set: Vec<Schedule>,
+    queues: &mut Vec<QueueName>,
+    next: &mut Vec<Option<i64>>,
+    last_task: &mut Vec<Option<String>>,
+) -> Result<(), Term> {
+    let now = sh.now();
+    let old: HashMap<&str, usize> = set
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let mut new_next = vec![None; new_set.len()];
+    let mut new_last = vec![None; new_set.len()];
+    let mut added = Vec::new();
+    for (j, s) in new_set.iter().enumerate() {
+        match old.get(s.id.as_str()) {
+            Some(&i) => {
+                new_last[j] = last_task.get_mut(i).and_then(Option::take);
+                let same = set
+                    .get(i)
+                    .is_some_and(|o| o.spec.describe() == s.spec.describe());
+                new_next[j] = if same {
+                    next.get(i).copied().flatten()
+                } else {
+                    s.spec.next_after(now)
+                };
+            }
+            None => added.push(j),
+        }
+    }
+    let dropped = set.len().saturating_sub(new_set.len() - added.len());
+    raise_fences(sh, epoch, &new_set, queues).await?;
+    if !added.is_empty() {
+        let sub: Vec<Schedule> = added.iter().map(|&j| new_set[j].clone()).collect();
+        let mut sub_last = vec![None; sub.len()];
+        let sub_next = catch_up(sh, epoch, &sub, &mut sub_last).await?;
+        for ((&j, n), l) in added.iter().zip(sub_next).zip(sub_last) {
+            new_next[j] = n;
+            new_last[j] = l;
+        }
+    }
+    info!(added = added.len(), dropped, "runtime schedules applied");
+    *set = new_set;
+    *next = new_next;
+    *last_task = new_last;
+    Ok(())
 }
 
 /// The triggers due at `now`, and per queue how many the misfire policies skipped; advances
@@ -209,12 +317,13 @@ async fn lead<B: Schedules + Clone + 'static>(
 /// catch-up after an outage, instead of firing the whole backlog.
 pub(crate) fn due_now<B>(
     sh: &Shared<B>,
+    set: &[Schedule],
     next: &mut [Option<i64>],
     now: i64,
 ) -> (Vec<(usize, i64)>, BTreeMap<QueueName, u64>) {
     let mut due = Vec::new();
     let mut missed: BTreeMap<QueueName, u64> = BTreeMap::new();
-    for (i, (slot, s)) in next.iter_mut().zip(&sh.schedules).enumerate() {
+    for (i, (slot, s)) in next.iter_mut().zip(set).enumerate() {
         let Some(t) = *slot else { continue };
         if t > now {
             continue;
@@ -260,7 +369,12 @@ async fn resign<B: Schedules>(sh: &Shared<B>, token: &str) -> (End, Result<bool,
     (End::Resigned, released)
 }
 
-async fn step_down<B: Schedules>(sh: &Shared<B>, token: &str, term: Term) -> End {
+async fn step_down<B: Schedules>(
+    sh: &Shared<B>,
+    token: &str,
+    term: Term,
+    queues: &[QueueName],
+) -> End {
     let c = &sh.counters;
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
@@ -282,8 +396,8 @@ async fn step_down<B: Schedules>(sh: &Shared<B>, token: &str, term: Term) -> End
         Term::Stale => {
             // Learn the fence that refused us, so a lost epoch counter is passed next time.
             let mut fence = 0;
-            for s in &sh.schedules {
-                if let Ok(f) = sh.broker.fence(&s.queue, 0).await {
+            for q in queues {
+                if let Ok(f) = sh.broker.fence(q, 0).await {
                     fence = fence.max(f);
                 }
             }
@@ -311,16 +425,17 @@ async fn release<B: Schedules>(sh: &Shared<B>, token: &str) {
 async fn catch_up<B: Schedules>(
     sh: &Shared<B>,
     epoch: u64,
-    queues: &[QueueName],
+    set: &[Schedule],
     last_task: &mut [Option<String>],
 ) -> Result<Vec<Option<i64>>, Term> {
     let now = sh.now();
-    let mut start = vec![None; sh.schedules.len()];
+    let mut start = vec![None; set.len()];
+    let mut queues: Vec<&QueueName> = set.iter().map(|s| &s.queue).collect();
+    queues.sort();
+    queues.dedup();
     for q in queues {
-        let idx: Vec<usize> = (0..sh.schedules.len())
-            .filter(|&i| sh.schedules[i].queue == *q)
-            .collect();
-        let ids: Vec<String> = idx.iter().map(|&i| sh.schedules[i].id.clone()).collect();
+        let idx: Vec<usize> = (0..set.len()).filter(|&i| set[i].queue == *q).collect();
+        let ids: Vec<String> = idx.iter().map(|&i| set[i].id.clone()).collect();
         let state = match sh.broker.fire_state(q, &ids).await {
             Ok(state) => state,
             Err(e) => {
@@ -331,6 +446,17 @@ async fn catch_up<B: Schedules>(
         let mut unmarked = Vec::new();
         for (&i, st) in idx.iter().zip(state) {
             last_task[i] = st.last_task_id;
+            // A runtime schedule starts at its activation (added or resumed), which was
+            // stored with it: the registration mark, written when a leader first saw it, may
+            // come later and would drop the triggers in between. Its fire state is forgotten
+            // on removal, and the activation fences marks of an earlier life anyway.
+            if let Some(since) = set[i].since_ms {
+                start[i] = Some(st.last_fired_ms.map_or(since, |l| l.max(since)));
+                if st.registered_ms.is_none() {
+                    unmarked.push((i, None));
+                }
+                continue;
+            }
             match st.registered_ms {
                 Some(reg) => start[i] = Some(st.last_fired_ms.map_or(reg, |l| l.max(reg))),
                 None => unmarked.push((i, st.last_fired_ms)),
@@ -339,14 +465,13 @@ async fn catch_up<B: Schedules>(
         if !unmarked.is_empty() {
             // Not marked (pruned since this instance started, or its start could not reach
             // Redis): the mark written now is the first registration.
-            let ids: Vec<String> = unmarked
-                .iter()
-                .map(|&(i, _)| sh.schedules[i].id.clone())
-                .collect();
+            let ids: Vec<String> = unmarked.iter().map(|&(i, _)| set[i].id.clone()).collect();
             match sh.broker.register_schedules(q, &ids).await {
                 Ok(marks) => {
                     for (&(i, last), reg) in unmarked.iter().zip(marks) {
-                        start[i] = Some(last.map_or(reg, |l| l.max(reg)));
+                        if set[i].since_ms.is_none() {
+                            start[i] = Some(last.map_or(reg, |l| l.max(reg)));
+                        }
                     }
                 }
                 Err(e) => {
@@ -359,7 +484,7 @@ async fn catch_up<B: Schedules>(
     let mut due = Vec::new();
     let mut missed: BTreeMap<QueueName, u64> = BTreeMap::new();
     let mut total = 0;
-    for (i, s) in sh.schedules.iter().enumerate() {
+    for (i, s) in set.iter().enumerate() {
         let p = plan(&s.misfire, &s.spec, start[i], now);
         if p.missed > 0 {
             *missed.entry(s.queue.clone()).or_default() += p.missed;
@@ -379,18 +504,14 @@ async fn catch_up<B: Schedules>(
         if !due.is_empty() {
             info!(n = due.len(), "catching up on missed triggers");
         }
-        if let Err(term) = fire(sh, epoch, &due, &missed, last_task).await {
+        if let Err(term) = fire(sh, epoch, set, &due, &missed, last_task).await {
             return Err(match term {
                 Term::Failed(_) => Term::Lost,
                 other => other,
             });
         }
     }
-    Ok(sh
-        .schedules
-        .iter()
-        .map(|s| s.spec.next_after(now))
-        .collect())
+    Ok(set.iter().map(|s| s.spec.next_after(now)).collect())
 }
 
 /// Fires `due` (schedule index, trigger ms), one call per queue and chunk, concurrently; the
@@ -398,6 +519,7 @@ async fn catch_up<B: Schedules>(
 async fn fire<B: Schedules>(
     sh: &Shared<B>,
     epoch: u64,
+    set: &[Schedule],
     due: &[(usize, i64)],
     missed: &BTreeMap<QueueName, u64>,
     last_task: &mut [Option<String>],
@@ -408,7 +530,7 @@ async fn fire<B: Schedules>(
         by_queue.entry(q.clone()).or_default();
     }
     for &(i, t) in due {
-        let Some(s) = sh.schedules.get(i) else {
+        let Some(s) = set.get(i) else {
             continue;
         };
         let prev = last_task.get(i).cloned().flatten();
@@ -451,7 +573,7 @@ async fn fire<B: Schedules>(
         match result {
             Ok(outcomes) => {
                 for ((i, t, trig), o) in chunk.iter().zip(outcomes) {
-                    let queue = sh.schedules.get(*i).map_or("", |s| s.queue.as_str());
+                    let queue = set.get(*i).map_or("", |s| s.queue.as_str());
                     match o {
                         FireOutcome::Fired => {
                             fired += 1;

@@ -55,13 +55,41 @@
 //!   registers any more: its registry entry and its fire state (last fired, last task, first
 //!   registration), so a later registration of that id starts afresh.
 //!
+//! # Runtime schedules
+//! Besides those registered in code, schedules can be added, updated, paused, resumed, removed
+//! and run at once while the cluster runs, through [`RuntimeSchedules`] (validated
+//! [`NewSchedule`]s; the `chronos schedule` CLI uses the same front). They are stored in Redis
+//! (`{scheduler}:runtime`, with a revision counter); each change is one compare-and-set script,
+//! idempotent when re-sent.
+//! * **Seen by every instance.** Each instance reads the revision every
+//!   [`SchedulerConfig::runtime_poll`] (one `GET`, default 500 ms) and reloads the set when it
+//!   moved, so a newly elected leader already holds it. The leader applies a change within
+//!   about a second of it being stored: one poll interval plus the reads.
+//! * **Same exactly-once rules.** The leader fires runtime schedules through the same fenced,
+//!   deduplicated fire script as code schedules: task ids `<schedule>:<trigger unix seconds>`,
+//!   dedup keys, last-fired marks, misfire policies and catch-up after a failover. A
+//!   schedule added (or resumed) is caught up from that moment (its stored activation time,
+//!   by the caller's clock), never from before.
+//! * **Changes.** A paused or removed schedule fires nothing once the leader has seen the change;
+//!   a resumed one fires from its resume on (the pause is not caught up); an update of the spec
+//!   takes effect from the next trigger; a removed one's fire state is forgotten, so the id can
+//!   start afresh. Run-now ([`RuntimeSchedules::run_now`]) enqueues one task
+//!   `<schedule>:run:<request>` carrying the schedule headers, once per request id (for a day),
+//!   counted as fired, without touching the regular triggers.
+//! * **Two sources, one id each.** An id that a running instance registers in code is refused
+//!   ([`SchedulerError::CodeSchedule`]); a code registration that later takes a runtime id wins
+//!   on the instances that register it. The registry lists both, with
+//!   [`chronos_broker::ScheduleEntry::source`] and `paused`.
+//!
 //! # Redis keys
 //! Cluster-wide, tagged `{scheduler}`: `leader` (the lock), `epoch`, `leader-info` (id, epoch,
 //! since), `registry` (id -> entry), `registry:live` (instance -> last seen),
-//! `registry:i:<instance>` (the ids an instance registers). Per queue, tagged with the queue:
+//! `registry:i:<instance>` (the ids an instance registers), `runtime` (id -> stored runtime
+//! schedule) and `runtime:rev` (its revision). Per queue, tagged with the queue:
 //! `sched:fence`, `sched:last`, `sched:task`, `sched:reg` (first registrations),
 //! `sched:metrics`, `sched:d:<schedule>:<trigger secs>` (dedup keys, expiring) and
-//! `sched:c:<call>` (a fire call's outcomes, expiring). Every script declares every key it
+//! `sched:c:<call>` (a fire call's outcomes, expiring), `sched:r:<schedule>:<request>` (a
+//! run-now request, expiring after a day). Every script declares every key it
 //! touches, so each runs in one slot of a Redis Cluster.
 //!
 //! # Metrics
@@ -116,14 +144,17 @@ pub mod metrics;
 mod misfire;
 mod options;
 mod registry;
+mod runtime;
 mod schedule;
 mod scheduler;
 mod spec;
+mod watcher;
 
 pub use config::{Clock, SchedulerConfig, SystemClock};
 pub use error::SchedulerError;
 pub use misfire::MisfirePolicy;
 pub use options::{OverlapPolicy, ScheduleOptions};
 pub use registry::list_schedules;
+pub use runtime::{next_run, Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec};
 pub use scheduler::{Scheduler, SchedulerHandle, SchedulerStats};
 pub use spec::{Spec, SpecError};

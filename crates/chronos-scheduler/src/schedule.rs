@@ -11,13 +11,15 @@ use crate::{MisfirePolicy, OverlapPolicy, SchedulerError, Spec};
 pub(crate) struct Schedule {
     pub(crate) id: String,
     pub(crate) spec: Spec,
-    pub(crate) kind: &'static str,
+    pub(crate) kind: String,
     pub(crate) payload: Vec<u8>,
     pub(crate) queue: QueueName,
     pub(crate) enqueue: EnqueueOptions,
     pub(crate) deadline_after: Option<Duration>,
     pub(crate) misfire: MisfirePolicy,
     pub(crate) overlap: OverlapPolicy,
+    /// A runtime schedule's activation (added or resumed): catch-up never reaches before it.
+    pub(crate) since_ms: Option<i64>,
 }
 
 impl Schedule {
@@ -33,26 +35,18 @@ impl Schedule {
             Some(id) => id,
             None => derived_id(T::KIND, &spec, &queue),
         };
-        if id.is_empty()
-            || id.len() > 200
-            || id
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control() || c == '{' || c == '}')
-        {
-            return Err(SchedulerError::InvalidOption(format!(
-                "schedule id {id:?} must be 1 to 200 characters without whitespace or braces"
-            )));
-        }
+        check_id(&id)?;
         let s = Self {
             id,
             spec,
-            kind: T::KIND,
+            kind: T::KIND.to_string(),
             payload,
             queue,
             enqueue,
             deadline_after: opts.deadline_after,
             misfire: opts.misfire,
             overlap: opts.overlap,
+            since_ms: None,
         };
         // Build one trigger now, so a bad option (a zero unique TTL) is an error at
         // registration, not a log line at every trigger.
@@ -75,7 +69,7 @@ impl Schedule {
             .task_id(format!("{}:{}", self.id, at_ms.div_euclid(1000)))
             .header(chronos_broker::SCHEDULE_HEADER, self.id.clone())
             .header(chronos_broker::TRIGGER_HEADER, at_ms.to_string());
-        let mut task = NewTask::build(self.kind, self.payload.clone(), opts, now_ms)?;
+        let mut task = NewTask::build(&self.kind, self.payload.clone(), opts, now_ms)?;
         // Fired tasks are ready at their trigger, whatever process-at the options carried.
         task.run_at_ms = now_ms;
         if let Some(d) = self.deadline_after {
@@ -90,13 +84,30 @@ impl Schedule {
         })
     }
 
+    /// A run-now task of this schedule: id `<schedule>:run:<request>`, the schedule headers
+    /// with the call's time as the trigger, ready at once.
+    pub(crate) fn run_task(&self, request: &str, now_ms: i64) -> Result<NewTask, SchedulerError> {
+        let opts = self
+            .enqueue
+            .clone()
+            .task_id(format!("{}:run:{request}", self.id))
+            .header(chronos_broker::SCHEDULE_HEADER, self.id.clone())
+            .header(chronos_broker::TRIGGER_HEADER, now_ms.to_string());
+        let mut task = NewTask::build(&self.kind, self.payload.clone(), opts, now_ms)?;
+        task.run_at_ms = now_ms;
+        if let Some(d) = self.deadline_after {
+            task.envelope.deadline_ms = Some(now_ms.saturating_add(duration_ms(d)));
+        }
+        Ok(task)
+    }
+
     pub(crate) fn entry(&self, instance: &str, now: i64) -> ScheduleEntry {
         ScheduleEntry {
             id: self.id.clone(),
             spec: self.spec.describe(),
             zone: self.spec.zone_name().to_string(),
             queue: self.queue.to_string(),
-            kind: self.kind.to_string(),
+            kind: self.kind.clone(),
             next_run_ms: self.spec.next_after(now),
             every_ms: self.spec.every_ms(),
             last_fired_ms: None,
@@ -104,8 +115,26 @@ impl Schedule {
             registered_by: instance.to_string(),
             last_seen_ms: now,
             stale: false,
+            source: Default::default(),
+            paused: false,
         }
     }
+}
+
+/// Ids name keys (`sched:d:<id>:<secs>`) and task ids, so they are bounded and carry no
+/// whitespace or hash-tag braces.
+pub(crate) fn check_id(id: &str) -> Result<(), SchedulerError> {
+    if id.is_empty()
+        || id.len() > 200
+        || id
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '{' || c == '}')
+    {
+        return Err(SchedulerError::InvalidOption(format!(
+            "schedule id {id:?} must be 1 to 200 characters without whitespace or braces"
+        )));
+    }
+    Ok(())
 }
 
 /// `<kind>:<16 hex of sha256(kind, spec, zone, queue)>`: the same on every instance that

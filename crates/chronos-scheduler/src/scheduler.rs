@@ -3,27 +3,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, QueueName, Schedules, TaskArgs};
-use tokio::sync::{mpsc, oneshot};
+use chronos_broker::{BrokerError, ManageSchedules, QueueName, Schedules, TaskArgs};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::schedule::Schedule;
-use crate::{leader, registry, ScheduleOptions, SchedulerConfig, SchedulerError, Spec};
+use crate::{leader, registry, watcher, ScheduleOptions, SchedulerConfig, SchedulerError, Spec};
 
 /// Registers schedules, then runs them: every instance of a service may run one; the instances
 /// elect one leader that enqueues each trigger exactly once across the cluster.
 ///
 /// `B` needs only the [`Schedules`] capability (leader lock, fenced firing, fire state,
-/// registry), so a producer-only service, or a wrapper adding metrics or faults, fits.
-pub struct Scheduler<B: Schedules + Clone + 'static> {
+/// registry) and [`ManageSchedules`] (the runtime schedules it watches and fires), so a
+/// producer-only service, or a wrapper adding metrics or faults, fits.
+pub struct Scheduler<B: Schedules + ManageSchedules + Clone + 'static> {
     broker: B,
     config: SchedulerConfig,
     schedules: Vec<Schedule>,
 }
 
-impl<B: Schedules + Clone + 'static> std::fmt::Debug for Scheduler<B> {
+impl<B: Schedules + ManageSchedules + Clone + 'static> std::fmt::Debug for Scheduler<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scheduler")
             .field("config", &self.config)
@@ -70,6 +71,8 @@ pub(crate) struct Shared<B> {
     pub(crate) broker: B,
     pub(crate) config: SchedulerConfig,
     pub(crate) schedules: Vec<Schedule>,
+    /// The active runtime schedules as last loaded (see `watcher`).
+    pub(crate) runtime: watch::Sender<Arc<Vec<Schedule>>>,
     pub(crate) instance: String,
     pub(crate) counters: Counters,
     /// Stops everything (shutdown).
@@ -86,7 +89,7 @@ impl<B> Shared<B> {
     }
 }
 
-impl<B: Schedules + Clone + 'static> Scheduler<B> {
+impl<B: Schedules + ManageSchedules + Clone + 'static> Scheduler<B> {
     /// A scheduler with no schedules yet. Nothing touches Redis before [`Scheduler::start`].
     pub fn new(broker: B, config: SchedulerConfig) -> Self {
         Self {
@@ -155,6 +158,15 @@ impl<B: Schedules + Clone + 'static> Scheduler<B> {
                 "publish_interval must be between 1 ms and 1 day".into(),
             ));
         }
+        if self
+            .config
+            .runtime_poll
+            .is_some_and(|p| p < Duration::from_millis(10) || p > Duration::from_secs(3600))
+        {
+            return Err(SchedulerError::InvalidOption(
+                "runtime_poll must be between 10 ms and 1 h".into(),
+            ));
+        }
         let mut queues = HashSet::new();
         for s in &self.schedules {
             queues.insert(s.queue.clone());
@@ -174,6 +186,7 @@ impl<B: Schedules + Clone + 'static> Scheduler<B> {
             broker: self.broker,
             config: self.config,
             schedules: self.schedules,
+            runtime: watch::Sender::new(Arc::new(Vec::new())),
             instance: instance.clone(),
             counters: Counters::default(),
             stop: CancellationToken::new(),
@@ -196,9 +209,15 @@ impl<B: Schedules + Clone + 'static> Scheduler<B> {
                 warn!(queue = %q, error = %e, "could not mark first registrations; the leader retries");
             }
         }
+        // Load the runtime schedules before electing, so a first term already fires them.
+        let mut revision = None;
+        if shared.config.runtime_poll.is_some() {
+            watcher::refresh(&shared, &mut revision).await;
+        }
         let tasks = vec![
             tokio::spawn(leader::run(shared.clone(), resign_rx)),
             tokio::spawn(registry::run(shared.clone(), publisher)),
+            tokio::spawn(watcher::run(shared.clone(), revision)),
         ];
         info!(instance = %instance, schedules = shared.schedules.len(), "scheduler started");
         Ok(SchedulerHandle { shared, tasks })
@@ -227,7 +246,7 @@ trait HandleView: Send + Sync {
     fn resign(&self) -> &mpsc::Sender<oneshot::Sender<Result<bool, BrokerError>>>;
 }
 
-impl<B: Schedules + Clone + 'static> HandleView for Shared<B> {
+impl<B: Schedules + ManageSchedules + Clone + 'static> HandleView for Shared<B> {
     fn instance(&self) -> &str {
         &self.instance
     }

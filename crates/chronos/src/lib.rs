@@ -43,12 +43,14 @@ pub use chronos_worker::{
 
 #[doc(inline)]
 pub use chronos_broker::{
-    FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Schedules,
+    DefMisfire, DefSpec, FireOutcome, FireState, LeaderInfo, ManageSchedules, PutOutcome,
+    ScheduleDef, ScheduleEntry, ScheduleSource, SchedulerMetrics, Schedules, StoredDef,
 };
 #[doc(inline)]
 pub use chronos_scheduler::{
-    list_schedules, Clock, MisfirePolicy, OverlapPolicy, ScheduleOptions, Scheduler,
-    SchedulerConfig, SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError, SystemClock,
+    list_schedules, Change, Clock, MisfirePolicy, NewSchedule, OverlapPolicy, RunNow,
+    RuntimeSchedules, RuntimeSpec, ScheduleOptions, Scheduler, SchedulerConfig, SchedulerError,
+    SchedulerHandle, SchedulerStats, Spec, SpecError, SystemClock,
 };
 
 /// Guides: how to operate chronos-rs, each a page of its own.
@@ -61,6 +63,9 @@ pub mod guide {
 
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
+
+    #[doc = include_str!("../docs/runtime-schedules.md")]
+    pub mod runtime_schedules {}
 }
 
 pub mod testing;

@@ -7,6 +7,7 @@ mod inspect;
 mod maintain;
 mod reply;
 mod results;
+mod runtime;
 mod sample;
 mod schedules;
 mod scripts;

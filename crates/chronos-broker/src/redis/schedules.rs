@@ -7,11 +7,14 @@
 //! | `<ns>:{scheduler}:registry` | hash | schedule id -> registry entry (MessagePack), written when it changes |
 //! | `<ns>:{scheduler}:registry:live` | zset | instance -> last seen ms (Redis' clock), one ZADD per publish |
 //! | `<ns>:{scheduler}:registry:i:<instance>` | set | the schedule ids that instance registers |
+//! | `<ns>:{scheduler}:runtime` | hash | runtime schedule id -> definition (MessagePack), by compare-and-set (`sched_put.lua`) |
+//! | `<ns>:{scheduler}:runtime:rev` | string | revision of the runtime schedules, bumped by every change |
 //! | `<ns>:{scheduler}:metrics` | hash | counters written by versions before the per-queue ones (still summed) |
 //!
 //! Per queue, with the queue's tag `{<q>}`: `sched:fence` (string), `sched:last`, `sched:task`,
 //! `sched:reg` (hashes by schedule id: last fired ms, last task id, first registration ms),
 //! `sched:metrics` (hash), `sched:d:<schedule>:<trigger secs>` (dedup keys, `PX` dedup TTL) and
+//! `sched:r:<schedule>:<request>` (a run-now request's marker, `PX` 1 day),
 //! `sched:c:<call>` (outcomes of a fire call, `PX` dedup TTL, so a re-sent call is answered
 //! without running again). Instances not seen for `remove_after` are pruned, and with them the
 //! registry entries and per-queue fields of ids nobody registers any more.
@@ -25,8 +28,8 @@ use tracing::warn;
 
 use super::{client_builder, reply, RedisBroker};
 use crate::{
-    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo, QueueKeys,
-    QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
+    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo,
+    ManageSchedules, QueueKeys, QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
 };
 
 /// Hash tag of the scheduler's own keys (lock, epoch, registry).
@@ -36,7 +39,7 @@ const TAG: &str = "scheduler";
 const FIRE_STRIDE: usize = 12;
 
 impl RedisBroker {
-    fn sched_key(&self, name: &str) -> String {
+    pub(super) fn sched_key(&self, name: &str) -> String {
         self.inner.keys.tagged(TAG, name)
     }
 
@@ -45,7 +48,7 @@ impl RedisBroker {
     }
 }
 
-fn sched(keys: &QueueKeys, name: &str) -> String {
+pub(super) fn sched(keys: &QueueKeys, name: &str) -> String {
     format!("{}sched:{name}", keys.prefix())
 }
 
@@ -391,6 +394,7 @@ impl Schedules for RedisBroker {
             .await?;
         // Last seen of each id: the latest of the instances that register it.
         let mut seen: HashMap<String, i64> = HashMap::new();
+        let live_at: Vec<i64> = live.iter().map(|(_, score)| *score as i64).collect();
         for (instance, score) in live {
             let at = score as i64;
             if now.saturating_sub(at) > duration_ms(remove_after) {
@@ -404,6 +408,19 @@ impl Schedules for RedisBroker {
         }
         let raw: Vec<(String, Vec<u8>)> = c.hgetall(self.sched_key("registry")).await?;
         let mut by_queue: BTreeMap<String, Vec<ScheduleEntry>> = BTreeMap::new();
+        // Runtime schedules are fired by whichever instance leads: live while a leader holds
+        // the lock, else last seen when any instance was.
+        let leading: i64 = c.exists(self.sched_key("leader")).await?;
+        let any_seen = if leading > 0 {
+            now
+        } else {
+            live_at.iter().copied().max().unwrap_or(0)
+        };
+        for d in self.schedule_defs().await? {
+            let stale = leading == 0;
+            let e = d.def.entry(now, any_seen, stale);
+            by_queue.entry(e.queue.clone()).or_default().push(e);
+        }
         for (id, bytes) in raw {
             match ScheduleEntry::decode(&bytes) {
                 Ok(mut e) => {
@@ -557,7 +574,7 @@ fn epoch_arg(epoch: u64) -> i64 {
     i64::try_from(epoch).unwrap_or(i64::MAX)
 }
 
-fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
+pub(super) fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
     let ms = duration_ms(ttl);
     if ms <= 0 {
         return Err(BrokerError::InvalidDuration(ttl));

@@ -56,6 +56,8 @@ scripts!(
     sched_register,
     registry_publish,
     registry_prune,
+    sched_put,
+    sched_run,
     admin_run,
     admin_archive,
     admin_delete,

@@ -61,13 +61,13 @@ pub(crate) async fn page(
             }
         }
         @if schedules.is_empty() {
-            p.muted #no-schedules { "No schedule registered: a scheduler registers its schedules when it starts." }
+            p.muted #no-schedules { "No schedule registered: a scheduler registers its schedules when it starts, and `chronos schedule add` stores one at run time." }
         } @else {
             table.grid #schedules {
                 thead {
                     tr {
                         th { "id" } th { "kind" } th { "queue" } th { "spec" } th { "zone" }
-                        th { "next run" } th { "last fired" } th { "last task" } th { "registered by" } th { "status" }
+                        th { "next run" } th { "last fired" } th { "last task" } th { "registered by" } th { "source" } th { "status" }
                     }
                 }
                 tbody {
@@ -94,8 +94,11 @@ pub(crate) async fn page(
                                 @if let Some(id) = &s.last_task_id { a href=(task_href(&s.queue, id)) { (id) } }
                             }
                             td.mono { (s.registered_by) }
+                            td data-f="source" title=(source_title(s.source)) { (s.source.as_str()) }
                             td {
-                                @if s.stale {
+                                @if s.paused {
+                                    span.badge.stale title="a paused runtime schedule fires nothing until resumed" { "paused" }
+                                } @else if s.stale {
                                     span.badge.stale title={"no instance registering it was seen since " (format::time(s.last_seen_ms))} { "stale" }
                                 } @else {
                                     span.badge.ok { "live" }
@@ -121,11 +124,23 @@ pub(crate) async fn page(
 /// The next trigger after `now`: recomputed for intervals (their stored value can lie in the
 /// past), as published for cron.
 fn next_run(s: &chronos_broker::ScheduleEntry, now: i64) -> Option<i64> {
+    if s.paused {
+        return None;
+    }
     match s.every_ms {
         Some(every) if every > 0 => {
             let every = i64::try_from(every).ok()?;
             Some((now.div_euclid(every) + 1) * every)
         }
         _ => s.next_run_ms,
+    }
+}
+
+fn source_title(source: chronos_broker::ScheduleSource) -> &'static str {
+    match source {
+        chronos_broker::ScheduleSource::Code => "registered in code by running instances",
+        chronos_broker::ScheduleSource::Runtime => {
+            "stored at run time (API or `chronos schedule add`)"
+        }
     }
 }

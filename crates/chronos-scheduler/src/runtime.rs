@@ -1,0 +1,511 @@
+//! Schedules changed at run time: a validated front over [`ManageSchedules`] (add, update,
+//! pause, resume, remove, run now), and the conversion of a stored definition into a schedule
+//! the leader fires like one registered in code.
+
+use std::time::Duration;
+
+use chronos_broker::{
+    duration_ms, encode_args, new_task_id, now_ms, DeadLetter, DefMisfire, DefSpec, EnqueueOptions,
+    FireOutcome, ManageSchedules, NewTask, PutOutcome, QueueName, ScheduleDef, StoredDef, TaskArgs,
+};
+use tracing::{info, instrument};
+
+use crate::schedule::{check_id, Schedule};
+use crate::{MisfirePolicy, OverlapPolicy, ScheduleOptions, SchedulerError, Spec};
+
+/// Compare-and-set rounds before a change gives up on a definition that keeps changing.
+const CAS_ROUNDS: usize = 5;
+
+/// When a runtime schedule fires, before validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeSpec {
+    /// Every period (at least 1 s, a whole number of milliseconds), aligned to the unix epoch.
+    Every(Duration),
+    /// A cron expression in an IANA zone (None: `UTC`).
+    Cron {
+        /// The expression, as [`crate::Scheduler::register_cron`] takes it.
+        expr: String,
+        /// The zone.
+        zone: Option<String>,
+    },
+}
+
+/// A validated runtime schedule, ready to be stored by [`RuntimeSchedules::add`] or
+/// [`RuntimeSchedules::update`]. Built only by its constructors, which validate exactly as
+/// `register_interval` / `register_cron` do: an invalid interval, cron expression, zone,
+/// queue, id or option is an error here and nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSchedule {
+    def: ScheduleDef,
+}
+
+impl NewSchedule {
+    /// Enqueues `task` every `every` (at least 1 s). The options' queue, retries, timeout,
+    /// unique, retention, dead-letter discard, headers, deadline, misfire and overlap policies
+    /// are kept; `opts.id` is ignored (`id` names the schedule).
+    pub fn interval<T: TaskArgs>(
+        id: impl Into<String>,
+        every: Duration,
+        task: &T,
+        opts: ScheduleOptions,
+    ) -> Result<Self, SchedulerError> {
+        let opts = ScheduleOptions {
+            enqueue: T::default_options().merge(opts.enqueue.clone()),
+            ..opts
+        };
+        Self::build(
+            id.into(),
+            T::KIND,
+            encode_args(task)?,
+            RuntimeSpec::Every(every),
+            opts,
+        )
+    }
+
+    /// Enqueues `task` at the times of a cron expression, in the options' zone (default UTC).
+    pub fn cron<T: TaskArgs>(
+        id: impl Into<String>,
+        expr: &str,
+        task: &T,
+        opts: ScheduleOptions,
+    ) -> Result<Self, SchedulerError> {
+        let spec = RuntimeSpec::Cron {
+            expr: expr.to_string(),
+            zone: opts.zone.clone(),
+        };
+        let opts = ScheduleOptions {
+            enqueue: T::default_options().merge(opts.enqueue.clone()),
+            ..opts
+        };
+        Self::build(id.into(), T::KIND, encode_args(task)?, spec, opts)
+    }
+
+    /// A schedule of a task given by kind and JSON payload (converted to MessagePack, as a
+    /// serde type with the same fields would be encoded): what a CLI or an HTTP API has.
+    /// The kind's default options are not known here; give them in `opts`. A zone in `opts`
+    /// is ignored (give it in the spec).
+    pub fn raw(
+        id: impl Into<String>,
+        kind: &str,
+        payload: &serde_json::Value,
+        spec: RuntimeSpec,
+        opts: ScheduleOptions,
+    ) -> Result<Self, SchedulerError> {
+        if kind.is_empty() || kind.len() > 200 || kind.chars().any(char::is_control) {
+            return Err(SchedulerError::InvalidOption(format!(
+                "task kind {kind:?} must be 1 to 200 characters"
+            )));
+        }
+        let payload = rmp_serde::to_vec_named(payload)
+            .map_err(|e| SchedulerError::InvalidOption(format!("payload: {e}")))?;
+        Self::build(id.into(), kind, payload, spec, opts)
+    }
+
+    fn build(
+        id: String,
+        kind: &str,
+        payload: Vec<u8>,
+        spec: RuntimeSpec,
+        opts: ScheduleOptions,
+    ) -> Result<Self, SchedulerError> {
+        check_id(&id)?;
+        let spec = match spec {
+            RuntimeSpec::Every(every) => {
+                let s = Spec::interval(every)?;
+                let every_ms = s.every_ms().ok_or_else(|| {
+                    SchedulerError::InvalidOption(format!("interval {every:?} out of range"))
+                })?;
+                (s, DefSpec::Every { every_ms })
+            }
+            RuntimeSpec::Cron { expr, zone } => {
+                let zone = zone.unwrap_or_else(|| "UTC".into());
+                let s = Spec::cron(&expr, &zone)?;
+                let zone = s.zone_name().to_string();
+                (
+                    s,
+                    DefSpec::Cron {
+                        expr: expr.trim().to_string(),
+                        zone,
+                    },
+                )
+            }
+        };
+        // The options as one task would carry them: the envelope is the only public view of
+        // enqueue options, and building it validates them (a zero unique TTL, say).
+        let task = NewTask::build(kind, payload.clone(), opts.enqueue.clone(), 0)?;
+        let env = &task.envelope;
+        let queue = QueueName::new(env.queue.clone())?;
+        let mut headers = env.headers.clone();
+        headers.remove(chronos_broker::SCHEDULE_HEADER);
+        headers.remove(chronos_broker::TRIGGER_HEADER);
+        let def = ScheduleDef {
+            id,
+            queue: queue.to_string(),
+            kind: kind.to_string(),
+            payload,
+            describe: spec.0.describe(),
+            spec: spec.1,
+            max_retry: Some(env.max_retry),
+            timeout_ms: env.timeout_ms,
+            unique_ms: task
+                .unique_ttl
+                .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
+            retention_ms: env.retention_ms,
+            deadline_after_ms: opts
+                .deadline_after
+                .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
+            discard_on_dead_letter: env.dead_letter == DeadLetter::Discard,
+            headers,
+            misfire: Some(misfire_def(opts.misfire)),
+            forbid_overlap: opts.overlap == OverlapPolicy::Forbid,
+            paused: false,
+            created_ms: 0,
+            updated_ms: 0,
+            active_since_ms: 0,
+        };
+        // The same conversion the leader makes, so what is stored is what fires.
+        schedule_of(&def)?;
+        Ok(Self { def })
+    }
+
+    /// The definition that would be stored (timestamps are set when it is).
+    pub fn def(&self) -> &ScheduleDef {
+        &self.def
+    }
+
+    /// The schedule id.
+    pub fn id(&self) -> &str {
+        &self.def.id
+    }
+}
+
+fn misfire_def(p: MisfirePolicy) -> DefMisfire {
+    match p {
+        MisfirePolicy::FireAll { window, max } => DefMisfire::FireAll {
+            window_ms: u64::try_from(duration_ms(window)).unwrap_or(u64::MAX),
+            max,
+        },
+        MisfirePolicy::FireLatest => DefMisfire::FireLatest,
+        MisfirePolicy::Skip => DefMisfire::Skip,
+    }
+}
+
+fn misfire_of(d: Option<DefMisfire>) -> MisfirePolicy {
+    match d {
+        None => MisfirePolicy::default(),
+        Some(DefMisfire::FireAll { window_ms, max }) => MisfirePolicy::FireAll {
+            window: Duration::from_millis(window_ms),
+            max,
+        },
+        Some(DefMisfire::FireLatest) => MisfirePolicy::FireLatest,
+        Some(DefMisfire::Skip) => MisfirePolicy::Skip,
+        Some(_) => MisfirePolicy::default(),
+    }
+}
+
+/// The schedule a stored definition describes, validated as at registration.
+pub(crate) fn schedule_of(def: &ScheduleDef) -> Result<Schedule, SchedulerError> {
+    check_id(&def.id)?;
+    let spec = match &def.spec {
+        DefSpec::Every { every_ms } => Spec::interval(Duration::from_millis(*every_ms))?,
+        DefSpec::Cron { expr, zone } => Spec::cron(expr, zone)?,
+        _ => {
+            return Err(SchedulerError::InvalidOption(format!(
+                "schedule {:?} has a spec this version does not know",
+                def.id
+            )))
+        }
+    };
+    let queue = QueueName::new(def.queue.clone())?;
+    let mut enqueue = EnqueueOptions::new().queue(def.queue.clone());
+    if let Some(n) = def.max_retry {
+        enqueue = enqueue.max_retry(n);
+    }
+    if let Some(ms) = def.timeout_ms {
+        enqueue = enqueue.timeout(Duration::from_millis(ms));
+    }
+    if let Some(ms) = def.unique_ms {
+        enqueue = enqueue.unique(Duration::from_millis(ms));
+    }
+    if let Some(ms) = def.retention_ms {
+        enqueue = enqueue.retention(Duration::from_millis(ms));
+    }
+    if def.discard_on_dead_letter {
+        enqueue = enqueue.discard_on_dead_letter();
+    }
+    for (k, v) in &def.headers {
+        enqueue = enqueue.header(k.clone(), v.clone());
+    }
+    let s = Schedule {
+        id: def.id.clone(),
+        spec,
+        kind: def.kind.clone(),
+        payload: def.payload.clone(),
+        queue,
+        enqueue,
+        deadline_after: def.deadline_after_ms.map(Duration::from_millis),
+        misfire: misfire_of(def.misfire),
+        overlap: if def.forbid_overlap {
+            OverlapPolicy::Forbid
+        } else {
+            OverlapPolicy::Allow
+        },
+        since_ms: (def.active_since_ms > 0).then_some(def.active_since_ms),
+    };
+    s.trigger(0, 0, None)?;
+    Ok(s)
+}
+
+/// The next trigger of a stored schedule strictly after `after_ms` (None when paused, invalid,
+/// or beyond the representable range): what listings show for runtime cron schedules, whose
+/// next run the broker cannot evaluate.
+pub fn next_run(def: &ScheduleDef, after_ms: i64) -> Option<i64> {
+    if def.paused {
+        return None;
+    }
+    schedule_of(def).ok()?.spec.next_after(after_ms)
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Change {
+    /// Stored; every scheduler instance sees it within about a second.
+    Done,
+    /// The store already held it (a repeated call): nothing changed.
+    Unchanged,
+}
+
+/// What [`RuntimeSchedules::run_now`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunNow {
+    /// The id of the task (`<schedule>:run:<request>`).
+    pub task_id: String,
+    /// [`FireOutcome::Fired`]: enqueued. [`FireOutcome::Duplicate`]: this request already ran
+    /// (nothing enqueued). [`FireOutcome::Unique`]: the task's unique lock is held.
+    pub outcome: FireOutcome,
+}
+
+/// Add, change, pause, resume, remove and run schedules at run time. They are stored in Redis
+/// (the scheduler's slot) with a revision that every [`crate::Scheduler`] instance polls
+/// (twice a second by default); the leader fires them through the same fenced, deduplicated
+/// path as schedules registered in code (same task ids, catch-up and misfire rules).
+///
+/// Guarantees:
+/// * Each change is one compare-and-set script, idempotent when re-sent; a change that finds
+///   the store already as asked answers [`Change::Unchanged`].
+/// * An id used by a schedule registered in code is refused ([`SchedulerError::CodeSchedule`]),
+///   so the two sources never share one id. (A code registration appearing later under a
+///   runtime id wins on the instances that register it; avoid reusing ids.)
+/// * A paused or removed schedule fires nothing once the leader has seen the change (within
+///   about a second: one poll interval plus a read); a resumed one fires from its resume on,
+///   catching nothing up from the pause. An update of the spec takes effect from the next
+///   trigger.
+/// * A removed schedule's fire state is forgotten, so an id added again starts afresh.
+#[derive(Debug, Clone)]
+pub struct RuntimeSchedules<B> {
+    broker: B,
+}
+
+impl<B: ManageSchedules> RuntimeSchedules<B> {
+    /// A front over `broker` (any [`ManageSchedules`]: a `RedisBroker`, a reference, an `Arc`).
+    pub fn new(broker: B) -> Self {
+        Self { broker }
+    }
+
+    /// Every stored schedule, by id.
+    pub async fn list(&self) -> Result<Vec<ScheduleDef>, SchedulerError> {
+        Ok(self
+            .broker
+            .schedule_defs()
+            .await?
+            .into_iter()
+            .map(|s| s.def)
+            .collect())
+    }
+
+    /// One stored schedule.
+    pub async fn get(&self, id: &str) -> Result<Option<ScheduleDef>, SchedulerError> {
+        Ok(self.broker.schedule_def(id).await?.map(|s| s.def))
+    }
+
+    /// Stores a new schedule. [`Change::Unchanged`] when the same definition is already stored
+    /// (a repeated add); [`SchedulerError::ScheduleExists`] when a different one is.
+    #[instrument(skip_all, fields(schedule = %schedule.def.id))]
+    pub async fn add(&self, schedule: NewSchedule) -> Result<Change, SchedulerError> {
+        let id = schedule.def.id.clone();
+        self.change(&id, |cur| match cur {
+            Some(c) if c.same_as(&schedule.def) => Ok(None),
+            Some(_) => Err(SchedulerError::ScheduleExists(id.clone())),
+            None => {
+                let now = now_ms();
+                Ok(Some(Some(ScheduleDef {
+                    created_ms: now,
+                    updated_ms: now,
+                    active_since_ms: now,
+                    ..schedule.def.clone()
+                })))
+            }
+        })
+        .await
+    }
+
+    /// Replaces a stored schedule's definition, keeping its paused state; the new spec takes
+    /// effect from the next trigger. [`SchedulerError::UnknownSchedule`] for an unknown id.
+    ///
+    /// A schedule moved to another queue starts afresh there (its fire state lives in the
+    /// queue): nothing is caught up from before the update.
+    #[instrument(skip_all, fields(schedule = %schedule.def.id))]
+    pub async fn update(&self, schedule: NewSchedule) -> Result<Change, SchedulerError> {
+        let id = schedule.def.id.clone();
+        let mut moved_from = None;
+        let change = self
+            .change(&id, |cur| {
+                let cur = cur.ok_or_else(|| SchedulerError::UnknownSchedule(id.clone()))?;
+                let now = now_ms();
+                let moved = cur.queue != schedule.def.queue;
+                moved_from = moved.then(|| cur.queue.clone());
+                let new = ScheduleDef {
+                    paused: cur.paused,
+                    created_ms: cur.created_ms,
+                    updated_ms: now,
+                    active_since_ms: if moved { now } else { cur.active_since_ms },
+                    ..schedule.def.clone()
+                };
+                Ok((!cur.same_as(&new)).then_some(Some(new)))
+            })
+            .await?;
+        if let (Change::Done, Some(q)) = (change, moved_from) {
+            if let Ok(q) = QueueName::new(q) {
+                self.broker
+                    .forget_fire_state(&q, std::slice::from_ref(&id))
+                    .await?;
+            }
+        }
+        Ok(change)
+    }
+
+    /// Pauses a stored schedule: it fires nothing until resumed.
+    #[instrument(skip(self))]
+    pub async fn pause(&self, id: &str) -> Result<Change, SchedulerError> {
+        self.set_paused(id, true).await
+    }
+
+    /// Resumes a paused schedule: it fires from now on; triggers that fell due while it was
+    /// paused are not caught up.
+    #[instrument(skip(self))]
+    pub async fn resume(&self, id: &str) -> Result<Change, SchedulerError> {
+        self.set_paused(id, false).await
+    }
+
+    async fn set_paused(&self, id: &str, paused: bool) -> Result<Change, SchedulerError> {
+        self.change(id, |cur| {
+            let cur = cur.ok_or_else(|| SchedulerError::UnknownSchedule(id.to_string()))?;
+            if cur.paused == paused {
+                return Ok(None);
+            }
+            let now = now_ms();
+            Ok(Some(Some(ScheduleDef {
+                paused,
+                updated_ms: now,
+                active_since_ms: if paused { cur.active_since_ms } else { now },
+                ..cur.clone()
+            })))
+        })
+        .await
+    }
+
+    /// Removes a stored schedule and forgets its fire state. [`SchedulerError::UnknownSchedule`]
+    /// for an unknown id.
+    #[instrument(skip(self))]
+    pub async fn remove(&self, id: &str) -> Result<Change, SchedulerError> {
+        let mut queue = None;
+        let change = self
+            .change(id, |cur| {
+                let cur = cur.ok_or_else(|| SchedulerError::UnknownSchedule(id.to_string()))?;
+                queue = Some(cur.queue.clone());
+                Ok(Some(None))
+            })
+            .await?;
+        if let Some(q) = queue.and_then(|q| QueueName::new(q).ok()) {
+            self.broker.forget_fire_state(&q, &[id.to_string()]).await?;
+        }
+        Ok(change)
+    }
+
+    /// Enqueues one task of a stored schedule now (paused or not), once per `request`: a
+    /// repeated call with the same request id (within a day) enqueues nothing more. Without a
+    /// request id, a fresh one is used. The task carries the schedule headers (the trigger
+    /// header is the time of the call), is counted as fired, and leaves the schedule's regular
+    /// triggers alone. Works for runtime schedules only: the payload of a schedule registered
+    /// in code lives in its process, not in Redis.
+    #[instrument(skip(self))]
+    pub async fn run_now(&self, id: &str, request: Option<&str>) -> Result<RunNow, SchedulerError> {
+        let request = match request {
+            Some(r) => {
+                if r.is_empty()
+                    || r.len() > 64
+                    || r.chars().any(|c| {
+                        c.is_whitespace() || c.is_control() || c == '{' || c == '}' || c == ':'
+                    })
+                {
+                    return Err(SchedulerError::InvalidOption(format!(
+                        "request id {r:?} must be 1 to 64 characters without whitespace, braces or colons"
+                    )));
+                }
+                r.to_string()
+            }
+            None => new_task_id(),
+        };
+        let stored = self
+            .broker
+            .schedule_def(id)
+            .await?
+            .ok_or_else(|| SchedulerError::UnknownSchedule(id.to_string()))?;
+        let s = schedule_of(&stored.def)?;
+        let now = now_ms();
+        let task = s.run_task(&request, now)?;
+        let task_id = task.envelope.id.clone();
+        let outcome = self
+            .broker
+            .run_schedule(&s.queue, id, &request, task)
+            .await?;
+        if outcome == FireOutcome::Fired {
+            crate::metrics::fired(s.queue.as_str(), 0);
+        }
+        info!(task = %task_id, outcome = ?outcome, "ran schedule now");
+        Ok(RunNow { task_id, outcome })
+    }
+
+    /// Reads the stored definition, asks `decide` for the new one (`None`: nothing to do;
+    /// `Some(None)`: delete), and writes it by compare-and-set, again on a concurrent change.
+    async fn change(
+        &self,
+        id: &str,
+        mut decide: impl FnMut(
+            Option<&ScheduleDef>,
+        ) -> Result<Option<Option<ScheduleDef>>, SchedulerError>,
+    ) -> Result<Change, SchedulerError> {
+        for _ in 0..CAS_ROUNDS {
+            let cur: Option<StoredDef> = self.broker.schedule_def(id).await?;
+            let Some(new) = decide(cur.as_ref().map(|c| &c.def))? else {
+                return Ok(Change::Unchanged);
+            };
+            let expected = cur.as_ref().map(|c| c.raw.as_slice());
+            match self
+                .broker
+                .put_schedule_def(id, expected, new.as_ref())
+                .await?
+            {
+                PutOutcome::Written => {
+                    info!(removed = new.is_none(), "runtime schedule stored");
+                    return Ok(Change::Done);
+                }
+                PutOutcome::Unchanged => return Ok(Change::Unchanged),
+                PutOutcome::CodeOwned => return Err(SchedulerError::CodeSchedule(id.to_string())),
+                PutOutcome::Conflict | _ => continue,
+            }
+        }
+        Err(SchedulerError::Contended(id.to_string()))
+    }
+}

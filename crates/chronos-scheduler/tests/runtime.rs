@@ -1,0 +1,418 @@
+//! Runtime schedules against a real Redis, with an in-process scheduler: an added schedule is
+//! picked up and fired within about a second, pause stops it, resume restarts it without
+//! catching up, update changes its spec, remove stops it and the registry forgets it; run-now
+//! enqueues once per request; invalid or conflicting changes are typed errors that write
+//! nothing.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use chronos_broker::{
+    now_ms, FireOutcome, Inspect, ManageSchedules, QueueName, RedisBroker, ScheduleSource,
+    TaskArgs, TaskState, SCHEDULE_HEADER,
+};
+use chronos_scheduler::{
+    list_schedules, Change, NewSchedule, RuntimeSchedules, RuntimeSpec, ScheduleOptions, Scheduler,
+    SchedulerConfig, SchedulerError, SchedulerHandle,
+};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Ping {
+    n: u32,
+}
+impl TaskArgs for Ping {
+    const KIND: &'static str = "ping";
+}
+
+async fn broker(ns: &str) -> RedisBroker {
+    let url = chronos_testkit::shared_url().expect("redis");
+    RedisBroker::builder(url)
+        .namespace(ns)
+        .connect()
+        .await
+        .expect("connect")
+}
+
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        leader_ttl: Duration::from_millis(1000),
+        publish_interval: Duration::from_millis(200),
+        ..SchedulerConfig::default()
+    }
+}
+
+/// Trigger seconds of every pending task of schedule `id` in `queue`, sorted.
+async fn fired(b: &RedisBroker, queue: &str, id: &str) -> Vec<i64> {
+    let q = QueueName::new(queue).expect("queue");
+    let tasks = b
+        .list_tasks(&q, TaskState::Pending, 0, 100_000)
+        .await
+        .expect("list");
+    let prefix = format!("{id}:");
+    let mut secs: Vec<i64> = tasks
+        .iter()
+        .filter_map(|t| t.envelope.as_ref().ok())
+        .filter_map(|e| e.id.strip_prefix(&prefix).and_then(|s| s.parse().ok()))
+        .collect();
+    secs.sort();
+    secs
+}
+
+/// Polls `fired` until `done` holds, for at most `within`.
+async fn wait_fired(
+    b: &RedisBroker,
+    queue: &str,
+    id: &str,
+    within: Duration,
+    done: impl Fn(&[i64]) -> bool,
+) -> Vec<i64> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let secs = fired(b, queue, id).await;
+        if done(&secs) {
+            return secs;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not reached within {within:?}: {secs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn leader(handle: &SchedulerHandle) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !handle.is_leader() {
+        assert!(tokio::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn assert_once_each(secs: &[i64], step: i64) {
+    let set: BTreeSet<i64> = secs.iter().copied().collect();
+    assert_eq!(set.len(), secs.len(), "a trigger fired twice: {secs:?}");
+    for w in secs.windows(2) {
+        assert_eq!(w[1] - w[0], step, "a trigger was missed: {secs:?}");
+    }
+}
+
+/// How long after a change the leader may still act on the old definition: one poll (500 ms)
+/// plus the reads, as documented.
+const BOUND_MS: i64 = 1000;
+
+/// Waits until `at_ms` by the wall clock (a bounded observation window, not a synchronisation).
+async fn until(at_ms: i64) {
+    let left = at_ms - now_ms();
+    if left > 0 {
+        tokio::time::sleep(Duration::from_millis(left as u64)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_runtime_schedule_is_added_paused_resumed_updated_and_removed_on_a_running_scheduler() {
+    let ns = chronos_testkit::namespace();
+    let b = broker(&ns).await;
+    let handle = Scheduler::new(b.clone(), config())
+        .start()
+        .await
+        .expect("start");
+    leader(&handle).await;
+    let rt = RuntimeSchedules::new(b.clone());
+    let opts = ScheduleOptions::new().queue("rt");
+
+    // Added: fires from the first whole second after the add, every trigger once.
+    let added_at = now_ms();
+    let beat = NewSchedule::interval("beat", Duration::from_secs(1), &Ping { n: 1 }, opts.clone())
+        .expect("valid");
+    assert_eq!(rt.add(beat.clone()).await.expect("add"), Change::Done);
+    assert_eq!(rt.add(beat).await.expect("add again"), Change::Unchanged);
+    let secs = wait_fired(&b, "rt", "beat", Duration::from_secs(6), |s| s.len() >= 3).await;
+    assert_eq!(secs[0], added_at.div_euclid(1000) + 1, "{secs:?}");
+    assert_once_each(&secs, 1);
+    let listed = list_schedules(&b, &config()).await.expect("list");
+    let entry = listed.iter().find(|e| e.id == "beat").expect("listed");
+    assert_eq!(entry.source, ScheduleSource::Runtime);
+    assert!(!entry.paused && !entry.stale);
+
+    // Paused: nothing fires once the leader saw it.
+    assert_eq!(rt.pause("beat").await.expect("pause"), Change::Done);
+    let paused_at = now_ms();
+    assert_eq!(
+        rt.pause("beat").await.expect("pause again"),
+        Change::Unchanged
+    );
+    until(paused_at + BOUND_MS).await;
+    let before = fired(&b, "rt", "beat").await;
+    until(paused_at + BOUND_MS + 2500).await;
+    let after = fired(&b, "rt", "beat").await;
+    assert_eq!(before, after, "a paused schedule fired");
+    assert!(after.iter().all(|&t| t * 1000 <= paused_at + BOUND_MS));
+    let listed = list_schedules(&b, &config()).await.expect("list");
+    assert!(listed.iter().any(|e| e.id == "beat" && e.paused));
+
+    // Resumed: fires again from the resume on, catching nothing up from the pause.
+    assert_eq!(rt.resume("beat").await.expect("resume"), Change::Done);
+    let resumed_at = now_ms();
+    let secs = wait_fired(&b, "rt", "beat", Duration::from_secs(4), |s| {
+        s.iter().filter(|&&t| t * 1000 > resumed_at).count() >= 2
+    })
+    .await;
+    let gap: Vec<i64> = secs
+        .iter()
+        .copied()
+        .filter(|&t| t * 1000 > paused_at + BOUND_MS && t * 1000 <= resumed_at)
+        .collect();
+    assert!(gap.is_empty(), "the pause was caught up: {gap:?}");
+    let resumed: Vec<i64> = secs
+        .iter()
+        .copied()
+        .filter(|&t| t * 1000 > resumed_at)
+        .collect();
+    assert_eq!(resumed[0], resumed_at.div_euclid(1000) + 1, "{secs:?}");
+    assert_once_each(&resumed, 1);
+
+    // Updated to every 2 s: takes effect from the next trigger.
+    let every2 =
+        NewSchedule::interval("beat", Duration::from_secs(2), &Ping { n: 2 }, opts.clone())
+            .expect("valid");
+    assert_eq!(rt.update(every2).await.expect("update"), Change::Done);
+    let updated_at = now_ms();
+    let secs = wait_fired(&b, "rt", "beat", Duration::from_secs(7), |s| {
+        s.iter()
+            .filter(|&&t| t * 1000 > updated_at + BOUND_MS)
+            .count()
+            >= 2
+    })
+    .await;
+    let late: Vec<i64> = secs
+        .into_iter()
+        .filter(|&t| t * 1000 > updated_at + BOUND_MS)
+        .collect();
+    assert!(late.iter().all(|t| t % 2 == 0), "{late:?}");
+    assert_once_each(&late, 2);
+    assert!(rt
+        .get("beat")
+        .await
+        .expect("get")
+        .is_some_and(|d| !d.paused));
+
+    // Removed: nothing fires once the leader saw it, and the registry forgets it.
+    assert_eq!(rt.remove("beat").await.expect("remove"), Change::Done);
+    let removed_at = now_ms();
+    until(removed_at + BOUND_MS).await;
+    let before = fired(&b, "rt", "beat").await;
+    until(removed_at + BOUND_MS + 2500).await;
+    let after = fired(&b, "rt", "beat").await;
+    assert_eq!(before, after, "a removed schedule fired");
+    let listed = list_schedules(&b, &config()).await.expect("list");
+    assert!(listed.iter().all(|e| e.id != "beat"));
+    assert!(matches!(
+        rt.remove("beat").await,
+        Err(SchedulerError::UnknownSchedule(_))
+    ));
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn run_now_enqueues_once_per_request_with_the_schedule_headers() {
+    let ns = chronos_testkit::namespace();
+    let b = broker(&ns).await;
+    let rt = RuntimeSchedules::new(b.clone());
+    let daily = NewSchedule::cron(
+        "report",
+        "0 3 * * *",
+        &Ping { n: 7 },
+        ScheduleOptions::new()
+            .queue("reports")
+            .zone("Europe/Berlin"),
+    )
+    .expect("valid");
+    rt.add(daily).await.expect("add");
+    let first = rt.run_now("report", Some("req-1")).await.expect("run");
+    assert_eq!(first.outcome, FireOutcome::Fired);
+    assert_eq!(first.task_id, "report:run:req-1");
+    let again = rt
+        .run_now("report", Some("req-1"))
+        .await
+        .expect("run again");
+    assert_eq!(again.outcome, FireOutcome::Duplicate);
+    let other = rt
+        .run_now("report", None)
+        .await
+        .expect("run, fresh request");
+    assert_eq!(other.outcome, FireOutcome::Fired);
+    let q = QueueName::new("reports").expect("queue");
+    assert_eq!(b.queue_stats(&q).await.expect("stats").pending, 2);
+    let task = b
+        .task(&q, &first.task_id)
+        .await
+        .expect("task")
+        .expect("stored");
+    let env = task.envelope.expect("envelope");
+    assert_eq!(env.kind, "ping");
+    assert_eq!(
+        env.headers.get(SCHEDULE_HEADER).map(String::as_str),
+        Some("report")
+    );
+    assert!(matches!(
+        rt.run_now("nope", None).await,
+        Err(SchedulerError::UnknownSchedule(_))
+    ));
+    assert!(matches!(
+        rt.run_now("report", Some("has space")).await,
+        Err(SchedulerError::InvalidOption(_))
+    ));
+}
+
+#[tokio::test]
+async fn invalid_or_conflicting_changes_are_typed_errors_that_write_nothing() {
+    let ns = chronos_testkit::namespace();
+    let b = broker(&ns).await;
+    let rt = RuntimeSchedules::new(b.clone());
+    let opts = ScheduleOptions::new().queue("rt");
+    let p = Ping { n: 1 };
+    assert!(matches!(
+        NewSchedule::interval("x", Duration::from_millis(500), &p, opts.clone()),
+        Err(SchedulerError::Spec(_))
+    ));
+    assert!(matches!(
+        NewSchedule::cron("x", "61 * * * *", &p, opts.clone()),
+        Err(SchedulerError::Spec(_))
+    ));
+    assert!(matches!(
+        NewSchedule::cron("x", "0 3 * * *", &p, opts.clone().zone("Mars/Olympus")),
+        Err(SchedulerError::Spec(_))
+    ));
+    assert!(matches!(
+        NewSchedule::interval("has space", Duration::from_secs(1), &p, opts.clone()),
+        Err(SchedulerError::InvalidOption(_))
+    ));
+    assert!(matches!(
+        NewSchedule::interval("x", Duration::from_secs(1), &p, opts.clone().queue("a{b}")),
+        Err(SchedulerError::Broker(_))
+    ));
+    assert!(matches!(
+        NewSchedule::raw(
+            "x",
+            "ping",
+            &serde_json::json!({"n": 1}),
+            RuntimeSpec::Cron {
+                expr: "not cron".into(),
+                zone: None
+            },
+            opts.clone()
+        ),
+        Err(SchedulerError::Spec(_))
+    ));
+    let raw = NewSchedule::raw(
+        "x",
+        "ping",
+        &serde_json::json!({"n": 1}),
+        RuntimeSpec::Every(Duration::from_secs(30)),
+        opts.clone(),
+    )
+    .expect("valid raw");
+    // The JSON payload is stored as the MessagePack a serde type with those fields writes.
+    assert_eq!(
+        raw.def().payload,
+        chronos_broker::encode_args(&p).expect("encode")
+    );
+    let unknown =
+        NewSchedule::interval("ghost", Duration::from_secs(1), &p, opts.clone()).expect("valid");
+    assert!(matches!(
+        rt.update(unknown).await,
+        Err(SchedulerError::UnknownSchedule(_))
+    ));
+    assert!(matches!(
+        rt.pause("ghost").await,
+        Err(SchedulerError::UnknownSchedule(_))
+    ));
+    assert!(matches!(
+        rt.resume("ghost").await,
+        Err(SchedulerError::UnknownSchedule(_))
+    ));
+    assert_eq!(b.schedule_revision().await.expect("rev"), 0);
+
+    rt.add(raw).await.expect("add");
+    let other =
+        NewSchedule::interval("x", Duration::from_secs(5), &p, opts.clone()).expect("valid");
+    assert!(matches!(
+        rt.add(other).await,
+        Err(SchedulerError::ScheduleExists(_))
+    ));
+    assert_eq!(b.schedule_revision().await.expect("rev"), 1);
+
+    // An id registered in code by a running instance is refused.
+    let mut s = Scheduler::new(b.clone(), config());
+    s.register_interval(
+        Duration::from_secs(60),
+        &p,
+        ScheduleOptions::new().id("in-code").queue("rt"),
+    )
+    .expect("register");
+    let handle = s.start().await.expect("start");
+    let clash = NewSchedule::interval("in-code", Duration::from_secs(1), &p, opts).expect("valid");
+    assert!(matches!(
+        rt.add(clash).await,
+        Err(SchedulerError::CodeSchedule(_))
+    ));
+    assert_eq!(b.schedule_revision().await.expect("rev"), 1);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_update_that_moves_the_queue_starts_afresh_there() {
+    use chronos_broker::Schedules;
+    let ns = chronos_testkit::namespace();
+    let b = broker(&ns).await;
+    let rt = RuntimeSchedules::new(b.clone());
+    let p = Ping { n: 1 };
+    let every = Duration::from_secs(1);
+    rt.add(
+        NewSchedule::interval("mover", every, &p, ScheduleOptions::new().queue("old"))
+            .expect("valid"),
+    )
+    .await
+    .expect("add");
+    let added = rt.get("mover").await.expect("get").expect("stored");
+    // Fire state in the old queue, as a leader would have left it.
+    let old = QueueName::new("old").expect("queue");
+    b.register_schedules(&old, &["mover".to_string()])
+        .await
+        .expect("mark");
+    // A pure option change keeps the activation; a queue move resets it.
+    rt.update(
+        NewSchedule::interval(
+            "mover",
+            every,
+            &p,
+            ScheduleOptions::new().queue("old").max_retry(1),
+        )
+        .expect("valid"),
+    )
+    .await
+    .expect("update");
+    let same_queue = rt.get("mover").await.expect("get").expect("stored");
+    assert_eq!(same_queue.active_since_ms, added.active_since_ms);
+    assert_eq!(same_queue.max_retry, Some(1));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    rt.update(
+        NewSchedule::interval("mover", every, &p, ScheduleOptions::new().queue("new"))
+            .expect("valid"),
+    )
+    .await
+    .expect("update");
+    let moved = rt.get("mover").await.expect("get").expect("stored");
+    assert_eq!(moved.queue, "new");
+    assert!(moved.active_since_ms > added.active_since_ms);
+    assert_eq!(moved.created_ms, added.created_ms);
+    let st = b
+        .fire_state(&old, &["mover".to_string()])
+        .await
+        .expect("state");
+    assert_eq!(
+        st[0].registered_ms, None,
+        "the old queue's state is forgotten"
+    );
+}
