@@ -57,6 +57,10 @@ pub struct TaskEnvelope {
     pub last_failed_at_ms: Option<i64>,
     /// Free-form string headers (trace context and the like).
     pub headers: BTreeMap<String, String>,
+    /// The task's place in a chain or group ([`crate::Flow`]); None for a plain task (which
+    /// then costs one nil byte). Boxed, so a plain envelope stays small in memory.
+    #[serde(default)]
+    pub flow: Option<Box<crate::Flow>>,
 }
 
 impl TaskEnvelope {
@@ -86,14 +90,14 @@ impl TaskEnvelope {
 
 /// Serializes `Vec<u8>` as a MessagePack bin (serde's default would be an array of integers,
 /// up to twice the size).
-mod bytes_field {
+pub(crate) mod bytes_field {
     use serde::{de, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(v)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         struct Visitor;
         impl<'de> de::Visitor<'de> for Visitor {
             type Value = Vec<u8>;
@@ -139,6 +143,7 @@ mod tests {
             last_error: Some("boom".into()),
             last_failed_at_ms: Some(1),
             headers: [("traceparent".to_string(), "00-x".to_string())].into(),
+            flow: None,
         }
     }
 

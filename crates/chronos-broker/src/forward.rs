@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
+    ChainInfo, ChainStatus, Flows, GroupCreated, GroupRecord, GroupState, MemberOutcome,
+    MemberPage, MemberReport, ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
     Fetched, FireOutcome, FireState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
     Maintain, NewTask, Operate, QueueName, QueueStats, Reclaimed, ScheduleEntry, SchedulerMetrics,
     Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter, TaskInfo, TaskPage, TaskRecord,
@@ -111,4 +112,14 @@ forward!(Operate {
     fn delete_queue(&self, queue: &QueueName, force: bool) -> Result<u64, BrokerError>;
     fn history(&self, queue: &QueueName, span: HistorySpan) -> Result<Vec<HistoryPoint>, BrokerError>;
     fn all_queue_stats(&self) -> Result<Vec<(QueueName, QueueStats)>, BrokerError>;
+});
+
+forward!(Flows {
+    fn enqueue_successor(&self, task: NewTask) -> Result<bool, BrokerError>;
+    fn finish_chain(&self, queue: &QueueName, chain_id: &str, result: Option<Vec<u8>>, keep: Duration) -> Result<(), BrokerError>;
+    fn chain_state(&self, chain: &ChainInfo) -> Result<ChainStatus, BrokerError>;
+    fn open_group(&self, group: &GroupRecord) -> Result<GroupCreated, BrokerError>;
+    fn report_member(&self, report: &MemberReport) -> Result<MemberOutcome, BrokerError>;
+    fn group_state(&self, queue: &QueueName, group: &str) -> Result<Option<GroupState>, BrokerError>;
+    fn group_results(&self, queue: &QueueName, group: &str, cursor: u64, count: usize) -> Result<MemberPage, BrokerError>;
 });

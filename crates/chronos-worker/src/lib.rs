@@ -57,6 +57,7 @@ mod dispatcher;
 mod error;
 mod executor;
 mod fetcher;
+mod flow;
 mod forwarder;
 mod heartbeat;
 mod janitor;
