@@ -155,6 +155,19 @@ pub struct GroupSummary {
     pub collected: bool,
 }
 
+impl GroupSummary {
+    /// The group's [`GroupInfo`], to read its results with [`crate::Client::group_results`]
+    /// from the callback. Fails only for a queue name that is not valid.
+    pub fn info(&self) -> Result<GroupInfo, BrokerError> {
+        Ok(GroupInfo {
+            id: self.id.clone(),
+            queue: QueueName::new(self.queue.as_str())?,
+            callback_id: callback_task_id(&self.id),
+            total: self.total,
+        })
+    }
+}
+
 impl StepSpec {
     /// The step of `args` (already encoded) under `opts`, laid over no defaults. A chain step
     /// takes no task id (its id is `<chain id>:<index>`) and no unique lock.

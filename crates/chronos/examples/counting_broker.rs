@@ -117,6 +117,18 @@ impl<B: Inspect> Inspect for Counting<B> {
 // and every process may sample them.
 impl<B: Inspect> chronos::SampleQueues for Counting<B> {}
 
+impl<B: chronos::Flows> chronos::Flows for Counting<B> {
+    wrap! {
+        enqueue_successor(task: NewTask) -> bool;
+        finish_chain(q: &QueueName, chain: &str, result: Option<Vec<u8>>, keep: Duration) -> ();
+        chain_state(chain: &chronos::ChainInfo) -> chronos::ChainStatus;
+        open_group(group: &chronos::GroupRecord) -> chronos::GroupCreated;
+        report_member(report: &chronos::MemberReport) -> chronos::MemberOutcome;
+        group_state(q: &QueueName, group: &str) -> Option<chronos::GroupState>;
+        group_results(q: &QueueName, group: &str, cursor: u64, count: usize) -> chronos::MemberPage;
+    }
+}
+
 impl<B: Enqueue> Enqueue for Counting<B> {
     wrap! { enqueue(tasks: Vec<NewTask>) -> Vec<Result<TaskInfo, BrokerError>>; }
 }

@@ -23,6 +23,12 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
+#[doc(inline)]
+pub use chronos_broker::{
+    Chain, ChainInfo, ChainPosition, ChainStatus, Flow, Flows, Group, GroupCreated, GroupInfo,
+    GroupRecord, GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult,
+    DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL,
+};
 /// The scheduler's metric names.
 pub use chronos_scheduler::metrics as scheduler_metrics;
 /// Metric names the worker and the scheduler report, and (feature `prometheus`) the
@@ -53,6 +59,9 @@ pub mod guide {
 
     #[doc = include_str!("../docs/RELIABILITY.md")]
     pub mod reliability {}
+
+    #[doc = include_str!("../docs/workflows.md")]
+    pub mod workflows {}
 }
 
 /// The repository README's examples, compiled as doctests so they cannot drift from the API.
@@ -66,7 +75,7 @@ pub struct RepositoryReadme;
 /// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Client, Context, EnqueueOptions, Inspect, Mux, RedisBroker, ScheduleOptions, Scheduler,
+        Chain, Client, Context, EnqueueOptions, Group, Inspect, Mux, RedisBroker, ScheduleOptions, Scheduler,
         SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
     };
 }
