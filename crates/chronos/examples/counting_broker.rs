@@ -1,8 +1,8 @@
 //! A broker wrapper that counts every call a `Server` makes, per method, and can fail the next
 //! call of a chosen method: the shape of a metrics or fault-injection layer. A `Server` needs only
-//! `Consume + Maintain + Inspect + SampleQueues` (`WorkerBroker`; `SampleQueues` has defaults
-//! for every method), so that is all the wrapper implements (plus `Enqueue`, so a `Client` can
-//! use it too).
+//! `Consume + Maintain + Inspect + SampleQueues + Flows` (`WorkerBroker`; `SampleQueues` has
+//! defaults for every method), so that is all the wrapper implements (plus `Enqueue`, so a
+//! `Client` can use it too).
 //!
 //! `cargo run -p chronos-rs --example counting_broker` (uses CHRONOS_REDIS_URL, else starts a
 //! throwaway redis-server).
