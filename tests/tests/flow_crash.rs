@@ -52,7 +52,10 @@ impl Proc {
             if let Some(status) = self.0.try_wait().expect("try_wait") {
                 return status;
             }
-            assert!(start.elapsed() < within, "worker did not exit within {within:?}");
+            assert!(
+                start.elapsed() < within,
+                "worker did not exit within {within:?}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -148,13 +151,22 @@ async fn a_chain_finishes_once_through_a_worker_killed_mid_step_and_one_dead_bef
 
     // 1. The first worker runs step 0, enqueues step 1 and blocks in it: SIGKILL it there.
     let mut first = Proc::spawn(&e.url, &e.ns, "default", None);
-    chronos_testkit::eventually(Duration::from_secs(30), "step 1 runs and is marked started", || async {
-        e.runs(&ids[1]).await == 1 && e.state("default", &ids[1]).await == Some(TaskState::Active)
-    })
+    chronos_testkit::eventually(
+        Duration::from_secs(30),
+        "step 1 runs and is marked started",
+        || async {
+            e.runs(&ids[1]).await == 1
+                && e.state("default", &ids[1]).await == Some(TaskState::Active)
+        },
+    )
     .await;
     first.kill();
     assert_eq!(e.runs(&ids[0]).await, 1);
-    assert_eq!(e.state("last", &ids[2]).await, None, "no successor before step 1 succeeded");
+    assert_eq!(
+        e.state("last", &ids[2]).await,
+        None,
+        "no successor before step 1 succeeded"
+    );
 
     // 2. The second worker recovers step 1, lets it finish, enqueues step 2 and dies before
     //    acknowledging step 1.
@@ -173,7 +185,10 @@ async fn a_chain_finishes_once_through_a_worker_killed_mid_step_and_one_dead_bef
     assert!(!status.success(), "the second worker aborted: {status:?}");
     assert_eq!(e.killed_on().await.as_deref(), Some(ids[2].as_str()));
     assert_eq!(e.runs(&ids[1]).await, 2);
-    assert!(e.unacked("default", &ids[1]).await, "step 1 not acknowledged");
+    assert!(
+        e.unacked("default", &ids[1]).await,
+        "step 1 not acknowledged"
+    );
     assert_eq!(e.state("last", &ids[2]).await, Some(TaskState::Pending));
 
     // 3. The third worker runs step 1 a third time (its successor is not enqueued again) and
@@ -182,19 +197,34 @@ async fn a_chain_finishes_once_through_a_worker_killed_mid_step_and_one_dead_bef
     // Step 2 may finish first: step 1 runs again only once its lease was idle for the
     // recoverer's minimum.
     let default = QueueName::new("default").expect("queue");
-    chronos_testkit::eventually(Duration::from_secs(30), "the chain succeeds and step 1 settles", || async {
-        let s = e.broker.queue_stats(&default).await.expect("stats");
-        s.pending + s.active + s.retry == 0
-            && matches!(
-                client.chain_status(&info).await.expect("status"),
-                ChainStatus::Succeeded { .. }
-            )
-    })
+    chronos_testkit::eventually(
+        Duration::from_secs(30),
+        "the chain succeeds and step 1 settles",
+        || async {
+            let s = e.broker.queue_stats(&default).await.expect("stats");
+            s.pending + s.active + s.retry == 0
+                && matches!(
+                    client.chain_status(&info).await.expect("status"),
+                    ChainStatus::Succeeded { .. }
+                )
+        },
+    )
     .await;
     let status = client.chain_status(&info).await.expect("status");
-    assert_eq!(status.result::<u64>().map(|r| r.expect("decodes")), Some(123));
-    assert_eq!(e.runs(&ids[1]).await, 3, "step 1 ran again after the crash before its ack");
-    assert_eq!(e.runs(&ids[2]).await, 1, "step 2 was enqueued and ran exactly once");
+    assert_eq!(
+        status.result::<u64>().map(|r| r.expect("decodes")),
+        Some(123)
+    );
+    assert_eq!(
+        e.runs(&ids[1]).await,
+        3,
+        "step 1 ran again after the crash before its ack"
+    );
+    assert_eq!(
+        e.runs(&ids[2]).await,
+        1,
+        "step 2 was enqueued and ran exactly once"
+    );
     let last = QueueName::new("last").expect("queue");
     let stats = e.broker.queue_stats(&last).await.expect("stats");
     assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, 1));
@@ -233,11 +263,23 @@ async fn group_through_a_crash(e: &Env, fault: (&str, &str)) -> String {
     .await;
     second.kill();
 
-    assert_eq!(e.runs(&killed).await, 2, "the member ran again after the crash before its ack");
-    assert_eq!(e.count(&callback_runs_key(&e.ns)).await, 1, "the callback ran exactly once");
+    assert_eq!(
+        e.runs(&killed).await,
+        2,
+        "the member ran again after the crash before its ack"
+    );
+    assert_eq!(
+        e.count(&callback_runs_key(&e.ns)).await,
+        1,
+        "the callback ran exactly once"
+    );
     let counts: Option<String> = e.redis.get(callback_counts_key(&e.ns)).await.expect("get");
     assert_eq!(counts.as_deref(), Some("16:4"));
-    let state = client.group_status(&info).await.expect("status").expect("record");
+    let state = client
+        .group_status(&info)
+        .await
+        .expect("status")
+        .expect("record");
     assert_eq!((state.succeeded, state.failed, state.fired), (16, 4, true));
     let stats = e.broker.queue_stats(&members).await.expect("stats");
     assert_eq!(stats.archived, 4);

@@ -69,12 +69,14 @@ impl ChainStatus {
     /// its last step returned none.
     pub fn result<R: DeserializeOwned>(&self) -> Option<Result<R, DecodeError>> {
         match self {
-            ChainStatus::Succeeded { result: Some(bytes) } => {
-                Some(rmp_serde::from_slice(bytes).map_err(|e| DecodeError::Payload {
+            ChainStatus::Succeeded {
+                result: Some(bytes),
+            } => Some(
+                rmp_serde::from_slice(bytes).map_err(|e| DecodeError::Payload {
                     kind: "chain result".into(),
                     reason: e.to_string(),
-                }))
-            }
+                }),
+            ),
             _ => None,
         }
     }
@@ -100,9 +102,9 @@ impl<B: Enqueue + Flows> Client<B> {
             spec.retention_ms
                 .get_or_insert(duration_ms(DEFAULT_CHAIN_RETENTION) as u64);
         }
-        let (first, rest) = specs.split_first().ok_or_else(|| {
-            BrokerError::InvalidOption("a chain needs a step".into())
-        })?;
+        let (first, rest) = specs
+            .split_first()
+            .ok_or_else(|| BrokerError::InvalidOption("a chain needs a step".into()))?;
         let flow = Flow {
             chain: Some(ChainLink {
                 id: id.clone(),

@@ -171,7 +171,11 @@ impl GroupSummary {
 impl StepSpec {
     /// The step of `args` (already encoded) under `opts`, laid over no defaults. A chain step
     /// takes no task id (its id is `<chain id>:<index>`) and no unique lock.
-    pub(crate) fn new(kind: &str, payload: Vec<u8>, opts: EnqueueOptions) -> Result<Self, BrokerError> {
+    pub(crate) fn new(
+        kind: &str,
+        payload: Vec<u8>,
+        opts: EnqueueOptions,
+    ) -> Result<Self, BrokerError> {
         if opts.task_id.is_some() || opts.unique_ttl.is_some() {
             return Err(BrokerError::InvalidOption(
                 "a chain step or group member takes neither a task id (its id is derived from \

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    ChainInfo, ChainStatus, Flows, GroupCreated, GroupRecord, GroupState, MemberOutcome,
-    MemberPage, MemberReport, ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
-    Fetched, FireOutcome, FireState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
-    Maintain, NewTask, Operate, QueueName, QueueStats, Reclaimed, ScheduleEntry, SchedulerMetrics,
-    Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter, TaskInfo, TaskPage, TaskRecord,
-    TaskState, Trigger,
+    ActionOutcome, BrokerError, BulkReport, ChainInfo, ChainStatus, Completion, Consume,
+    Coordinate, DeadOutcome, Enqueue, Fetched, FireOutcome, FireState, Flows, GroupCreated,
+    GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId, Maintain,
+    MemberOutcome, MemberPage, MemberReport, NewTask, Operate, QueueName, QueueStats, Reclaimed,
+    ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter,
+    TaskInfo, TaskPage, TaskRecord, TaskState, Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:

@@ -122,10 +122,12 @@ impl MemberResult {
     pub fn decode<R: DeserializeOwned>(&self) -> Option<Result<R, DecodeError>> {
         match &self.outcome {
             Ok(bytes) if !bytes.is_empty() => {
-                Some(rmp_serde::from_slice(bytes).map_err(|e| DecodeError::Payload {
-                    kind: "group member result".into(),
-                    reason: e.to_string(),
-                }))
+                Some(
+                    rmp_serde::from_slice(bytes).map_err(|e| DecodeError::Payload {
+                        kind: "group member result".into(),
+                        reason: e.to_string(),
+                    }),
+                )
             }
             _ => None,
         }

@@ -162,6 +162,8 @@ mod traits;
 
 pub use chain::Chain;
 pub use client::Client;
+pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
+pub use error::{BrokerError, DecodeError};
 pub use flow::{
     callback_task_id, chain_successor, flow_task_id, ChainInfo, ChainLink, ChainPosition,
     ChainStatus, Flow, Flows, GroupCallback, GroupCreated, GroupInfo, GroupLink, GroupRecord,
@@ -169,8 +171,6 @@ pub use flow::{
     DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL, SUCCESSOR_MARKER_TTL,
 };
 pub use group::Group;
-pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
-pub use error::{BrokerError, DecodeError};
 pub use keys::{HistoryCounter, Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
 pub use payload::payload_json;
 pub use redis::RedisReader;

@@ -6,9 +6,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chronos_broker::{
-    chain_successor, Chain, ChainStatus, Client, Completion, Consume, EnqueueOptions, Flows,
-    Group, GroupInfo, Inspect, MemberOutcome, MemberReport, Operate, QueueName, RedisBroker,
-    TaskAction, TaskState,
+    chain_successor, Chain, ChainStatus, Client, Completion, Consume, EnqueueOptions, Flows, Group,
+    GroupInfo, Inspect, MemberOutcome, MemberReport, Operate, QueueName, RedisBroker, TaskAction,
+    TaskState,
 };
 use common::{broker, email, take};
 
@@ -48,7 +48,10 @@ async fn member_reports_count_once_and_the_last_fires_the_callback_once() {
         .collect_results();
     let info = client.enqueue_group(group).await.expect("enqueue group");
     assert_eq!(info.total, 3);
-    assert_eq!(b.queue_stats(&q("members")).await.expect("stats").pending, 3);
+    assert_eq!(
+        b.queue_stats(&q("members")).await.expect("stats").pending,
+        3
+    );
 
     let r0 = report(&info, 0, true, b"\x01");
     assert_eq!(
@@ -73,7 +76,10 @@ async fn member_reports_count_once_and_the_last_fires_the_callback_once() {
             .expect("report"),
         MemberOutcome::Counted { fired: false }
     );
-    assert!(drain(&b, &q("cb")).await.is_empty(), "no callback before the last member");
+    assert!(
+        drain(&b, &q("cb")).await.is_empty(),
+        "no callback before the last member"
+    );
 
     let last = report(&info, 2, true, b"\x02");
     assert_eq!(
@@ -107,7 +113,10 @@ async fn member_reports_count_once_and_the_last_fires_the_callback_once() {
         .await
         .expect("status")
         .expect("record");
-    assert_eq!((state.total, state.succeeded, state.failed, state.fired), (3, 2, 1, true));
+    assert_eq!(
+        (state.total, state.succeeded, state.failed, state.fired),
+        (3, 2, 1, true)
+    );
 
     let page = client.group_results(&info, 0, 100).await.expect("results");
     let mut members = page.members;
@@ -136,12 +145,17 @@ async fn reports_for_unknown_groups_and_out_of_range_members_write_nothing() {
     );
     let info = client
         .enqueue_group(
-            Group::new(&email(0), EnqueueOptions::new().queue("cb")).member(&email(1), EnqueueOptions::new()),
+            Group::new(&email(0), EnqueueOptions::new().queue("cb"))
+                .member(&email(1), EnqueueOptions::new()),
         )
         .await
         .expect("group");
     assert!(b.report_member(&report(&info, 1, true, b"")).await.is_err());
-    let state = client.group_status(&info).await.expect("status").expect("record");
+    let state = client
+        .group_status(&info)
+        .await
+        .expect("status")
+        .expect("record");
     assert_eq!((state.succeeded, state.failed, state.fired), (0, 0, false));
 }
 
@@ -177,7 +191,10 @@ async fn a_chain_successor_is_enqueued_once_even_after_it_completed_and_was_dele
     assert_eq!(info.steps[1], (q("s1"), format!("{}:1", info.id)));
     assert!(matches!(
         client.chain_status(&info).await.expect("status"),
-        ChainStatus::Running { step: 0, state: TaskState::Pending }
+        ChainStatus::Running {
+            step: 0,
+            state: TaskState::Pending
+        }
     ));
 
     let step0 = drain(&b, &q("s0")).await;
@@ -195,7 +212,10 @@ async fn a_chain_successor_is_enqueued_once_even_after_it_completed_and_was_dele
     let flow = env1.flow.as_ref().expect("flow");
     assert_eq!(flow.parent, vec![7]);
     assert_eq!(flow.chain.as_ref().map(|c| (c.step, c.total)), Some((1, 2)));
-    assert!(chain_successor(env1, None, 0).is_none(), "the last step has no successor");
+    assert!(
+        chain_successor(env1, None, 0).is_none(),
+        "the last step has no successor"
+    );
 
     // The successor completes and is deleted; a late re-run of step 0 still enqueues nothing.
     let done = [Completion {
@@ -209,7 +229,11 @@ async fn a_chain_successor_is_enqueued_once_even_after_it_completed_and_was_dele
         .await
         .expect("delete");
     assert_eq!(deleted, chronos_broker::ActionOutcome::Done);
-    assert!(b.task(&q("s1"), &info.steps[1].1).await.expect("read").is_none());
+    assert!(b
+        .task(&q("s1"), &info.steps[1].1)
+        .await
+        .expect("read")
+        .is_none());
     assert!(!b.enqueue_successor(next).await.expect("after deletion"));
     assert!(drain(&b, &q("s1")).await.is_empty());
 }
@@ -223,7 +247,9 @@ async fn chain_status_reads_the_end_record_and_failed_steps() {
         .await
         .expect("chain");
     let lease = drain(&b, &q("c1")).await.remove(0);
-    b.dead_letter(&lease.id, "bad input", true).await.expect("dead");
+    b.dead_letter(&lease.id, "bad input", true)
+        .await
+        .expect("dead");
     assert_eq!(
         client.chain_status(&info).await.expect("status"),
         ChainStatus::Failed {
@@ -241,7 +267,10 @@ async fn chain_status_reads_the_end_record_and_failed_steps() {
         .await
         .expect("finish");
     let status = client.chain_status(&info).await.expect("status");
-    assert_eq!(status.result::<u32>().map(|r| r.expect("decodes")), Some(42));
+    assert_eq!(
+        status.result::<u32>().map(|r| r.expect("decodes")),
+        Some(42)
+    );
 }
 
 /// 100k members: enqueued through the client, then every member reported in pipelined batches
@@ -280,14 +309,21 @@ async fn a_group_of_100k_members_fires_once_with_every_count() {
     let reported = started.elapsed();
     assert_eq!(fired, 1, "exactly one report fires the callback");
     assert_eq!(drain(&b, &q("big-cb")).await.len(), 1);
-    let state = client.group_status(&info).await.expect("status").expect("record");
+    let state = client
+        .group_status(&info)
+        .await
+        .expect("status")
+        .expect("record");
     assert_eq!((state.succeeded, state.failed), (N - N / 10, N / 10));
 
     let started = Instant::now();
     let mut seen = std::collections::HashSet::new();
     let mut cursor = 0;
     loop {
-        let page = client.group_results(&info, cursor, 5_000).await.expect("page");
+        let page = client
+            .group_results(&info, cursor, 5_000)
+            .await
+            .expect("page");
         seen.extend(page.members.iter().map(|m| m.index));
         match page.next {
             Some(c) => cursor = c,

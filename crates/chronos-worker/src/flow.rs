@@ -65,7 +65,7 @@ pub(crate) async fn failed<B: Flows>(
         while !reason.is_char_boundary(end) {
             end -= 1;
         }
-        report(broker, env, false, reason[..end].as_bytes().to_vec()).await?;
+        report(broker, env, false, reason.as_bytes()[..end].to_vec()).await?;
     }
     Ok(())
 }

@@ -152,12 +152,14 @@ impl Context {
     pub fn parent_result<R: DeserializeOwned>(&self) -> Result<Option<R>, DecodeError> {
         match self.parent_result_bytes() {
             None => Ok(None),
-            Some(bytes) => rmp_serde::from_slice(bytes)
-                .map(Some)
-                .map_err(|e| DecodeError::Payload {
-                    kind: format!("{} (parent result)", self.kind),
-                    reason: e.to_string(),
-                }),
+            Some(bytes) => {
+                rmp_serde::from_slice(bytes)
+                    .map(Some)
+                    .map_err(|e| DecodeError::Payload {
+                        kind: format!("{} (parent result)", self.kind),
+                        reason: e.to_string(),
+                    })
+            }
         }
     }
 

@@ -63,7 +63,10 @@ async fn a_three_step_chain_passes_results_along_and_its_last_result_is_readable
     })
     .await;
     let status = client.chain_status(&info).await.expect("status");
-    assert_eq!(status.result::<u64>().map(|r| r.expect("decodes")), Some(123));
+    assert_eq!(
+        status.result::<u64>().map(|r| r.expect("decodes")),
+        Some(123)
+    );
     let seen = seen.lock().expect("lock").clone();
     let id = &info.id;
     assert_eq!(
@@ -139,7 +142,10 @@ async fn a_group_with_failing_members_runs_its_callback_once_with_counts_and_res
     mux.handle(|ctx: Context, task: Task<Job>| async move {
         assert!(ctx.group_member().is_some());
         if task.args.n % 10 == 3 {
-            return Err(TaskError::skip_retry(format!("member {} fails", task.args.n)));
+            return Err(TaskError::skip_retry(format!(
+                "member {} fails",
+                task.args.n
+            )));
         }
         Ok(task.args.n * 2)
     })
@@ -196,7 +202,10 @@ async fn a_group_with_failing_members_runs_its_callback_once_with_counts_and_res
     let (group, sum, failed) = &callbacks[0];
     assert_eq!(group.id, info.id);
     assert_eq!((group.total, group.succeeded, group.failed), (50, 45, 5));
-    let expected: u64 = (0..N).filter(|n| n % 10 != 3).map(|n| u64::from(n) * 2).sum();
+    let expected: u64 = (0..N)
+        .filter(|n| n % 10 != 3)
+        .map(|n| u64::from(n) * 2)
+        .sum();
     assert_eq!(*sum, expected);
     assert_eq!(failed.len(), 5);
     assert!(failed.iter().all(|e| e.starts_with("member ")));

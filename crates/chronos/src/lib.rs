@@ -22,13 +22,13 @@ pub use chronos_broker::{
     SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
-pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
-#[doc(inline)]
 pub use chronos_broker::{
     Chain, ChainInfo, ChainPosition, ChainStatus, Flow, Flows, Group, GroupCreated, GroupInfo,
     GroupRecord, GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult,
     DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL,
 };
+#[doc(inline)]
+pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 /// The scheduler's metric names.
 pub use chronos_scheduler::metrics as scheduler_metrics;
 /// Metric names the worker and the scheduler report, and (feature `prometheus`) the
@@ -75,7 +75,7 @@ pub struct RepositoryReadme;
 /// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Chain, Client, Context, EnqueueOptions, Group, Inspect, Mux, RedisBroker, ScheduleOptions, Scheduler,
-        SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
+        Chain, Client, Context, EnqueueOptions, Group, Inspect, Mux, RedisBroker, ScheduleOptions,
+        Scheduler, SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
     };
 }

@@ -9,9 +9,9 @@ use super::{reply, RedisBroker};
 use crate::flow::callback_bytes;
 use crate::task::Due;
 use crate::{
-    duration_ms, BrokerError, ChainInfo, ChainStatus, DeadLetter, Flows, GroupCreated,
-    GroupRecord, GroupState, MemberOutcome, MemberPage, MemberReport, MemberResult, NewTask,
-    QueueName, TaskState, SUCCESSOR_MARKER_TTL,
+    duration_ms, BrokerError, ChainInfo, ChainStatus, DeadLetter, Flows, GroupCreated, GroupRecord,
+    GroupState, MemberOutcome, MemberPage, MemberReport, MemberResult, NewTask, QueueName,
+    TaskState, SUCCESSOR_MARKER_TTL,
 };
 
 impl Flows for RedisBroker {
@@ -179,7 +179,10 @@ impl Flows for RedisBroker {
                 id: group.id.clone(),
                 queue: group.queue.to_string(),
             }),
-            _ => Err(reply::bad("group_open", "the group record is not a hash".into())),
+            _ => Err(reply::bad(
+                "group_open",
+                "the group record is not a hash".into(),
+            )),
         }
     }
 
