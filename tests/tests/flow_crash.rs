@@ -298,3 +298,51 @@ async fn a_group_callback_runs_once_when_the_worker_that_fired_it_dies_before_it
     let e = env().await;
     group_through_a_crash(&e, ("CHRONOS_KILL_ON_FIRE", "1")).await;
 }
+
+/// A member whose worker is SIGKILLed on its last allowed attempt is dead-lettered by the next
+/// worker's recoverer, and counted as failed: the callback still runs, once.
+#[tokio::test]
+async fn a_member_the_recoverer_dead_letters_counts_as_failed() {
+    let e = env().await;
+    let client = Client::new(e.broker.clone());
+    let group = Group::new(&Collect, EnqueueOptions::new().queue("cb"))
+        .member(
+            &FlowStep { n: 5, block: true },
+            EnqueueOptions::new().max_retry(0),
+        )
+        .member(&Member { n: 1 }, EnqueueOptions::new());
+    let info = client.enqueue_group(group).await.expect("group");
+    let blocked = format!("{}:0", info.id);
+
+    let mut first = Proc::spawn(&e.url, &e.ns, "default", None);
+    chronos_testkit::eventually(
+        Duration::from_secs(30),
+        "the member runs and is marked started",
+        || async {
+            e.runs(&blocked).await == 1
+                && e.state("default", &blocked).await == Some(TaskState::Active)
+        },
+    )
+    .await;
+    first.kill();
+
+    // Never released: the member's only attempt was lost with its worker.
+    let mut second = Proc::spawn(&e.url, &e.ns, "default,cb", None);
+    chronos_testkit::eventually(Duration::from_secs(30), "the callback runs", || async {
+        e.count(&callback_runs_key(&e.ns)).await == 1
+    })
+    .await;
+    second.kill();
+    assert_eq!(
+        e.runs(&blocked).await,
+        1,
+        "dead-lettered without another run"
+    );
+    assert_eq!(
+        e.state("default", &blocked).await,
+        Some(TaskState::Archived)
+    );
+    let counts: Option<String> = e.redis.get(callback_counts_key(&e.ns)).await.expect("get");
+    assert_eq!(counts.as_deref(), Some("1:1"));
+    assert_eq!(e.count(&callback_runs_key(&e.ns)).await, 1);
+}

@@ -339,3 +339,52 @@ async fn a_group_of_100k_members_fires_once_with_every_count() {
         N as f64 / reported.as_secs_f64()
     );
 }
+
+/// On Redis Cluster every workflow script touches one slot: members and steps in other queues
+/// (other slots) than the callback, no CROSSSLOT anywhere.
+#[tokio::test]
+async fn chains_and_groups_work_across_slots_on_a_cluster() {
+    let b = common::cluster_broker().await;
+    let client = Client::new(b.clone());
+    let info = client
+        .enqueue_group(
+            Group::new(&email(0), EnqueueOptions::new().queue("cl-cb"))
+                .member(&email(1), EnqueueOptions::new().queue("cl-a"))
+                .member(&email(2), EnqueueOptions::new().queue("cl-b"))
+                .collect_results(),
+        )
+        .await
+        .expect("group");
+    for i in 0..2 {
+        b.report_member(&report(&info, i, true, b"\x05"))
+            .await
+            .expect("report");
+    }
+    assert_eq!(drain(&b, &q("cl-cb")).await.len(), 1);
+    let page = client.group_results(&info, 0, 10).await.expect("results");
+    assert_eq!(page.members.len(), 2);
+
+    let chain = client
+        .enqueue_chain(
+            Chain::new()
+                .then(&email(1), EnqueueOptions::new().queue("cl-a"))
+                .then(&email(2), EnqueueOptions::new().queue("cl-b")),
+        )
+        .await
+        .expect("chain");
+    let lease = drain(&b, &q("cl-a"))
+        .await
+        .into_iter()
+        .find(|l| l.id.task_id == chain.steps[0].1)
+        .expect("step 0");
+    let env = lease.envelope.as_ref().expect("decodes");
+    let next = chain_successor(env, None, chronos_broker::now_ms()).expect("successor");
+    assert!(b.enqueue_successor(next).await.expect("successor"));
+    b.finish_chain(&q("cl-b"), &chain.id, None, Duration::from_secs(60))
+        .await
+        .expect("finish");
+    assert_eq!(
+        client.chain_status(&chain).await.expect("status"),
+        ChainStatus::Succeeded { result: None }
+    );
+}
