@@ -468,10 +468,10 @@ pub trait Flows: Send + Sync {
     ) -> impl Future<Output = Result<MemberPage, BrokerError>> + Send;
 }
 
-/// Encodes a group callback's envelope and finds where its counts text starts, so the firing
-/// script can overwrite it in place: the last occurrence of the placeholder (the counts are the
+/// Where the counts text starts in a group callback's encoded envelope, so the firing script
+/// can overwrite it in place: the last occurrence of the placeholder (the counts are the
 /// last field of the flow, after the payload and headers).
-pub(crate) fn callback_bytes(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn counts_offset(bytes: &[u8]) -> Option<usize> {
     let needle = COUNTS_PLACEHOLDER.as_bytes();
     debug_assert_eq!(needle.len(), COUNTS_LEN);
     bytes.windows(needle.len()).rposition(|w| w == needle)

@@ -33,6 +33,8 @@ const MEMBER_BATCH: usize = 5_000;
 /// A member counts as failed when it is dead-lettered by its worker or by the recoverer (its
 /// workers were lost too often). A member whose envelope no longer decodes cannot name its
 /// group and is never counted: the group then does not fire (and expires with its TTL).
+/// The first outcome reported for a member counts: a dead-lettered member that an operator runs
+/// again does not change its group's counts.
 /// Members take no task id and no unique lock; the callback takes no unique lock, and its run
 /// time options are ignored (it runs when the group finishes).
 #[derive(Debug)]

@@ -6,13 +6,33 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use super::{reply, RedisBroker};
-use crate::flow::callback_bytes;
+use crate::flow::counts_offset;
 use crate::task::Due;
 use crate::{
     duration_ms, BrokerError, ChainInfo, ChainStatus, DeadLetter, Flows, GroupCreated, GroupRecord,
     GroupState, MemberOutcome, MemberPage, MemberReport, MemberResult, NewTask, QueueName,
     TaskState, SUCCESSOR_MARKER_TTL,
 };
+
+impl RedisBroker {
+    /// The chain's end record, read as a succeeded status; None while it is not written.
+    async fn chain_end(&self, chain: &ChainInfo) -> Result<Option<ChainStatus>, BrokerError> {
+        let Some((queue, _)) = chain.steps.last() else {
+            return Ok(None);
+        };
+        let end: Option<Vec<u8>> = self
+            .inner
+            .client
+            .get(self.queue_keys(queue).chain_end(&chain.id))
+            .await?;
+        Ok(end.map(|end| ChainStatus::Succeeded {
+            result: match end.split_first() {
+                Some((b'1', r)) => Some(r.to_vec()),
+                _ => None,
+            },
+        }))
+    }
+}
 
 impl Flows for RedisBroker {
     async fn enqueue_successor(&self, task: NewTask) -> Result<bool, BrokerError> {
@@ -87,17 +107,8 @@ impl Flows for RedisBroker {
 
     async fn chain_state(&self, chain: &ChainInfo) -> Result<ChainStatus, BrokerError> {
         let client = &self.inner.client;
-        if let Some((queue, _)) = chain.steps.last() {
-            let end: Option<Vec<u8>> = client
-                .get(self.queue_keys(queue).chain_end(&chain.id))
-                .await?;
-            if let Some(end) = end {
-                let result = match end.split_first() {
-                    Some((b'1', r)) => Some(r.to_vec()),
-                    _ => None,
-                };
-                return Ok(ChainStatus::Succeeded { result });
-            }
+        if let Some(done) = self.chain_end(chain).await? {
+            return Ok(done);
         }
         for (i, (queue, id)) in chain.steps.iter().enumerate() {
             let step = u32::try_from(i).unwrap_or(u32::MAX);
@@ -122,8 +133,12 @@ impl Flows for RedisBroker {
                 None => return Err(reply::bad("chain", format!("unknown state {state:?}"))),
             }
         }
-        // Every step completed, but the end record is gone (it expires with the last step).
-        Ok(ChainStatus::Succeeded { result: None })
+        // Every step completed: the end record was written before the last step's ack, so it is
+        // there now unless it expired with the last step.
+        Ok(self
+            .chain_end(chain)
+            .await?
+            .unwrap_or(ChainStatus::Succeeded { result: None }))
     }
 
     async fn open_group(&self, group: &GroupRecord) -> Result<GroupCreated, BrokerError> {
@@ -139,7 +154,7 @@ impl Flows for RedisBroker {
             ));
         }
         let bytes = self.encode_task(cb)?;
-        let off = callback_bytes(&bytes).ok_or_else(|| {
+        let off = counts_offset(&bytes).ok_or_else(|| {
             BrokerError::InvalidOption("the callback's envelope has no counts placeholder".into())
         })?;
         let fp = {
