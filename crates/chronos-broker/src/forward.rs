@@ -12,8 +12,8 @@ use crate::{
     Coordinate, DeadOutcome, Enqueue, Fetched, FireOutcome, FireState, Flows, GroupCreated,
     GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId, Maintain,
     MemberOutcome, MemberPage, MemberReport, NewTask, Operate, QueueName, QueueStats, Reclaimed,
-    ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter,
-    TaskInfo, TaskPage, TaskRecord, TaskState, Trigger,
+    Results, ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, StartOutcome, TaskAction,
+    TaskFilter, TaskInfo, TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:
@@ -45,6 +45,11 @@ macro_rules! forward {
 
 forward!(Enqueue {
     fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Result<TaskInfo, BrokerError>>, BrokerError>;
+});
+
+forward!(Results {
+    fn outcome(&self, queue: &QueueName, id: &str) -> Result<TaskOutcome, BrokerError>;
+    fn wait_outcome(&self, queue: &QueueName, id: &str, timeout: Duration) -> Result<TaskOutcome, BrokerError>;
 });
 
 forward!(Consume {

@@ -16,6 +16,11 @@
 //!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
 //!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
 //!   [`NewTask`], [`Trigger`], ...) re-exported here.
+//! * [`Client::result`] and [`Client::wait`]: a handler's result, kept with its task while the
+//!   task is retained ([`EnqueueOptions::retention`]), read or awaited by the producer; the
+//!   [`Results`] capability underneath ([`TaskOutcome`]). A wait is woken by a pub/sub message
+//!   the settling script publishes on the task hash's name (only for retained completions and
+//!   for dead letters, so a plain task pays nothing), never by a polling loop.
 //! * [`SampleQueues`]: queue gauges (counts by state, oldest pending task's age) for metrics,
 //!   sampled by one process of the cluster that holds a short lease.
 //! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
@@ -34,6 +39,8 @@
 //! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
 //!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
 //!   set a `traceparent` header), and the worker links its span to it.
+//! * [`testing::Recorder`]: an in-memory [`Enqueue`] that records instead of writing, so a
+//!   producer's tests run `Client<Recorder>` without Redis and assert on what was enqueued.
 //!
 //! # Guarantees
 //! * Every state transition of a task is one Lua script: a crash between two Redis calls never
@@ -95,7 +102,7 @@
 //! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
 //! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
 //! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
-//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
+//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
 //! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
 //! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
 //! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |
@@ -113,6 +120,7 @@
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
 //! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
+//! | `<ns>:{<q>}:t:<id>` (pub/sub channel) | channel | a message when the task completes retained or is dead-lettered, for [`Client::wait`] | complete, dead-letter, reclaim | (channels hold nothing) |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
 //! | `<ns>:sampler` | string | id of the process that samples queue gauges for metrics | [`SampleQueues::sampler_lease`] | its TTL (three sampling periods) |
 //!
@@ -151,12 +159,14 @@ mod flow;
 mod forward;
 mod group;
 mod keys;
+mod outcome;
 mod payload;
 mod redis;
 mod sample;
 mod schedule;
 mod server_record;
 mod task;
+pub mod testing;
 mod trace_context;
 mod traits;
 
@@ -172,6 +182,7 @@ pub use flow::{
 };
 pub use group::Group;
 pub use keys::{HistoryCounter, Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
+pub use outcome::TaskOutcome;
 pub use payload::payload_json;
 pub use redis::RedisReader;
 pub use redis::{
@@ -191,8 +202,8 @@ pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 pub use traits::{
     ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
     DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
-    Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction, TaskFilter, TaskPage,
-    TaskRecord,
+    Operate, QueueStats, Reclaimed, Results, Schedules, StartOutcome, TaskAction, TaskFilter,
+    TaskPage, TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

@@ -233,7 +233,7 @@ async fn attempt<B: WorkerBroker>(
 }
 
 /// The attempt's time limit: the earlier of its timeout and its deadline.
-fn time_limit(env: &TaskEnvelope, now: i64) -> Option<Duration> {
+pub(crate) fn time_limit(env: &TaskEnvelope, now: i64) -> Option<Duration> {
     let timeout = env.timeout_ms.map(Duration::from_millis);
     let deadline = env
         .deadline_ms
@@ -251,7 +251,7 @@ fn unrunnable<B: WorkerBroker>(rt: &Runtime<B>, reason: String) -> Outcome {
     }
 }
 
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

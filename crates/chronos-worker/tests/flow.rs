@@ -212,3 +212,21 @@ async fn a_group_with_failing_members_runs_its_callback_once_with_counts_and_res
     let stats = b.queue_stats(&q("members")).await.expect("stats");
     assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 5));
 }
+
+#[tokio::test]
+async fn a_test_context_gives_chain_steps_and_group_callbacks_their_workflow() {
+    use chronos_worker::testing::TestContext;
+    let ctx = TestContext::new().chain_step("c1", 1, 3, &41u64).build();
+    assert_eq!(ctx.parent_result::<u64>().expect("decodes"), Some(41));
+    let at = ctx.chain().expect("a chain step");
+    assert_eq!((at.id.as_str(), at.step, at.total), ("c1", 1, 3));
+    assert!(ctx.group().is_none());
+
+    let ctx = TestContext::new().group_callback("g1", 7, 2).build();
+    let g = ctx.group().expect("a group callback");
+    assert_eq!(
+        (g.id.as_str(), g.total, g.succeeded, g.failed),
+        ("g1", 9, 7, 2)
+    );
+    assert_eq!(ctx.parent_result::<u64>().expect("decodes"), None);
+}
