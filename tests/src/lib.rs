@@ -30,3 +30,59 @@ pub struct Tick {
 impl TaskArgs for Tick {
     const KIND: &'static str = "e2e:tick";
 }
+
+/// A chain step of the workflow crash tests: records each run (`runs_key`), waits while
+/// `block` is set until the test creates `release_key`, then returns the previous step's result
+/// times ten plus `n`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FlowStep {
+    /// This step's digit.
+    pub n: u64,
+    /// Wait for the release key before finishing.
+    pub block: bool,
+}
+
+impl TaskArgs for FlowStep {
+    const KIND: &'static str = "e2e:flow-step";
+}
+
+/// A group member of the workflow crash tests: records each run (`runs_key`) and returns `n`,
+/// or fails without retry when `n % 5 == 4`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Member {
+    /// The member's number.
+    pub n: u64,
+}
+
+impl TaskArgs for Member {
+    const KIND: &'static str = "e2e:member";
+}
+
+/// A group callback of the workflow crash tests: counts its runs (`callback_runs_key`) and
+/// writes the group's counts (`callback_counts_key`, `<succeeded>:<failed>`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Collect;
+
+impl TaskArgs for Collect {
+    const KIND: &'static str = "e2e:collect";
+}
+
+/// The key a blocked [`FlowStep`] waits for.
+pub fn release_key(ns: &str, task_id: &str) -> String {
+    format!("{ns}:release:{task_id}")
+}
+
+/// The key counting runs of the group callback.
+pub fn callback_runs_key(ns: &str) -> String {
+    format!("{ns}:callback-runs")
+}
+
+/// The key holding the counts the group callback saw.
+pub fn callback_counts_key(ns: &str) -> String {
+    format!("{ns}:callback-counts")
+}
+
+/// The key where the fault-injecting worker writes which task it died on.
+pub fn killed_key(ns: &str) -> String {
+    format!("{ns}:killed-on")
+}

@@ -57,6 +57,10 @@ pub struct TaskEnvelope {
     pub last_failed_at_ms: Option<i64>,
     /// Free-form string headers (trace context and the like).
     pub headers: BTreeMap<String, String>,
+    /// The task's place in a chain or group ([`crate::Flow`]); None for a plain task (which
+    /// then costs one nil byte). Boxed, so a plain envelope stays small in memory.
+    #[serde(default)]
+    pub flow: Option<Box<crate::Flow>>,
 }
 
 impl TaskEnvelope {
@@ -86,14 +90,14 @@ impl TaskEnvelope {
 
 /// Serializes `Vec<u8>` as a MessagePack bin (serde's default would be an array of integers,
 /// up to twice the size).
-mod bytes_field {
+pub(crate) mod bytes_field {
     use serde::{de, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(v)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         struct Visitor;
         impl<'de> de::Visitor<'de> for Visitor {
             type Value = Vec<u8>;
@@ -139,6 +143,7 @@ mod tests {
             last_error: Some("boom".into()),
             last_failed_at_ms: Some(1),
             headers: [("traceparent".to_string(), "00-x".to_string())].into(),
+            flow: None,
         }
     }
 
@@ -148,6 +153,19 @@ mod tests {
         let bytes = env.encode().expect("encode");
         assert_eq!(bytes[0], ENVELOPE_VERSION);
         assert_eq!(TaskEnvelope::decode(&bytes).expect("decode"), env);
+    }
+
+    #[test]
+    fn envelopes_written_before_the_flow_field_still_decode() {
+        let env = sample();
+        let bytes = env.encode().expect("encode");
+        // Today's 16 fields: array16 header (0xdc 0x00 0x10), the last one a nil flow. The
+        // envelope of earlier versions is the same without that field: a fixarray of 15.
+        assert_eq!(&bytes[1..4], &[0xdc, 0x00, 0x10]);
+        assert_eq!(bytes.last(), Some(&0xc0));
+        let mut old = vec![ENVELOPE_VERSION, 0x9f];
+        old.extend_from_slice(&bytes[4..bytes.len() - 1]);
+        assert_eq!(TaskEnvelope::decode(&old).expect("decode"), env);
     }
 
     #[test]

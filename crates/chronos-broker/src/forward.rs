@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
-    Fetched, FireOutcome, FireState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
-    Maintain, ManageSchedules, NewTask, Operate, PutOutcome, QueueName, QueueStats, Reclaimed,
-    Results, ScheduleDef, ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, StartOutcome,
-    StoredDef, TaskAction, TaskFilter, TaskInfo, TaskOutcome, TaskPage, TaskRecord, TaskState,
-    Trigger,
+    ActionOutcome, BrokerError, BulkReport, ChainInfo, ChainStatus, Completion, Consume,
+    Coordinate, DeadOutcome, Enqueue, Fetched, FireOutcome, FireState, Flows, GroupCreated,
+    GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId, Maintain,
+    ManageSchedules, MemberOutcome, MemberPage, MemberReport, NewTask, Operate, PutOutcome,
+    QueueName, QueueStats, Reclaimed, Results, ScheduleDef, ScheduleEntry, SchedulerMetrics,
+    Schedules, ServerRecord, StartOutcome, StoredDef, TaskAction, TaskFilter, TaskInfo,
+    TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:
@@ -126,4 +127,14 @@ forward!(Operate {
     fn delete_queue(&self, queue: &QueueName, force: bool) -> Result<u64, BrokerError>;
     fn history(&self, queue: &QueueName, span: HistorySpan) -> Result<Vec<HistoryPoint>, BrokerError>;
     fn all_queue_stats(&self) -> Result<Vec<(QueueName, QueueStats)>, BrokerError>;
+});
+
+forward!(Flows {
+    fn enqueue_successor(&self, task: NewTask) -> Result<bool, BrokerError>;
+    fn finish_chain(&self, queue: &QueueName, chain_id: &str, result: Option<Vec<u8>>, keep: Duration) -> Result<(), BrokerError>;
+    fn chain_state(&self, chain: &ChainInfo) -> Result<ChainStatus, BrokerError>;
+    fn open_group(&self, group: &GroupRecord) -> Result<GroupCreated, BrokerError>;
+    fn report_member(&self, report: &MemberReport) -> Result<MemberOutcome, BrokerError>;
+    fn group_state(&self, queue: &QueueName, group: &str) -> Result<Option<GroupState>, BrokerError>;
+    fn group_results(&self, queue: &QueueName, group: &str, cursor: u64, count: usize) -> Result<MemberPage, BrokerError>;
 });

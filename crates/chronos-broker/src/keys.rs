@@ -216,6 +216,28 @@ impl QueueKeys {
         format!("{}c:{consumer}", self.prefix)
     }
 
+    /// The marker that chain step `id` (in this queue) was enqueued by its predecessor: set for
+    /// [`crate::SUCCESSOR_MARKER_TTL`] so a predecessor that runs again enqueues it no second
+    /// time, even after the step completed and was deleted.
+    pub fn successor(&self, id: &str) -> String {
+        format!("{}fl:{id}", self.prefix)
+    }
+
+    /// The end record of chain `chain_id`, whose last step ran in this queue: its result.
+    pub fn chain_end(&self, chain_id: &str) -> String {
+        format!("{}ch:{chain_id}", self.prefix)
+    }
+
+    /// The record of group `group_id`, whose callback runs in this queue.
+    pub fn group(&self, group_id: &str) -> String {
+        format!("{}g:{group_id}", self.prefix)
+    }
+
+    /// The members of group `group_id` already counted, with their outcomes.
+    pub fn group_members(&self, group_id: &str) -> String {
+        format!("{}gm:{group_id}", self.prefix)
+    }
+
     /// The counter of tasks completed since the queue was created.
     pub fn processed(&self) -> String {
         format!("{}processed", self.prefix)

@@ -29,6 +29,12 @@
 //!   task or on every task of a state matching a [`TaskFilter`] (kind, payload substring), in
 //!   bounded chunks; listing by cursor ([`TaskPage`]); queue deletion; per-queue history
 //!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
+//! * Workflows: [`Chain`] (steps that run one after another, each reading the previous one's
+//!   result; [`Client::enqueue_chain`], [`Client::chain_status`]) and [`Group`] (fan-out /
+//!   fan-in: members and a callback that runs exactly once when all finished;
+//!   [`Client::enqueue_group`], [`Client::group_results`]). The worker moves them on through
+//!   the [`Flows`] capability, only for tasks that carry a [`Flow`]: a plain task pays nothing.
+//!   See "Chains and groups" below.
 //! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
 //! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
 //!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
@@ -61,6 +67,27 @@
 //!   one per batch of starts, one per batch of acks.
 //! * Bad input gets a typed [`BrokerError`] and writes nothing.
 //!
+//! # Chains and groups
+//! * A chain step's successor is enqueued by the worker that ran the step, after the step
+//!   succeeded and before it is acknowledged: a crash in between re-runs the step (at least
+//!   once, as any task), never loses the chain. The successor's enqueue is one script that sets
+//!   a marker (`fl:<id>`, 7 days) beside it, so a step that runs twice enqueues its successor
+//!   once, even when the successor already completed and was deleted. The last step records
+//!   the chain's result (`ch:<chain id>`) the same way. A dead-lettered step stops the chain.
+//!   Cost: one script call per step (besides its ack), and the steps' records are retained
+//!   ([`DEFAULT_CHAIN_RETENTION`], 24 h, unless a step sets its own retention).
+//! * A group's record (`g:<gid>`) and its set of counted members with their outcomes
+//!   (`gm:<gid>`) live in the callback's queue slot. A member's outcome is reported by one
+//!   script there, before the member's ack or dead letter; the report is idempotent by member,
+//!   and the one that completes the count enqueues the callback in the same script, guarded by
+//!   the record's `fired` flag: exactly once. Cost: one script call per member, O(1) each;
+//!   100k members cost 100k small hash fields (results only with `collect_results`), expiring
+//!   with the group's TTL (7 days by default, renewed when the callback fires).
+//! * What is not covered: a member dead-lettered by the recoverer is reported right after the
+//!   reclaim script (a worker that dies between the two leaves its group one short); a member
+//!   whose envelope does not decode cannot name its group; a chain step or member an operator
+//!   deletes never reports.
+//!
 //! # Redis must not evict
 //! An evicted task hash or stream entry is a task lost without a trace, and an evicted lock or
 //! dedup key breaks exactly-once firing. [`RedisBrokerBuilder::connect`] therefore refuses a
@@ -85,6 +112,10 @@
 //! | `<ns>:{<q>}:d:<id>` | string | discard marker `<entry id>\|` of a dead-lettered task that was dropped | dead-letter | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:e:<token>` | string | receipt of one enqueue call: one code per task of the call | enqueue | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:c:<consumer>` | string | fetch receipt `<nonce>:<entry ids>` of the consumer's last fetch that delivered anything | claim | its TTL (60 s) |
+//! | `<ns>:{<q>}:fl:<id>` | string | marker that chain step `<id>` was enqueued by its predecessor | `Flows::enqueue_successor` (script `chain_next`) | its TTL (7 days, [`SUCCESSOR_MARKER_TTL`]) |
+//! | `<ns>:{<q>}:ch:<chain id>` | string | end of a chain whose last step ran in `<q>`: `1` + result, or `0` | `Flows::finish_chain`, before the last step's ack | its TTL (the last step's retention, 24 h by default) |
+//! | `<ns>:{<cbq>}:g:<gid>` | hash | group record: `n` members, `ok`/`ko` counts, `fired`, `cb` callback envelope, `off` offset of its counts text, `cbid`, `x`, `dl`, `col`, `ttl`, `fp` | `Flows::open_group` (script `group_open`), `group_report` | its TTL (the group's, 7 days by default: set at creation, set again when the callback fires) |
+//! | `<ns>:{<cbq>}:gm:<gid>` | hash | counted members: field = member index, value = `o` + result (when collecting) or `f` + error | `group_report` | its TTL (follows the record's) |
 //! | `<ns>:{<q>}:sched:*`, `<ns>:{scheduler}:*` | various | the scheduler's fence, fire state, dedup keys, metrics and registry (see the `chronos-scheduler` crate docs) | the scheduler | TTLs and the leader's pruning |
 //! | `<ns>:{scheduler}:runtime` | hash | runtime schedule id -> [`ScheduleDef`] (MessagePack) | [`ManageSchedules::put_schedule_def`] (`sched_put.lua`, compare-and-set) | the same, on remove (one field per schedule an operator added) |
 //! | `<ns>:{scheduler}:runtime:rev` | string | revision of the runtime schedules, bumped by every change that wrote | `sched_put.lua` | never (one integer) |
@@ -123,10 +154,13 @@
     rust_2018_idioms
 )]
 
+mod chain;
 mod client;
 mod envelope;
 mod error;
+mod flow;
 mod forward;
+mod group;
 mod keys;
 mod outcome;
 mod payload;
@@ -140,9 +174,17 @@ pub mod testing;
 mod trace_context;
 mod traits;
 
+pub use chain::Chain;
 pub use client::Client;
 pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError};
+pub use flow::{
+    callback_task_id, chain_successor, flow_task_id, ChainInfo, ChainLink, ChainPosition,
+    ChainStatus, Flow, Flows, GroupCallback, GroupCreated, GroupInfo, GroupLink, GroupRecord,
+    GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult, StepSpec,
+    DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL, SUCCESSOR_MARKER_TTL,
+};
+pub use group::Group;
 pub use keys::{HistoryCounter, Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
 pub use outcome::TaskOutcome;
 pub use payload::payload_json;

@@ -391,6 +391,7 @@ impl NewTask {
                 last_error: None,
                 last_failed_at_ms: None,
                 headers: opts.headers,
+                flow: None,
             },
             run_at_ms,
             unique_ttl: opts.unique_ttl,

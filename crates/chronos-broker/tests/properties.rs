@@ -106,6 +106,7 @@ fn arb_envelope() -> impl Strategy<Value = TaskEnvelope> {
             last_error,
             last_failed_at_ms,
             headers,
+            flow: None,
         },
     )
 }

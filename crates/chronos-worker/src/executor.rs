@@ -286,6 +286,15 @@ async fn settle<B: WorkerBroker>(
         Outcome::Succeeded(output) => {
             rt.counters.succeeded.fetch_add(1, Ordering::Relaxed);
             m.ended(Ended::Succeeded);
+            // A chain step or group member: its bookkeeping goes before the ack, so a crash in
+            // between re-runs it instead of losing it. Not acked when it failed: the recoverer
+            // delivers the task again.
+            if let Some(env) = env.filter(|e| e.flow.is_some()) {
+                if let Err(e) = crate::flow::succeeded(&rt.broker, env, output.as_deref()).await {
+                    error!(error = %e, "could not advance the workflow; the task will run again after recovery");
+                    return;
+                }
+            }
             let retention = env.and_then(|e| e.retention_ms).map(Duration::from_millis);
             // The acker batches completions; if it is gone (shutdown finished), ack directly.
             let completion = Completion {
@@ -358,6 +367,14 @@ async fn dead_letter<B: WorkerBroker>(
     reason: &str,
     count_attempt: bool,
 ) {
+    // A group member is counted as failed first: dead-lettered uncounted, its group would never
+    // fire.
+    if let Some(env) = lease.envelope.as_ref().ok().filter(|e| e.flow.is_some()) {
+        if let Err(e) = crate::flow::failed(&rt.broker, env, reason).await {
+            error!(error = %e, "could not report the failure to its group; the task will be delivered again after recovery");
+            return;
+        }
+    }
     match rt
         .broker
         .dead_letter(&lease.id, reason, count_attempt)

@@ -19,8 +19,12 @@
 //! * [`Server`] with [`ServerConfig`] (a builder method per field): weighted or strict-priority
 //!   queues, bounded concurrency, timeouts and deadlines, a replaceable retry delay, a sync hook
 //!   for errors and an async one for dead letters ([`DeadLetterHook`], awaited with a timeout).
-//! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect`, so a
-//!   wrapper (metrics, fault injection) implements three traits, not the whole broker.
+//! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect +
+//!   SampleQueues + Flows`, so a wrapper (metrics, fault injection) implements those, not the
+//!   whole broker.
+//! * Workflows: a chain step reads the previous step's result with [`Context::parent_result`]
+//!   and its place with [`Context::chain`]; a group's callback reads the counts with
+//!   [`Context::group`] (and the members' results with `Client::group_results`).
 //! * [`testing`]: run a handler, or a task through a whole [`Mux`], in process without Redis,
 //!   with a [`testing::TestContext`] the test builds (attempt, headers, cancellation).
 //!
@@ -35,6 +39,13 @@
 //! * A panic, a timeout or a passed deadline fails only that attempt. A payload that does not
 //!   decode, or a kind with no handler, is dead-lettered with the reason (or retried up to max
 //!   retry, see [`UnrunnablePolicy`]); it never blocks the queue or loops forever.
+//! * Chains and groups move on before the task that moves them is settled: a chain step's
+//!   successor is enqueued, and a group member is counted, before the step or member is
+//!   acknowledged or dead-lettered, each by one idempotent script. A worker that dies in between
+//!   leaves the task to be delivered again, whose second run enqueues no second successor and
+//!   counts no second time; a group's callback is enqueued exactly once. Plain tasks make no
+//!   such call. A member the recoverer dead-letters (its workers were lost too often) is counted
+//!   as failed right after the reclaim.
 //! * [`ServerHandle::shutdown`] loses nothing: unstarted tasks go back without spending an
 //!   attempt, running ones get `shutdown_timeout`, then are cancelled and retried.
 //!
@@ -62,6 +73,7 @@ mod dispatcher;
 mod error;
 mod executor;
 mod fetcher;
+mod flow;
 mod forwarder;
 mod heartbeat;
 mod janitor;

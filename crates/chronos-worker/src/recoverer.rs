@@ -33,6 +33,12 @@ async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
                 for dead in r.dead {
                     let id = LeaseId::new(queue.clone(), dead.task_id, String::new());
                     let reason = "worker lost on the last allowed attempt";
+                    // Already dead-lettered by the reclaim script: a group member is counted now.
+                    if let Ok(env) = &dead.envelope {
+                        if let Err(e) = crate::flow::failed(&rt.broker, env, reason).await {
+                            warn!(task_id = %id.task_id, error = %e, "could not count a lost group member as failed; its group will not fire");
+                        }
+                    }
                     notify_dead(rt, &id, dead.envelope.ok(), reason, dead.discarded).await;
                 }
             }

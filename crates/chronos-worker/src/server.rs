@@ -2,7 +2,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Consume, Inspect, LeaseId, Maintain, QueueName, SampleQueues};
+use chronos_broker::{Consume, Flows, Inspect, LeaseId, Maintain, QueueName, SampleQueues};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -20,17 +20,19 @@ const PAUSE_POLL: Duration = Duration::from_millis(500);
 /// What a [`Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
 /// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records),
 /// [`Inspect`] (paused queues, live servers for the janitor) and [`SampleQueues`] (queue gauges
-/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`).
+/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`)
+/// and [`Flows`] (chains and groups: called only for tasks that are chain steps or group
+/// members).
 /// It asks for neither [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
 /// [`chronos_broker::Coordinate`], so a wrapper for metrics or fault injection implements only
 /// these; the broker is shared by the server's loops behind an `Arc`, so it need not be
 /// `Clone`.
 ///
-/// Implemented for every type with the four capabilities; never implement it by hand. `&T`,
+/// Implemented for every type with the five capabilities; never implement it by hand. `&T`,
 /// `Arc<T>` and `Box<T>` have them when `T` does.
-pub trait WorkerBroker: Consume + Maintain + Inspect + SampleQueues + 'static {}
+pub trait WorkerBroker: Consume + Maintain + Inspect + SampleQueues + Flows + 'static {}
 
-impl<T: Consume + Maintain + Inspect + SampleQueues + 'static> WorkerBroker for T {}
+impl<T: Consume + Maintain + Inspect + SampleQueues + Flows + 'static> WorkerBroker for T {}
 
 /// Runs the handlers of a [`Mux`] on tasks from a broker. Configure, then [`Server::start`].
 pub struct Server<B: WorkerBroker> {

@@ -2,7 +2,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use chronos_broker::{TaskEnvelope, SCHEDULE_HEADER, TRIGGER_HEADER};
+use chronos_broker::{
+    ChainPosition, DecodeError, Flow, GroupSummary, TaskEnvelope, SCHEDULE_HEADER, TRIGGER_HEADER,
+};
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 /// A decoded task as its handler receives it.
@@ -30,6 +33,8 @@ pub struct Context {
     cancel: CancellationToken,
     headers: Arc<BTreeMap<String, String>>,
     output: OutputSlot,
+    /// The task's place in a chain or group; None (and free) for a plain task.
+    flow: Option<Arc<Flow>>,
 }
 
 /// Where the typed handler leaves its encoded result for the executor, past the middleware
@@ -65,6 +70,7 @@ impl Context {
             cancel,
             headers: Arc::new(env.headers.clone()),
             output: OutputSlot::default(),
+            flow: env.flow.as_deref().map(|f| Arc::new(f.clone())),
         }
     }
 
@@ -139,6 +145,59 @@ impl Context {
     /// `select!`); one that ignores it is dropped at its next await point anyway.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancel
+    }
+
+    /// The previous chain step's result, decoded as `R`: None for the first step, for a step
+    /// whose predecessor returned none (`()`), and outside a chain.
+    pub fn parent_result<R: DeserializeOwned>(&self) -> Result<Option<R>, DecodeError> {
+        match self.parent_result_bytes() {
+            None => Ok(None),
+            Some(bytes) => {
+                rmp_serde::from_slice(bytes)
+                    .map(Some)
+                    .map_err(|e| DecodeError::Payload {
+                        kind: format!("{} (parent result)", self.kind),
+                        reason: e.to_string(),
+                    })
+            }
+        }
+    }
+
+    /// The previous chain step's result as MessagePack bytes, if it returned one.
+    pub fn parent_result_bytes(&self) -> Option<&[u8]> {
+        let parent = &self.flow.as_deref()?.parent;
+        (!parent.is_empty()).then_some(parent.as_slice())
+    }
+
+    /// Where this chain step stands (chain id, step index, step count); None outside a chain.
+    pub fn chain(&self) -> Option<ChainPosition> {
+        let link = self.flow.as_deref()?.chain.as_ref()?;
+        Some(ChainPosition {
+            id: link.id.clone(),
+            step: link.step,
+            total: link.total,
+        })
+    }
+
+    /// In a group's callback: the group's id, size and final counts (how many members
+    /// succeeded and how many were dead-lettered). None in any other task.
+    pub fn group(&self) -> Option<GroupSummary> {
+        let cb = self.flow.as_deref()?.callback.as_ref()?;
+        let (succeeded, failed) = cb.counts()?;
+        Some(GroupSummary {
+            id: cb.id.clone(),
+            queue: self.queue.clone(),
+            total: cb.total,
+            succeeded,
+            failed,
+            collected: cb.collect,
+        })
+    }
+
+    /// In a group member: its group's id and its index in the group. None in any other task.
+    pub fn group_member(&self) -> Option<(&str, u64)> {
+        let link = self.flow.as_deref()?.member.as_ref()?;
+        Some((link.id.as_str(), link.index))
     }
 
     /// Waits until [`Context::cancellation`] fires.

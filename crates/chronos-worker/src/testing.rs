@@ -80,6 +80,7 @@ pub struct TestContext {
     deadline_ms: Option<i64>,
     enqueued_at_ms: Option<i64>,
     cancel: CancellationToken,
+    flow: Option<chronos_broker::Flow>,
 }
 
 impl Default for TestContext {
@@ -95,6 +96,7 @@ impl Default for TestContext {
             deadline_ms: None,
             enqueued_at_ms: None,
             cancel: CancellationToken::new(),
+            flow: None,
         }
     }
 }
@@ -172,6 +174,41 @@ impl TestContext {
         self
     }
 
+    /// Makes this an attempt of step `step` of a `total`-step chain `id` whose previous step
+    /// returned `parent` (encoded as the server encodes a handler's result; `()` for none):
+    /// [`Context::chain`] and [`Context::parent_result`] report them.
+    pub fn chain_step<R: serde::Serialize>(
+        mut self,
+        id: impl Into<String>,
+        step: u32,
+        total: u32,
+        parent: &R,
+    ) -> Self {
+        let flow = self.flow.get_or_insert_with(Default::default);
+        flow.chain = Some(chronos_broker::ChainLink {
+            id: id.into(),
+            step,
+            total,
+            rest: Vec::new(),
+        });
+        // A result that does not encode is no parent, as the server would pass none.
+        flow.parent = encode_output(parent).ok().flatten().unwrap_or_default();
+        self
+    }
+
+    /// Makes this an attempt of the callback of group `id` whose members finished with
+    /// `succeeded` and `failed` counts: [`Context::group`] reports them.
+    pub fn group_callback(mut self, id: impl Into<String>, succeeded: u64, failed: u64) -> Self {
+        let flow = self.flow.get_or_insert_with(Default::default);
+        flow.callback = Some(chronos_broker::GroupCallback {
+            id: id.into(),
+            total: succeeded.saturating_add(failed),
+            collect: false,
+            counts: format!("{succeeded:010}:{failed:010}"),
+        });
+        self
+    }
+
     /// Uses `token` as the attempt's cancellation signal (default: a fresh one).
     pub fn cancellation_token(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
@@ -216,6 +253,7 @@ impl TestContext {
         env.deadline_ms = self.deadline_ms;
         env.enqueued_at_ms = self.enqueued_at_ms.unwrap_or(now);
         env.headers = self.headers.clone();
+        env.flow = self.flow.clone().map(Box::new);
         env
     }
 }

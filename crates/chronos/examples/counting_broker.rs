@@ -1,8 +1,8 @@
 //! A broker wrapper that counts every call a `Server` makes, per method, and can fail the next
 //! call of a chosen method: the shape of a metrics or fault-injection layer. A `Server` needs only
-//! `Consume + Maintain + Inspect + SampleQueues` (`WorkerBroker`; `SampleQueues` has defaults
-//! for every method), so that is all the wrapper implements (plus `Enqueue`, so a `Client` can
-//! use it too).
+//! `Consume + Maintain + Inspect + SampleQueues + Flows` (`WorkerBroker`; `SampleQueues` has
+//! defaults for every method), so that is all the wrapper implements (plus `Enqueue`, so a
+//! `Client` can use it too).
 //!
 //! `cargo run -p chronos-rs --example counting_broker` (uses CHRONOS_REDIS_URL, else starts a
 //! throwaway redis-server).
@@ -116,6 +116,18 @@ impl<B: Inspect> Inspect for Counting<B> {
 // Every method has a default: the queue gauges then carry counts only (no oldest-task age),
 // and every process may sample them.
 impl<B: Inspect> chronos::SampleQueues for Counting<B> {}
+
+impl<B: chronos::Flows> chronos::Flows for Counting<B> {
+    wrap! {
+        enqueue_successor(task: NewTask) -> bool;
+        finish_chain(q: &QueueName, chain: &str, result: Option<Vec<u8>>, keep: Duration) -> ();
+        chain_state(chain: &chronos::ChainInfo) -> chronos::ChainStatus;
+        open_group(group: &chronos::GroupRecord) -> chronos::GroupCreated;
+        report_member(report: &chronos::MemberReport) -> chronos::MemberOutcome;
+        group_state(q: &QueueName, group: &str) -> Option<chronos::GroupState>;
+        group_results(q: &QueueName, group: &str, cursor: u64, count: usize) -> chronos::MemberPage;
+    }
+}
 
 impl<B: Enqueue> Enqueue for Counting<B> {
     wrap! { enqueue(tasks: Vec<NewTask>) -> Vec<Result<TaskInfo, BrokerError>>; }

@@ -27,6 +27,12 @@ pub use chronos_broker::{
     DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
+pub use chronos_broker::{
+    Chain, ChainInfo, ChainPosition, ChainStatus, Flow, Flows, Group, GroupCreated, GroupInfo,
+    GroupRecord, GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult,
+    DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL,
+};
+#[doc(inline)]
 pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 /// The scheduler's metric names.
 pub use chronos_scheduler::metrics as scheduler_metrics;
@@ -61,6 +67,9 @@ pub mod guide {
     #[doc = include_str!("../docs/RELIABILITY.md")]
     pub mod reliability {}
 
+    #[doc = include_str!("../docs/workflows.md")]
+    pub mod workflows {}
+
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
 
@@ -81,7 +90,7 @@ pub struct RepositoryReadme;
 /// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Client, Context, EnqueueOptions, Inspect, Mux, RedisBroker, ScheduleOptions, Scheduler,
-        SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
+        Chain, Client, Context, EnqueueOptions, Group, Inspect, Mux, RedisBroker, ScheduleOptions,
+        Scheduler, SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
     };
 }

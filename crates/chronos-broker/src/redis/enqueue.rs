@@ -69,7 +69,7 @@ impl Enqueue for RedisBroker {
 
 impl RedisBroker {
     /// The stored bytes of a task's envelope, after the payload limit check.
-    fn encode_task(&self, task: &NewTask) -> Result<Vec<u8>, BrokerError> {
+    pub(super) fn encode_task(&self, task: &NewTask) -> Result<Vec<u8>, BrokerError> {
         if task.envelope.payload.len() > self.inner.max_payload {
             return Err(BrokerError::PayloadTooLarge {
                 size: task.envelope.payload.len(),

@@ -3,6 +3,7 @@
 mod admin;
 mod consume;
 mod enqueue;
+mod flow;
 mod inspect;
 mod maintain;
 mod reply;

@@ -63,6 +63,9 @@ scripts!(
     admin_delete,
     admin_cancel,
     admin_queue_delete,
+    chain_next,
+    group_open,
+    group_report,
 );
 
 impl Scripts {

@@ -1,0 +1,35 @@
+-- Enqueue a chain's next step, exactly once per step however often its predecessor succeeds.
+-- KEYS[1]  the step's queue stream, KEYS[2] its scheduled set, KEYS[3] the step's task hash,
+--          KEYS[4] the step's successor marker (`<ns>:{<q>}:fl:<id>`)
+-- ARGV[1]  task id, ARGV[2] envelope bytes, ARGV[3] run-at ms (0 = none), ARGV[4] delay ms,
+-- ARGV[5]  max retry, ARGV[6] dead-letter discard ('1'/'0'), ARGV[7] marker TTL ms
+-- The marker outlives the step (it stays after the step completed and was deleted), so a
+-- predecessor that runs again after a crash before its ack finds it and writes nothing. The task
+-- is written as enqueue.lua writes one: a ready task as a stream entry plus a hash of small
+-- fields, a delayed one as a hash with `e` plus its member in the scheduled set.
+-- Returns: 1 written now, 0 enqueued before (marker or task present), -3 the queue's stream or
+-- scheduled set has the wrong type (nothing written).
+local id, env = ARGV[1], ARGV[2]
+local at, delay = tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0
+local ttl = tonumber(ARGV[7]) or 0
+if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then return -3 end
+local now = now_ms()
+local run_at = now + delay
+if at > 0 then run_at = at end
+local fields = {KEYS[3], 'r', '0', 'x', ARGV[5]}
+if ARGV[6] == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
+fields[#fields + 1] = 's'
+if run_at > now then
+  fields[#fields + 1] = 'scheduled'
+  fields[#fields + 1] = 'e'
+  fields[#fields + 1] = env
+  redis.call('ZADD', KEYS[2], run_at, id)
+else
+  fields[#fields + 1] = 'pending'
+  fields[#fields + 1] = 'm'
+  fields[#fields + 1] = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+end
+redis.call('HSET', unpack(fields))
+if ttl > 0 then redis.call('SET', KEYS[4], '1', 'PX', ttl) end
+return 1
