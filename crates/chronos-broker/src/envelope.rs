@@ -57,6 +57,11 @@ pub struct TaskEnvelope {
     pub last_failed_at_ms: Option<i64>,
     /// Free-form string headers (trace context and the like).
     pub headers: BTreeMap<String, String>,
+    /// The rate key a worker's per-key rate limit counts this task under (a customer id, say;
+    /// [`crate::EnqueueOptions::rate_key`]). Appended field: envelopes written before it decode
+    /// with None.
+    #[serde(default)]
+    pub rate_key: Option<String>,
 }
 
 impl TaskEnvelope {
@@ -139,6 +144,7 @@ mod tests {
             last_error: Some("boom".into()),
             last_failed_at_ms: Some(1),
             headers: [("traceparent".to_string(), "00-x".to_string())].into(),
+            rate_key: Some("customer-7".into()),
         }
     }
 
@@ -148,6 +154,53 @@ mod tests {
         let bytes = env.encode().expect("encode");
         assert_eq!(bytes[0], ENVELOPE_VERSION);
         assert_eq!(TaskEnvelope::decode(&bytes).expect("decode"), env);
+    }
+
+    #[test]
+    fn envelope_without_rate_key_still_decodes() {
+        // An envelope written before `rate_key` existed: the array ends after `headers`.
+        #[derive(Serialize)]
+        struct Old(
+            String,
+            String,
+            String,
+            #[serde(with = "super::bytes_field")] Vec<u8>,
+            u32,
+            u32,
+            Option<u64>,
+            Option<i64>,
+            Option<String>,
+            Option<u64>,
+            DeadLetter,
+            i64,
+            Option<String>,
+            Option<i64>,
+            BTreeMap<String, String>,
+        );
+        let mut bytes = vec![ENVELOPE_VERSION];
+        let old = Old(
+            "a".into(),
+            "k".into(),
+            "q".into(),
+            vec![1],
+            0,
+            3,
+            None,
+            None,
+            None,
+            None,
+            DeadLetter::Archive,
+            5,
+            None,
+            None,
+            BTreeMap::new(),
+        );
+        rmp_serde::encode::write(&mut bytes, &old).expect("encode");
+        let env = TaskEnvelope::decode(&bytes).expect("decode");
+        assert_eq!(
+            (env.id.as_str(), env.max_retry, env.rate_key),
+            ("a", 3, None)
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod reply;
 mod sample;
 mod schedules;
 mod scripts;
+mod throttle;
 
 pub use consume::RedisReader;
 

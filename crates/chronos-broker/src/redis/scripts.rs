@@ -61,6 +61,10 @@ scripts!(
     admin_delete,
     admin_cancel,
     admin_queue_delete,
+    permit,
+    permit_return,
+    permit_keep,
+    admit,
 );
 
 impl Scripts {

@@ -58,6 +58,7 @@ fn envelope_bytes() -> impl Strategy<Value = Vec<u8>> {
                 last_error: None,
                 last_failed_at_ms: None,
                 headers: Default::default(),
+                rate_key: None,
             }
             .encode()
             .unwrap_or_default();
