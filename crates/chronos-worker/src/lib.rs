@@ -16,8 +16,12 @@
 //! * [`Server`] with [`ServerConfig`] (a builder method per field): weighted or strict-priority
 //!   queues, bounded concurrency, timeouts and deadlines, a replaceable retry delay, a sync hook
 //!   for errors and an async one for dead letters ([`DeadLetterHook`], awaited with a timeout).
-//! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect`, so a
-//!   wrapper (metrics, fault injection) implements three traits, not the whole broker.
+//! * [`QueueLimit`] through [`ServerConfig::limit`]: cluster-wide rate limits (task starts per
+//!   period), concurrency limits (tasks at once) and per-key rate limits of a queue, counted in
+//!   Redis; a task held back waits without spending an attempt and without a busy loop.
+//! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect +
+//!   SampleQueues + Throttle`, so a wrapper (metrics, fault injection) implements those, not
+//!   the whole broker.
 //!
 //! # What the server guarantees
 //! * At least once: a task is acknowledged only after its handler returned `Ok`. A task whose
@@ -60,6 +64,8 @@ mod fetcher;
 mod forwarder;
 mod heartbeat;
 mod janitor;
+mod limit;
+mod limiter;
 pub mod metrics;
 mod mux;
 mod outcome;
@@ -78,6 +84,7 @@ pub use config::{
     DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
 pub use error::WorkerError;
+pub use limit::QueueLimit;
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};
 pub use server::{Server, ServerHandle, ServerStats, WorkerBroker};

@@ -2,15 +2,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Consume, Inspect, LeaseId, Maintain, QueueName, SampleQueues};
+use chronos_broker::{Consume, Inspect, LeaseId, Maintain, QueueName, SampleQueues, Throttle};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 use crate::{
-    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer, sampler,
-    starter,
+    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, recoverer,
+    sampler, starter,
 };
 use crate::{Mux, ServerConfig, WorkerError};
 
@@ -19,18 +19,20 @@ const PAUSE_POLL: Duration = Duration::from_millis(500);
 
 /// What a [`Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
 /// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records),
-/// [`Inspect`] (paused queues, live servers for the janitor) and [`SampleQueues`] (queue gauges
-/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`).
+/// [`Inspect`] (paused queues, live servers for the janitor), [`SampleQueues`] (queue gauges
+/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`)
+/// and [`Throttle`] (rate and concurrency limits; called only for queues a
+/// [`crate::QueueLimit`] limits, and a wrapper that limits nothing writes `impl Throttle for W {}`).
 /// It asks for neither [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
 /// [`chronos_broker::Coordinate`], so a wrapper for metrics or fault injection implements only
 /// these; the broker is shared by the server's loops behind an `Arc`, so it need not be
 /// `Clone`.
 ///
-/// Implemented for every type with the four capabilities; never implement it by hand. `&T`,
+/// Implemented for every type with the five capabilities; never implement it by hand. `&T`,
 /// `Arc<T>` and `Box<T>` have them when `T` does.
-pub trait WorkerBroker: Consume + Maintain + Inspect + SampleQueues + 'static {}
+pub trait WorkerBroker: Consume + Maintain + Inspect + SampleQueues + Throttle + 'static {}
 
-impl<T: Consume + Maintain + Inspect + SampleQueues + 'static> WorkerBroker for T {}
+impl<T: Consume + Maintain + Inspect + SampleQueues + Throttle + 'static> WorkerBroker for T {}
 
 /// Runs the handlers of a [`Mux`] on tasks from a broker. Configure, then [`Server::start`].
 pub struct Server<B: WorkerBroker> {
@@ -102,6 +104,7 @@ impl<B: WorkerBroker> Server<B> {
         };
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
         let (start_tx, start_rx) = mpsc::unbounded_channel();
+        let (return_tx, return_rx) = mpsc::unbounded_channel();
         let rt = Arc::new(Runtime::new(
             self.broker,
             self.mux,
@@ -110,6 +113,7 @@ impl<B: WorkerBroker> Server<B> {
             id.clone(),
             ack_tx,
             start_tx,
+            return_tx,
         ));
         refresh_paused(&rt).await;
         heartbeat::beat(&rt).await;
@@ -130,6 +134,9 @@ impl<B: WorkerBroker> Server<B> {
             tokio::spawn(canceller::run(rt.clone())),
             starter,
         ];
+        if rt.limits.iter().any(Option::is_some) {
+            maintenance.push(tokio::spawn(limiter::run(rt.clone(), return_rx)));
+        }
         if let Some(period) = rt.config.sample_queues {
             maintenance.push(tokio::spawn(sampler::run(rt.clone(), period)));
         }

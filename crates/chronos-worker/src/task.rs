@@ -29,6 +29,7 @@ pub struct Context {
     deadline: Option<Instant>,
     cancel: CancellationToken,
     headers: Arc<BTreeMap<String, String>>,
+    rate_key: Option<Arc<str>>,
 }
 
 impl Context {
@@ -47,6 +48,7 @@ impl Context {
             deadline,
             cancel,
             headers: Arc::new(env.headers.clone()),
+            rate_key: env.rate_key.as_deref().map(Arc::from),
         }
     }
 
@@ -79,6 +81,12 @@ impl Context {
         } else {
             SystemTime::UNIX_EPOCH.checked_sub(offset)
         }
+    }
+
+    /// The rate key the task was enqueued with
+    /// ([`chronos_broker::EnqueueOptions::rate_key`]), if any.
+    pub fn rate_key(&self) -> Option<&str> {
+        self.rate_key.as_deref()
     }
 
     /// The task id.

@@ -23,6 +23,8 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
+#[doc(inline)]
+pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
 /// The scheduler's metric names.
 pub use chronos_scheduler::metrics as scheduler_metrics;
 /// Metric names the worker and the scheduler report, and (feature `prometheus`) the
@@ -31,7 +33,8 @@ pub use chronos_worker::metrics;
 #[doc(inline)]
 pub use chronos_worker::{
     async_trait, dead_letter_hook, default_retry_delay, Context, DeadLetterEvent, DeadLetterHook,
-    ErrorHook, FailureKind, Handler, Middleware, Mux, Next, RetryDelayFn, Server, ServerConfig,
+    ErrorHook, FailureKind, Handler, Middleware, Mux, Next, QueueLimit, RetryDelayFn, Server,
+    ServerConfig,
     ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy, WorkerBroker,
     WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT, DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
@@ -66,7 +69,7 @@ pub struct RepositoryReadme;
 /// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Client, Context, EnqueueOptions, Inspect, Mux, RedisBroker, ScheduleOptions, Scheduler,
-        SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
+        Client, Context, EnqueueOptions, Inspect, Mux, QueueLimit, RedisBroker, ScheduleOptions,
+        Scheduler, SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
     };
 }
