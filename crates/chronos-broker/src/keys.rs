@@ -256,9 +256,8 @@ impl QueueKeys {
         format!("{}h:{}:d:{day}", self.prefix, counter.code())
     }
 
-    /// The queue rate limiter's window: a hash with `w` (start of the current window, unix ms
-    /// by Redis' clock) and `n` (starts granted in it). Expires two periods after its last
-    /// write.
+    /// The queue rate limiter's state: a hash with `t`, when the next start is due (unix ms
+    /// by Redis' clock, a generic cell rate algorithm). Expires a period after that.
     pub fn rate(&self) -> String {
         format!("{}lim", self.prefix)
     }
@@ -269,7 +268,7 @@ impl QueueKeys {
         format!("{}lim:active", self.prefix)
     }
 
-    /// The permit receipt of one consumer: its last grant (`<nonce>:<granted>:<window>:<returned>`),
+    /// The permit receipt of one consumer: its last grant (`<nonce>:<granted>:<returned>`),
     /// so a re-sent acquire or give-back answers without counting twice. Expires after 60 s.
     pub fn permit_receipt(&self, consumer: &str) -> String {
         format!("{}lim:g:{consumer}", self.prefix)

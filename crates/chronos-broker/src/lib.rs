@@ -85,9 +85,9 @@
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
 //! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
-//! | `<ns>:{<q>}:lim` | hash | rate window of the queue: `w` window start (unix ms, Redis' clock, aligned to the period), `n` starts granted in it | permit.lua (grant), permit_return.lua (give back) | its TTL (two periods after the last grant) |
+//! | `<ns>:{<q>}:lim` | hash | rate state of the queue: `t` when the next start is due (unix ms, Redis' clock; GCRA) | permit.lua (grant), permit_return.lua (give back) | its TTL (one period after `t`) |
 //! | `<ns>:{<q>}:lim:active` | zset | concurrency tokens of tasks workers hold, by expiry ms | permit.lua (grant), permit_keep.lua (heartbeat) | permit_return.lua (task ended), expired members pruned by each grant, the key's TTL (one token TTL after the last write) |
-//! | `<ns>:{<q>}:lim:g:<consumer>` | string | permit receipt `<nonce>:<granted>:<window>:<returned>` of the consumer's last grant | permit.lua, permit_return.lua | its TTL (60 s) |
+//! | `<ns>:{<q>}:lim:g:<consumer>` | string | permit receipt `<nonce>:<granted>:<returned>` of the consumer's last grant | permit.lua, permit_return.lua | its TTL (60 s) |
 //! | `<ns>:{<q>}:kr:<rate key>` | string | per-key rate window `<window start ms>:<starts>:<deferred>` | admit.lua | its TTL (the window's end) |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
 //! | `<ns>:sampler` | string | id of the process that samples queue gauges for metrics | [`SampleQueues::sampler_lease`] | its TTL (three sampling periods) |

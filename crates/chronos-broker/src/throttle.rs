@@ -13,9 +13,13 @@ use crate::{BrokerError, LeaseId, QueueName};
 /// The limits of one queue that [`Throttle::acquire_permits`] enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PermitLimit {
-    /// At most this many starts per period, cluster-wide (None: no rate limit). Windows are
-    /// fixed and aligned to the period by the broker's clock: at most `n` grants fall in each.
+    /// At most this many starts per period, cluster-wide (None: no rate limit): starts are
+    /// spaced `period / n` apart by the broker's clock (a generic cell rate algorithm), so any
+    /// window of one period holds at most `n + burst` grants.
     pub rate: Option<(u32, Duration)>,
+    /// Starts of the rate that may be granted at once (at least 1): larger bursts cost fewer
+    /// calls per start and allow more grants in the worst window.
+    pub burst: u32,
     /// At most this many tasks held at once, cluster-wide (None: no limit). Each granted start
     /// holds a token until it is given back or expires.
     pub concurrency: Option<u32>,
@@ -33,17 +37,14 @@ pub struct PermitLimit {
 pub struct Permits {
     /// Starts granted now (at most the number asked for); zero when a limit is full.
     pub granted: usize,
-    /// When nothing was granted: how long to wait before asking again (until the rate window
-    /// rolls over, or [`PermitLimit::poll`] when only the concurrency limit is full).
+    /// When nothing was granted: how long to wait before asking again (until the rate has room
+    /// for the next start, or [`PermitLimit::poll`] when only the concurrency limit is full).
     pub wait: Duration,
     /// One concurrency token per start granted (empty without a concurrency limit): hold one
     /// per task until it ends, then give it back with [`Throttle::return_permits`].
     pub tokens: Vec<String>,
     /// Names this grant for [`Throttle::return_permits`].
     pub grant: String,
-    /// Start of the rate window the grant counts in (unix ms, broker clock; 0 without a rate
-    /// limit).
-    pub window_ms: i64,
 }
 
 /// A per-key rate limit: at most `rate` starts per `period` for each rate key, cluster-wide,
@@ -100,16 +101,18 @@ pub trait Throttle: Send + Sync {
     }
 
     /// Gives back `unused` starts of `holder`'s last grant `grant` (it started fewer tasks than
-    /// granted), while the rate window they were granted in lasts, and releases concurrency
-    /// `tokens` (unused ones, and those of tasks that ended). Returns the starts given back.
+    /// granted; a start whose time has passed is not given back), and releases concurrency
+    /// `tokens` (unused ones, and those of tasks that ended). `limit` is the one the grant was
+    /// made under. Returns the starts given back.
     fn return_permits(
         &self,
         queue: &QueueName,
         holder: &str,
+        limit: &PermitLimit,
         grant: Option<(&str, usize)>,
         tokens: &[String],
     ) -> impl Future<Output = Result<u64, BrokerError>> + Send {
-        let _ = (queue, holder, grant, tokens);
+        let _ = (queue, holder, limit, grant, tokens);
         async { Err(BrokerError::Unsupported("rate limits")) }
     }
 
@@ -158,10 +161,11 @@ macro_rules! forward_throttle {
                 &self,
                 queue: &QueueName,
                 holder: &str,
+                limit: &PermitLimit,
                 grant: Option<(&str, usize)>,
                 tokens: &[String],
             ) -> impl Future<Output = Result<u64, BrokerError>> + Send {
-                (**self).return_permits(queue, holder, grant, tokens)
+                (**self).return_permits(queue, holder, limit, grant, tokens)
             }
 
             fn keep_permits(

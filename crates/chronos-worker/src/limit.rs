@@ -12,12 +12,13 @@ use crate::WorkerError;
 /// Give every server that consumes the queue the same limits: each enforces what it was given,
 /// so a server with laxer (or no) limits takes more than the others leave.
 ///
-/// * [`QueueLimit::rate`]: at most `n` task starts per `period` across every worker, in fixed
-///   windows aligned to the period by Redis' clock (a window of 1 s runs from one whole second
-///   of Redis' clock to the next). A worker asks Redis for permits before it fetches, fetches
-///   at most what it was granted, and when none are left sleeps until the next window (no
-///   busy loop). Starts are counted when tasks are fetched to run, so a task that fails and is
-///   retried counts again; two windows back to back may each use their `n` at their boundary.
+/// * [`QueueLimit::rate`]: at most `n` task starts per `period` across every worker, spaced
+///   evenly by Redis' clock (a generic cell rate algorithm: one start every `period / n`, with
+///   up to [`QueueLimit::burst`] at once), so any window of one period, wherever it begins,
+///   holds at most `n + burst` starts (`n + 1` with the default burst below 200 per period). A worker asks Redis for permits before it fetches,
+///   fetches at most what it was granted, gives back what it could not use, and when none are
+///   left sleeps until the next start is due (no busy loop). Starts are counted when tasks are
+///   fetched to run, so a task that fails and is retried counts again.
 /// * [`QueueLimit::concurrency`]: at most `n` tasks of the queue held (fetched to run, or
 ///   running) at once across every worker. Each holds a permit until its attempt ends; a
 ///   worker that dies without giving its permits back frees them after `recover_min_idle`,
@@ -32,6 +33,7 @@ use crate::WorkerError;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueLimit {
     pub(crate) rate: Option<(u32, Duration)>,
+    pub(crate) burst: Option<u32>,
     pub(crate) concurrency: Option<u32>,
     pub(crate) per_key: Option<(u32, Duration)>,
 }
@@ -45,6 +47,15 @@ impl QueueLimit {
     /// At most `n` task starts per `period` across the cluster.
     pub fn rate(mut self, n: u32, period: Duration) -> Self {
         self.rate = Some((n, period));
+        self
+    }
+
+    /// Up to `n` starts of the rate may be granted at once (default: 1 per 100 of the rate, at
+    /// least 1, so a window of one period holds at most the rate plus about 1 %, or plus 1). A
+    /// larger burst lets a worker fetch more tasks per call, at the price of more starts in the
+    /// worst window.
+    pub fn burst(mut self, n: u32) -> Self {
+        self.burst = Some(n);
         self
     }
 
@@ -69,6 +80,10 @@ impl QueueLimit {
     pub(crate) fn permits(&self, token_ttl: Duration) -> PermitLimit {
         PermitLimit {
             rate: self.rate,
+            burst: self
+                .burst
+                .unwrap_or_else(|| self.rate.map_or(1, |(n, _)| n / 100))
+                .max(1),
             concurrency: self.concurrency,
             token_ttl,
             poll: CONCURRENCY_POLL,
@@ -95,6 +110,12 @@ impl QueueLimit {
                     return bad(&format!("{name} period must be at least 1 ms"));
                 }
             }
+        }
+        if self.burst == Some(0) {
+            return bad("burst must be at least 1");
+        }
+        if self.burst.is_some() && self.rate.is_none() {
+            return bad("a burst needs a rate");
         }
         if self.concurrency == Some(0) {
             return bad("concurrency must be at least 1");

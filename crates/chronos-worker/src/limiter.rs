@@ -31,13 +31,13 @@ pub(crate) async fn round<B: WorkerBroker>(
     waiting: &mut Vec<Lease>,
 ) -> Result<(), BrokerError> {
     let queue = &rt.queues[q].0;
+    let spec = limit.permits(rt.config.recover_min_idle);
     let permits = if limit.needs_permits() {
         let want = if waiting.is_empty() {
             count
         } else {
             waiting.len().min(count)
         };
-        let spec = limit.permits(rt.config.recover_min_idle);
         let p = rt
             .broker
             .acquire_permits(queue, &rt.id, want, &spec)
@@ -63,7 +63,7 @@ pub(crate) async fn round<B: WorkerBroker>(
         {
             Ok(f) => f.leases,
             Err(e) => {
-                give_back(rt, queue, permits.as_ref(), 0).await;
+                give_back(rt, queue, &spec, permits.as_ref(), 0).await;
                 return Err(e);
             }
         }
@@ -73,7 +73,7 @@ pub(crate) async fn round<B: WorkerBroker>(
     };
     if leases.is_empty() {
         rt.mark_drained(q);
-        give_back(rt, queue, permits.as_ref(), 0).await;
+        give_back(rt, queue, &spec, permits.as_ref(), 0).await;
         // Wait for new work without holding permits (a permit held through an idle wait would
         // start a task in a later window than it counts in). What arrives waits here for its
         // permit in the next round.
@@ -89,7 +89,7 @@ pub(crate) async fn round<B: WorkerBroker>(
     let run = match admit(rt, q, limit, leases).await {
         Ok(run) => run,
         Err((e, back)) => {
-            give_back(rt, queue, permits.as_ref(), 0).await;
+            give_back(rt, queue, &spec, permits.as_ref(), 0).await;
             waiting.extend(back);
             return Err(e);
         }
@@ -104,7 +104,7 @@ pub(crate) async fn round<B: WorkerBroker>(
                     .zip(p.tokens.iter().cloned()),
             );
         }
-        give_back(rt, queue, Some(p), used).await;
+        give_back(rt, queue, &spec, Some(p), used).await;
     }
     if !run.is_empty() {
         debug!(queue = %queue, n = run.len(), "fetched");
@@ -166,6 +166,7 @@ async fn admit<B: WorkerBroker>(
 async fn give_back<B: WorkerBroker>(
     rt: &Runtime<B>,
     queue: &QueueName,
+    spec: &chronos_broker::PermitLimit,
     permits: Option<&chronos_broker::Permits>,
     used: usize,
 ) {
@@ -177,7 +178,7 @@ async fn give_back<B: WorkerBroker>(
     let spare = p.tokens.get(used..).unwrap_or_default();
     if let Err(e) = rt
         .broker
-        .return_permits(queue, &rt.id, Some((&p.grant, unused)), spare)
+        .return_permits(queue, &rt.id, spec, Some((&p.grant, unused)), spare)
         .await
     {
         // The starts stay counted in their window, the tokens expire: the limit only errs on
@@ -215,7 +216,18 @@ pub(crate) async fn run<B: WorkerBroker>(
             let rt = &rt;
             async move {
                 let tokens: Vec<String> = items.into_iter().map(|(_, t)| t).collect();
-                if let Err(e) = rt.broker.return_permits(&queue, &rt.id, None, &tokens).await {
+                let spec = rt
+                    .queues
+                    .iter()
+                    .position(|(q, _)| *q == queue)
+                    .and_then(|q| rt.limits[q])
+                    .unwrap_or_default()
+                    .permits(rt.config.recover_min_idle);
+                if let Err(e) = rt
+                    .broker
+                    .return_permits(&queue, &rt.id, &spec, None, &tokens)
+                    .await
+                {
                     warn!(queue = %queue, n = tokens.len(), error = %e, "could not give permits back; they expire");
                 }
             }

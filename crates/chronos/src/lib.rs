@@ -22,9 +22,9 @@ pub use chronos_broker::{
     SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
-pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
-#[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
+#[doc(inline)]
+pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 /// The scheduler's metric names.
 pub use chronos_scheduler::metrics as scheduler_metrics;
 /// Metric names the worker and the scheduler report, and (feature `prometheus`) the
@@ -34,9 +34,8 @@ pub use chronos_worker::metrics;
 pub use chronos_worker::{
     async_trait, dead_letter_hook, default_retry_delay, Context, DeadLetterEvent, DeadLetterHook,
     ErrorHook, FailureKind, Handler, Middleware, Mux, Next, QueueLimit, RetryDelayFn, Server,
-    ServerConfig,
-    ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy, WorkerBroker,
-    WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT, DEFAULT_QUEUE_SAMPLE_INTERVAL,
+    ServerConfig, ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy,
+    WorkerBroker, WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT, DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
 
 #[doc(inline)]

@@ -29,14 +29,12 @@ impl Throttle for RedisBroker {
         let keys = self.queue_keys(queue);
         let nonce = format!("{:016x}", rand::random::<u64>());
         let prefix = format!("{holder}:{nonce}:");
-        let (rate, period) = match limit.rate {
-            Some((n, p)) => (i64::from(n), duration_ms(p).max(1)),
-            None => (0, 1000),
-        };
+        let (rate, period) = rate_args(limit);
         let args: Vec<Value> = vec![
             (want.min(100_000) as i64).into(),
             rate.into(),
             period.into(),
+            i64::from(limit.burst.max(1)).into(),
             limit.concurrency.map_or(0, i64::from).into(),
             duration_ms(limit.token_ttl).max(1).into(),
             prefix.as_str().into(),
@@ -58,10 +56,6 @@ impl Throttle for RedisBroker {
             .transpose()?
             .unwrap_or(0)
             .max(0) as u64;
-        let window_ms = match (limit.rate, row.get(2)) {
-            (Some(_), Some(v)) => reply::int(v, "permit")?,
-            _ => 0,
-        };
         let tokens = if limit.concurrency.is_some() {
             (1..=granted).map(|i| format!("{prefix}{i}")).collect()
         } else {
@@ -72,7 +66,6 @@ impl Throttle for RedisBroker {
             wait: Duration::from_millis(wait),
             tokens,
             grant: nonce,
-            window_ms,
         })
     }
 
@@ -80,18 +73,22 @@ impl Throttle for RedisBroker {
         &self,
         queue: &QueueName,
         holder: &str,
+        limit: &PermitLimit,
         grant: Option<(&str, usize)>,
         tokens: &[String],
     ) -> Result<u64, BrokerError> {
         let (nonce, back) = grant.unwrap_or(("", 0));
+        let (rate, period) = rate_args(limit);
         if tokens.is_empty() && back == 0 {
             return Ok(0);
         }
         let keys = self.queue_keys(queue);
         let declared = vec![keys.rate(), keys.active(), keys.permit_receipt(holder)];
-        let mut args: Vec<Value> = Vec::with_capacity(3 + tokens.len());
+        let mut args: Vec<Value> = Vec::with_capacity(5 + tokens.len());
         args.push(nonce.into());
         args.push((back as i64).into());
+        args.push(rate.into());
+        args.push(period.into());
         args.push(duration_ms(RECEIPT_TTL).into());
         args.extend(tokens.iter().map(|t| Value::from(t.as_str())));
         let n = self.run(|s| &s.permit_return, declared, args).await?;
@@ -128,6 +125,14 @@ impl Throttle for RedisBroker {
             out.extend(self.admit_chunk(queue, part, limit).await?);
         }
         Ok(out)
+    }
+}
+
+/// The rate and period (ms) script arguments of `limit` (rate 0: none).
+fn rate_args(limit: &PermitLimit) -> (i64, i64) {
+    match limit.rate {
+        Some((n, p)) => (i64::from(n), duration_ms(p).max(1)),
+        None => (0, 1000),
     }
 }
 
