@@ -276,3 +276,57 @@ async fn a_full_key_defers_its_task_without_an_attempt_until_its_next_window() {
         assert_eq!((env.retried, env.last_error), (0, None), "round {round}");
     }
 }
+
+#[tokio::test]
+async fn a_grant_whose_reply_is_lost_is_counted_once() {
+    let rig = common::rig().await;
+    let queue = q("default");
+    let limit = PermitLimit {
+        concurrency: Some(4),
+        ..rate(4, Duration::from_secs(3600), 4)
+    };
+    rig.lose_reply_of("permit");
+    // The client re-sends the call; the receipt answers the first run's grant.
+    let p = rig
+        .via
+        .acquire_permits(&queue, "w1", 3, &limit)
+        .await
+        .expect("acquire re-sent");
+    rig.assert_lost(1);
+    assert_eq!((p.granted, p.tokens.len()), (3, 3));
+    // Counted once: one start and one token are left.
+    let rest = rig
+        .direct
+        .acquire_permits(&queue, "w2", 4, &limit)
+        .await
+        .expect("acquire");
+    assert_eq!(rest.granted, 1);
+}
+
+#[tokio::test]
+async fn an_admission_whose_reply_is_lost_takes_one_start_per_delivery() {
+    let rig = common::rig().await;
+    let queue = q("default");
+    let limit = KeyRate {
+        rate: 2,
+        period: Duration::from_secs(3600),
+    };
+    let first = fetch_keyed(&rig.via, &queue, "cust", 1).await;
+    rig.lose_reply_of("admit");
+    let got = rig
+        .via
+        .admit(&queue, &first, &limit)
+        .await
+        .expect("admit re-sent");
+    rig.assert_lost(1);
+    assert_eq!(got, vec![Admission::Run]);
+    // The key had room for two: the re-send did not take the second.
+    let more = fetch_keyed(&rig.direct, &queue, "cust", 2).await;
+    let got = rig
+        .direct
+        .admit(&queue, &more, &limit)
+        .await
+        .expect("admit");
+    assert_eq!(got[0], Admission::Run);
+    assert!(matches!(got[1], Admission::Deferred { .. }), "{got:?}");
+}

@@ -182,3 +182,71 @@ async fn a_limit_on_a_queue_the_server_does_not_serve_is_refused() {
     let zero = fast_config().limit("default", QueueLimit::new().concurrency(0));
     assert!(Server::new(broker().await, Mux::new(), zero).is_err());
 }
+
+#[tokio::test]
+async fn a_queue_waiting_for_its_rate_does_not_hold_up_other_queues() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+    let r = ran.clone();
+    let mut mux = Mux::new();
+    mux.handle(move |ctx: Context, _t: Task<Job>| {
+        let r = r.clone();
+        async move {
+            r.lock().expect("lock").push(ctx.queue().to_string());
+            Ok(())
+        }
+    })
+    .expect("register");
+    for (queue, n) in [("slow", 20), ("free", 200)] {
+        let jobs: Vec<Job> = (0..n).map(|n| Job { n, sleep_ms: 0 }).collect();
+        let opts = EnqueueOptions::new().queue(queue);
+        client
+            .enqueue_batch(jobs.iter().map(|j| (j, opts.clone())))
+            .await
+            .expect("enqueue");
+    }
+    let cfg = ServerConfig {
+        concurrency: 2,
+        ..fast_config()
+    }
+    .queues([("slow", 1), ("free", 1)])
+    .limit("slow", QueueLimit::new().rate(2, Duration::from_secs(1)));
+    let began = Instant::now();
+    let server = Server::new(b.clone(), mux, cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    eventually(
+        Duration::from_secs(10),
+        "the free queue drained",
+        || async {
+            ran.lock()
+                .expect("lock")
+                .iter()
+                .filter(|q| *q == "free")
+                .count()
+                >= 200
+        },
+    )
+    .await;
+    let took = began.elapsed();
+    server.shutdown().await;
+    let slow = ran
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|q| *q == "slow")
+        .count();
+    // At 2 per second the slow queue started a handful meanwhile, and the free queue did not
+    // wait for it.
+    assert!(
+        took < Duration::from_secs(3),
+        "the free queue took {took:?}"
+    );
+    assert!(
+        (1..=2 + 2 * took.as_secs() as usize + 1).contains(&slow),
+        "slow ran {slow} in {took:?}"
+    );
+}
