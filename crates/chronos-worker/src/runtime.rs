@@ -69,7 +69,9 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     /// Concurrency tokens of held deliveries of limited queues, per queue, by entry id.
     tokens: Mutex<Vec<HashMap<String, String>>>,
     /// Tokens of deliveries this server let go, to give back in batches.
-    pub(crate) returns: mpsc::UnboundedSender<(QueueName, String)>,
+    returns: mpsc::UnboundedSender<(QueueName, String)>,
+    /// The receiving end of `returns`, until the permit loop takes it.
+    returned: Mutex<Option<mpsc::UnboundedReceiver<(QueueName, String)>>>,
 }
 
 impl<B: WorkerBroker> Runtime<B> {
@@ -81,9 +83,9 @@ impl<B: WorkerBroker> Runtime<B> {
         id: String,
         acks: mpsc::UnboundedSender<Completion>,
         starts: mpsc::UnboundedSender<StartRequest>,
-        returns: mpsc::UnboundedSender<(QueueName, String)>,
     ) -> Self {
         let n = queues.len();
+        let (returns, returned) = mpsc::unbounded_channel();
         let limits = queues
             .iter()
             .map(|(q, _)| config.limit_of(q.as_str()))
@@ -92,6 +94,7 @@ impl<B: WorkerBroker> Runtime<B> {
             limits,
             tokens: Mutex::new((0..n).map(|_| HashMap::new()).collect()),
             returns,
+            returned: Mutex::new(Some(returned)),
             slots: Arc::new(Semaphore::new(config.concurrency)),
             broker,
             mux,
@@ -127,6 +130,14 @@ impl<B: WorkerBroker> Runtime<B> {
 
     fn tokens(&self) -> MutexGuard<'_, Vec<HashMap<String, String>>> {
         self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tokens to give back, for the permit loop (once).
+    pub(crate) fn take_returns(&self) -> Option<mpsc::UnboundedReceiver<(QueueName, String)>> {
+        self.returned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// Registers deliveries as held (the heartbeat keeps their leases) before they are

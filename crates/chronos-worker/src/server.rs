@@ -104,7 +104,6 @@ impl<B: WorkerBroker> Server<B> {
         };
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
         let (start_tx, start_rx) = mpsc::unbounded_channel();
-        let (return_tx, return_rx) = mpsc::unbounded_channel();
         let rt = Arc::new(Runtime::new(
             self.broker,
             self.mux,
@@ -113,7 +112,6 @@ impl<B: WorkerBroker> Server<B> {
             id.clone(),
             ack_tx,
             start_tx,
-            return_tx,
         ));
         refresh_paused(&rt).await;
         heartbeat::beat(&rt).await;
@@ -134,8 +132,11 @@ impl<B: WorkerBroker> Server<B> {
             tokio::spawn(canceller::run(rt.clone())),
             starter,
         ];
-        if rt.limits.iter().any(Option::is_some) {
-            maintenance.push(tokio::spawn(limiter::run(rt.clone(), return_rx)));
+        if let Some(returns) = rt
+            .take_returns()
+            .filter(|_| rt.limits.iter().any(Option::is_some))
+        {
+            maintenance.push(tokio::spawn(limiter::run(rt.clone(), returns)));
         }
         if let Some(period) = rt.config.sample_queues {
             maintenance.push(tokio::spawn(sampler::run(rt.clone(), period)));

@@ -55,6 +55,9 @@ pub mod guide {
 
     #[doc = include_str!("../docs/RELIABILITY.md")]
     pub mod reliability {}
+
+    #[doc = include_str!("../docs/limits.md")]
+    pub mod limits {}
 }
 
 /// The repository README's examples, compiled as doctests so they cannot drift from the API.
