@@ -176,3 +176,79 @@ async fn concurrency_limit_holds_across_four_processes() {
     );
     assert_eq!(pids.len(), 4, "all four processes ran tasks");
 }
+
+/// Redis' clock in unix ms.
+async fn redis_ms(broker: &RedisBroker) -> i64 {
+    use chronos::fred::interfaces::LuaInterface;
+    let script = "local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
+    broker
+        .client()
+        .eval(script, Vec::<String>::new(), Vec::<String>::new())
+        .await
+        .expect("time")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_permits_of_a_killed_worker_come_back_after_their_ttl() {
+    let url = chronos_testkit::shared_url().expect("redis");
+    let ns = chronos_testkit::namespace();
+    let broker = connect(&url, &ns).await;
+    let client = Client::new(broker.clone());
+    let opts = EnqueueOptions::new().queue("limited");
+    // Two long tasks take both permits; two quick ones wait behind them.
+    for sleep_ms in [60_000, 60_000] {
+        client
+            .enqueue(&Work { sleep_ms }, opts.clone())
+            .await
+            .expect("enqueue");
+    }
+    let limits = [("LIMIT_CONCURRENCY", "2")];
+    let mut first = spawn_workers(1, &url, &ns, &limits);
+    let redis = broker.client().clone();
+    let active = format!("{ns}:active");
+    chronos_testkit::eventually(Duration::from_secs(10), "both long tasks run", || async {
+        redis.get::<Option<i64>, _>(&active).await.ok().flatten() == Some(2)
+    })
+    .await;
+    for sleep_ms in [0, 0] {
+        client
+            .enqueue(&Work { sleep_ms }, opts.clone())
+            .await
+            .expect("enqueue");
+    }
+    // SIGKILL: the permits are neither given back nor kept alive any more.
+    let c = &mut first.0[0];
+    c.kill().expect("kill");
+    c.wait().expect("reap");
+    let killed_at = redis_ms(&broker).await;
+    let second = spawn_workers(1, &url, &ns, &limits);
+    let pid = second.0[0].id();
+    chronos_testkit::eventually(
+        Duration::from_secs(20),
+        "the second worker ran tasks",
+        || async {
+            starts(&broker, &ns)
+                .await
+                .iter()
+                .filter(|(_, p)| *p == pid)
+                .count()
+                >= 2
+        },
+    )
+    .await;
+    drop(second);
+    let first_start = starts(&broker, &ns)
+        .await
+        .into_iter()
+        .filter(|(_, p)| *p == pid)
+        .map(|(ms, _)| ms)
+        .min()
+        .expect("a start");
+    // The tokens live `recover_min_idle` (3 s in the worker binary) after their last refresh
+    // (heartbeat every 500 ms): nothing of the queue could start before they expired.
+    let waited = first_start - killed_at;
+    assert!(
+        (2_400..15_000).contains(&waited),
+        "the second worker started {waited} ms after the kill"
+    );
+}
