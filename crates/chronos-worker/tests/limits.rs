@@ -250,3 +250,71 @@ async fn a_queue_waiting_for_its_rate_does_not_hold_up_other_queues() {
         "slow ran {slow} in {took:?}"
     );
 }
+
+#[tokio::test]
+async fn a_deferred_task_gives_its_queue_start_back() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let starts: Starts = Arc::new(Mutex::new(Vec::new()));
+    let s = starts.clone();
+    let mut mux = Mux::new();
+    mux.handle(move |ctx: Context, _t: Task<Job>| {
+        let s = s.clone();
+        async move {
+            let key = ctx.rate_key().unwrap_or("").to_string();
+            s.lock()
+                .expect("lock")
+                .push((key, ctx.attempt(), Instant::now()));
+            Ok(())
+        }
+    })
+    .expect("register");
+    // Eight tasks of one key ahead of four tasks of four other keys, in stream order.
+    let mut jobs = Vec::new();
+    for n in 0..8 {
+        jobs.push((Job { n, sleep_ms: 0 }, "same".to_string()));
+    }
+    for n in 0..4 {
+        jobs.push((Job { n, sleep_ms: 0 }, format!("other-{n}")));
+    }
+    for (job, key) in &jobs {
+        client
+            .enqueue(
+                job,
+                EnqueueOptions::new().queue("mixed").rate_key(key.as_str()),
+            )
+            .await
+            .expect("enqueue");
+    }
+    // 4 starts per second (one every 250 ms), 1 per second per key.
+    let cfg = fast_config().queues([("mixed", 1)]).limit(
+        "mixed",
+        QueueLimit::new()
+            .rate(4, Duration::from_secs(1))
+            .per_key_rate(1, Duration::from_secs(1)),
+    );
+    let began = Instant::now();
+    let server = Server::new(b.clone(), mux, cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    eventually(Duration::from_secs(10), "the other keys ran", || async {
+        starts
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(k, _, _)| k.starts_with("other"))
+            .count()
+            >= 4
+    })
+    .await;
+    let took = began.elapsed();
+    server.shutdown().await;
+    // Five starts at 250 ms spacing: done in about a second. Had the seven deferred tasks of
+    // `same` spent a queue start each, the others would have waited almost two seconds more.
+    assert!(
+        took < Duration::from_millis(1600),
+        "the other keys took {took:?}"
+    );
+}
