@@ -330,3 +330,38 @@ async fn an_admission_whose_reply_is_lost_takes_one_start_per_delivery() {
     assert_eq!(got[0], Admission::Run);
     assert!(matches!(got[1], Admission::Deferred { .. }), "{got:?}");
 }
+
+#[tokio::test]
+async fn every_throttle_script_runs_on_a_cluster() {
+    let b = common::cluster_broker().await;
+    // Several queues, so the calls land on different nodes; each script touches one slot.
+    for name in ["lim-a", "lim-b", "lim-c"] {
+        let queue = q(name);
+        let limit = PermitLimit {
+            concurrency: Some(2),
+            ..rate(10, Duration::from_secs(1), 2)
+        };
+        let p = b
+            .acquire_permits(&queue, "w1", 5, &limit)
+            .await
+            .expect("acquire");
+        assert_eq!(p.granted, 2);
+        assert_eq!(
+            b.keep_permits(&queue, &p.tokens, Duration::from_secs(5))
+                .await
+                .expect("keep"),
+            2
+        );
+        b.return_permits(&queue, "w1", &limit, Some((&p.grant, 1)), &p.tokens[1..])
+            .await
+            .expect("return");
+        let keyed = fetch_keyed(&b, &queue, "k{x}", 2).await;
+        let key_rate = KeyRate {
+            rate: 1,
+            period: Duration::from_secs(60),
+        };
+        let got = b.admit(&queue, &keyed, &key_rate).await.expect("admit");
+        assert_eq!(got[0], Admission::Run);
+        assert!(matches!(got[1], Admission::Deferred { .. }), "{got:?}");
+    }
+}
