@@ -99,8 +99,10 @@ async fn scraped_metrics_move_with_the_work() {
         Ok(())
     })
     .expect("register");
-    mux.handle(|_: Context, _: Task<Doomed>| async { Err(TaskError::skip_retry("never works")) })
-        .expect("register");
+    mux.handle(|_: Context, _: Task<Doomed>| async {
+        Err::<(), _>(TaskError::skip_retry("never works"))
+    })
+    .expect("register");
     mux.handle(|_: Context, _: Task<Tick>| async { Ok(()) })
         .expect("register");
     let config = ServerConfig::default()

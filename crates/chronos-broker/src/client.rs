@@ -27,15 +27,17 @@ impl Client<RedisBroker> {
     }
 }
 
+impl<B> Client<B> {
+    /// The broker underneath.
+    pub fn broker(&self) -> &B {
+        &self.broker
+    }
+}
+
 impl<B: Enqueue> Client<B> {
     /// A client over any broker that can enqueue.
     pub fn new(broker: B) -> Self {
         Self { broker }
-    }
-
-    /// The broker underneath.
-    pub fn broker(&self) -> &B {
-        &self.broker
     }
 
     /// Enqueues one task. `opts` is laid over [`TaskArgs::default_options`]. With the

@@ -117,6 +117,49 @@ pub enum BrokerError {
         /// Replicas asked for.
         wanted: u32,
     },
+    /// The task was dead-lettered: it has no result ([`crate::Client::result`],
+    /// [`crate::Client::wait`]).
+    #[error("task {id:?} failed: {error}")]
+    TaskFailed {
+        /// Task id.
+        id: String,
+        /// Its last error.
+        error: String,
+    },
+
+    /// No such task is known: never enqueued, deleted, or completed without a retention (a
+    /// result is kept only while its task is retained).
+    #[error(
+        "task {id:?} of queue {queue:?} is not known (deleted, or completed without a retention)"
+    )]
+    TaskNotFound {
+        /// Queue.
+        queue: String,
+        /// Task id.
+        id: String,
+    },
+
+    /// The task had no final outcome within the time [`crate::Client::wait`] was given.
+    #[error("task {id:?} did not finish within {timeout:?} (it is {state:?})")]
+    WaitTimeout {
+        /// Task id.
+        id: String,
+        /// How long the caller waited.
+        timeout: Duration,
+        /// Its state when the wait ended.
+        state: crate::TaskState,
+    },
+
+    /// The handler's result was larger than the broker's payload limit, so it was not kept
+    /// (the task still succeeded).
+    #[error("the result of task {id:?} was not kept: {reason}")]
+    ResultNotKept {
+        /// Task id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+
     /// A lock or lease operation was asked for with a TTL Redis cannot express. Permanent.
     #[error("invalid duration {0:?}")]
     InvalidDuration(Duration),

@@ -10,9 +10,9 @@ use std::time::Duration;
 use crate::{
     ActionOutcome, BrokerError, BulkReport, Completion, Consume, Coordinate, DeadOutcome, Enqueue,
     Fetched, FireOutcome, FireState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
-    Maintain, NewTask, Operate, QueueName, QueueStats, Reclaimed, ScheduleEntry, SchedulerMetrics,
-    Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter, TaskInfo, TaskPage, TaskRecord,
-    TaskState, Trigger,
+    Maintain, NewTask, Operate, QueueName, QueueStats, Reclaimed, Results, ScheduleEntry,
+    SchedulerMetrics, Schedules, ServerRecord, StartOutcome, TaskAction, TaskFilter, TaskInfo,
+    TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:
@@ -44,6 +44,11 @@ macro_rules! forward {
 
 forward!(Enqueue {
     fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Result<TaskInfo, BrokerError>>, BrokerError>;
+});
+
+forward!(Results {
+    fn outcome(&self, queue: &QueueName, id: &str) -> Result<TaskOutcome, BrokerError>;
+    fn wait_outcome(&self, queue: &QueueName, id: &str, timeout: Duration) -> Result<TaskOutcome, BrokerError>;
 });
 
 forward!(Consume {

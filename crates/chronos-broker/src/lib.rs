@@ -19,6 +19,11 @@
 //! * [`Throttle`]: rate limits (starts per period) and concurrency limits of a queue, and
 //!   rate limits per rate key ([`EnqueueOptions::rate_key`]), counted in Redis for the whole
 //!   cluster; the worker calls it only for queues it limits.
+//! * [`Client::result`] and [`Client::wait`]: a handler's result, kept with its task while the
+//!   task is retained ([`EnqueueOptions::retention`]), read or awaited by the producer; the
+//!   [`Results`] capability underneath ([`TaskOutcome`]). A wait is woken by a pub/sub message
+//!   the settling script publishes on the task hash's name (only for retained completions and
+//!   for dead letters, so a plain task pays nothing), never by a polling loop.
 //! * [`SampleQueues`]: queue gauges (counts by state, oldest pending task's age) for metrics,
 //!   sampled by one process of the cluster that holds a short lease.
 //! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
@@ -31,6 +36,8 @@
 //! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
 //!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
 //!   set a `traceparent` header), and the worker links its span to it.
+//! * [`testing::Recorder`]: an in-memory [`Enqueue`] that records instead of writing, so a
+//!   producer's tests run `Client<Recorder>` without Redis and assert on what was enqueued.
 //!
 //! # Guarantees
 //! * Every state transition of a task is one Lua script: a crash between two Redis calls never
@@ -71,7 +78,7 @@
 //! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
 //! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
 //! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
-//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only), `k` entry id of the delivery that took a start of its rate key (admit.lua); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
+//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only), `k` entry id of the delivery that took a start of its rate key (admit.lua); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
 //! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
 //! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
 //! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |
@@ -89,6 +96,7 @@
 //! | `<ns>:{<q>}:lim:active` | zset | concurrency tokens of tasks workers hold, by expiry ms | permit.lua (grant), permit_keep.lua (heartbeat) | permit_return.lua (task ended), expired members pruned by each grant, the key's TTL (one token TTL after the last write) |
 //! | `<ns>:{<q>}:lim:g:<consumer>` | string | permit receipt `<nonce>:<granted>:<returned>` of the consumer's last grant | permit.lua, permit_return.lua | its TTL (60 s) |
 //! | `<ns>:{<q>}:kr:<rate key>` | string | per-key rate window `<window start ms>:<starts>:<deferred>` | admit.lua | its TTL (the window's end) |
+//! | `<ns>:{<q>}:t:<id>` (pub/sub channel) | channel | a message when the task completes retained or is dead-lettered, for [`Client::wait`] | complete, dead-letter, reclaim | (channels hold nothing) |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
 //! | `<ns>:sampler` | string | id of the process that samples queue gauges for metrics | [`SampleQueues::sampler_lease`] | its TTL (three sampling periods) |
 //!
@@ -124,12 +132,14 @@ mod envelope;
 mod error;
 mod forward;
 mod keys;
+mod outcome;
 mod payload;
 mod redis;
 mod sample;
 mod schedule;
 mod server_record;
 mod task;
+pub mod testing;
 mod throttle;
 mod trace_context;
 mod traits;
@@ -138,6 +148,7 @@ pub use client::Client;
 pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError};
 pub use keys::{HistoryCounter, Keyspace, QueueKeys, QueueName, GROUP, MAX_NAME_LEN};
+pub use outcome::TaskOutcome;
 pub use payload::payload_json;
 pub use redis::RedisReader;
 pub use redis::{
@@ -158,8 +169,8 @@ pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 pub use traits::{
     ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
     DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
-    Operate, QueueStats, Reclaimed, Schedules, StartOutcome, TaskAction, TaskFilter, TaskPage,
-    TaskRecord,
+    Operate, QueueStats, Reclaimed, Results, Schedules, StartOutcome, TaskAction, TaskFilter,
+    TaskPage, TaskRecord,
 };
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

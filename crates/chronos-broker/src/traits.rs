@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::{
     BrokerError, DecodeError, FireOutcome, FireState, LeaderInfo, NewTask, QueueName,
-    ScheduleEntry, SchedulerMetrics, ServerRecord, TaskEnvelope, TaskInfo, TaskState, Trigger,
+    ScheduleEntry, SchedulerMetrics, ServerRecord, TaskEnvelope, TaskInfo, TaskOutcome, TaskState,
+    Trigger,
 };
 
 /// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
@@ -95,6 +96,9 @@ pub struct Completion {
     pub lease: LeaseId,
     /// Keep the task as completed for this long (None: delete at once).
     pub retention: Option<Duration>,
+    /// The handler's result (MessagePack), kept in the task's record while it is retained, so
+    /// that [`crate::Client::result`] can read it. Ignored without a retention.
+    pub result: Option<Vec<u8>>,
 }
 
 /// What a dead-letter call did.
@@ -170,6 +174,28 @@ pub trait Enqueue: Send + Sync {
         &self,
         tasks: Vec<NewTask>,
     ) -> impl Future<Output = Result<Vec<Result<TaskInfo, BrokerError>>, BrokerError>> + Send;
+}
+
+/// Reads what became of a task and waits for it: the producer's side of results.
+pub trait Results: Send + Sync {
+    /// Where task `id` of `queue` stands now. A succeeded task is known (with its result) only
+    /// while it is retained ([`crate::EnqueueOptions::retention`]); after that, or without a
+    /// retention, it is [`TaskOutcome::NotFound`].
+    fn outcome(
+        &self,
+        queue: &QueueName,
+        id: &str,
+    ) -> impl Future<Output = Result<TaskOutcome, BrokerError>> + Send;
+
+    /// Waits until task `id` of `queue` has a final outcome, or `timeout` passed (then answers
+    /// its [`TaskOutcome::Unfinished`] state). Woken by the store when the task succeeds or is
+    /// dead-lettered, not by polling; a wake-up lost on a reconnect costs at most a second.
+    fn wait_outcome(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<TaskOutcome, BrokerError>> + Send;
 }
 
 /// Delivers tasks to workers and settles them.

@@ -614,6 +614,7 @@ async fn history_counts_processed_and_failed_per_minute_and_day() {
         .map(|l| Completion {
             lease: l.id.clone(),
             retention: None,
+            result: None,
         })
         .collect();
     assert_eq!(b.complete(&queue, &done).await.expect("complete"), 3);
@@ -715,6 +716,7 @@ async fn operator_actions_run_on_a_cluster() {
         let done = [Completion {
             lease: f.leases[0].id.clone(),
             retention: None,
+            result: None,
         }];
         assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
         let days = b.history(&queue, HistorySpan::Days).await.expect("history");

@@ -52,6 +52,7 @@ async fn full_task_cycle_runs_on_a_cluster_across_many_queues() {
             .map(|l| Completion {
                 lease: l.id.clone(),
                 retention: None,
+                result: None,
             })
             .collect();
         assert_eq!(b.complete(&queue, &done).await.expect("complete"), 9);

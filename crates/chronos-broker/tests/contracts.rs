@@ -248,6 +248,7 @@ async fn undecodable_entries_case(block: Duration) {
         .map(|id| Completion {
             lease: by_id(id).id.clone(),
             retention: None,
+            result: None,
         })
         .collect();
     assert_eq!(b.complete(&queue, &done).await.expect("ack batch"), 2);

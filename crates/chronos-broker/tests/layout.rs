@@ -164,6 +164,7 @@ async fn pending_hash_is_a_listpack_and_the_envelope_follows_every_transition() 
     let done = [Completion {
         lease: f.leases[0].id.clone(),
         retention: Some(Duration::from_secs(60)),
+        result: None,
     }];
     assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
     assert_eq!(b.complete(&queue, &done).await.expect("re-sent"), 1);

@@ -76,6 +76,7 @@ async fn enqueue_resent_after_a_fast_worker_ran_the_task_is_a_no_op() {
         let done = [Completion {
             lease: f.leases[0].id.clone(),
             retention: keep,
+            result: None,
         }];
         assert_eq!(rig.direct.complete(&queue, &done).await.expect("ack"), 1);
         if let Some(k) = keep {
@@ -189,6 +190,7 @@ async fn complete_whose_reply_is_lost_completes_once() {
     let done = [Completion {
         lease: lease.id,
         retention: None,
+        result: None,
     }];
     // The re-send finds the task already completed and deleted: nothing left to do.
     assert_eq!(rig.via.complete(&queue, &done).await.expect("ack"), 0);

@@ -57,6 +57,7 @@ async fn enqueued_task_is_fetched_decoded_and_deleted_on_complete() {
     let done = [Completion {
         lease: lease.id.clone(),
         retention: None,
+        result: None,
     }];
     assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
     // A re-sent ack (the client retries in-flight commands after a reconnect) finds nothing
@@ -80,6 +81,7 @@ async fn retention_keeps_completed_task_for_inspection() {
     let done = [Completion {
         lease: f.leases[0].id.clone(),
         retention: Some(Duration::from_secs(60)),
+        result: None,
     }];
     assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
     let rec = b
@@ -202,6 +204,7 @@ async fn dead_letter_archives_or_discards_and_releases_unique_lock() {
         &[Completion {
             lease: f.leases[0].id.clone(),
             retention: None,
+            result: None,
         }],
     )
     .await
@@ -349,6 +352,7 @@ async fn heartbeat_keeps_lease_and_reports_a_reclaimed_one() {
     let stale = [Completion {
         lease: f.leases[1].id.clone(),
         retention: None,
+        result: None,
     }];
     assert_eq!(b.complete(&queue, &stale).await.expect("complete"), 0);
 }
@@ -451,6 +455,7 @@ async fn consumer_with_pending_entries_is_never_removed() {
         &[Completion {
             lease: f.leases[0].id.clone(),
             retention: None,
+            result: None,
         }],
     )
     .await
@@ -533,6 +538,7 @@ async fn janitor_spares_a_task_enqueued_again_under_an_expired_retained_id() {
     let done = [Completion {
         lease: f.leases[0].id.clone(),
         retention: Some(Duration::from_millis(50)),
+        result: None,
     }];
     b.complete(&queue, &done).await.expect("complete");
     tokio::time::sleep(Duration::from_millis(120)).await; // the retained hash expires

@@ -75,6 +75,8 @@
 //! day that jumps from 02:00 to 03:00 fires at 03:00). A time repeated by a fall-back transition
 //! fires once, on its first pass. Expressions with a seconds or minutes step (`*/30 * * * *`)
 //! fire in both passes of a repeated hour, since those are distinct instants.
+//! [`Spec::upcoming`] lists a spec's next triggers from any instant, exactly those the scheduler
+//! fires, so a test or a preview sees these rules without waiting.
 //!
 //! # Example
 //! ```no_run

@@ -429,6 +429,8 @@ impl fmt::Display for HumanPeriod {
     }
 }
 
+mod upcoming;
+
 #[cfg(test)]
 mod properties;
 

@@ -19,7 +19,8 @@ use crate::{Context, FailureKind, TaskError};
 
 /// How an attempt ended, before it is settled.
 enum Outcome {
-    Succeeded,
+    /// With the handler's encoded result, if it returned one.
+    Succeeded(Option<Vec<u8>>),
     Failed(TaskError),
     /// Dead-letter without running (deadline passed, unrunnable under the dead-letter policy).
     Dead(String),
@@ -201,6 +202,7 @@ async fn attempt<B: WorkerBroker>(
     let signal = cancel.child_token();
     rt.mark_running(q, &lease.id.msg_id, cancel.clone(), signal.clone());
     let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal);
+    let output = ctx.output_slot();
     // Catch a panic where it happens, so it becomes a retryable failure of this task only.
     let handler = AssertUnwindSafe(start(ctx)).catch_unwind();
     let timer = async {
@@ -212,7 +214,7 @@ async fn attempt<B: WorkerBroker>(
     let began = Instant::now();
     let outcome = tokio::select! {
         r = handler => match r {
-            Ok(Ok(())) => Outcome::Succeeded,
+            Ok(Ok(())) => Outcome::Succeeded(output.take()),
             Ok(Err(e)) => Outcome::Failed(e),
             Err(panic) => Outcome::Failed(TaskError::retry(format!("handler panicked: {}", panic_message(&panic)))),
         },
@@ -231,7 +233,7 @@ async fn attempt<B: WorkerBroker>(
 }
 
 /// The attempt's time limit: the earlier of its timeout and its deadline.
-fn time_limit(env: &TaskEnvelope, now: i64) -> Option<Duration> {
+pub(crate) fn time_limit(env: &TaskEnvelope, now: i64) -> Option<Duration> {
     let timeout = env.timeout_ms.map(Duration::from_millis);
     let deadline = env
         .deadline_ms
@@ -249,7 +251,7 @@ fn unrunnable<B: WorkerBroker>(rt: &Runtime<B>, reason: String) -> Outcome {
     }
 }
 
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -281,13 +283,15 @@ async fn settle<B: WorkerBroker>(
                 error!(error = %e, "could not requeue; the recoverer will re-deliver the task");
             }
         }
-        Outcome::Succeeded => {
+        Outcome::Succeeded(output) => {
             rt.counters.succeeded.fetch_add(1, Ordering::Relaxed);
             m.ended(Ended::Succeeded);
             let retention = env.and_then(|e| e.retention_ms).map(Duration::from_millis);
             // The acker batches completions; if it is gone (shutdown finished), ack directly.
             let completion = Completion {
                 lease: lease.id.clone(),
+                // Only a retained task keeps its result: send none that would be dropped.
+                result: retention.and(output),
                 retention,
             };
             if let Err(back) = rt.acks.send(completion) {

@@ -5,8 +5,11 @@
 //! runtime; most applications use the `chronos` facade, which re-exports it.
 //!
 //! # Tour
-//! * [`Handler`]: any `async fn(Context, Task<T>) -> Result<(), TaskError>`; [`Mux::handle`]
-//!   registers one per [`chronos_broker::TaskArgs`] kind.
+//! * [`Handler`]: any `async fn(Context, Task<T>) -> Result<R, TaskError>` with a serde `R`
+//!   (`()` for none); [`Mux::handle`] registers one per [`chronos_broker::TaskArgs`] kind. The
+//!   result goes with the acknowledgement and is kept while the task is retained, for
+//!   `Client::result` and `Client::wait`. (A handler that never returns `Ok` names its `R`:
+//!   `Err::<(), _>(...)`.)
 //! * [`TaskError`]: `?` turns any `std::error::Error + Send + Sync`, `anyhow::Error`,
 //!   `Box<dyn Error + Send + Sync>` or `String` into a retryable failure;
 //!   [`TaskError::skip_retry`] dead-letters at once, [`TaskError::retry_after`] picks the delay.
@@ -22,6 +25,8 @@
 //! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect +
 //!   SampleQueues + Throttle`, so a wrapper (metrics, fault injection) implements those, not
 //!   the whole broker.
+//! * [`testing`]: run a handler, or a task through a whole [`Mux`], in process without Redis,
+//!   with a [`testing::TestContext`] the test builds (attempt, headers, cancellation).
 //!
 //! # What the server guarantees
 //! * At least once: a task is acknowledged only after its handler returned `Ok`. A task whose
@@ -75,6 +80,7 @@ mod sampler;
 mod server;
 mod starter;
 mod task;
+pub mod testing;
 #[cfg(feature = "opentelemetry")]
 mod trace;
 

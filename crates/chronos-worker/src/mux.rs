@@ -6,26 +6,36 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chronos_broker::{decode_args, DecodeError, TaskArgs, TaskEnvelope};
 use futures::future::BoxFuture;
+use serde::Serialize;
 
 use crate::{Context, Task, TaskError, WorkerError};
 
-/// Runs tasks of one type. Implemented for every `Fn(Context, Task<T>) -> impl Future`, so a
-/// closure or an `async fn` is a handler.
+/// Runs tasks of one type. Implemented for every `Fn(Context, Task<T>) -> impl Future` whose
+/// output is `Result<R, TaskError>` with a serde `R`, so a closure or an `async fn` is a handler.
 #[async_trait]
 pub trait Handler<T>: Send + Sync + 'static {
+    /// What a succeeded attempt returns: its result. `()` (or `None`) means none. Any other
+    /// value is encoded with MessagePack and handed to the broker with the acknowledgement: it is
+    /// kept with the task while the task's retention lasts (`Client::result`), passed to the
+    /// next step of a chain, and collected by a group that asked for results.
+    type Output: Serialize + Send + 'static;
+
     /// Runs one attempt. `Ok` acknowledges the task; an error retries or dead-letters it as its
     /// [`crate::FailureKind`] says. A panic is caught and counts as a retryable failure.
-    async fn handle(&self, ctx: Context, task: Task<T>) -> Result<(), TaskError>;
+    async fn handle(&self, ctx: Context, task: Task<T>) -> Result<Self::Output, TaskError>;
 }
 
 #[async_trait]
-impl<T, F, Fut> Handler<T> for F
+impl<T, F, Fut, R> Handler<T> for F
 where
     T: Send + 'static,
     F: Fn(Context, Task<T>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), TaskError>> + Send,
+    Fut: Future<Output = Result<R, TaskError>> + Send,
+    R: Serialize + Send + 'static,
 {
-    async fn handle(&self, ctx: Context, task: Task<T>) -> Result<(), TaskError> {
+    type Output = R;
+
+    async fn handle(&self, ctx: Context, task: Task<T>) -> Result<R, TaskError> {
         (self)(ctx, task).await
     }
 }
@@ -93,10 +103,24 @@ impl<T: TaskArgs, H: Handler<T>> Erased for Typed<T, H> {
             enqueued_at_ms: env.enqueued_at_ms,
         };
         let handler = self.handler.clone();
-        Ok(Box::new(move |ctx| {
-            Box::pin(async move { handler.handle(ctx, task).await })
+        Ok(Box::new(move |ctx: Context| {
+            Box::pin(async move {
+                let slot = ctx.output_slot();
+                let output = handler.handle(ctx, task).await?;
+                let bytes = encode_output(&output)?;
+                slot.set(bytes);
+                Ok(())
+            })
         }))
     }
+}
+
+/// Encodes a handler's result; `()` and `None` (MessagePack nil) mean "no result". A value
+/// that does not encode fails the attempt without a retry: running it again would not help.
+pub(crate) fn encode_output<R: Serialize>(output: &R) -> Result<Option<Vec<u8>>, TaskError> {
+    let bytes = rmp_serde::to_vec_named(output)
+        .map_err(|e| TaskError::skip_retry(format!("the handler's result does not encode: {e}")))?;
+    Ok((bytes != [0xc0]).then_some(bytes))
 }
 
 /// Routes each task to the handler registered for its kind, through the middleware chain.

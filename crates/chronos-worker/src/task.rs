@@ -1,5 +1,5 @@
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use chronos_broker::{TaskEnvelope, SCHEDULE_HEADER, TRIGGER_HEADER};
@@ -30,6 +30,23 @@ pub struct Context {
     cancel: CancellationToken,
     headers: Arc<BTreeMap<String, String>>,
     rate_key: Option<Arc<str>>,
+    output: OutputSlot,
+}
+
+/// Where the typed handler leaves its encoded result for the executor, past the middleware
+/// chain (which passes `Result<(), TaskError>` only, so middleware need not know result types).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OutputSlot(Arc<Mutex<Option<Vec<u8>>>>);
+
+impl OutputSlot {
+    pub(crate) fn set(&self, bytes: Option<Vec<u8>>) {
+        // A poisoned lock only means a panic elsewhere while holding it; the value is still ours.
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = bytes;
+    }
+
+    pub(crate) fn take(&self) -> Option<Vec<u8>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 impl Context {
@@ -49,7 +66,13 @@ impl Context {
             cancel,
             headers: Arc::new(env.headers.clone()),
             rate_key: env.rate_key.as_deref().map(Arc::from),
+            output: OutputSlot::default(),
         }
+    }
+
+    /// The slot the typed handler's result goes to.
+    pub(crate) fn output_slot(&self) -> OutputSlot {
+        self.output.clone()
     }
 
     /// The headers given at enqueue (the same as [`Task::headers`]), so that middleware, which

@@ -270,7 +270,7 @@ fn config_has_a_builder_method_for_every_field() {
 async fn dead_letter_hook_is_awaited() {
     let b = broker().await;
     let mut mux = Mux::new();
-    mux.handle(|_c: Context, _t: Task<Job>| async { Err(TaskError::skip_retry("no")) })
+    mux.handle(|_c: Context, _t: Task<Job>| async { Err::<(), _>(TaskError::skip_retry("no")) })
         .expect("register");
     let done = Arc::new(Mutex::new(Vec::new()));
     let sink = done.clone();

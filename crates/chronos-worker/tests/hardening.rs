@@ -185,6 +185,7 @@ async fn janitor_trims_archive_and_retained_sets_to_their_caps_in_one_sweep() {
         .map(|l| Completion {
             lease: l.id.clone(),
             retention: Some(Duration::from_millis(1)),
+            result: None,
         })
         .collect();
     for chunk in done.chunks(500) {

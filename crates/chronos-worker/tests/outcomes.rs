@@ -150,7 +150,7 @@ async fn skip_retry_dead_letters_at_once_and_discard_drops_the_task() {
         let a = a.clone();
         async move {
             a.fetch_add(1, Ordering::SeqCst);
-            Err(TaskError::skip_retry("invalid address"))
+            Err::<(), _>(TaskError::skip_retry("invalid address"))
         }
     })
     .expect("register");

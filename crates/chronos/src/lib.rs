@@ -4,6 +4,11 @@
 //! This facade re-exports the layers; depend on one alone when that is all you need:
 //! `chronos-broker` (producers and broker implementers), `chronos-worker` (the runtime),
 //! `chronos-scheduler` (cluster-wide cron and interval schedules).
+//!
+//! # Testing
+//! [`testing`] runs handlers (alone or through a whole [`Mux`]) in process, records what
+//! producer code enqueues, and lists a schedule's next triggers, all without Redis; the
+//! [`guide::testing`] page shows the pattern.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -17,9 +22,9 @@ pub use chronos_broker::{
     decode_args, encode_args, fred, time, Attempt, Broker, BrokerError, Client, Completion,
     Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError, Enqueue, EnqueueOptions,
     EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain, NewTask, QueueName,
-    QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, ServerRecord, StartOutcome, TaskArgs,
-    TaskEnvelope, TaskInfo, TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY,
-    SCHEDULE_HEADER, TRIGGER_HEADER,
+    QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results, ServerRecord, StartOutcome,
+    TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp, Trigger,
+    DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
@@ -58,7 +63,12 @@ pub mod guide {
 
     #[doc = include_str!("../docs/limits.md")]
     pub mod limits {}
+
+    #[doc = include_str!("../docs/testing.md")]
+    pub mod testing {}
 }
+
+pub mod testing;
 
 /// The repository README's examples, compiled as doctests so they cannot drift from the API.
 /// (Outside `cfg(doctest)` nothing reads the file, so packaging this crate does not need it.)

@@ -244,7 +244,7 @@ impl RedisBroker {
             keys.history_minutes(HistoryCounter::Processed, day),
             keys.history_day(HistoryCounter::Processed, day),
         ]);
-        let mut args: Vec<Value> = Vec::with_capacity(1 + 3 * done.len());
+        let mut args: Vec<Value> = Vec::with_capacity(1 + 4 * done.len());
         args.push(GROUP.into());
         for c in done {
             let tkey = keys.task(&c.lease.task_id);
@@ -253,6 +253,7 @@ impl RedisBroker {
             args.push(c.lease.task_id.as_str().into());
             args.push(c.lease.msg_id.as_str().into());
             args.push(c.retention.map(duration_ms).unwrap_or(0).into());
+            args.push(self.result_arg(c));
         }
         let n = self.run(|s| &s.complete, declared, args).await?;
         Ok(reply::int(&n, "complete")?.max(0) as u64)
@@ -299,6 +300,27 @@ impl RedisBroker {
     async fn regroup(&self, queue: &QueueName) -> Result<(), BrokerError> {
         self.forget_queues();
         self.register_queue(queue).await
+    }
+
+    /// The result argument of one completion: the handler's result when the task is retained
+    /// (none is kept otherwise), or a note in its place when it is over the payload limit.
+    fn result_arg(&self, c: &Completion) -> Value {
+        match (&c.retention, &c.result) {
+            (Some(_), Some(r)) if r.len() > self.inner.max_payload => {
+                let mut note = vec![crate::outcome::OVERSIZED_RESULT];
+                note.extend_from_slice(
+                    format!(
+                        "result of {} bytes is over the limit of {} bytes",
+                        r.len(),
+                        self.inner.max_payload
+                    )
+                    .as_bytes(),
+                );
+                Value::Bytes(note.into())
+            }
+            (Some(_), Some(r)) => Value::Bytes(r.clone().into()),
+            _ => Value::from(""),
+        }
     }
 
     /// The unique lock key to declare for `lease` (from its content hash), else `fallback` (the

@@ -6,6 +6,7 @@ mod enqueue;
 mod inspect;
 mod maintain;
 mod reply;
+mod results;
 mod sample;
 mod schedules;
 mod scripts;
@@ -54,6 +55,8 @@ struct Inner {
     /// How long enqueue receipts and discard markers live (see
     /// [`RedisBrokerBuilder::idempotency_window`]).
     idempotency_window: Duration,
+    /// The subscriber that wakes [`crate::Results::wait_outcome`], made on first use.
+    waiters: tokio::sync::OnceCell<Arc<results::Waiters>>,
 }
 
 /// What [`RedisBrokerBuilder::connect`] does when Redis may evict keys (`maxmemory-policy` is not
@@ -178,6 +181,7 @@ impl RedisBrokerBuilder {
                 max_payload: self.max_payload,
                 known: Mutex::new(HashSet::new()),
                 idempotency_window: self.idempotency_window,
+                waiters: tokio::sync::OnceCell::new(),
             }),
         })
     }
@@ -261,6 +265,9 @@ impl RedisBroker {
 
     /// Closes the shared connection.
     pub async fn close(&self) {
+        if let Some(w) = self.inner.waiters.get() {
+            w.close().await;
+        }
         let _ = self.inner.client.quit().await;
     }
 

@@ -4,23 +4,25 @@
 --          then 2 keys per task: task hash, unique lock (the task hash again when the caller
 --          knows of none)
 -- ARGV[1]  consumer group
--- then 3 values per task: task id, stream entry id, retention ms (0 = delete at once)
+-- then 4 values per task: task id, stream entry id, retention ms (0 = delete at once), the
+--          handler's result ('' for none; kept as `res` only with a retention)
 -- Returns: how many of the tasks are completed by this delivery, counting retained ones a first
 -- run of this same call already completed (a re-sent call: the hash's `d` names the delivery)
 -- without touching them again. A task whose entry id no longer matches otherwise (completed
 -- and deleted by a first run, reclaimed, or deleted) is left alone, which makes re-sends no-ops.
 -- A retained task leaves the stream, so its envelope moves from the entry into the hash's `e`;
--- `c` is its completion time, `d` the settled delivery.
+-- `c` is its completion time, `d` the settled delivery. A retained task is announced on its
+-- hash's channel, for waiters; a deleted one is not (nothing would be left to read).
 local group = ARGV[1]
 local now = now_ms()
 -- Reads first, so a corrupt record fails only itself and nothing errors after a write.
 local live, before = {}, 0
-for t = 0, (#ARGV - 1) / 3 - 1 do
-  local a, k = 1 + t * 3, 5 + t * 2
+for t = 0, (#ARGV - 1) / 4 - 1 do
+  local a, k = 1 + t * 4, 5 + t * 2
   local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
   local h = read_hash(KEYS[k + 1], 'm', 'u', 'd', 's')
   if h and h[1] == mid then
-    live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], h}
+    live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], h, ARGV[a + 4]}
   elseif h and h[3] == mid and h[4] == 'completed' then
     before = before + 1
   end
@@ -28,17 +30,19 @@ end
 if #live == 0 then return before end
 local acked, dropped = {}, {}
 for _, t in ipairs(live) do
-  local id, mid, keep, tkey, ukey, h = unpack(t)
+  local id, mid, keep, tkey, ukey, h, res = unpack(t)
   acked[#acked + 1] = mid
   if h[2] and h[2] == ukey then release_unique(ukey, id) end
   if keep > 0 then
     local fields = {tkey, 's', 'completed', 'c', now, 'd', mid}
     local env = entry_envelope(KEYS[1], mid)
     if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+    if res and res ~= '' then fields[#fields + 1] = 'res'; fields[#fields + 1] = res end
     redis.call('HSET', unpack(fields))
     redis.call('HDEL', tkey, 'm')
     redis.call('PEXPIRE', tkey, keep)
     redis.pcall('ZADD', KEYS[2], now + keep, id)
+    announce(tkey)
   else
     dropped[#dropped + 1] = tkey
   end

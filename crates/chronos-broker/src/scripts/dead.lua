@@ -10,7 +10,8 @@
 -- task's hash records the settled delivery in `d`; a discarded one leaves a done marker
 -- `<entry id>|` for the idempotency window.
 -- The unique lock is released either way. An archived task leaves the stream, so its envelope
--- moves from the entry into the hash's `e`.
+-- moves from the entry into the hash's `e`. Either way the task is announced on its hash's
+-- channel, for waiters.
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
 local window = tonumber(ARGV[6]) or 0
 local tkey, dkey, ukey = KEYS[4], KEYS[5], KEYS[6]
@@ -38,6 +39,7 @@ if h[2] and h[2] == ukey then release_unique(ukey, id) end
 if h[3] == '1' then
   redis.call('DEL', tkey)
   if window > 0 then redis.call('SET', dkey, mid .. '|', 'PX', window) end
+  announce(tkey)
   return 2
 end
 local fields = {tkey, 's', 'archived', 'err', ARGV[4], 'f', now, 'd', mid}
@@ -47,4 +49,5 @@ if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
 redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
 redis.call('ZADD', KEYS[2], now, id)
+announce(tkey)
 return 1

@@ -8,6 +8,12 @@
 -- * "now" is the Redis server's clock (TIME), never a caller's, wherever a script decides what
 --   is due.
 
+-- Tells waiters (Client::wait) that a task reached an outcome: the channel is the task hash's
+-- own name. Not a write; a message nobody listens to costs a lookup.
+local function announce(tkey)
+  redis.call('PUBLISH', tkey, '1')
+end
+
 -- Redis server time in unix ms.
 local function now_ms()
   local t = redis.call('TIME')

@@ -54,6 +54,7 @@ for _, t in ipairs(todo) do
       if h[3] and h[3] == ukey then release_unique(ukey, id) end
       if h[4] == '1' then
         redis.call('DEL', tkey)
+        announce(tkey)
         dead[#dead + 1] = {id, env or false, '1'}
       else
         -- No `d`: a worker that still ran this delivery must find it stale, not settled by it
@@ -64,6 +65,7 @@ for _, t in ipairs(todo) do
         redis.call('HSET', unpack(fields))
         redis.call('HDEL', tkey, 'm')
         redis.call('ZADD', KEYS[2], now, id)
+        announce(tkey)
         dead[#dead + 1] = {id, env or false, '0'}
       end
     else

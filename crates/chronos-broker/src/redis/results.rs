@@ -1,0 +1,203 @@
+//! Results: reading a task's outcome, and waiting for it on the task hash's pub/sub channel.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::prelude::*;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::{client_builder, reply, RedisBroker};
+use crate::{BrokerError, QueueName, Results, TaskOutcome, TaskState};
+
+/// How long a waiter sleeps between reads when no message comes: the bound on a wake-up lost
+/// while the subscriber reconnected.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// One subscriber connection per broker, shared by every wait of the process: each waited-for
+/// task's channel is subscribed while somebody waits for it.
+pub(super) struct Waiters {
+    sub: SubscriberClient,
+    manager: tokio::task::JoinHandle<()>,
+    channels: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+}
+
+impl Waiters {
+    async fn start(broker: &RedisBroker) -> Result<Arc<Self>, BrokerError> {
+        let sub = client_builder(broker.inner.client.client_config()).build_subscriber_client()?;
+        sub.init().await?;
+        // Re-subscribes after a reconnect; a message published in the gap is lost, which the
+        // waiters' periodic re-read covers.
+        let manager = sub.manage_subscriptions();
+        let mut messages = sub.message_rx();
+        let waiters = Arc::new(Self {
+            sub,
+            manager,
+            channels: Mutex::new(HashMap::new()),
+        });
+        let weak = Arc::downgrade(&waiters);
+        tokio::spawn(async move {
+            loop {
+                let channel = match messages.recv().await {
+                    Ok(m) => Some(m.channel.to_string()),
+                    // Missed messages: wake every waiter, each reads its task again.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => None,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
+                let Some(w) = weak.upgrade() else { break };
+                let map = w.channels.lock().unwrap_or_else(|p| p.into_inner());
+                match channel {
+                    Some(c) => {
+                        if let Some((n, _)) = map.get(&c) {
+                            n.notify_waiters();
+                        }
+                    }
+                    None => map.values().for_each(|(n, _)| n.notify_waiters()),
+                }
+            }
+        });
+        Ok(waiters)
+    }
+
+    /// Quits the subscriber (with the broker's own connection, [`RedisBroker::close`]).
+    pub(super) async fn close(&self) {
+        self.manager.abort();
+        let _ = self.sub.quit().await;
+    }
+
+    /// Registers interest in `channel`, subscribing when this is its first waiter.
+    async fn join(&self, channel: &str) -> Result<Arc<Notify>, BrokerError> {
+        let (notify, first) = {
+            let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+            let e = map
+                .entry(channel.to_string())
+                .or_insert_with(|| (Arc::new(Notify::new()), 0));
+            e.1 += 1;
+            (e.0.clone(), e.1 == 1)
+        };
+        if first {
+            if let Err(e) = self.sub.subscribe(channel).await {
+                self.leave(channel).await;
+                return Err(e.into());
+            }
+        }
+        Ok(notify)
+    }
+
+    /// Drops interest in `channel`, unsubscribing when this was its last waiter.
+    async fn leave(&self, channel: &str) {
+        let last = {
+            let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+            match map.get_mut(channel) {
+                Some(e) if e.1 > 1 => {
+                    e.1 -= 1;
+                    false
+                }
+                Some(_) => {
+                    map.remove(channel);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last {
+            // A failed unsubscribe leaves a channel nobody listens to; harmless.
+            let _ = self.sub.unsubscribe(channel).await;
+        }
+    }
+}
+
+impl std::fmt::Debug for Waiters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiters").finish_non_exhaustive()
+    }
+}
+
+impl RedisBroker {
+    async fn waiters(&self) -> Result<Arc<Waiters>, BrokerError> {
+        self.inner
+            .waiters
+            .get_or_try_init(|| Waiters::start(self))
+            .await
+            .cloned()
+    }
+}
+
+impl Results for RedisBroker {
+    async fn outcome(&self, queue: &QueueName, id: &str) -> Result<TaskOutcome, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let v: Vec<Value> = self
+            .inner
+            .client
+            .hmget(keys.task(id), vec!["s", "res", "err"])
+            .await?;
+        let mut cols = v.into_iter();
+        let mut next = || cols.next().unwrap_or(Value::Null);
+        let state = next();
+        if state.is_null() {
+            // A discarded dead letter leaves only its marker, for the idempotency window.
+            let marker: Option<String> = self.inner.client.get(keys.done(id)).await?;
+            return Ok(match marker {
+                Some(_) => TaskOutcome::Failed {
+                    error: "dead-lettered and discarded".into(),
+                },
+                None => TaskOutcome::NotFound,
+            });
+        }
+        let name = reply::string(state, "outcome")?;
+        let state = TaskState::parse(&name)
+            .ok_or_else(|| reply::bad("outcome", format!("unknown state {name:?}")))?;
+        let result = next();
+        let error = reply::opt_string(next(), "outcome")?;
+        Ok(match state {
+            TaskState::Completed => TaskOutcome::Succeeded {
+                result: match result {
+                    Value::Null => None,
+                    v => Some(reply::bytes(v, "outcome")?),
+                },
+            },
+            TaskState::Archived => TaskOutcome::Failed {
+                error: error.unwrap_or_default(),
+            },
+            s => TaskOutcome::Unfinished(s),
+        })
+    }
+
+    async fn wait_outcome(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<TaskOutcome, BrokerError> {
+        let first = self.outcome(queue, id).await?;
+        if first.is_final() || timeout.is_zero() {
+            return Ok(first);
+        }
+        let waiters = self.waiters().await?;
+        let channel = self.queue_keys(queue).task(id);
+        let notify = waiters.join(&channel).await?;
+        let deadline = Instant::now() + timeout;
+        let result = async {
+            loop {
+                // Armed before the read, so a message between the read and the wait is not lost.
+                let woken = notify.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                let now = self.outcome(queue, id).await?;
+                if now.is_final() || Instant::now() >= deadline {
+                    return Ok(now);
+                }
+                let nap = deadline.min(Instant::now() + RECHECK);
+                tokio::select! {
+                    _ = woken => {}
+                    _ = tokio::time::sleep_until(nap) => {}
+                }
+            }
+        }
+        .await;
+        waiters.leave(&channel).await;
+        result
+    }
+}
