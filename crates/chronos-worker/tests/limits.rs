@@ -318,3 +318,69 @@ async fn a_deferred_task_gives_its_queue_start_back() {
         "the other keys took {took:?}"
     );
 }
+
+#[tokio::test]
+async fn a_long_task_keeps_its_concurrency_permit_past_the_token_ttl() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    // (n, started, ended) of each run.
+    let runs: Arc<Mutex<Vec<(u32, Instant, Instant)>>> = Arc::default();
+    let r = runs.clone();
+    let mut mux = Mux::new();
+    mux.handle(move |_ctx: Context, t: Task<Job>| {
+        let r = r.clone();
+        async move {
+            let began = Instant::now();
+            tokio::time::sleep(Duration::from_millis(t.args.sleep_ms)).await;
+            r.lock()
+                .expect("lock")
+                .push((t.args.n, began, Instant::now()));
+            Ok(())
+        }
+    })
+    .expect("register");
+    let opts = EnqueueOptions::new().queue("long");
+    // Longer than the permit's TTL (recover_min_idle, 3 s in fast_config): only the heartbeat
+    // keeps it.
+    client
+        .enqueue(
+            &Job {
+                n: 0,
+                sleep_ms: 3_600,
+            },
+            opts.clone(),
+        )
+        .await
+        .expect("enqueue");
+    let cfg = fast_config()
+        .queues([("long", 1)])
+        .limit("long", QueueLimit::new().concurrency(1));
+    let server = Server::new(b.clone(), mux, cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    eventually(Duration::from_secs(5), "the long task started", || async {
+        b.queue_stats(&q("long"))
+            .await
+            .is_ok_and(|s| s.pending == 0)
+    })
+    .await;
+    client
+        .enqueue(&Job { n: 1, sleep_ms: 0 }, opts)
+        .await
+        .expect("enqueue");
+    eventually(Duration::from_secs(10), "both ran", || async {
+        runs.lock().expect("lock").len() >= 2
+    })
+    .await;
+    server.shutdown().await;
+    let runs = runs.lock().expect("lock").clone();
+    let long_end = runs.iter().find(|r| r.0 == 0).map(|r| r.2).expect("long");
+    let short_start = runs.iter().find(|r| r.0 == 1).map(|r| r.1).expect("short");
+    assert!(
+        short_start >= long_end,
+        "the second task started {:?} before the long one ended",
+        long_end - short_start
+    );
+}
