@@ -74,10 +74,11 @@ pub(crate) async fn round<B: WorkerBroker>(
     if leases.is_empty() {
         rt.mark_drained(q);
         give_back(rt, queue, &spec, permits.as_ref(), 0).await;
-        // Wait for new work without holding permits (a permit held through an idle wait would
-        // start a task in a later window than it counts in). What arrives waits here for its
-        // permit in the next round.
-        let f = rt.broker.fetch(reader, queue, &rt.id, 1, block).await?;
+        // Wait for new work without holding permits: a permit held through an idle wait would
+        // start its task long after its slot, bunched with the starts of later slots. What
+        // arrives waits here for its permit in the next round, so take one at most.
+        let n = if limit.needs_permits() { 1 } else { count };
+        let f = rt.broker.fetch(reader, queue, &rt.id, n, block).await?;
         if permits.is_some() || f.leases.is_empty() {
             rt.hold(q, &f.leases);
             waiting.extend(f.leases);
