@@ -57,6 +57,11 @@ pub struct TaskEnvelope {
     pub last_failed_at_ms: Option<i64>,
     /// Free-form string headers (trace context and the like).
     pub headers: BTreeMap<String, String>,
+    /// The rate key a worker's per-key rate limit counts this task under (a customer id, say;
+    /// [`crate::EnqueueOptions::rate_key`]). Appended field: envelopes written before it decode
+    /// with None.
+    #[serde(default)]
+    pub rate_key: Option<String>,
     /// The task's place in a chain or group ([`crate::Flow`]); None for a plain task (which
     /// then costs one nil byte). Boxed, so a plain envelope stays small in memory.
     #[serde(default)]
@@ -144,6 +149,7 @@ mod tests {
             last_failed_at_ms: Some(1),
             headers: [("traceparent".to_string(), "00-x".to_string())].into(),
             flow: None,
+            rate_key: Some("customer-7".into()),
         }
     }
 
@@ -159,13 +165,60 @@ mod tests {
     fn envelopes_written_before_the_flow_field_still_decode() {
         let env = sample();
         let bytes = env.encode().expect("encode");
-        // Today's 16 fields: array16 header (0xdc 0x00 0x10), the last one a nil flow. The
-        // envelope of earlier versions is the same without that field: a fixarray of 15.
-        assert_eq!(&bytes[1..4], &[0xdc, 0x00, 0x10]);
+        // Today's 17 fields: array16 header (0xdc 0x00 0x11), the last one a nil flow. The
+        // envelope of the version before is the same without that field: an array of 16.
+        assert_eq!(&bytes[1..4], &[0xdc, 0x00, 0x11]);
         assert_eq!(bytes.last(), Some(&0xc0));
-        let mut old = vec![ENVELOPE_VERSION, 0x9f];
+        let mut old = vec![ENVELOPE_VERSION, 0xdc, 0x00, 0x10];
         old.extend_from_slice(&bytes[4..bytes.len() - 1]);
         assert_eq!(TaskEnvelope::decode(&old).expect("decode"), env);
+    }
+
+    #[test]
+    fn envelope_without_rate_key_still_decodes() {
+        // An envelope written before `rate_key` existed: the array ends after `headers`.
+        #[derive(Serialize)]
+        struct Old(
+            String,
+            String,
+            String,
+            #[serde(with = "super::bytes_field")] Vec<u8>,
+            u32,
+            u32,
+            Option<u64>,
+            Option<i64>,
+            Option<String>,
+            Option<u64>,
+            DeadLetter,
+            i64,
+            Option<String>,
+            Option<i64>,
+            BTreeMap<String, String>,
+        );
+        let mut bytes = vec![ENVELOPE_VERSION];
+        let old = Old(
+            "a".into(),
+            "k".into(),
+            "q".into(),
+            vec![1],
+            0,
+            3,
+            None,
+            None,
+            None,
+            None,
+            DeadLetter::Archive,
+            5,
+            None,
+            None,
+            BTreeMap::new(),
+        );
+        rmp_serde::encode::write(&mut bytes, &old).expect("encode");
+        let env = TaskEnvelope::decode(&bytes).expect("decode");
+        assert_eq!(
+            (env.id.as_str(), env.max_retry, env.rate_key),
+            ("a", 3, None)
+        );
     }
 
     #[test]

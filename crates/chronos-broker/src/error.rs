@@ -163,6 +163,10 @@ pub enum BrokerError {
     /// A lock or lease operation was asked for with a TTL Redis cannot express. Permanent.
     #[error("invalid duration {0:?}")]
     InvalidDuration(Duration),
+    /// This broker does not offer the capability (a wrapper that kept a trait's default
+    /// methods, say [`crate::Throttle`]'s). Permanent.
+    #[error("this broker does not support {0}")]
+    Unsupported(&'static str),
 }
 
 impl BrokerError {

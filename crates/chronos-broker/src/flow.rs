@@ -90,6 +90,9 @@ pub struct StepSpec {
     pub run_at_ms: Option<i64>,
     /// Headers.
     pub headers: BTreeMap<String, String>,
+    /// The rate key of the step's task ([`EnqueueOptions::rate_key`]).
+    #[serde(default)]
+    pub rate_key: Option<String>,
 }
 
 /// A group member's link to its group.
@@ -195,6 +198,7 @@ impl StepSpec {
             delay_ms: opts.process_in.map(duration_ms),
             run_at_ms: opts.run_at_ms,
             headers: opts.headers,
+            rate_key: opts.rate_key,
         })
     }
 
@@ -227,6 +231,7 @@ impl StepSpec {
                 last_error: None,
                 last_failed_at_ms: None,
                 headers: self.headers.clone(),
+                rate_key: self.rate_key.clone(),
                 flow: Some(Box::new(flow)),
             },
             run_at_ms,

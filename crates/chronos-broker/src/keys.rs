@@ -80,6 +80,17 @@ pub(crate) fn check_task_id(id: &str) -> Result<(), BrokerError> {
     })
 }
 
+/// Checks a rate key ([`crate::EnqueueOptions::rate_key`]): it becomes part of a Redis key name.
+pub(crate) fn check_rate_key(key: &str) -> Result<(), BrokerError> {
+    if key.is_empty() || key.len() > 256 || key.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(BrokerError::InvalidOption(format!(
+            "rate key {key:?} must be 1 to 256 bytes without whitespace or control characters"
+        )));
+    }
+    Ok(())
+}
+
 /// The key layout of one namespace. Every key of a queue carries the queue's hash tag, so that
 /// every script touches a single cluster slot. See the crate docs for the full table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,6 +276,30 @@ impl QueueKeys {
     /// days after its last write.
     pub fn history_day(&self, counter: HistoryCounter, day: i64) -> String {
         format!("{}h:{}:d:{day}", self.prefix, counter.code())
+    }
+
+    /// The queue rate limiter's state: a hash with `t`, when the next start is due (unix ms
+    /// by Redis' clock, a generic cell rate algorithm). Expires a period after that.
+    pub fn rate(&self) -> String {
+        format!("{}lim", self.prefix)
+    }
+
+    /// The queue's concurrency permits: a sorted set of permit tokens (one per task a worker
+    /// holds) scored by expiry (unix ms). Expires when no permit is left alive.
+    pub fn active(&self) -> String {
+        format!("{}lim:active", self.prefix)
+    }
+
+    /// The permit receipt of one consumer: its last grant (`<nonce>:<granted>:<returned>`),
+    /// so a re-sent acquire or give-back answers without counting twice. Expires after 60 s.
+    pub fn permit_receipt(&self, consumer: &str) -> String {
+        format!("{}lim:g:{consumer}", self.prefix)
+    }
+
+    /// The per-key rate window of one rate key: `<window start ms>:<starts>`, expiring at the
+    /// window's end.
+    pub fn rate_key(&self, key: &str) -> String {
+        format!("{}kr:{key}", self.prefix)
     }
 
     /// True when `key` is one of this queue's keys (it carries the queue's prefix, so it lives

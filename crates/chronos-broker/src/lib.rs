@@ -16,6 +16,9 @@
 //!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
 //!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
 //!   [`NewTask`], [`Trigger`], ...) re-exported here.
+//! * [`Throttle`]: rate limits (starts per period) and concurrency limits of a queue, and
+//!   rate limits per rate key ([`EnqueueOptions::rate_key`]), counted in Redis for the whole
+//!   cluster; the worker calls it only for queues it limits.
 //! * [`Client::result`] and [`Client::wait`]: a handler's result, kept with its task while the
 //!   task is retained ([`EnqueueOptions::retention`]), read or awaited by the producer; the
 //!   [`Results`] capability underneath ([`TaskOutcome`]). A wait is woken by a pub/sub message
@@ -102,7 +105,7 @@
 //! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
 //! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
 //! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
-//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
+//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only), `k` entry id of the delivery that took a start of its rate key (admit.lua); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
 //! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
 //! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
 //! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |
@@ -123,6 +126,10 @@
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
 //! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
+//! | `<ns>:{<q>}:lim` | hash | rate state of the queue: `t` when the next start is due (unix ms, Redis' clock; GCRA) | permit.lua (grant), permit_return.lua (give back) | its TTL (one period after `t`) |
+//! | `<ns>:{<q>}:lim:active` | zset | concurrency tokens of tasks workers hold, by expiry ms | permit.lua (grant), permit_keep.lua (heartbeat) | permit_return.lua (task ended), expired members pruned by each grant, the key's TTL (one token TTL after the last write) |
+//! | `<ns>:{<q>}:lim:g:<consumer>` | string | permit receipt `<nonce>:<granted>:<returned>` of the consumer's last grant | permit.lua, permit_return.lua | its TTL (60 s) |
+//! | `<ns>:{<q>}:kr:<rate key>` | string | per-key rate window `<window start ms>:<starts>:<deferred>` | admit.lua | its TTL (the window's end) |
 //! | `<ns>:{<q>}:t:<id>` (pub/sub channel) | channel | a message when the task completes retained or is dead-lettered, for [`Client::wait`] | complete, dead-letter, reclaim | (channels hold nothing) |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
 //! | `<ns>:sampler` | string | id of the process that samples queue gauges for metrics | [`SampleQueues::sampler_lease`] | its TTL (three sampling periods) |
@@ -171,6 +178,7 @@ mod schedule_def;
 mod server_record;
 mod task;
 pub mod testing;
+mod throttle;
 mod trace_context;
 mod traits;
 
@@ -201,6 +209,7 @@ pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
     TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
+pub use throttle::{Admission, KeyRate, PermitLimit, Permits, Throttle};
 #[cfg(feature = "opentelemetry")]
 pub use trace_context::{current_trace_context, parse_trace_context};
 pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};

@@ -80,12 +80,13 @@ fn arb_envelope() -> impl Strategy<Value = TaskEnvelope> {
         opt(small_string()),
         opt(any::<i64>()),
         proptest::collection::btree_map(small_string(), small_string(), 0..4),
+        opt(small_string()),
     );
     (identity, policy, history).prop_map(
         |(
             (id, kind, queue, payload),
             (retried, max_retry, timeout_ms, deadline_ms, unique_key, retention_ms, discard),
-            (enqueued_at_ms, last_error, last_failed_at_ms, headers),
+            (enqueued_at_ms, last_error, last_failed_at_ms, headers, rate_key),
         )| TaskEnvelope {
             id,
             kind,
@@ -107,6 +108,7 @@ fn arb_envelope() -> impl Strategy<Value = TaskEnvelope> {
             last_failed_at_ms,
             headers,
             flow: None,
+            rate_key,
         },
     )
 }

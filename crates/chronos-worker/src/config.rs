@@ -6,7 +6,7 @@ use std::time::Duration;
 use chronos_broker::{BrokerError, QueueName, TaskEnvelope};
 use futures::future::BoxFuture;
 
-use crate::{TaskError, WorkerError};
+use crate::{QueueLimit, TaskError, WorkerError};
 
 /// Computes the delay before retry number `retried` (1 for the first retry) after `error`.
 pub type RetryDelayFn = Arc<dyn Fn(u32, &TaskError) -> Duration + Send + Sync>;
@@ -129,6 +129,9 @@ pub struct ServerConfig {
     /// Serve this process's metrics as a Prometheus page on this address (default None).
     #[cfg(feature = "prometheus")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Cluster-wide limits per queue (default none; see [`QueueLimit`]). Each names a queue of
+    /// `queues`; give every server of a queue the same limits.
+    pub limits: Vec<(String, QueueLimit)>,
 }
 
 /// The period of the queue gauges' sampler when `ServerConfig::metrics_addr` turns it on.
@@ -156,6 +159,7 @@ impl Default for ServerConfig {
             sample_queues: None,
             #[cfg(feature = "prometheus")]
             metrics_addr: None,
+            limits: Vec::new(),
         }
     }
 }
@@ -179,6 +183,7 @@ impl fmt::Debug for ServerConfig {
             .field("dead_letter_hook_timeout", &self.dead_letter_hook_timeout)
             .field("on_error", &self.on_error.is_some())
             .field("sample_queues", &self.sample_queues)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -311,6 +316,20 @@ impl ServerConfig {
         self
     }
 
+    /// Limits `queue` (one of [`ServerConfig::queues`]) cluster-wide: a rate, a concurrency,
+    /// a rate per rate key (see [`QueueLimit`]). Replaces an earlier limit of that queue.
+    pub fn limit(mut self, queue: impl Into<String>, limit: QueueLimit) -> Self {
+        let queue = queue.into();
+        self.limits.retain(|(q, _)| *q != queue);
+        self.limits.push((queue, limit));
+        self
+    }
+
+    /// The limit of queue `name`, if any.
+    pub(crate) fn limit_of(&self, name: &str) -> Option<QueueLimit> {
+        self.limits.iter().find(|(q, _)| q == name).map(|(_, l)| *l)
+    }
+
     /// Checks every setting; the error names the one that is wrong.
     pub fn validate(&self) -> Result<Vec<(QueueName, u32)>, WorkerError> {
         if self.queues.is_empty() {
@@ -356,6 +375,19 @@ impl ServerConfig {
                     "{name} must be positive"
                 )));
             }
+        }
+        for (i, (name, limit)) in self.limits.iter().enumerate() {
+            if !self.queues.iter().any(|(q, _)| q == name) {
+                return Err(WorkerError::InvalidConfig(format!(
+                    "limit of queue {name:?}, which this server does not serve"
+                )));
+            }
+            if self.limits[..i].iter().any(|(q, _)| q == name) {
+                return Err(WorkerError::InvalidConfig(format!(
+                    "queue {name:?} limited twice"
+                )));
+            }
+            limit.validate(name)?;
         }
         // Three heartbeats fit in one min-idle window, so one late heartbeat never loses a lease.
         if self.heartbeat_interval.saturating_mul(3) > self.recover_min_idle {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::WorkerBroker;
 use tracing::{debug, warn};
 
+use crate::limiter;
 use crate::runtime::Runtime;
 
 /// Longest wait of one blocking read. Short, because shutdown waits for the read in flight
@@ -34,6 +35,8 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
     if let Err(e) = rt.broker.ensure_queue(&queue).await {
         warn!(queue = %queue, error = %e, "could not register the queue; the first fetch will retry");
     }
+    // Deliveries of a limited queue taken without a permit yet (see limiter.rs).
+    let mut waiting = Vec::new();
     while !rt.stop_fetch.is_cancelled() {
         if rt.is_paused(q) {
             // Release a dispatcher that drew this queue before the pause.
@@ -54,6 +57,20 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             continue;
         }
         let count = free.clamp(1, MAX_BATCH);
+        if let Some(limit) = rt.limits[q] {
+            match limiter::round(&rt, &mut reader, q, limit, count, BLOCK, &mut waiting).await {
+                Ok(()) => backoff = Duration::from_millis(100),
+                Err(e) => {
+                    warn!(queue = %queue, error = %e, "fetch of a limited queue failed; retrying");
+                    rt.mark_drained(q);
+                    if sleep_or_stop(&rt, backoff).await {
+                        break;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+            continue;
+        }
         // Try a read that returns at once first, so "this queue is empty" is known without a
         // block (strict priority depends on it); block only when it found nothing.
         let mut result = rt
@@ -90,6 +107,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             }
         }
     }
+    limiter::hand_back(&rt, q, waiting).await;
     rt.broker.close_reader(reader).await;
 }
 

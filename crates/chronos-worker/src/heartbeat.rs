@@ -30,6 +30,7 @@ pub(crate) async fn beat<B: WorkerBroker>(rt: &Runtime<B>) {
             Err(e) => warn!(queue = %queue, error = %e, "heartbeat failed"),
         }
     }
+    crate::limiter::keep(rt).await;
     let record = record(rt);
     // Three missed heartbeats and the record expires: the server is considered dead.
     if let Err(e) = rt

@@ -19,9 +19,12 @@
 //! * [`Server`] with [`ServerConfig`] (a builder method per field): weighted or strict-priority
 //!   queues, bounded concurrency, timeouts and deadlines, a replaceable retry delay, a sync hook
 //!   for errors and an async one for dead letters ([`DeadLetterHook`], awaited with a timeout).
+//! * [`QueueLimit`] through [`ServerConfig::limit`]: cluster-wide rate limits (task starts per
+//!   period), concurrency limits (tasks at once) and per-key rate limits of a queue, counted in
+//!   Redis; a task held back waits without spending an attempt and without a busy loop.
 //! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect +
-//!   SampleQueues + Flows`, so a wrapper (metrics, fault injection) implements those, not the
-//!   whole broker.
+//!   SampleQueues + Flows + Throttle`, so a wrapper (metrics, fault injection) implements those,
+//!   not the whole broker.
 //! * Workflows: a chain step reads the previous step's result with [`Context::parent_result`]
 //!   and its place with [`Context::chain`]; a group's callback reads the counts with
 //!   [`Context::group`] (and the members' results with `Client::group_results`).
@@ -77,6 +80,8 @@ mod flow;
 mod forwarder;
 mod heartbeat;
 mod janitor;
+mod limit;
+mod limiter;
 pub mod metrics;
 mod mux;
 mod outcome;
@@ -96,6 +101,7 @@ pub use config::{
     DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
 pub use error::WorkerError;
+pub use limit::QueueLimit;
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};
 pub use server::{Server, ServerHandle, ServerStats, WorkerBroker};

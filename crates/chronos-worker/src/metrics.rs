@@ -14,6 +14,8 @@
 //! | `chronos_tasks_recovered_total` | counter | `queue` | deliveries of lost workers taken back and re-queued |
 //! | `chronos_tasks_dead_lettered_total` | counter | `queue`, `kind`, `action` | tasks archived or discarded (`action`), by this server or its recoverer |
 //! | `chronos_worker_running_tasks` | gauge | | handlers running in this process |
+//! | `chronos_rate_limit_waits_total` | counter | `queue` | times a fetcher of a limited queue got no permit and waited ([`crate::QueueLimit`]) |
+//! | `chronos_rate_limit_deferred_total` | counter | `queue` | fetched tasks deferred because their rate key was full |
 //! | `chronos_queue_tasks` | gauge | `queue`, `state` | tasks per state (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`) |
 //! | `chronos_queue_oldest_pending_age_seconds` | gauge | `queue` | how long the oldest pending task has waited (0 when none) |
 //! | `chronos_queue_paused` | gauge | `queue` | 1 while the queue is paused |
@@ -47,6 +49,10 @@ pub const TASK_DURATION: &str = "chronos_task_duration_seconds";
 pub const TASKS_RECOVERED: &str = "chronos_tasks_recovered_total";
 /// Tasks dead-lettered, by `queue`, `kind` and `action` (`archived` or `discarded`).
 pub const TASKS_DEAD_LETTERED: &str = "chronos_tasks_dead_lettered_total";
+/// Times a fetcher of a limited queue got no permit and waited, by `queue`.
+pub const RATE_LIMIT_WAITS: &str = "chronos_rate_limit_waits_total";
+/// Fetched tasks deferred because their rate key was full, by `queue`.
+pub const RATE_LIMIT_DEFERRED: &str = "chronos_rate_limit_deferred_total";
 /// Handlers running in this process.
 pub const WORKER_RUNNING: &str = "chronos_worker_running_tasks";
 /// Tasks per `queue` and `state`, sampled cluster-wide by one process.
@@ -184,6 +190,16 @@ pub(crate) fn dead_lettered(queue: &str, kind: Option<&str>, discarded: bool) {
 /// Counts deliveries re-queued by the recoverer.
 pub(crate) fn recovered(queue: &str, n: u64) {
     counter!(TASKS_RECOVERED, "queue" => queue.to_string()).increment(n);
+}
+
+/// Counts a fetcher's wait for permits of a limited queue.
+pub(crate) fn permit_wait(queue: &str) {
+    counter!(RATE_LIMIT_WAITS, "queue" => queue.to_string()).increment(1);
+}
+
+/// Counts tasks deferred by their rate key.
+pub(crate) fn deferred(queue: &str, n: u64) {
+    counter!(RATE_LIMIT_DEFERRED, "queue" => queue.to_string()).increment(n);
 }
 
 /// Sets this process's running-handlers gauge.

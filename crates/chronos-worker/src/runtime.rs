@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::starter::StartRequest;
 use crate::WorkerBroker;
-use crate::{Mux, ServerConfig};
+use crate::{Mux, QueueLimit, ServerConfig};
 
 /// Counters of one server since it started.
 #[derive(Debug, Default)]
@@ -64,6 +64,14 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) stop_maintenance: CancellationToken,
     pub(crate) running: TaskTracker,
     pub(crate) started_at_ms: i64,
+    /// The limit of each queue (same order as `queues`), if any.
+    pub(crate) limits: Vec<Option<QueueLimit>>,
+    /// Concurrency tokens of held deliveries of limited queues, per queue, by entry id.
+    tokens: Mutex<Vec<HashMap<String, String>>>,
+    /// Tokens of deliveries this server let go, to give back in batches.
+    returns: mpsc::UnboundedSender<(QueueName, String)>,
+    /// The receiving end of `returns`, until the permit loop takes it.
+    returned: Mutex<Option<mpsc::UnboundedReceiver<(QueueName, String)>>>,
 }
 
 impl<B: WorkerBroker> Runtime<B> {
@@ -77,7 +85,16 @@ impl<B: WorkerBroker> Runtime<B> {
         starts: mpsc::UnboundedSender<StartRequest>,
     ) -> Self {
         let n = queues.len();
+        let (returns, returned) = mpsc::unbounded_channel();
+        let limits = queues
+            .iter()
+            .map(|(q, _)| config.limit_of(q.as_str()))
+            .collect();
         Self {
+            limits,
+            tokens: Mutex::new((0..n).map(|_| HashMap::new()).collect()),
+            returns,
+            returned: Mutex::new(Some(returned)),
             slots: Arc::new(Semaphore::new(config.concurrency)),
             broker,
             mux,
@@ -109,6 +126,54 @@ impl<B: WorkerBroker> Runtime<B> {
 
     fn held(&self) -> MutexGuard<'_, Vec<HashMap<String, Held>>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn tokens(&self) -> MutexGuard<'_, Vec<HashMap<String, String>>> {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tokens to give back, for the permit loop (once).
+    pub(crate) fn take_returns(&self) -> Option<mpsc::UnboundedReceiver<(QueueName, String)>> {
+        self.returned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Registers deliveries as held (the heartbeat keeps their leases) before they are
+    /// buffered: a limited queue's fetcher holds them while it waits for permits.
+    pub(crate) fn hold(&self, q: usize, leases: &[Lease]) {
+        let mut held = self.held();
+        for l in leases {
+            held[q].entry(l.id.msg_id.clone()).or_insert(Held {
+                cancel: None,
+                signal: None,
+            });
+        }
+    }
+
+    /// Records the concurrency token each delivery holds until it is let go.
+    pub(crate) fn set_tokens(&self, q: usize, pairs: impl IntoIterator<Item = (String, String)>) {
+        self.tokens()[q].extend(pairs);
+    }
+
+    /// The concurrency tokens held in queue `q` (for the heartbeat to keep alive).
+    pub(crate) fn tokens_of(&self, q: usize) -> Vec<String> {
+        self.tokens()[q].values().cloned().collect()
+    }
+
+    /// Gives back the tokens of deliveries of queue `q` that this server let go (batched by
+    /// the permit loop). Once that loop has stopped the tokens simply expire.
+    fn return_tokens<'a>(&self, q: usize, msg_ids: impl IntoIterator<Item = &'a String>) {
+        if self.limits[q].is_none_or(|l| l.concurrency.is_none()) {
+            return;
+        }
+        let mut tokens = self.tokens();
+        for id in msg_ids {
+            if let Some(t) = tokens[q].remove(id) {
+                let _ = self.returns.send((self.queues[q].0.clone(), t));
+            }
+        }
     }
 
     /// Tasks fetched but not started, over all queues.
@@ -216,6 +281,10 @@ impl<B: WorkerBroker> Runtime<B> {
                 held[q].remove(&l.id.msg_id);
             }
         }
+        drop(held);
+        for (q, leases) in drained.iter().enumerate() {
+            self.return_tokens(q, leases.iter().map(|l| &l.id.msg_id));
+        }
         drained
     }
 
@@ -259,8 +328,11 @@ impl<B: WorkerBroker> Runtime<B> {
         }
     }
 
+    /// The delivery ended here (settled, lost, deferred or handed back): stop holding it and
+    /// give back its concurrency token.
     pub(crate) fn release(&self, q: usize, msg_id: &str) {
         self.held()[q].remove(msg_id);
+        self.return_tokens(q, [&msg_id.to_string()]);
     }
 
     /// Entry ids held in queue `q`.
@@ -283,6 +355,7 @@ impl<B: WorkerBroker> Runtime<B> {
         }
         drop(held);
         self.buffers()[q].retain(|l| !lost.contains(&l.id.msg_id));
+        self.return_tokens(q, lost);
     }
 
     pub(crate) fn running_count(&self) -> usize {

@@ -2,15 +2,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Consume, Flows, Inspect, LeaseId, Maintain, QueueName, SampleQueues};
+use chronos_broker::{
+    Consume, Flows, Inspect, LeaseId, Maintain, QueueName, SampleQueues, Throttle,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 use crate::{
-    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, recoverer, sampler,
-    starter,
+    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, recoverer,
+    sampler, starter,
 };
 use crate::{Mux, ServerConfig, WorkerError};
 
@@ -19,20 +21,27 @@ const PAUSE_POLL: Duration = Duration::from_millis(500);
 
 /// What a [`Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
 /// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records),
-/// [`Inspect`] (paused queues, live servers for the janitor) and [`SampleQueues`] (queue gauges
-/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`)
-/// and [`Flows`] (chains and groups: called only for tasks that are chain steps or group
-/// members).
+/// [`Inspect`] (paused queues, live servers for the janitor), [`SampleQueues`] (queue gauges
+/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`),
+/// [`Flows`] (chains and groups: called only for tasks that are chain steps or group members)
+/// and [`Throttle`] (rate and concurrency limits; called only for queues a
+/// [`crate::QueueLimit`] limits, and a wrapper that limits nothing writes `impl Throttle for W {}`).
 /// It asks for neither [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
 /// [`chronos_broker::Coordinate`], so a wrapper for metrics or fault injection implements only
 /// these; the broker is shared by the server's loops behind an `Arc`, so it need not be
 /// `Clone`.
 ///
-/// Implemented for every type with the five capabilities; never implement it by hand. `&T`,
+/// Implemented for every type with the six capabilities; never implement it by hand. `&T`,
 /// `Arc<T>` and `Box<T>` have them when `T` does.
-pub trait WorkerBroker: Consume + Maintain + Inspect + SampleQueues + Flows + 'static {}
+pub trait WorkerBroker:
+    Consume + Maintain + Inspect + SampleQueues + Flows + Throttle + 'static
+{
+}
 
-impl<T: Consume + Maintain + Inspect + SampleQueues + Flows + 'static> WorkerBroker for T {}
+impl<T: Consume + Maintain + Inspect + SampleQueues + Flows + Throttle + 'static> WorkerBroker
+    for T
+{
+}
 
 /// Runs the handlers of a [`Mux`] on tasks from a broker. Configure, then [`Server::start`].
 pub struct Server<B: WorkerBroker> {
@@ -132,6 +141,12 @@ impl<B: WorkerBroker> Server<B> {
             tokio::spawn(canceller::run(rt.clone())),
             starter,
         ];
+        if let Some(returns) = rt
+            .take_returns()
+            .filter(|_| rt.limits.iter().any(Option::is_some))
+        {
+            maintenance.push(tokio::spawn(limiter::run(rt.clone(), returns)));
+        }
         if let Some(period) = rt.config.sample_queues {
             maintenance.push(tokio::spawn(sampler::run(rt.clone(), period)));
         }

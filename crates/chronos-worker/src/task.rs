@@ -32,6 +32,7 @@ pub struct Context {
     deadline: Option<Instant>,
     cancel: CancellationToken,
     headers: Arc<BTreeMap<String, String>>,
+    rate_key: Option<Arc<str>>,
     output: OutputSlot,
     /// The task's place in a chain or group; None (and free) for a plain task.
     flow: Option<Arc<Flow>>,
@@ -69,6 +70,7 @@ impl Context {
             deadline,
             cancel,
             headers: Arc::new(env.headers.clone()),
+            rate_key: env.rate_key.as_deref().map(Arc::from),
             output: OutputSlot::default(),
             flow: env.flow.as_deref().map(|f| Arc::new(f.clone())),
         }
@@ -108,6 +110,12 @@ impl Context {
         } else {
             SystemTime::UNIX_EPOCH.checked_sub(offset)
         }
+    }
+
+    /// The rate key the task was enqueued with
+    /// ([`chronos_broker::EnqueueOptions::rate_key`]), if any.
+    pub fn rate_key(&self) -> Option<&str> {
+        self.rate_key.as_deref()
     }
 
     /// The task id.

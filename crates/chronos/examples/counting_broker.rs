@@ -116,6 +116,8 @@ impl<B: Inspect> Inspect for Counting<B> {
 // Every method has a default: the queue gauges then carry counts only (no oldest-task age),
 // and every process may sample them.
 impl<B: Inspect> chronos::SampleQueues for Counting<B> {}
+// No limits in this example: the defaults (which refuse) are never called.
+impl<B: Send + Sync> chronos::Throttle for Counting<B> {}
 
 impl<B: chronos::Flows> chronos::Flows for Counting<B> {
     wrap! {

@@ -27,6 +27,8 @@ pub use chronos_broker::{
     DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
+pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
+#[doc(inline)]
 pub use chronos_broker::{
     Chain, ChainInfo, ChainPosition, ChainStatus, Flow, Flows, Group, GroupCreated, GroupInfo,
     GroupRecord, GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult,
@@ -42,9 +44,9 @@ pub use chronos_worker::metrics;
 #[doc(inline)]
 pub use chronos_worker::{
     async_trait, dead_letter_hook, default_retry_delay, Context, DeadLetterEvent, DeadLetterHook,
-    ErrorHook, FailureKind, Handler, Middleware, Mux, Next, RetryDelayFn, Server, ServerConfig,
-    ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy, WorkerBroker,
-    WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT, DEFAULT_QUEUE_SAMPLE_INTERVAL,
+    ErrorHook, FailureKind, Handler, Middleware, Mux, Next, QueueLimit, RetryDelayFn, Server,
+    ServerConfig, ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy,
+    WorkerBroker, WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT, DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
 
 #[doc(inline)]
@@ -70,6 +72,9 @@ pub mod guide {
     #[doc = include_str!("../docs/workflows.md")]
     pub mod workflows {}
 
+    #[doc = include_str!("../docs/limits.md")]
+    pub mod limits {}
+
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
 
@@ -90,7 +95,8 @@ pub struct RepositoryReadme;
 /// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Chain, Client, Context, EnqueueOptions, Group, Inspect, Mux, RedisBroker, ScheduleOptions,
-        Scheduler, SchedulerConfig, Server, ServerConfig, Task, TaskArgs, TaskError,
+        Chain, Client, Context, EnqueueOptions, Group, Inspect, Mux, QueueLimit, RedisBroker,
+        ScheduleOptions, Scheduler, SchedulerConfig, Server, ServerConfig, Task, TaskArgs,
+        TaskError,
     };
 }

@@ -108,6 +108,9 @@ impl Inspect for Faulty {
 
 impl chronos::SampleQueues for Faulty {}
 
+// Limits nothing: every method answers unsupported, and no queue here is limited.
+impl chronos::Throttle for Faulty {}
+
 impl Flows for Faulty {
     forward! {
         finish_chain(q: &QueueName, chain: &str, result: Option<Vec<u8>>, keep: Duration) -> ();

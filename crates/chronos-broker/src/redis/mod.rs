@@ -12,6 +12,7 @@ mod runtime;
 mod sample;
 mod schedules;
 mod scripts;
+mod throttle;
 
 pub use consume::RedisReader;
 

@@ -66,6 +66,10 @@ scripts!(
     chain_next,
     group_open,
     group_report,
+    permit,
+    permit_return,
+    permit_keep,
+    admit,
 );
 
 impl Scripts {

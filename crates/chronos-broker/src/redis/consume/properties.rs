@@ -59,6 +59,7 @@ fn envelope_bytes() -> impl Strategy<Value = Vec<u8>> {
                 last_failed_at_ms: None,
                 headers: Default::default(),
                 flow: None,
+                rate_key: None,
             }
             .encode()
             .unwrap_or_default();

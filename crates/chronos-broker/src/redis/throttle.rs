@@ -1,0 +1,186 @@
+//! Rate and concurrency limits over Redis: permit.lua, permit_return.lua, permit_keep.lua and
+//! admit.lua, each one call on the queue's slot.
+
+use std::time::Duration;
+
+use fred::prelude::*;
+
+use super::{reply, RedisBroker};
+use crate::{
+    duration_ms, Admission, BrokerError, KeyRate, LeaseId, PermitLimit, Permits, QueueName,
+    Throttle, GROUP,
+};
+
+/// How long a permit receipt lives: longer than any re-send can come (commands time out after
+/// 10 s).
+const RECEIPT_TTL: Duration = Duration::from_secs(60);
+
+/// Most deliveries per admit.lua call (two keys each; Lua's `unpack` has a limit).
+const ADMIT_CHUNK: usize = 500;
+
+impl Throttle for RedisBroker {
+    async fn acquire_permits(
+        &self,
+        queue: &QueueName,
+        holder: &str,
+        want: usize,
+        limit: &PermitLimit,
+    ) -> Result<Permits, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let nonce = format!("{:016x}", rand::random::<u64>());
+        let prefix = format!("{holder}:{nonce}:");
+        let (rate, period) = rate_args(limit);
+        let args: Vec<Value> = vec![
+            (want.min(100_000) as i64).into(),
+            rate.into(),
+            period.into(),
+            i64::from(limit.burst.max(1)).into(),
+            limit.concurrency.map_or(0, i64::from).into(),
+            duration_ms(limit.token_ttl).max(1).into(),
+            prefix.as_str().into(),
+            nonce.as_str().into(),
+            duration_ms(RECEIPT_TTL).into(),
+            duration_ms(limit.poll).max(1).into(),
+        ];
+        let declared = vec![keys.rate(), keys.active(), keys.permit_receipt(holder)];
+        let row = reply::array(self.run(|s| &s.permit, declared, args).await?, "permit")?;
+        let granted = row
+            .first()
+            .map(|v| reply::int(v, "permit"))
+            .transpose()?
+            .unwrap_or(0)
+            .max(0) as usize;
+        let wait = row
+            .get(1)
+            .map(|v| reply::int(v, "permit"))
+            .transpose()?
+            .unwrap_or(0)
+            .max(0) as u64;
+        let tokens = if limit.concurrency.is_some() {
+            (1..=granted).map(|i| format!("{prefix}{i}")).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Permits {
+            granted,
+            wait: Duration::from_millis(wait),
+            tokens,
+            grant: nonce,
+        })
+    }
+
+    async fn return_permits(
+        &self,
+        queue: &QueueName,
+        holder: &str,
+        limit: &PermitLimit,
+        grant: Option<(&str, usize)>,
+        tokens: &[String],
+    ) -> Result<u64, BrokerError> {
+        let (nonce, back) = grant.unwrap_or(("", 0));
+        let (rate, period) = rate_args(limit);
+        if tokens.is_empty() && back == 0 {
+            return Ok(0);
+        }
+        let keys = self.queue_keys(queue);
+        let declared = vec![keys.rate(), keys.active(), keys.permit_receipt(holder)];
+        let mut args: Vec<Value> = Vec::with_capacity(5 + tokens.len());
+        args.push(nonce.into());
+        args.push((back as i64).into());
+        args.push(rate.into());
+        args.push(period.into());
+        args.push(duration_ms(RECEIPT_TTL).into());
+        args.extend(tokens.iter().map(|t| Value::from(t.as_str())));
+        let n = self.run(|s| &s.permit_return, declared, args).await?;
+        Ok(reply::int(&n, "permit_return")?.max(0) as u64)
+    }
+
+    async fn keep_permits(
+        &self,
+        queue: &QueueName,
+        tokens: &[String],
+        ttl: Duration,
+    ) -> Result<u64, BrokerError> {
+        if tokens.is_empty() {
+            return Ok(0);
+        }
+        let keys = self.queue_keys(queue);
+        let mut args: Vec<Value> = Vec::with_capacity(1 + tokens.len());
+        args.push(duration_ms(ttl).max(1).into());
+        args.extend(tokens.iter().map(|t| Value::from(t.as_str())));
+        let n = self
+            .run(|s| &s.permit_keep, vec![keys.active()], args)
+            .await?;
+        Ok(reply::int(&n, "permit_keep")?.max(0) as u64)
+    }
+
+    async fn admit(
+        &self,
+        queue: &QueueName,
+        deliveries: &[(LeaseId, String)],
+        limit: &KeyRate,
+    ) -> Result<Vec<Admission>, BrokerError> {
+        let mut out = Vec::with_capacity(deliveries.len());
+        for part in deliveries.chunks(ADMIT_CHUNK) {
+            out.extend(self.admit_chunk(queue, part, limit).await?);
+        }
+        Ok(out)
+    }
+}
+
+/// The rate and period (ms) script arguments of `limit` (rate 0: none).
+fn rate_args(limit: &PermitLimit) -> (i64, i64) {
+    match limit.rate {
+        Some((n, p)) => (i64::from(n), duration_ms(p).max(1)),
+        None => (0, 1000),
+    }
+}
+
+impl RedisBroker {
+    async fn admit_chunk(
+        &self,
+        queue: &QueueName,
+        deliveries: &[(LeaseId, String)],
+        limit: &KeyRate,
+    ) -> Result<Vec<Admission>, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let mut declared = Vec::with_capacity(2 + 2 * deliveries.len());
+        declared.push(keys.stream());
+        declared.push(keys.scheduled());
+        let mut args: Vec<Value> = Vec::with_capacity(3 + 2 * deliveries.len());
+        args.push(GROUP.into());
+        args.push(i64::from(limit.rate.max(1)).into());
+        args.push(duration_ms(limit.period).max(1).into());
+        for (lease, key) in deliveries {
+            crate::keys::check_rate_key(key)?;
+            declared.push(keys.task(&lease.task_id));
+            declared.push(keys.rate_key(key));
+            args.push(lease.task_id.as_str().into());
+            args.push(lease.msg_id.as_str().into());
+        }
+        let rows = reply::array(self.run(|s| &s.admit, declared, args).await?, "admit")?;
+        if rows.len() != deliveries.len() {
+            return Err(reply::bad(
+                "admit",
+                format!("{} rows for {} deliveries", rows.len(), deliveries.len()),
+            ));
+        }
+        rows.into_iter()
+            .map(|row| {
+                let cols = reply::array(row, "admit")?;
+                let code = cols.first().map(|v| reply::int(v, "admit")).transpose()?;
+                Ok(match code {
+                    Some(1) => Admission::Run,
+                    Some(0) => Admission::Deferred {
+                        due_ms: cols
+                            .get(1)
+                            .map(|v| reply::int(v, "admit"))
+                            .transpose()?
+                            .unwrap_or(0),
+                    },
+                    _ => Admission::Gone,
+                })
+            })
+            .collect()
+    }
+}

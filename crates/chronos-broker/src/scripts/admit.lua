@@ -1,0 +1,82 @@
+-- Check fetched, not yet started deliveries against their rate key's limit (starts per period
+-- per key, in fixed windows aligned to the period by Redis' clock). A delivery whose key has
+-- room takes a start from it; one whose key is full is deferred: it leaves the stream for the
+-- queue's scheduled set, due when its key's next window opens, without spending an attempt and
+-- without an error (the forwarder brings it back then).
+-- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, then 2 keys per delivery: task hash,
+--          the rate key's window (string `<window start ms>:<starts>:<deferred>`)
+-- ARGV[1]  consumer group, ARGV[2] starts per period per key, ARGV[3] period ms, then pairs:
+--          task id, stream entry id
+-- Returns: one row per delivery: {1} run it (also for a corrupt record, which start.lua then
+-- reports), {0, due ms} deferred, {-1} no longer current (deleted or settled; its entry is
+-- acked and removed).
+-- A re-sent call answers the same without counting twice: a delivery that took its start
+-- records it in the hash's `k`, and a deferred one its entry id in `d` (the settled delivery,
+-- as retry does) with state `scheduled`.
+-- Deferred deliveries of one key are spread over the windows ahead (the k-th deferred in a
+-- window is due `1 + floor(k / rate)` windows later), so a backlog of one key comes back about
+-- `rate` per window instead of all at once and again and again.
+local group, rate, period = ARGV[1], tonumber(ARGV[2]) or 1, tonumber(ARGV[3]) or 1000
+if period < 1 then period = 1 end
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local now = now_ms()
+local w = now - now % period
+-- Reads first: the hash of each task and the window of each key.
+local todo, windows = {}, {}
+for t = 0, (#ARGV - 3) / 2 - 1 do
+  local id, mid = ARGV[4 + t * 2], ARGV[5 + t * 2]
+  local tkey, kkey = KEYS[3 + t * 2], KEYS[4 + t * 2]
+  local h = read_hash(tkey, 'm', 'k', 'd', 's')
+  if windows[kkey] == nil then
+    local v = redis.pcall('GET', kkey)
+    local used, deferred = 0, 0
+    if type(v) == 'string' then
+      local vw, vn, vd = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
+      if tonumber(vw) == w then used, deferred = tonumber(vn) or 0, tonumber(vd) or 0 end
+    end
+    windows[kkey] = {used, deferred}
+  end
+  todo[#todo + 1] = {id, mid, tkey, kkey, h}
+end
+local out, touched = {}, {}
+for _, t in ipairs(todo) do
+  local id, mid, tkey, kkey, h = unpack(t)
+  if h == nil then
+    -- Not a hash: start.lua reports the corrupt record and the worker dead-letters it.
+    out[#out + 1] = {1}
+  elseif h[1] == mid then
+    if h[2] == mid then
+      out[#out + 1] = {1}
+    elseif windows[kkey][1] < rate then
+      windows[kkey][1] = windows[kkey][1] + 1
+      touched[kkey] = true
+      redis.call('HSET', tkey, 'k', mid)
+      out[#out + 1] = {1}
+    else
+      local due = w + period * (1 + math.floor(windows[kkey][2] / rate))
+      windows[kkey][2] = windows[kkey][2] + 1
+      touched[kkey] = true
+      local fields = {tkey, 's', 'scheduled', 'd', mid}
+      local env = entry_envelope(KEYS[1], mid)
+      if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+      settle_entries(KEYS[1], group, {mid})
+      redis.call('HSET', unpack(fields))
+      redis.call('HDEL', tkey, 'm')
+      redis.call('ZADD', KEYS[2], due, id)
+      out[#out + 1] = {0, due}
+    end
+  elseif h[3] == mid and h[4] == 'scheduled' then
+    local due = tonumber(redis.call('ZSCORE', KEYS[2], id)) or (w + period)
+    out[#out + 1] = {0, due}
+  else
+    settle_entries(KEYS[1], group, {mid})
+    out[#out + 1] = {-1}
+  end
+end
+for kkey in pairs(touched) do
+  local c = windows[kkey]
+  redis.call('SET', kkey, w .. ':' .. c[1] .. ':' .. c[2], 'PXAT', w + period)
+end
+return out

@@ -1,0 +1,266 @@
+//! The fetch round of a limited queue ([`crate::QueueLimit`]): permits first, then at most that
+//! many deliveries, then the per-key check; plus the loop that gives back the concurrency tokens
+//! of deliveries that ended, and the heartbeat's refresh of the tokens held.
+//!
+//! A queue without a limit never comes here: its fetch costs what it always did.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronos_broker::{Admission, BrokerError, Consume, Lease, QueueName};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use crate::metrics;
+use crate::runtime::{batches, Runtime};
+use crate::{QueueLimit, WorkerBroker};
+
+/// Most tokens given back by one call.
+const MAX_BATCH: usize = 512;
+
+/// One fetch round of limited queue `q`. `waiting` holds deliveries this fetcher took without
+/// a permit (a blocking read, which cannot ask for permits) or could not check yet: they are
+/// held (their leases kept fresh) and go first in the next round.
+pub(crate) async fn round<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    reader: &mut <B as Consume>::Reader,
+    q: usize,
+    limit: QueueLimit,
+    count: usize,
+    block: Duration,
+    waiting: &mut Vec<Lease>,
+) -> Result<(), BrokerError> {
+    let queue = &rt.queues[q].0;
+    let spec = limit.permits(rt.config.recover_min_idle);
+    let permits = if limit.needs_permits() {
+        let want = if waiting.is_empty() {
+            count
+        } else {
+            waiting.len().min(count)
+        };
+        let p = rt
+            .broker
+            .acquire_permits(queue, &rt.id, want, &spec)
+            .await?;
+        if p.granted == 0 {
+            metrics::permit_wait(queue.as_str());
+            debug!(queue = %queue, wait = ?p.wait, "no permit; waiting");
+            // Nothing to offer meanwhile: the dispatcher draws other queues.
+            rt.mark_drained(q);
+            sleep_or_stop(rt, p.wait).await;
+            return Ok(());
+        }
+        Some(p)
+    } else {
+        None
+    };
+    let granted = permits.as_ref().map_or(count, |p| p.granted);
+    let mut leases: Vec<Lease> = if waiting.is_empty() {
+        match rt
+            .broker
+            .fetch(reader, queue, &rt.id, granted, Duration::ZERO)
+            .await
+        {
+            Ok(f) => f.leases,
+            Err(e) => {
+                give_back(rt, queue, &spec, permits.as_ref(), 0).await;
+                return Err(e);
+            }
+        }
+    } else {
+        let n = granted.min(waiting.len());
+        waiting.drain(..n).collect()
+    };
+    if leases.is_empty() {
+        rt.mark_drained(q);
+        give_back(rt, queue, &spec, permits.as_ref(), 0).await;
+        // Wait for new work without holding permits: a permit held through an idle wait would
+        // start its task long after its slot, bunched with the starts of later slots. What
+        // arrives waits here for its permit in the next round, so take one at most.
+        let n = if limit.needs_permits() { 1 } else { count };
+        let f = rt.broker.fetch(reader, queue, &rt.id, n, block).await?;
+        if permits.is_some() || f.leases.is_empty() {
+            rt.hold(q, &f.leases);
+            waiting.extend(f.leases);
+            return Ok(());
+        }
+        leases = f.leases;
+    }
+    rt.hold(q, &leases);
+    let run = match admit(rt, q, limit, leases).await {
+        Ok(run) => run,
+        Err((e, back)) => {
+            give_back(rt, queue, &spec, permits.as_ref(), 0).await;
+            waiting.extend(back);
+            return Err(e);
+        }
+    };
+    if let Some(p) = &permits {
+        let used = run.len().min(p.granted);
+        if !p.tokens.is_empty() {
+            rt.set_tokens(
+                q,
+                run.iter()
+                    .map(|l| l.id.msg_id.clone())
+                    .zip(p.tokens.iter().cloned()),
+            );
+        }
+        give_back(rt, queue, &spec, Some(p), used).await;
+    }
+    if !run.is_empty() {
+        debug!(queue = %queue, n = run.len(), "fetched");
+        rt.push(q, run);
+    }
+    Ok(())
+}
+
+/// Checks keyed deliveries against the per-key limit: returns those to run; deferred and gone
+/// ones are let go. On a Redis error every delivery comes back unchecked with the error.
+async fn admit<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    limit: QueueLimit,
+    leases: Vec<Lease>,
+) -> Result<Vec<Lease>, (BrokerError, Vec<Lease>)> {
+    let Some(key_rate) = limit.key_rate() else {
+        return Ok(leases);
+    };
+    let keyed: Vec<(chronos_broker::LeaseId, String)> = leases
+        .iter()
+        .filter_map(|l| {
+            let key = l.envelope.as_ref().ok()?.rate_key.clone()?;
+            Some((l.id.clone(), key))
+        })
+        .collect();
+    if keyed.is_empty() {
+        return Ok(leases);
+    }
+    let queue = &rt.queues[q].0;
+    let answers = match rt.broker.admit(queue, &keyed, &key_rate).await {
+        Ok(a) => a,
+        Err(e) => return Err((e, leases)),
+    };
+    let mut verdict = std::collections::HashMap::with_capacity(keyed.len());
+    for ((id, _), a) in keyed.iter().zip(answers) {
+        verdict.insert(id.msg_id.clone(), a);
+    }
+    let mut deferred = 0;
+    let mut run = Vec::with_capacity(leases.len());
+    for l in leases {
+        match verdict.get(&l.id.msg_id) {
+            None | Some(Admission::Run) => run.push(l),
+            Some(Admission::Deferred { due_ms }) => {
+                debug!(task_id = %l.id.task_id, due_ms, "rate key full; task deferred");
+                deferred += 1;
+                rt.release(q, &l.id.msg_id);
+            }
+            Some(Admission::Gone) => rt.release(q, &l.id.msg_id),
+        }
+    }
+    if deferred > 0 {
+        metrics::deferred(queue.as_str(), deferred);
+    }
+    Ok(run)
+}
+
+/// Gives back what a grant did not use: its starts beyond `used`, and its spare tokens.
+async fn give_back<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    queue: &QueueName,
+    spec: &chronos_broker::PermitLimit,
+    permits: Option<&chronos_broker::Permits>,
+    used: usize,
+) {
+    let Some(p) = permits else { return };
+    let unused = p.granted.saturating_sub(used);
+    if unused == 0 {
+        return;
+    }
+    let spare = p.tokens.get(used..).unwrap_or_default();
+    if let Err(e) = rt
+        .broker
+        .return_permits(queue, &rt.id, spec, Some((&p.grant, unused)), spare)
+        .await
+    {
+        // The starts stay counted in their window, the tokens expire: the limit only errs on
+        // the strict side.
+        warn!(queue = %queue, error = %e, "could not give unused permits back");
+    }
+}
+
+/// Hands deliveries that never got a permit back to their queue (shutdown), without an attempt.
+pub(crate) async fn hand_back<B: WorkerBroker>(rt: &Runtime<B>, q: usize, waiting: Vec<Lease>) {
+    if waiting.is_empty() {
+        return;
+    }
+    let queue = &rt.queues[q].0;
+    let ids: Vec<_> = waiting.iter().map(|l| l.id.clone()).collect();
+    if let Err(e) = rt.broker.requeue(queue, &ids).await {
+        warn!(queue = %queue, error = %e, "could not return waiting tasks; they will be recovered");
+    }
+    for l in &waiting {
+        rt.release(q, &l.id.msg_id);
+    }
+}
+
+/// Gives back, in batches per queue, the concurrency tokens of deliveries that ended.
+pub(crate) async fn run<B: WorkerBroker>(
+    rt: Arc<Runtime<B>>,
+    rx: mpsc::UnboundedReceiver<(QueueName, String)>,
+) {
+    batches(
+        &rt,
+        rx,
+        MAX_BATCH,
+        |(q, _)| q,
+        |queue, items| {
+            let rt = &rt;
+            async move {
+                let tokens: Vec<String> = items.into_iter().map(|(_, t)| t).collect();
+                let spec = rt
+                    .queues
+                    .iter()
+                    .position(|(q, _)| *q == queue)
+                    .and_then(|q| rt.limits[q])
+                    .unwrap_or_default()
+                    .permits(rt.config.recover_min_idle);
+                if let Err(e) = rt
+                    .broker
+                    .return_permits(&queue, &rt.id, &spec, None, &tokens)
+                    .await
+                {
+                    warn!(queue = %queue, n = tokens.len(), error = %e, "could not give permits back; they expire");
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// Keeps the concurrency tokens of the deliveries held in limited queues alive (heartbeat).
+pub(crate) async fn keep<B: WorkerBroker>(rt: &Runtime<B>) {
+    for (q, (queue, _)) in rt.queues.iter().enumerate() {
+        if rt.limits[q].is_none_or(|l| l.concurrency.is_none()) {
+            continue;
+        }
+        let tokens = rt.tokens_of(q);
+        if tokens.is_empty() {
+            continue;
+        }
+        if let Err(e) = rt
+            .broker
+            .keep_permits(queue, &tokens, rt.config.recover_min_idle)
+            .await
+        {
+            warn!(queue = %queue, error = %e, "could not keep concurrency permits");
+        }
+    }
+}
+
+/// Sleeps `d`, or less when fetching stops.
+async fn sleep_or_stop<B: WorkerBroker>(rt: &Runtime<B>, d: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = rt.stop_fetch.cancelled() => {}
+    }
+}
