@@ -59,6 +59,47 @@ impl TaskArgs for ChargeCard {
     }
 }
 
+/// Calls a partner's API: limited to 40 starts a second for the whole cluster, and 4 a second
+/// per customer (the task's rate key).
+#[derive(Serialize, Deserialize)]
+struct SyncCrm {
+    customer: u64,
+}
+impl TaskArgs for SyncCrm {
+    const KIND: &'static str = "crm:sync";
+    fn default_options() -> EnqueueOptions {
+        EnqueueOptions::new().queue("partner")
+    }
+}
+
+/// A member of an import group: one file of a batch; its result is the rows it read.
+#[derive(Serialize, Deserialize)]
+struct ImportFile {
+    batch: u64,
+    file: u64,
+}
+impl TaskArgs for ImportFile {
+    const KIND: &'static str = "import:file";
+}
+
+/// The group's callback: runs once, when every file of the batch finished.
+#[derive(Serialize, Deserialize)]
+struct ImportDone {
+    batch: u64,
+}
+impl TaskArgs for ImportDone {
+    const KIND: &'static str = "import:done";
+}
+
+/// A runtime schedule (added through the API while the demo runs, not in code).
+#[derive(Serialize, Deserialize)]
+struct Digest {
+    team: String,
+}
+impl TaskArgs for Digest {
+    const KIND: &'static str = "digest:send";
+}
+
 /// Which part of the system this process runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Role {
@@ -227,7 +268,13 @@ async fn main() -> anyhow::Result<()> {
                 retry_delay: Arc::new(|retried, _| Duration::from_millis(500 * u64::from(retried))),
                 ..ServerConfig::default()
             }
-            .queues([("critical", 6), ("default", 3), ("low", 1)])
+            .queues([("critical", 6), ("default", 3), ("partner", 2), ("low", 1)])
+            .limit(
+                "partner",
+                QueueLimit::new()
+                    .rate(40, Duration::from_secs(1))
+                    .per_key_rate(4, Duration::from_secs(1)),
+            )
         })?
         .start()
         .await?;
@@ -245,6 +292,16 @@ async fn main() -> anyhow::Result<()> {
             },
             ScheduleOptions::new().id("reconcile"),
         )?;
+        // An operator's schedule, stored in Redis: any instance may add it, the leader fires it.
+        let digest = chronos::NewSchedule::interval(
+            "team-digest",
+            Duration::from_secs(10),
+            &Digest { team: "ops".into() },
+            ScheduleOptions::new(),
+        )?;
+        chronos::RuntimeSchedules::new(broker.clone())
+            .add(digest)
+            .await?;
         Some(scheduler.start().await?)
     } else {
         None
@@ -384,7 +441,7 @@ async fn console(
     Ok(stop)
 }
 
-/// The handlers of the demo's four task kinds.
+/// The handlers of the demo's task kinds.
 fn demo_mux(reconciled: Arc<AtomicU64>) -> anyhow::Result<Mux> {
     let mut mux = Mux::new();
     // Emails: quick, and one in twenty fails once (a flaky SMTP relay) and is retried.
@@ -414,6 +471,27 @@ fn demo_mux(reconciled: Arc<AtomicU64>) -> anyhow::Result<Mux> {
         tokio::time::sleep(Duration::from_millis(5)).await;
         Ok(())
     })?;
+    mux.handle(|_ctx: Context, _t: Task<SyncCrm>| async move {
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        Ok(())
+    })?;
+    // Import files return the rows they read; one file in ten of a batch is corrupt.
+    mux.handle(|_ctx: Context, t: Task<ImportFile>| async move {
+        if t.args.file % 10 == 7 {
+            return Err(TaskError::skip_retry("corrupt file"));
+        }
+        Ok(100 * (t.args.file + 1))
+    })?;
+    mux.handle(|ctx: Context, t: Task<ImportDone>| async move {
+        if let Some(g) = ctx.group() {
+            println!(
+                "import batch {}: {} files read, {} failed (group callback, run once)",
+                t.args.batch, g.succeeded, g.failed
+            );
+        }
+        Ok(())
+    })?;
+    mux.handle(|_ctx: Context, _t: Task<Digest>| async move { Ok(()) })?;
     // Fired every second by the scheduler.
     mux.handle(move |_ctx: Context, _t: Task<Reconcile>| {
         let r = reconciled.clone();
@@ -511,6 +589,23 @@ async fn produce(
                     .map(|_| ())?,
             }
             enqueued.fetch_add(1, Ordering::Relaxed);
+        }
+        // Every 5 s: a partner sync per customer of ten, and an import batch of 20 files as a
+        // group whose callback runs once they all finished.
+        if n % (per_tick * 50) < per_tick {
+            let batch = n / (per_tick * 50);
+            for customer in 0..10 {
+                client
+                    .enqueue(
+                        &SyncCrm { customer },
+                        EnqueueOptions::new().rate_key(format!("customer-{customer}")),
+                    )
+                    .await?;
+            }
+            let group = Group::new(&ImportDone { batch }, EnqueueOptions::new())
+                .members((0..20).map(|file| (ImportFile { batch, file }, EnqueueOptions::new())));
+            client.enqueue_group(group).await?;
+            enqueued.fetch_add(31, Ordering::Relaxed);
         }
     }
 }
