@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::DecodeError;
 
@@ -23,7 +24,7 @@ pub enum DeadLetter {
 /// The fields that change while the task lives (`retried`, `last_error`, `last_failed_at_ms`)
 /// are kept beside the envelope in the task's hash and merged in when the task is read, so a
 /// retry never rewrites the payload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct TaskEnvelope {
     /// Task id, unique within its queue.
     pub id: String,
@@ -62,10 +63,61 @@ pub struct TaskEnvelope {
     /// with None.
     #[serde(default)]
     pub rate_key: Option<String>,
-    /// The task's place in a chain or group ([`crate::Flow`]); None for a plain task (which
-    /// then costs one nil byte). Boxed, so a plain envelope stays small in memory.
+    /// The task's place in a chain or group ([`crate::Flow`]); None for a plain task. Boxed, so
+    /// a plain envelope stays small in memory.
     #[serde(default)]
     pub flow: Option<Box<crate::Flow>>,
+}
+
+/// Fields every envelope has; the appended ones follow only when set.
+const BASE_FIELDS: usize = 15;
+
+/// Writes the fields in order, and the appended ones (`rate_key`, `flow`) only up to the last
+/// that is set: a plain task's envelope is then exactly what versions before them wrote, so a
+/// worker not yet upgraded still reads what an upgraded producer enqueues (a reader refuses
+/// an array longer than its struct), and it costs no byte for features it does not use.
+impl Serialize for TaskEnvelope {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let len = if self.flow.is_some() {
+            BASE_FIELDS + 2
+        } else if self.rate_key.is_some() {
+            BASE_FIELDS + 1
+        } else {
+            BASE_FIELDS
+        };
+        let mut st = s.serialize_struct("TaskEnvelope", len)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("kind", &self.kind)?;
+        st.serialize_field("queue", &self.queue)?;
+        st.serialize_field("payload", &Bytes(&self.payload))?;
+        st.serialize_field("retried", &self.retried)?;
+        st.serialize_field("max_retry", &self.max_retry)?;
+        st.serialize_field("timeout_ms", &self.timeout_ms)?;
+        st.serialize_field("deadline_ms", &self.deadline_ms)?;
+        st.serialize_field("unique_key", &self.unique_key)?;
+        st.serialize_field("retention_ms", &self.retention_ms)?;
+        st.serialize_field("dead_letter", &self.dead_letter)?;
+        st.serialize_field("enqueued_at_ms", &self.enqueued_at_ms)?;
+        st.serialize_field("last_error", &self.last_error)?;
+        st.serialize_field("last_failed_at_ms", &self.last_failed_at_ms)?;
+        st.serialize_field("headers", &self.headers)?;
+        if len > BASE_FIELDS {
+            st.serialize_field("rate_key", &self.rate_key)?;
+        }
+        if len > BASE_FIELDS + 1 {
+            st.serialize_field("flow", &self.flow)?;
+        }
+        st.end()
+    }
+}
+
+/// A byte slice written as a MessagePack bin (see `bytes_field`).
+struct Bytes<'a>(&'a [u8]);
+
+impl Serialize for Bytes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
 }
 
 impl TaskEnvelope {
@@ -165,13 +217,57 @@ mod tests {
     fn envelopes_written_before_the_flow_field_still_decode() {
         let env = sample();
         let bytes = env.encode().expect("encode");
-        // Today's 17 fields: array16 header (0xdc 0x00 0x11), the last one a nil flow. The
-        // envelope of the version before is the same without that field: an array of 16.
-        assert_eq!(&bytes[1..4], &[0xdc, 0x00, 0x11]);
-        assert_eq!(bytes.last(), Some(&0xc0));
-        let mut old = vec![ENVELOPE_VERSION, 0xdc, 0x00, 0x10];
-        old.extend_from_slice(&bytes[4..bytes.len() - 1]);
-        assert_eq!(TaskEnvelope::decode(&old).expect("decode"), env);
+        // With a rate key but no flow: 16 fields (array16 header 0xdc 0x00 0x10), no trailing
+        // nil for the flow, so a reader of the version before flows reads it.
+        assert_eq!(&bytes[1..4], &[0xdc, 0x00, 0x10]);
+        assert_eq!(TaskEnvelope::decode(&bytes).expect("decode"), env);
+        // A plain task: exactly the 15 fields of the first version (a fixarray of 15).
+        let plain = TaskEnvelope {
+            rate_key: None,
+            ..env.clone()
+        };
+        let bytes = plain.encode().expect("encode");
+        assert_eq!(bytes[1], 0x9f);
+        assert_eq!(TaskEnvelope::decode(&bytes).expect("decode"), plain);
+    }
+
+    #[test]
+    fn a_reader_of_the_first_version_reads_a_plain_task_of_today() {
+        // The first version's reader: a struct of exactly 15 fields, which refuses a longer
+        // array. A worker not yet upgraded must read what an upgraded producer enqueues.
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct FirstVersion(
+            String,
+            String,
+            String,
+            #[serde(with = "super::bytes_field")] Vec<u8>,
+            u32,
+            u32,
+            Option<u64>,
+            Option<i64>,
+            Option<String>,
+            Option<u64>,
+            DeadLetter,
+            i64,
+            Option<String>,
+            Option<i64>,
+            BTreeMap<String, String>,
+        );
+        let plain = TaskEnvelope {
+            rate_key: None,
+            flow: None,
+            ..sample()
+        };
+        let bytes = plain.encode().expect("encode");
+        let old: FirstVersion = rmp_serde::from_slice(&bytes[1..]).expect("first version reads it");
+        assert_eq!(old.0, plain.id);
+        // With a rate key the array is longer: that reader refuses it (a task that needs a
+        // newer worker is not misread).
+        let keyed = sample();
+        assert!(keyed.rate_key.is_some());
+        let bytes = keyed.encode().expect("encode");
+        assert!(rmp_serde::from_slice::<FirstVersion>(&bytes[1..]).is_err());
     }
 
     #[test]

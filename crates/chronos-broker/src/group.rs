@@ -34,7 +34,11 @@ const MEMBER_BATCH: usize = 5_000;
 /// workers were lost too often). A member whose envelope no longer decodes cannot name its
 /// group and is never counted: the group then does not fire (and expires with its TTL).
 /// The first outcome reported for a member counts: a dead-lettered member that an operator runs
-/// again does not change its group's counts.
+/// again does not change its group's counts, and neither does a member reported failed whose
+/// dead letter then found its lease stale and that succeeded on its next delivery.
+/// An operator who deletes, archives or cancels a member that has not finished (inspector,
+/// CLI, console) takes it out of the count: the group then does not fire. Run such a member
+/// again instead, or enqueue a new group.
 /// Members take no task id and no unique lock; the callback takes no unique lock, and its run
 /// time options are ignored (it runs when the group finishes).
 #[derive(Debug)]
@@ -140,8 +144,11 @@ impl<B: Enqueue + Flows> Client<B> {
     /// Creates the group's record, then enqueues its members (in batches). Fails with
     /// [`BrokerError::InvalidOption`] for a group without members, and as [`Client::enqueue`]
     /// does for a member that cannot be enqueued. Calling it again with the same
-    /// [`Group::id`] after an error is safe: the record and members already written are
-    /// recognised, not doubled.
+    /// [`Group::id`] after an error is safe for the group: the record is recognised, and the
+    /// members still waiting or running are not doubled. A member that already finished and was
+    /// deleted (no retention) is written and run again; its group does not count it twice (the
+    /// first outcome reported for a member stands), but its handler runs twice, as under
+    /// at-least-once delivery.
     pub async fn enqueue_group(&self, group: Group) -> Result<GroupInfo, BrokerError> {
         if group.members.is_empty() {
             return Err(BrokerError::InvalidOption(

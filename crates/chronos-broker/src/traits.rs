@@ -555,19 +555,30 @@ pub trait Schedules: Send + Sync {
 /// refuses an id that a schedule registered in code uses, so the two sources never share one.
 /// Validation (spec, zone, queue, options) is the scheduler's job: use its typed front
 /// (`chronos_scheduler::RuntimeSchedules`), not these methods, unless you wrap a broker.
+///
+/// The reads default to "none stored" and the writes to [`BrokerError::Unsupported`], so a
+/// wrapper or store without runtime schedules is `impl ManageSchedules for W {}`, and its
+/// schedulers fire the schedules registered in code only.
 pub trait ManageSchedules: Send + Sync {
     /// The revision of the stored set: it grows with every change that wrote something (0
     /// before the first). One cheap read, for polling.
-    fn schedule_revision(&self) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+    fn schedule_revision(&self) -> impl Future<Output = Result<u64, BrokerError>> + Send {
+        async { Ok(0) }
+    }
 
     /// Every stored definition, by id. Entries that do not decode are skipped (and logged).
-    fn schedule_defs(&self) -> impl Future<Output = Result<Vec<StoredDef>, BrokerError>> + Send;
+    fn schedule_defs(&self) -> impl Future<Output = Result<Vec<StoredDef>, BrokerError>> + Send {
+        async { Ok(Vec::new()) }
+    }
 
     /// One stored definition.
     fn schedule_def(
         &self,
         id: &str,
-    ) -> impl Future<Output = Result<Option<StoredDef>, BrokerError>> + Send;
+    ) -> impl Future<Output = Result<Option<StoredDef>, BrokerError>> + Send {
+        let _ = id;
+        async { Ok(None) }
+    }
 
     /// Compare-and-set of one definition: when the stored bytes of `id` are `expected` (None:
     /// absent), writes `new` (None: deletes) and bumps the revision. Idempotent: when the store
@@ -579,7 +590,10 @@ pub trait ManageSchedules: Send + Sync {
         id: &str,
         expected: Option<&[u8]>,
         new: Option<&ScheduleDef>,
-    ) -> impl Future<Output = Result<PutOutcome, BrokerError>> + Send;
+    ) -> impl Future<Output = Result<PutOutcome, BrokerError>> + Send {
+        let _ = (id, expected, new);
+        async { Err(BrokerError::Unsupported("runtime schedules")) }
+    }
 
     /// Enqueues `task` for schedule `schedule_id` now, once per `request`: a second call with
     /// the same request (a re-sent call, or a user retrying) within a day answers
@@ -592,7 +606,10 @@ pub trait ManageSchedules: Send + Sync {
         schedule_id: &str,
         request: &str,
         task: NewTask,
-    ) -> impl Future<Output = Result<FireOutcome, BrokerError>> + Send;
+    ) -> impl Future<Output = Result<FireOutcome, BrokerError>> + Send {
+        let _ = (queue, schedule_id, request, task);
+        async { Err(BrokerError::Unsupported("runtime schedules")) }
+    }
 
     /// Forgets the fire state (last fired, last task, first registration) of removed
     /// schedules of `queue`, so an id added again starts afresh.
@@ -600,7 +617,10 @@ pub trait ManageSchedules: Send + Sync {
         &self,
         queue: &QueueName,
         schedule_ids: &[String],
-    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        let _ = (queue, schedule_ids);
+        async { Err(BrokerError::Unsupported("runtime schedules")) }
+    }
 }
 
 /// Everything the worker runtime and the scheduler need; implemented for every type that has

@@ -118,6 +118,10 @@ impl<T: TaskArgs, H: Handler<T>> Erased for Typed<T, H> {
 /// Encodes a handler's result; `()` and `None` (MessagePack nil) mean "no result". A value
 /// that does not encode fails the attempt without a retry: running it again would not help.
 pub(crate) fn encode_output<R: Serialize>(output: &R) -> Result<Option<Vec<u8>>, TaskError> {
+    // `()` and other zero-sized results carry nothing: spare the encoding on every plain task.
+    if std::mem::size_of::<R>() == 0 {
+        return Ok(None);
+    }
     let bytes = rmp_serde::to_vec_named(output)
         .map_err(|e| TaskError::skip_retry(format!("the handler's result does not encode: {e}")))?;
     Ok((bytes != [0xc0]).then_some(bytes))

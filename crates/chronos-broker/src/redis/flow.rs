@@ -82,7 +82,9 @@ impl Flows for RedisBroker {
         result: Option<Vec<u8>>,
         keep: Duration,
     ) -> Result<(), BrokerError> {
-        // One SET: atomic and idempotent by itself (a re-run writes the same record).
+        // One SET NX: atomic, and the first run's result stands (a last step run again after a
+        // crash before its ack, or a re-sent call, changes nothing), as a group keeps the first
+        // outcome of a member.
         let mut value = Vec::with_capacity(1 + result.as_ref().map_or(0, Vec::len));
         match result {
             Some(r) => {
@@ -98,7 +100,7 @@ impl Flows for RedisBroker {
                 self.queue_keys(queue).chain_end(chain_id),
                 Value::Bytes(value.into()),
                 Some(Expiration::PX(duration_ms(keep).max(1))),
-                None,
+                Some(SetOptions::NX),
                 false,
             )
             .await?;
