@@ -659,7 +659,7 @@ async fn reclaim_dead_letters_wait_in_the_outbox_until_acknowledged_and_a_discar
         .expect("outbox")
         .is_empty());
     assert_eq!(
-        b.ack_reclaimed(&queue, &[kept.id.clone()])
+        b.ack_reclaimed(&queue, std::slice::from_ref(&kept.id))
             .await
             .expect("ack"),
         0
