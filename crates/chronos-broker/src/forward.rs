@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use crate::{
     ActionOutcome, BrokerError, BulkReport, ChainInfo, ChainStatus, Completion, Consume,
-    Coordinate, DeadOutcome, Enqueue, Fetched, FireOutcome, FireState, Flows, GroupCreated,
-    GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId, Maintain,
-    ManageSchedules, MemberOutcome, MemberPage, MemberReport, NewTask, Operate, PutOutcome,
-    QueueName, QueueStats, Reclaimed, Results, ScheduleDef, ScheduleEntry, SchedulerMetrics,
-    Schedules, ServerRecord, StartOutcome, StoredDef, TaskAction, TaskFilter, TaskInfo,
-    TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
+    Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, FireOutcome, FireState, Flows,
+    GroupCreated, GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
+    Maintain, ManageSchedules, MemberOutcome, MemberPage, MemberReport, NewTask, Operate,
+    PutOutcome, QueueName, QueueStats, Reclaimed, Results, ScheduleDef, ScheduleEntry,
+    SchedulerMetrics, Schedules, ServerRecord, StartOutcome, StoredDef, TaskAction, TaskFilter,
+    TaskInfo, TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:
@@ -76,6 +76,8 @@ forward!(Maintain {
     fn remove_server(&self, id: &str) -> Result<(), BrokerError>;
     fn remove_consumer(&self, queue: &QueueName, consumer: &str) -> Result<bool, BrokerError>;
     fn cancel_requested(&self, queue: &QueueName, msg_ids: &[String]) -> Result<Vec<String>, BrokerError>;
+    fn reclaimed_dead(&self, queue: &QueueName, limit: usize) -> Result<Vec<DeadTask>, BrokerError>;
+    fn ack_reclaimed(&self, queue: &QueueName, task_ids: &[String]) -> Result<u64, BrokerError>;
 });
 
 forward!(Coordinate {

@@ -31,7 +31,10 @@ const MEMBER_BATCH: usize = 5_000;
 /// [`Client::group_results`] (in pages, never inside the callback's envelope).
 ///
 /// A member counts as failed when it is dead-lettered by its worker or by the recoverer (its
-/// workers were lost too often). A member whose envelope no longer decodes cannot name its
+/// workers were lost too often). The recoverer's dead letter is recorded in the queue's reclaim
+/// outbox in the same script, and reported from there until a report succeeds, so a recoverer
+/// that dies right after the dead letter still leaves the member counted (by the next pass of
+/// any server's recoverer). A member whose envelope no longer decodes cannot name its
 /// group and is never counted: the group then does not fire (and expires with its TTL).
 /// The first outcome reported for a member counts: a dead-lettered member that an operator runs
 /// again does not change its group's counts, and neither does a member reported failed whose

@@ -214,6 +214,12 @@ impl QueueKeys {
         format!("{}d:{id}", self.prefix)
     }
 
+    /// The reclaim outbox: tasks the recoverer dead-lettered (task id -> `1` discarded or `0`
+    /// archived, then the envelope) whose flow reports are not yet acknowledged.
+    pub fn reclaimed(&self) -> String {
+        format!("{}reclaimed", self.prefix)
+    }
+
     /// The receipt of one enqueue call (named by a token random per call): the first run's
     /// codes, so a client's re-send of the call answers the same and writes nothing.
     pub fn enqueue_receipt(&self, token: &str) -> String {

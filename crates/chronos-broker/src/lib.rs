@@ -86,10 +86,13 @@
 //!   the record's `fired` flag: exactly once. Cost: one script call per member, O(1) each;
 //!   100k members cost 100k small hash fields (results only with `collect_results`), expiring
 //!   with the group's TTL (7 days by default, renewed when the callback fires).
-//! * What is not covered: a member dead-lettered by the recoverer is reported right after the
-//!   reclaim script (a worker that dies between the two leaves its group one short); a member
-//!   whose envelope does not decode cannot name its group; a chain step or member an operator
-//!   deletes never reports.
+//! * A member dead-lettered by the recoverer (its workers were lost) is recorded in the queue's
+//!   reclaim outbox (`reclaimed`) by the same script that dead-letters it; the recoverer
+//!   reports it to its group and only then removes the entry ([`Maintain::reclaimed_dead`],
+//!   [`Maintain::ack_reclaimed`]), on every pass, including entries an earlier pass left (a
+//!   recoverer that died in between, a lost reply, a report that failed).
+//! * What is not covered: a member whose envelope does not decode cannot name its group; a
+//!   chain step or member an operator deletes never reports.
 //!
 //! # Redis must not evict
 //! An evicted task hash or stream entry is a task lost without a trace, and an evicted lock or
@@ -112,7 +115,8 @@
 //! | `<ns>:{<q>}:completed` | zset | retained task ids by expiry ms | complete with retention | janitor once expired |
 //! | `<ns>:{<q>}:u:<sha256>` | string | id of the task holding the unique lock | unique enqueue | complete, dead-letter, or its TTL |
 //! | `<ns>:{<q>}:processed`, `<ns>:{<q>}:failed` | string | lifetime counters | complete; retry and dead-letter | never (one integer each) |
-//! | `<ns>:{<q>}:d:<id>` | string | discard marker `<entry id>\|` of a dead-lettered task that was dropped | dead-letter | its TTL (the idempotency window) |
+//! | `<ns>:{<q>}:d:<id>` | string | discard marker of a dead-lettered task that was dropped: `<entry id>\|` (its worker's dead-letter call), `~<entry id>` (the recoverer's reclaim, which a worker's late call must not take for its own) | dead-letter, reclaim | its TTL (the idempotency window) |
+//! | `<ns>:{<q>}:reclaimed` | hash | reclaim outbox: task id -> `1` (discarded) or `0` (archived), then the envelope, of every task the recoverer dead-lettered and has not yet reported to its group | reclaim (same script as the dead letter; TTL 7 days set again on each write) | the recoverer after reporting (`Maintain::ack_reclaimed`, at once for non-members), or its TTL |
 //! | `<ns>:{<q>}:e:<token>` | string | receipt of one enqueue call: one code per task of the call | enqueue | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:c:<consumer>` | string | fetch receipt `<nonce>:<entry ids>` of the consumer's last fetch that delivered anything | claim | its TTL (60 s) |
 //! | `<ns>:{<q>}:fl:<id>` | string | marker that chain step `<id>` was enqueued by its predecessor | `Flows::enqueue_successor` (script `chain_next`) | its TTL (7 days, [`SUCCESSOR_MARKER_TTL`]) |

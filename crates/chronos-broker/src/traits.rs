@@ -290,7 +290,9 @@ pub trait Maintain: Send + Sync {
 
     /// Reclaims up to `limit` deliveries idle longer than `min_idle`, wherever they are in the
     /// queue's pending list: each started one counts as a failed attempt and is re-queued or
-    /// dead-lettered; one never started is re-queued without an attempt.
+    /// dead-lettered; one never started is re-queued without an attempt. Every task it
+    /// dead-letters is also kept for [`Maintain::reclaimed_dead`] until acknowledged, so its
+    /// group hears of it even when this answer is lost.
     fn reclaim_idle(
         &self,
         queue: &QueueName,
@@ -354,6 +356,33 @@ pub trait Maintain: Send + Sync {
     ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send {
         let _ = (queue, msg_ids);
         async { Ok(Vec::new()) }
+    }
+
+    /// Up to about `limit` tasks of `queue` that [`Maintain::reclaim_idle`] dead-lettered and
+    /// whose entry was not yet acknowledged with [`Maintain::ack_reclaimed`]: the same step that
+    /// dead-letters a task records it in an outbox, so a recoverer that died before reporting
+    /// it to its group (or whose reply was lost) leaves it for the next pass of any recoverer.
+    /// It includes the tasks of a reclaim that is still being reported elsewhere (reports must
+    /// be idempotent). The default answers none: a store without an outbox, or a wrapper
+    /// written before it existed (a wrapper should forward it).
+    fn reclaimed_dead(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<DeadTask>, BrokerError>> + Send {
+        let _ = (queue, limit);
+        async { Ok(Vec::new()) }
+    }
+
+    /// Removes these task ids from the outbox of [`Maintain::reclaimed_dead`] once their
+    /// reports are done; returns how many were there. Removing an id twice is harmless.
+    fn ack_reclaimed(
+        &self,
+        queue: &QueueName,
+        task_ids: &[String],
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send {
+        let _ = (queue, task_ids);
+        async { Ok(0) }
     }
 }
 

@@ -320,3 +320,40 @@ async fn requeue_forward_and_reclaim_whose_replies_are_lost_move_each_task_once(
     let stats = rig.direct.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.pending, stats.retry), (1, 0));
 }
+
+#[tokio::test]
+async fn a_reclaim_dead_letter_whose_reply_is_lost_stays_in_the_outbox() {
+    let rig = rig().await;
+    let queue = q("default");
+    let info = Client::new(rig.direct.clone())
+        .enqueue(&email(1), EnqueueOptions::new().max_retry(0))
+        .await
+        .expect("enqueue");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+    take(
+        &rig.via,
+        &mut reader,
+        &queue,
+        "gone",
+        1,
+        Duration::from_millis(200),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    rig.lose_reply_of("reclaim");
+    let r = rig
+        .via
+        .reclaim_idle(&queue, Duration::from_millis(50), 10)
+        .await
+        .expect("reclaim");
+    rig.assert_lost(1);
+    // The re-sent call found nothing left to reclaim: its answer names no dead letter, but the
+    // first run's outbox entry still does, so its group can still be told.
+    assert!(r.dead.is_empty(), "{:?}", r.dead);
+    let left = rig.direct.reclaimed_dead(&queue, 10).await.expect("outbox");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].task_id, info.id);
+    assert!(left[0].envelope.is_ok());
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 1));
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chronos_broker::{
     decode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome, EnqueueOptions,
-    Inspect, Maintain, QueueName, TaskState,
+    Inspect, Maintain, QueueName, Results, TaskOutcome, TaskState,
 };
 use common::{broker, email, take, Email};
 
@@ -598,4 +598,86 @@ async fn reclaiming_a_delivery_that_never_reached_a_handler_spends_no_attempt() 
     let mut reader = b.open_reader().await.expect("reader");
     let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
     assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").retried, 0);
+}
+
+#[tokio::test]
+async fn reclaim_dead_letters_wait_in_the_outbox_until_acknowledged_and_a_discard_reads_failed() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("rco");
+    let kept = client
+        .enqueue(&email(1), EnqueueOptions::new().queue("rco").max_retry(0))
+        .await
+        .expect("enqueue");
+    let dropped = client
+        .enqueue(
+            &email(2),
+            EnqueueOptions::new()
+                .queue("rco")
+                .max_retry(0)
+                .discard_on_dead_letter(),
+        )
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(
+        &b,
+        &mut reader,
+        &queue,
+        "gone",
+        2,
+        Duration::from_millis(100),
+    )
+    .await;
+    b.close_reader(reader).await;
+    assert_eq!(f.leases.len(), 2);
+    let idle = Duration::from_millis(50);
+    tokio::time::sleep(idle * 2).await;
+    let r = b.reclaim_idle(&queue, idle, 100).await.expect("reclaim");
+    assert_eq!(r.dead.len(), 2);
+
+    // Both wait in the outbox, with their envelopes, whatever the caller does with the answer.
+    let mut left = b.reclaimed_dead(&queue, 100).await.expect("outbox");
+    left.sort_by_key(|d| d.task_id == dropped.id);
+    let got: Vec<_> = left
+        .iter()
+        .map(|d| (d.task_id.clone(), d.discarded))
+        .collect();
+    assert_eq!(got, [(kept.id.clone(), false), (dropped.id.clone(), true)]);
+    for d in &left {
+        let env = d.envelope.as_ref().expect("outbox envelope decodes");
+        assert_eq!(env.id, d.task_id);
+    }
+    let acked = b
+        .ack_reclaimed(&queue, &[kept.id.clone(), dropped.id.clone()])
+        .await
+        .expect("ack");
+    assert_eq!(acked, 2);
+    assert!(b
+        .reclaimed_dead(&queue, 100)
+        .await
+        .expect("outbox")
+        .is_empty());
+    assert_eq!(
+        b.ack_reclaimed(&queue, std::slice::from_ref(&kept.id))
+            .await
+            .expect("ack"),
+        0
+    );
+
+    // The discarded one reads as failed, not unknown; the lost worker's late dead letter of
+    // the same delivery finds it stale, not settled by itself.
+    match b.outcome(&queue, &dropped.id).await.expect("outcome") {
+        TaskOutcome::Failed { .. } => {}
+        other => panic!("a discarded dead letter reads {other:?}"),
+    }
+    let lease = f
+        .leases
+        .iter()
+        .find(|l| l.id.task_id == dropped.id)
+        .expect("lease");
+    assert_eq!(
+        b.dead_letter(&lease.id, "late", true).await.expect("dead"),
+        DeadOutcome::Stale
+    );
 }

@@ -52,9 +52,10 @@ pub(crate) async fn succeeded<B: Flows>(
     Ok(())
 }
 
-/// Before a member is dead-lettered (by its worker or the recoverer): count it as failed. An
-/// error means it was not counted: the caller must not dead-letter it (the recoverer will
-/// deliver it again).
+/// Counts a member as failed: before its worker dead-letters it, or after the recoverer did
+/// (from the reclaim outbox, whose entry stays until this succeeded). An error means it was not
+/// counted: a worker must not dead-letter it (the recoverer will deliver it again), the
+/// recoverer keeps the outbox entry for its next pass.
 pub(crate) async fn failed<B: Flows>(
     broker: &B,
     env: &TaskEnvelope,

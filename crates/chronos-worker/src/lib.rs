@@ -48,7 +48,9 @@
 //!   leaves the task to be delivered again, whose second run enqueues no second successor and
 //!   counts no second time; a group's callback is enqueued exactly once. Plain tasks make no
 //!   such call. A member the recoverer dead-letters (its workers were lost too often) is counted
-//!   as failed right after the reclaim.
+//!   as failed from the queue's reclaim outbox, which the dead-lettering script writes in the
+//!   same step: a recoverer that dies before counting it leaves it to the next pass of any
+//!   server's recoverer.
 //! * [`ServerHandle::shutdown`] loses nothing: unstarted tasks go back without spending an
 //!   attempt, running ones get `shutdown_timeout`, then are cancelled and retried.
 //!

@@ -1,10 +1,11 @@
 //! Takes deliveries whose worker stopped heartbeating (crashed, frozen, cut off) and re-queues
-//! them, or dead-letters those with no attempt left.
+//! them, or dead-letters those with no attempt left; then reports the dead-lettered group
+//! members to their groups, from the broker's reclaim outbox (see `drain`).
 
 use std::sync::Arc;
 
-use chronos_broker::LeaseId;
-use tracing::{info, warn};
+use chronos_broker::{DecodeError, LeaseId, QueueName, TaskEnvelope};
+use tracing::{debug, info, warn};
 
 use crate::executor::notify_dead;
 use crate::runtime::{every, Runtime};
@@ -20,6 +21,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
 
 async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
     for (queue, _) in &rt.queues {
+        let mut reported = Vec::new();
         match rt
             .broker
             .reclaim_idle(queue, rt.config.recover_min_idle, PER_PASS)
@@ -32,17 +34,75 @@ async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
                 }
                 for dead in r.dead {
                     let id = LeaseId::new(queue.clone(), dead.task_id, String::new());
-                    let reason = "worker lost on the last allowed attempt";
-                    // Already dead-lettered by the reclaim script: a group member is counted now.
-                    if let Ok(env) = &dead.envelope {
-                        if let Err(e) = crate::flow::failed(&rt.broker, env, reason).await {
-                            warn!(task_id = %id.task_id, error = %e, "could not count a lost group member as failed; its group will not fire");
-                        }
+                    if count_failed(rt, &id.task_id, &dead.envelope).await {
+                        reported.push(id.task_id.clone());
                     }
-                    notify_dead(rt, &id, dead.envelope.ok(), reason, dead.discarded).await;
+                    notify_dead(rt, &id, dead.envelope.ok(), LOST, dead.discarded).await;
                 }
             }
             Err(e) => warn!(queue = %queue, error = %e, "recovery failed"),
+        }
+        drain(rt, queue, reported).await;
+    }
+}
+
+/// Why a task the recoverer dead-lettered failed, as its group records it.
+const LOST: &str = "worker lost on the last allowed attempt";
+
+/// Most left-over outbox entries reported per queue per pass.
+const OUTBOX_PER_PASS: usize = 1000;
+
+/// Acknowledges the outbox entries of this pass's dead letters that were reported, then
+/// reports what earlier passes left there: the reclaim script records every dead letter in the
+/// outbox in the same step, so a recoverer that died (or lost the reclaim's reply, or failed
+/// to report) before this point leaves its group members to be counted now. Reports are
+/// idempotent, so an entry another recoverer is reporting at the same time costs nothing.
+/// Left-over entries are not passed to the dead-letter hook: the task was dead-lettered by
+/// another pass, which may have called it already.
+async fn drain<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, mut done: Vec<String>) {
+    if let Err(e) = rt.broker.ack_reclaimed(queue, &done).await {
+        warn!(queue = %queue, error = %e, "could not clear the reclaim outbox; the next pass does");
+    }
+    let left = match rt.broker.reclaimed_dead(queue, OUTBOX_PER_PASS).await {
+        Ok(left) => left,
+        Err(e) => {
+            warn!(queue = %queue, error = %e, "could not read the reclaim outbox");
+            return;
+        }
+    };
+    done.clear();
+    for dead in left {
+        if count_failed(rt, &dead.task_id, &dead.envelope).await {
+            done.push(dead.task_id);
+        }
+    }
+    if done.is_empty() {
+        return;
+    }
+    match rt.broker.ack_reclaimed(queue, &done).await {
+        Ok(n) => debug!(queue = %queue, n, "reported left-over dead letters of a reclaim"),
+        Err(e) => {
+            warn!(queue = %queue, error = %e, "could not clear the reclaim outbox; the next pass does")
+        }
+    }
+}
+
+/// Counts a dead-lettered group member as failed. False when the report failed (the outbox
+/// entry stays for the next pass); a task that is no member, or whose envelope does not
+/// decode (it cannot name its group), needs nothing.
+async fn count_failed<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    task_id: &str,
+    env: &Result<TaskEnvelope, DecodeError>,
+) -> bool {
+    let Ok(env) = env else {
+        return true;
+    };
+    match crate::flow::failed(&rt.broker, env, LOST).await {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(task_id, error = %e, "could not count a lost group member as failed; the next recovery pass tries again");
+            false
         }
     }
 }

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chronos_broker::{Chain, ChainStatus, Client, EnqueueOptions, Group, Inspect, TaskArgs};
+use chronos_broker::{
+    Chain, ChainStatus, Client, Consume, EnqueueOptions, Group, Inspect, Maintain, TaskArgs,
+};
 use chronos_worker::{Context, Mux, Server, Task, TaskError};
 use common::{broker, eventually, fast_config, q, Job};
 use serde::{Deserialize, Serialize};
@@ -229,4 +231,118 @@ async fn a_test_context_gives_chain_steps_and_group_callbacks_their_workflow() {
         ("g1", 9, 7, 2)
     );
     assert_eq!(ctx.parent_result::<u64>().expect("decodes"), None);
+}
+
+#[tokio::test]
+async fn a_member_the_recoverer_dead_lettered_is_counted_even_when_it_died_before_reporting() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let group = Group::new(&Done, EnqueueOptions::new().queue("lostcb"))
+        .member(&job(1), EnqueueOptions::new().queue("lostm").max_retry(0));
+    let info = client.enqueue_group(group).await.expect("group");
+
+    // A worker takes the member, starts it and is lost: no heartbeat, no settle.
+    let members = q("lostm");
+    b.ensure_queue(&members).await.expect("queue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(
+            &mut reader,
+            &members,
+            "ghost",
+            1,
+            Duration::from_millis(100),
+        )
+        .await
+        .expect("fetch");
+    b.close_reader(reader).await;
+    let leases: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
+    assert_eq!(leases.len(), 1);
+    b.start(&members, &leases).await.expect("start");
+
+    // A recoverer dead-letters it and dies before reporting it to its group.
+    let idle = Duration::from_millis(30);
+    let dead = Arc::new(Mutex::new(Vec::new()));
+    eventually(
+        Duration::from_secs(10),
+        "the member is dead-lettered",
+        || {
+            let (b, members, dead) = (b.clone(), members.clone(), dead.clone());
+            async move {
+                let r = b.reclaim_idle(&members, idle, 10).await.expect("reclaim");
+                dead.lock().expect("lock").extend(r.dead);
+                !dead.lock().expect("lock").is_empty()
+            }
+        },
+    )
+    .await;
+    assert_eq!(dead.lock().expect("lock").len(), 1);
+    let state = client
+        .group_status(&info)
+        .await
+        .expect("status")
+        .expect("group");
+    assert_eq!(
+        (state.failed, state.fired),
+        (0, false),
+        "nobody reported yet"
+    );
+
+    // A server's recoverer finds the dead letter in the outbox and counts it.
+    let callbacks = Arc::new(Mutex::new(Vec::new()));
+    let member_runs = Arc::new(AtomicU32::new(0));
+    let mut mux = Mux::new();
+    let runs = member_runs.clone();
+    mux.handle(move |_ctx: Context, _task: Task<Job>| {
+        let runs = runs.clone();
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    })
+    .expect("register");
+    let c = callbacks.clone();
+    mux.handle(move |ctx: Context, _task: Task<Done>| {
+        let c = c.clone();
+        async move {
+            c.lock()
+                .expect("lock")
+                .push(ctx.group().expect("a group callback"));
+            Ok(())
+        }
+    })
+    .expect("register");
+    let server = Server::new(
+        b.clone(),
+        mux,
+        fast_config().queues([("lostm", 1), ("lostcb", 1)]),
+    )
+    .expect("server")
+    .start()
+    .await
+    .expect("start");
+    eventually(Duration::from_secs(15), "the callback runs", || async {
+        !callbacks.lock().expect("lock").is_empty()
+    })
+    .await;
+    eventually(Duration::from_secs(10), "the outbox is drained", || async {
+        b.reclaimed_dead(&members, 100)
+            .await
+            .expect("outbox")
+            .is_empty()
+    })
+    .await;
+    server.shutdown().await;
+
+    let callbacks = callbacks.lock().expect("lock").clone();
+    assert_eq!(callbacks.len(), 1, "the callback ran exactly once");
+    let g = &callbacks[0];
+    assert_eq!((g.total, g.succeeded, g.failed), (1, 0, 1));
+    assert_eq!(
+        member_runs.load(Ordering::SeqCst),
+        0,
+        "the member stays dead"
+    );
+    let stats = b.queue_stats(&members).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 1));
 }

@@ -97,6 +97,8 @@ impl<B: Maintain> Maintain for Counting<B> {
         publish_server(record: &ServerRecord, ttl: Duration) -> ();
         remove_server(id: &str) -> ();
         remove_consumer(q: &QueueName, c: &str) -> bool;
+        reclaimed_dead(q: &QueueName, limit: usize) -> Vec<chronos::DeadTask>;
+        ack_reclaimed(q: &QueueName, ids: &[String]) -> u64;
     }
 }
 

@@ -90,6 +90,8 @@ impl Maintain for Faulty {
         remove_server(id: &str) -> ();
         remove_consumer(q: &QueueName, c: &str) -> bool;
         cancel_requested(q: &QueueName, ids: &[String]) -> Vec<String>;
+        reclaimed_dead(q: &QueueName, limit: usize) -> Vec<chronos::DeadTask>;
+        ack_reclaimed(q: &QueueName, ids: &[String]) -> u64;
     }
 }
 

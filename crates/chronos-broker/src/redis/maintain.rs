@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
 
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
@@ -8,6 +9,11 @@ use crate::{
     duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Maintain, QueueKeys, QueueName,
     Reclaimed, ServerRecord, GROUP,
 };
+
+/// How long the reclaim outbox outlives its last write: as long as a group's default TTL, so
+/// a member dead-lettered while no recoverer runs is still counted when one comes back in time
+/// to matter, while an outbox nobody drains (a queue no server consumes any more) goes away.
+const OUTBOX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Maintain for RedisBroker {
     async fn forward_due(&self, queue: &QueueName, limit: usize) -> Result<u64, BrokerError> {
@@ -222,6 +228,62 @@ impl Maintain for RedisBroker {
         let n = self.run(|s| &s.drop_consumer, keys.stream(), args).await?;
         Ok(reply::int(&n, "drop_consumer")? == 1)
     }
+
+    async fn reclaimed_dead(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> Result<Vec<DeadTask>, BrokerError> {
+        // One HSCAN from the start: the caller removes what it handled, so the next pass starts
+        // over with what is left; a small outbox (the usual case) comes back whole.
+        let cmd = CustomCommand::new_static("HSCAN", ClusterHash::FirstKey, false);
+        let args: Vec<Value> = vec![
+            self.queue_keys(queue).reclaimed().into(),
+            "0".into(),
+            "COUNT".into(),
+            i64::try_from(limit.clamp(1, 10_000)).unwrap_or(1000).into(),
+        ];
+        let reply = reply::array(self.inner.client.custom(cmd, args).await?, "hscan")?;
+        let flat = reply::array(reply.into_iter().nth(1).unwrap_or(Value::Null), "hscan")?;
+        let mut out = Vec::with_capacity(flat.len() / 2);
+        let mut it = flat.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            let task_id = reply::string(k, "hscan")?;
+            let v = reply::bytes(v, "hscan")?;
+            let (discarded, env) = match v.split_first() {
+                Some((flag, env)) => (*flag == b'1', env),
+                None => (false, &[][..]),
+            };
+            let envelope = if env.is_empty() {
+                Err(crate::DecodeError::Empty)
+            } else {
+                crate::TaskEnvelope::decode(env)
+            };
+            out.push(DeadTask {
+                task_id,
+                envelope,
+                discarded,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn ack_reclaimed(
+        &self,
+        queue: &QueueName,
+        task_ids: &[String],
+    ) -> Result<u64, BrokerError> {
+        if task_ids.is_empty() {
+            return Ok(0);
+        }
+        let key = self.queue_keys(queue).reclaimed();
+        let mut n = 0;
+        for part in task_ids.chunks(1000) {
+            let got: i64 = self.inner.client.hdel(&key, part.to_vec()).await?;
+            n += got.max(0) as u64;
+        }
+        Ok(n)
+    }
 }
 
 impl RedisBroker {
@@ -258,8 +320,8 @@ impl RedisBroker {
         Ok((ids()?, ids()?))
     }
 
-    /// Reclaims one page of idle deliveries (reclaim.lua), declaring each task's hash and its
-    /// unique lock as read from the hash just before.
+    /// Reclaims one page of idle deliveries (reclaim.lua), declaring each task's hash, its
+    /// unique lock as read from the hash just before, and its done marker.
     async fn reclaim_page(
         &self,
         keys: &QueueKeys,
@@ -283,16 +345,23 @@ impl RedisBroker {
         .await;
         let mut declared = vec![keys.stream(), keys.archived(), keys.failed()];
         declared.extend(super::consume::failed_history(keys));
-        let mut args: Vec<Value> = vec![GROUP.into(), duration_ms(min_idle).into()];
+        declared.push(keys.reclaimed());
+        let mut args: Vec<Value> = vec![
+            GROUP.into(),
+            duration_ms(min_idle).into(),
+            duration_ms(self.inner.idempotency_window).into(),
+            duration_ms(OUTBOX_TTL).into(),
+        ];
         for ((mid, id), lock) in idle.into_iter().zip(locks) {
-            // An entry without a task id still needs two key slots; it names the stream again.
-            let tkey = if id.is_empty() {
-                keys.stream()
+            // An entry without a task id still needs three key slots; it names the stream again.
+            let (tkey, dkey) = if id.is_empty() {
+                (keys.stream(), keys.stream())
             } else {
-                keys.task(&id)
+                (keys.task(&id), keys.done(&id))
             };
             declared.push(tkey.clone());
             declared.push(lock.unwrap_or(tkey));
+            declared.push(dkey);
             args.push(mid.into());
             args.push(id.into());
         }

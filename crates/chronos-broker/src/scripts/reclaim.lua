@@ -3,32 +3,41 @@
 -- costs nothing. The task goes back to the end of the stream, or is dead-lettered when it has
 -- no retries left (a task that keeps killing its workers ends in the archive).
 -- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, KEYS[4] its
---          failed-per-minute hash of today, KEYS[5] its failed counter of today, then 2 keys per
---          delivery: task hash, unique lock (the task hash again when it has none)
--- ARGV[1]  consumer group, ARGV[2] min idle ms, then pairs: entry id, task id (from idle.lua)
+--          failed-per-minute hash of today, KEYS[5] its failed counter of today, KEYS[6] its
+--          reclaim outbox, then 3 keys per delivery: task hash, unique lock (the task hash again
+--          when it has none), done marker
+-- ARGV[1]  consumer group, ARGV[2] min idle ms, ARGV[3] idempotency window ms, ARGV[4] outbox
+--          TTL ms, then pairs: entry id, task id (from idle.lua)
 -- Returns: {re-queued count, {task id, envelope, '1' if discarded else '0'}...}
+-- Every task dead-lettered here is also written to the outbox (field task id, value '1' or '0'
+-- for discarded, then the envelope) in this same step: its group must hear of it even when the
+-- caller dies before reporting, or this reply is lost. The recoverer reports and removes the
+-- entries (Maintain::reclaimed_dead, ack_reclaimed); the TTL bounds what nobody drains.
 -- Each delivery is checked again: still pending and still idle (a heartbeat may have refreshed
 -- it since it was listed), so a re-sent call reclaims nothing twice. An entry without a live
 -- task is acked and removed. A task record that is corrupt is archived with the reason.
 local group, idle = ARGV[1], ARGV[2]
+local window, keep = tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
+-- A stray outbox of another type must not stop recovery: its entries are then not written.
+local outbox = type_ok(KEYS[6], 'hash') and KEYS[6] or false
 local todo = {}
-for t = 0, (#ARGV - 2) / 2 - 1 do
-  local mid, id = ARGV[3 + t * 2], ARGV[4 + t * 2]
-  local tkey, ukey = KEYS[6 + t * 2], KEYS[7 + t * 2]
+for t = 0, (#ARGV - 4) / 2 - 1 do
+  local mid, id = ARGV[5 + t * 2], ARGV[6 + t * 2]
+  local tkey, ukey, dkey = KEYS[7 + t * 3], KEYS[8 + t * 3], KEYS[9 + t * 3]
   local p = redis.call('XPENDING', KEYS[1], group, 'IDLE', idle, mid, mid, 1)
   if p[1] then
     local h = false
     if id ~= '' then h = read_hash(tkey, 'm', 'x', 'u', 'dl', 's', 'r') or false end
-    todo[#todo + 1] = {mid, id, tkey, ukey, h}
+    todo[#todo + 1] = {mid, id, tkey, ukey, dkey, h}
   end
 end
 local now = now_ms()
 local requeued, dead = 0, {}
 for _, t in ipairs(todo) do
-  local mid, id, tkey, ukey, h = unpack(t)
+  local mid, id, tkey, ukey, dkey, h = unpack(t)
   local env = entry_envelope(KEYS[1], mid)
   settle_entries(KEYS[1], group, {mid})
   if h and h[1] == mid then
@@ -54,6 +63,9 @@ for _, t in ipairs(todo) do
       if h[3] and h[3] == ukey then release_unique(ukey, id) end
       if h[4] == '1' then
         redis.call('DEL', tkey)
+        -- Not `<entry id>|` as dead.lua writes: a worker that still ran this delivery must not
+        -- read it as a discard of its own. Results only ask whether a marker exists.
+        if window > 0 then redis.call('SET', dkey, '~' .. mid, 'PX', window) end
         announce(tkey)
         dead[#dead + 1] = {id, env or false, '1'}
       else
@@ -77,5 +89,11 @@ for _, t in ipairs(todo) do
       requeued = requeued + 1
     end
   end
+end
+if outbox and #dead > 0 then
+  for _, d in ipairs(dead) do
+    redis.call('HSET', outbox, d[1], d[3] .. (d[2] or ''))
+  end
+  if keep > 0 then redis.call('PEXPIRE', outbox, keep) end
 end
 return {requeued, dead}
