@@ -302,8 +302,9 @@ impl QueueKeys {
         format!("{}lim:g:{consumer}", self.prefix)
     }
 
-    /// The per-key rate window of one rate key: `<window start ms>:<starts>`, expiring at the
-    /// window's end.
+    /// The per-key rate window of one rate key: `<window start ms>:<starts>:<deferred>` (starts
+    /// taken in the window, and deliveries deferred during it, which spreads them over the
+    /// windows ahead), expiring at the window's end.
     pub fn rate_key(&self, key: &str) -> String {
         format!("{}kr:{key}", self.prefix)
     }

@@ -126,14 +126,14 @@
 //! | `<ns>:{<q>}:sched:*`, `<ns>:{scheduler}:*` | various | the scheduler's fence, fire state, dedup keys, metrics and registry (see the `chronos-scheduler` crate docs) | the scheduler | TTLs and the leader's pruning |
 //! | `<ns>:{scheduler}:runtime` | hash | runtime schedule id -> [`ScheduleDef`] (MessagePack) | [`ManageSchedules::put_schedule_def`] (`sched_put.lua`, compare-and-set) | the same, on remove (one field per schedule an operator added) |
 //! | `<ns>:{scheduler}:runtime:rev` | string | revision of the runtime schedules, bumped by every change that wrote | `sched_put.lua` | never (one integer) |
-//! | `<ns>:{<q>}:sched:r:<schedule>:<request>` | string | marker of one run-now request (the task id) | [`ManageSchedules::run_schedule`] (`sched_run.lua`) | its TTL (1 day) |
+//! | `<ns>:{<q>}:sched:r:<schedule>:<request>` | string | marker of one run-now request: `<call token>:<outcome>` (the call that ran it, and `1` enqueued or `-4` unique lock held) | [`ManageSchedules::run_schedule`] (`sched_run.lua`) | its TTL (1 day) |
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
 //! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
 //! | `<ns>:{<q>}:lim` | hash | rate state of the queue: `t` when the next start is due (unix ms, Redis' clock; GCRA) | permit.lua (grant), permit_return.lua (give back) | its TTL (one period after `t`) |
-//! | `<ns>:{<q>}:lim:active` | zset | concurrency tokens of tasks workers hold, by expiry ms | permit.lua (grant), permit_keep.lua (heartbeat) | permit_return.lua (task ended), expired members pruned by each grant, the key's TTL (one token TTL after the last write) |
+//! | `<ns>:{<q>}:lim:active` | zset | concurrency tokens of tasks workers hold, by expiry ms | permit.lua (grant), permit_keep.lua (heartbeat) | permit_return.lua (task ended), expired members pruned by each grant, the key's expiry (set to its latest token's expiry by each grant and heartbeat) |
 //! | `<ns>:{<q>}:lim:g:<consumer>` | string | permit receipt `<nonce>:<granted>:<returned>` of the consumer's last grant | permit.lua, permit_return.lua | its TTL (60 s) |
-//! | `<ns>:{<q>}:kr:<rate key>` | string | per-key rate window `<window start ms>:<starts>:<deferred>` | admit.lua | its TTL (the window's end) |
+//! | `<ns>:{<q>}:kr:<rate key>` | string | per-key rate window `<window start ms>:<starts>:<deferred>` (starts taken in the window; deliveries deferred during it) | admit.lua | its TTL (the window's end) |
 //! | `<ns>:{<q>}:t:<id>` (pub/sub channel) | channel | a message when the task completes retained or is dead-lettered, for [`Client::wait`] | complete, dead-letter, reclaim | (channels hold nothing) |
 //! | `<ns>:servers`, `<ns>:server:<id>` | zset, string | worker server records | the worker runtime | TTL and its janitor |
 //! | `<ns>:sampler` | string | id of the process that samples queue gauges for metrics | [`SampleQueues::sampler_lease`] | its TTL (three sampling periods) |

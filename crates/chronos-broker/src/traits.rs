@@ -625,8 +625,9 @@ pub trait ManageSchedules: Send + Sync {
     }
 
     /// Enqueues `task` for schedule `schedule_id` now, once per `request`: a second call with
-    /// the same request (a re-sent call, or a user retrying) within a day answers
-    /// [`FireOutcome::Duplicate`] and enqueues nothing. Counted as fired in the queue's
+    /// the same request (a user retrying) within a day answers [`FireOutcome::Duplicate`] and
+    /// enqueues nothing. A call the client re-sends after a lost reply answers its own first
+    /// outcome ([`FireOutcome::Fired`] when it enqueued), never `Duplicate`. Counted as fired in the queue's
     /// scheduler counters; it leaves the schedule's last fired trigger alone, so no regular
     /// trigger is suppressed. [`FireOutcome::Unique`] when the task's unique lock is held.
     fn run_schedule(

@@ -226,7 +226,89 @@ async fn a_run_now_whose_reply_is_lost_enqueues_once() {
         .await
         .expect("re-sent run");
     rig.assert_lost(1);
-    assert_eq!(outcome, Duplicate, "the re-send finds its own first run");
+    // The re-send finds its own token in the marker: it tells what this call did.
+    assert_eq!(outcome, Fired, "the re-send reports its own first run");
     assert_eq!(rig.direct.queue_stats(&q).await.expect("stats").pending, 1);
     assert_eq!(rig.direct.scheduler_metrics().await.expect("m").fired, 1);
+    // Another call with the same request is a repeat, not a re-send.
+    let again = rig
+        .via
+        .run_schedule(&q, "a", "r1", run_task("a", "r1"))
+        .await
+        .expect("repeat");
+    assert_eq!(again, Duplicate);
+    assert_eq!(rig.direct.queue_stats(&q).await.expect("stats").pending, 1);
+}
+
+#[tokio::test]
+async fn a_run_now_blocked_by_a_unique_lock_reports_it_again_when_its_reply_is_lost() {
+    let rig = rig().await;
+    let q = QueueName::new("rt").expect("queue");
+    let unique = |r: &str| {
+        NewTask::build(
+            "email",
+            encode_args(&email(1)).expect("encode"),
+            EnqueueOptions::new()
+                .queue("rt")
+                .task_id(format!("a:run:{r}"))
+                .unique(Duration::from_secs(60)),
+            now_ms(),
+        )
+        .expect("task")
+    };
+    let first = rig.direct.run_schedule(&q, "a", "r1", unique("r1"));
+    assert_eq!(first.await.expect("run"), Fired);
+    rig.lose_reply_of("sched_run");
+    let outcome = rig
+        .via
+        .run_schedule(&q, "a", "r2", unique("r2"))
+        .await
+        .expect("re-sent run");
+    rig.assert_lost(1);
+    assert_eq!(outcome, Unique);
+    let m = rig.direct.scheduler_metrics().await.expect("m");
+    assert_eq!((m.fired, m.suppressed), (1, 1));
+}
+
+#[tokio::test]
+async fn a_run_now_over_a_wrong_typed_key_writes_nothing_and_can_run_once_repaired() {
+    use chronos_broker::fred::interfaces::KeysInterface;
+    let b = broker().await;
+    let q = QueueName::new("rt").expect("queue");
+    let keys = b.keyspace().queue(&q);
+    let metrics = format!("{}sched:metrics", keys.prefix());
+    let marker = format!("{}sched:r:a:r1", keys.prefix());
+    let c = b.client();
+    // Registers the queue (its stream and group) first, as any earlier call would have.
+    assert_eq!(
+        b.run_schedule(&q, "a", "r0", run_task("a", "r0"))
+            .await
+            .expect("run"),
+        Fired
+    );
+    for key in [metrics.clone(), keys.stream()] {
+        let _: () = c.del(key.as_str()).await.expect("del");
+        let _: () = c
+            .set(key.as_str(), "x", None, None, false)
+            .await
+            .expect("set");
+        let r = b.run_schedule(&q, "a", "r1", run_task("a", "r1")).await;
+        assert!(r.is_err(), "{key}: {r:?}");
+        let left: i64 = c.exists(marker.as_str()).await.expect("exists");
+        assert_eq!(left, 0, "{key}: nothing written");
+        let task: i64 = c
+            .exists(keys.task("a:run:r1").as_str())
+            .await
+            .expect("exists");
+        assert_eq!(task, 0, "{key}: nothing written");
+        let _: () = c.del(key.as_str()).await.expect("repair");
+    }
+    // Repaired: the same request runs (it was not marked as run by the failed calls).
+    assert_eq!(
+        b.run_schedule(&q, "a", "r1", run_task("a", "r1"))
+            .await
+            .expect("run"),
+        Fired
+    );
+    assert_eq!(b.scheduler_metrics().await.expect("m").fired, 1);
 }

@@ -180,6 +180,54 @@ async fn concurrency_permits_expire_unless_kept_and_come_back_when_returned() {
     assert_eq!(kept, 0, "an expired token is not brought back");
 }
 
+#[tokio::test]
+async fn the_permit_set_outlives_the_longest_token_whatever_ttl_the_last_caller_uses() {
+    use chronos_broker::fred::interfaces::KeysInterface;
+    let b = broker().await;
+    let queue = q("mixed-ttl");
+    let active = b.keyspace().queue(&queue).active();
+    let long = concurrency(3, Duration::from_secs(60));
+    let short = concurrency(3, Duration::from_secs(2));
+    let held = b
+        .acquire_permits(&queue, "long", 1, &long)
+        .await
+        .expect("acquire");
+    assert_eq!(held.granted, 1);
+    // A server with a shorter token TTL grants and refreshes after it.
+    let other = b
+        .acquire_permits(&queue, "short", 1, &short)
+        .await
+        .expect("acquire");
+    assert_eq!(other.granted, 1);
+    let pttl = || async {
+        b.client()
+            .pttl::<i64, _>(active.as_str())
+            .await
+            .expect("pttl")
+    };
+    assert!(pttl().await > 50_000, "a grant cut the key to its own TTL");
+    let kept = b
+        .keep_permits(&queue, &other.tokens, Duration::from_secs(2))
+        .await
+        .expect("keep");
+    assert_eq!(kept, 1);
+    assert!(
+        pttl().await > 50_000,
+        "a heartbeat cut the key to its own TTL"
+    );
+    // Once the long holder is gone, the key follows the short one's token.
+    b.return_permits(&queue, "long", &long, None, &held.tokens)
+        .await
+        .expect("return");
+    let kept = b
+        .keep_permits(&queue, &other.tokens, Duration::from_secs(2))
+        .await
+        .expect("keep");
+    assert_eq!(kept, 1);
+    let left = pttl().await;
+    assert!(left > 0 && left <= 2_000, "pttl {left}");
+}
+
 /// Enqueues `n` tasks with rate key `key` and fetches them (not started).
 async fn fetch_keyed(
     b: &RedisBroker,

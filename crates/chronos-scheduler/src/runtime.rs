@@ -375,7 +375,9 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
                 Ok((!cur.same_as(&new)).then_some(Some(new)))
             })
             .await?;
-        if let (Change::Done, Some(q)) = (change, moved_from) {
+        // Whatever the answer: a re-send after a lost reply answers Unchanged for a move it
+        // did write, and the old queue's state must go all the same.
+        if let Some(q) = moved_from {
             if let Ok(q) = QueueName::new(q) {
                 self.broker
                     .forget_fire_state(&q, std::slice::from_ref(&id))
@@ -439,6 +441,11 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
     /// header is the time of the call), is counted as fired, and leaves the schedule's regular
     /// triggers alone. Works for runtime schedules only: the payload of a schedule registered
     /// in code lives in its process, not in Redis.
+    ///
+    /// It ignores the schedule's [`OverlapPolicy::Forbid`]: the task is enqueued even while the
+    /// schedule's last task is still pending or running, and regular triggers do not wait for a
+    /// run-now task either (their overlap check looks at the last regular task only). The
+    /// unique lock of a unique schedule does apply ([`FireOutcome::Unique`]).
     #[instrument(skip(self))]
     pub async fn run_now(&self, id: &str, request: Option<&str>) -> Result<RunNow, SchedulerError> {
         let request = match request {

@@ -416,3 +416,53 @@ async fn an_update_that_moves_the_queue_starts_afresh_there() {
         "the old queue's state is forgotten"
     );
 }
+
+#[tokio::test]
+async fn a_queue_move_whose_reply_is_lost_still_forgets_the_old_queues_state() {
+    use chronos_broker::Schedules;
+    let redis = chronos_testkit::RedisServer::start().expect("redis");
+    let target: std::net::SocketAddr = ([127, 0, 0, 1], redis.port()).into();
+    let proxy = chronos_testkit::TcpProxy::start(target)
+        .await
+        .expect("proxy");
+    let via = RedisBroker::builder(proxy.url())
+        .namespace(chronos_testkit::namespace())
+        .connect()
+        .await
+        .expect("connect via proxy");
+    let rt = RuntimeSchedules::new(via.clone());
+    let p = Ping { n: 1 };
+    let every = Duration::from_secs(1);
+    let opts = |q: &str| ScheduleOptions::new().queue(q);
+    rt.add(NewSchedule::interval("mover", every, &p, opts("old")).expect("valid"))
+        .await
+        .expect("add");
+    let old = QueueName::new("old").expect("queue");
+    via.register_schedules(&old, &["mover".to_string()])
+        .await
+        .expect("mark");
+    let sha = via
+        .script_shas()
+        .into_iter()
+        .find(|(n, _)| *n == "sched_put")
+        .map(|(_, sha)| sha)
+        .expect("script");
+    proxy.drop_reply_to(sha);
+    // The move is written, its reply lost, and the re-send finds it already stored.
+    let change = rt
+        .update(NewSchedule::interval("mover", every, &p, opts("new")).expect("valid"))
+        .await
+        .expect("update");
+    assert_eq!(proxy.dropped_replies(), 1, "the reply was dropped");
+    assert_eq!(change, Change::Unchanged, "the re-send found its own write");
+    let moved = rt.get("mover").await.expect("get").expect("stored");
+    assert_eq!(moved.queue, "new");
+    let st = via
+        .fire_state(&old, &["mover".to_string()])
+        .await
+        .expect("state");
+    assert_eq!(
+        st[0].registered_ms, None,
+        "the old queue's state is forgotten"
+    );
+}

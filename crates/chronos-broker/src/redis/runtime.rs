@@ -131,6 +131,9 @@ impl ManageSchedules for RedisBroker {
             }
             _ => 0,
         };
+        // Random per call and part of the command, so a re-send by fred (after a lost reply)
+        // carries it too and is told its own first outcome instead of "already ran".
+        let token = format!("{:016x}", rand::random::<u64>());
         let args: Vec<Value> = vec![
             env.id.as_str().into(),
             Value::Bytes(bytes.into()),
@@ -138,11 +141,20 @@ impl ManageSchedules for RedisBroker {
             reply::flag(env.dead_letter == DeadLetter::Discard),
             uttl.into(),
             ttl_ms(RUN_REQUEST_TTL)?.into(),
+            token.as_str().into(),
         ];
         let r = self.run(|s| &s.sched_run, key_list, args).await?;
         Ok(match reply::int(&r, "sched_run")? {
             1 => FireOutcome::Fired,
             -1 => FireOutcome::Duplicate,
+            -3 => {
+                return Err(reply::bad(
+                    "sched_run",
+                    "the queue's stream, scheduler counters, run marker or unique lock has the \
+                     wrong type"
+                        .into(),
+                ))
+            }
             -4 => FireOutcome::Unique,
             other => return Err(reply::bad("sched_run", format!("unknown code {other}"))),
         })

@@ -91,6 +91,15 @@ local function type_ok(key, want)
   return t == want or t == 'none'
 end
 
+-- Makes zset `key`, whose scores are expiry times (unix ms, Redis' clock), expire with its
+-- latest member. Not with the caller's own TTL: holders configured with different TTLs share
+-- the key, and a shorter one must not drop a longer one's live members with the key.
+local function expire_with_last(key)
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local at = tonumber(top[2])
+  if at then redis.call('PEXPIREAT', key, math.ceil(at)) end
+end
+
 -- Acks and removes stream entries (one or more ids). Never raises: a group lost with its data
 -- (Redis restarted empty) must not fail a script after its first write, and an entry already
 -- gone needs nothing.

@@ -63,7 +63,7 @@ if conc > 0 then
     args[#args + 1] = prefix .. i
   end
   redis.call('ZADD', unpack(args))
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  expire_with_last(KEYS[2])
 end
 redis.call('SET', KEYS[3], nonce .. ':' .. room .. ':0', 'PX', ARGV[9])
 return {room, 0}

@@ -15,5 +15,5 @@ for i = 2, #ARGV do
     kept = kept + 1
   end
 end
-if kept > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+if kept > 0 then expire_with_last(KEYS[1]) end
 return kept

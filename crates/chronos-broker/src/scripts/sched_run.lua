@@ -1,30 +1,48 @@
 -- Run a schedule now: enqueue one task of it, once per request id, counted as fired.
 -- KEYS[1]  the queue's stream, KEYS[2] sched:metrics (hash: fired, missed, suppressed)
--- KEYS[3]  this request's marker (string, expiring), KEYS[4] the task hash
--- KEYS[5]  the task's unique lock (only when ARGV[5] > 0); all share the queue's hash tag
+-- KEYS[3]  this request's marker (string, expiring: `<call token>:<outcome>`), KEYS[4] the task
+--          hash, KEYS[5] the task's unique lock (only when ARGV[5] > 0); all share the queue's
+--          hash tag
 -- ARGV[1]  task id, ARGV[2] envelope bytes, ARGV[3] max retry, ARGV[4] dead-letter discard
---          ('1'/'0'), ARGV[5] unique lock TTL ms (0 = not unique), ARGV[6] marker TTL ms
--- Returns: 1 enqueued, -1 this request already ran (marker or task present), -4 another task
--- holds the unique lock (counted as suppressed). Every check runs before the first write; a
--- re-sent call finds its marker and writes nothing.
-if #ARGV ~= 6 then return redis.error_reply('ERR sched_run: bad argument count') end
-local id, env, maxr, discard = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+--          ('1'/'0'), ARGV[5] unique lock TTL ms (0 = not unique), ARGV[6] marker TTL ms,
+-- ARGV[7]  this call's token (random per call, the same in a re-send of the call)
+-- Returns: 1 enqueued, -1 this request already ran in another call (marker or task present),
+-- -3 a key has the wrong type (nothing written), -4 another task holds the unique lock
+-- (counted as suppressed). A re-sent call (a lost reply) finds its own token in the marker and
+-- answers its first run's outcome, writing nothing. Every check runs before the first write.
+if #ARGV ~= 7 then return redis.error_reply('ERR sched_run: bad argument count') end
+local id, env, maxr, discard, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[7]
 local uttl, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 if not uttl or not ttl or not tonumber(maxr) then
   return redis.error_reply('ERR sched_run: bad TTL or max retry')
 end
+if token == '' then return redis.error_reply('ERR sched_run: empty call token') end
 if uttl > 0 and not KEYS[5] then return redis.error_reply('ERR sched_run: unique key missing') end
-if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
-redis.call('SET', KEYS[3], id, 'PX', ttl)
-if uttl > 0 and not redis.call('SET', KEYS[5], id, 'NX', 'PX', uttl) then
-  redis.call('HINCRBY', KEYS[2], 'suppressed', 1)
+if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'hash')
+    or not type_ok(KEYS[3], 'string') or (uttl > 0 and not type_ok(KEYS[5], 'string')) then
+  return -3
+end
+local mark = redis.call('GET', KEYS[3])
+if mark then
+  if string.sub(mark, 1, #token + 1) == token .. ':' then
+    return tonumber(string.sub(mark, #token + 2)) or -1
+  end
+  return -1
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+if uttl > 0 and redis.call('EXISTS', KEYS[5]) == 1 then
+  redis.call('SET', KEYS[3], token .. ':-4', 'PX', ttl)
+  -- pcall: a counter holding a non-number must not fail the script after its first write.
+  redis.pcall('HINCRBY', KEYS[2], 'suppressed', 1)
   return -4
 end
+redis.call('SET', KEYS[3], token .. ':1', 'PX', ttl)
+if uttl > 0 then redis.call('SET', KEYS[5], id, 'PX', uttl) end
 -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
 local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
 local fields = {KEYS[4], 'r', '0', 'x', maxr, 's', 'pending', 'm', mid}
 if uttl > 0 then fields[#fields + 1] = 'u'; fields[#fields + 1] = KEYS[5] end
 if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
 redis.call('HSET', unpack(fields))
-redis.call('HINCRBY', KEYS[2], 'fired', 1)
+redis.pcall('HINCRBY', KEYS[2], 'fired', 1)
 return 1
