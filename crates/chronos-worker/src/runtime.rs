@@ -332,7 +332,10 @@ impl<B: WorkerBroker> Runtime<B> {
     /// give back its concurrency token.
     pub(crate) fn release(&self, q: usize, msg_id: &str) {
         self.held()[q].remove(msg_id);
-        self.return_tokens(q, [&msg_id.to_string()]);
+        // Only a queue with a concurrency limit holds tokens: spare the others the lookup.
+        if self.limits[q].is_some_and(|l| l.concurrency.is_some()) {
+            self.return_tokens(q, [&msg_id.to_string()]);
+        }
     }
 
     /// Entry ids held in queue `q`.
