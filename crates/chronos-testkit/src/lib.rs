@@ -18,7 +18,7 @@
 //! * [`TlsRedisServer`] is a server that speaks only TLS (a throwaway CA made with `openssl`)
 //!   and only to one ACL user, like a managed Redis service.
 //! * [`TcpProxy`] sits between a client and Redis and cuts connections on demand.
-//! * With the `browser` feature, [`Browser`] is a headless Chromium (Debian's `chromium` and
+//! * With the `browser` feature, `Browser` is a headless Chromium (Debian's `chromium` and
 //!   `chromium-driver`) for end-to-end tests of the web console, with screenshots checked not
 //!   to be blank.
 //!
