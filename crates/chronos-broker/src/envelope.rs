@@ -231,29 +231,30 @@ mod tests {
         assert_eq!(TaskEnvelope::decode(&bytes).expect("decode"), plain);
     }
 
+    /// The envelope of the first version: exactly 15 fields, as its reader expects them.
+    #[derive(Serialize, Deserialize)]
+    struct FirstVersion(
+        String,
+        String,
+        String,
+        #[serde(with = "super::bytes_field")] Vec<u8>,
+        u32,
+        u32,
+        Option<u64>,
+        Option<i64>,
+        Option<String>,
+        Option<u64>,
+        DeadLetter,
+        i64,
+        Option<String>,
+        Option<i64>,
+        BTreeMap<String, String>,
+    );
+
     #[test]
     fn a_reader_of_the_first_version_reads_a_plain_task_of_today() {
-        // The first version's reader: a struct of exactly 15 fields, which refuses a longer
-        // array. A worker not yet upgraded must read what an upgraded producer enqueues.
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        struct FirstVersion(
-            String,
-            String,
-            String,
-            #[serde(with = "super::bytes_field")] Vec<u8>,
-            u32,
-            u32,
-            Option<u64>,
-            Option<i64>,
-            Option<String>,
-            Option<u64>,
-            DeadLetter,
-            i64,
-            Option<String>,
-            Option<i64>,
-            BTreeMap<String, String>,
-        );
+        // The first version's reader refuses a longer array. A worker not yet upgraded must
+        // read what an upgraded producer enqueues.
         let plain = TaskEnvelope {
             rate_key: None,
             flow: None,
@@ -273,26 +274,8 @@ mod tests {
     #[test]
     fn envelope_without_rate_key_still_decodes() {
         // An envelope written before `rate_key` existed: the array ends after `headers`.
-        #[derive(Serialize)]
-        struct Old(
-            String,
-            String,
-            String,
-            #[serde(with = "super::bytes_field")] Vec<u8>,
-            u32,
-            u32,
-            Option<u64>,
-            Option<i64>,
-            Option<String>,
-            Option<u64>,
-            DeadLetter,
-            i64,
-            Option<String>,
-            Option<i64>,
-            BTreeMap<String, String>,
-        );
         let mut bytes = vec![ENVELOPE_VERSION];
-        let old = Old(
+        let old = FirstVersion(
             "a".into(),
             "k".into(),
             "q".into(),
