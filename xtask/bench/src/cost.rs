@@ -79,7 +79,10 @@ pub(crate) fn delta(before: &Snap, after: &Snap, tasks: f64) -> Cost {
         })
         .filter(|(_, n)| *n > 0.0)
         .collect();
-    per.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    // By calls as printed (two decimals), then by name: a script's first call may go out as EVAL
+    // (NOSCRIPT), and 0.9995 EVALSHA should not sort below the 1.00 of its inner commands.
+    let shown = |x: f64| (x * 100.0).round() as i64;
+    per.sort_by(|a, b| shown(b.1).cmp(&shown(a.1)).then_with(|| a.0.cmp(&b.0)));
     Cost {
         cpu_us: (after.cpu_us - before.cpu_us) / tasks,
         calls: per.iter().map(|(_, n)| n).sum(),

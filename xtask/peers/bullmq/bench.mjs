@@ -219,7 +219,9 @@ class Run {
       const d = c - (before.calls.get(name) ?? 0);
       if (d > 0) per.push([name, d / n]);
     }
-    per.sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+    // By calls as printed (two decimals), then by name (a script's first call may be an EVAL).
+    const shown = (x) => Math.round(x * 100);
+    per.sort((a, b) => shown(b[1]) - shown(a[1]) || a[0].localeCompare(b[0]));
     return {
       redis_cpu_us_per_task: round((after.cpuUs - before.cpuUs) / n, 2),
       redis_calls_per_task: round(per.reduce((s, [, x]) => s + x, 0), 3),
