@@ -94,11 +94,7 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         );
         println!("   runs: {runs:.0?}");
         let needle = format!("\"concurrency\":{c},");
-        cost::rows(
-            &format!("drain, concurrency {c}"),
-            cost,
-            cost::peer(pe, &[&needle]),
-        );
+        cost::rows(&format!("drain c{c}"), cost, cost::peer(pe, &[&needle]));
     }
     row(
         "enqueue-to-start latency p50 at 50/s (ms)",
