@@ -7,6 +7,7 @@ use chronos::prelude::*;
 use chronos::Inspect;
 use serde::{Deserialize, Serialize};
 
+use crate::cost::{self, Cost};
 use crate::enqueue::{payload, Payload};
 use crate::peers::{field, Peers};
 use crate::report::{median, percentile, row};
@@ -44,11 +45,13 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     let mut ours = Vec::new();
     for c in CONCURRENCY {
         let n = if c == 1 { N1 } else { N };
-        let mut runs = Vec::new();
+        let (mut runs, mut costs) = (Vec::new(), Vec::new());
         for run in 0..RUNS {
-            runs.push(drain(&url, &format!("e2e-{c}-{run}"), c, n).await?);
+            let (rate, cost) = drain(&url, &format!("e2e-{c}-{run}"), c, n).await?;
+            runs.push(rate);
+            costs.push(cost);
         }
-        ours.push((c, n, median(&runs), runs));
+        ours.push((c, n, median(&runs), runs, cost::median(&costs)));
     }
     let (p50, p99) = latency(&url).await?;
 
@@ -81,7 +84,7 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     );
     let pe = peer_e2e.as_deref().unwrap_or(&[]);
     let pl = peer_lat.as_deref().unwrap_or(&[]);
-    for (c, n, m, runs) in &ours {
+    for (c, n, m, runs, cost) in &ours {
         let label = format!("drain {n} tasks, concurrency {c} (tasks/s)");
         row(
             &label,
@@ -90,6 +93,8 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
             "tasks/s",
         );
         println!("   runs: {runs:.0?}");
+        let needle = format!("\"concurrency\":{c},");
+        cost::rows(&format!("drain c{c}"), cost, cost::peer(pe, &[&needle]));
     }
     row(
         "enqueue-to-start latency p50 at 50/s (ms)",
@@ -106,7 +111,9 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     Ok(())
 }
 
-async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<f64> {
+/// Drains `n` tasks; returns tasks/s and the Redis cost of the drain (server start to shutdown,
+/// so idle polling and heartbeats count too, as they do for the peer's worker).
+async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64, Cost)> {
     let broker = RedisBroker::builder(url).namespace(ns).connect().await?;
     let client = Client::new(broker.clone());
     let args = payload();
@@ -119,6 +126,7 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<f64>
     let mut mux = Mux::new();
     mux.handle(|_ctx: Context, _t: Task<Payload>| async { Ok(()) })?;
     let config = ServerConfig::default().concurrency(concurrency);
+    let s0 = cost::snap(broker.client()).await?;
     let start = Instant::now();
     let server = Server::new(broker.clone(), mux, config)?.start().await?;
     while server.stats().succeeded < n as u64 {
@@ -126,6 +134,7 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<f64>
     }
     let elapsed = start.elapsed();
     server.shutdown().await;
+    let cost = cost::delta(&s0, &cost::snap(broker.client()).await?, n as f64);
     let stats = broker
         .queue_stats(&chronos::QueueName::new("default")?)
         .await?;
@@ -135,7 +144,7 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<f64>
         stats.processed
     );
     let _: () = broker.client().flushall(false).await?;
-    Ok(n as f64 / elapsed.as_secs_f64())
+    Ok((n as f64 / elapsed.as_secs_f64(), cost))
 }
 
 /// 50 tasks/s for 10 s into a server with concurrency 50; each handler records start minus

@@ -7,6 +7,7 @@ use chronos::fred::types::InfoKind;
 use chronos::{Client, EnqueueOptions, RedisBroker, TaskArgs};
 use serde::{Deserialize, Serialize};
 
+use crate::cost;
 use crate::peers::{field, Peers};
 use crate::report::{median, row};
 
@@ -39,11 +40,18 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
 
     let mut single = Vec::new();
     let mut batch = Vec::new();
+    let (mut single_cost, mut batch_cost) = (Vec::new(), Vec::new());
     for run in 0..RUNS {
         let client = connect(&url, &format!("bench-s{run}")).await?;
+        let redis = client.broker().client();
+        let s0 = cost::snap(redis).await?;
         single.push(single_c50(&client).await?);
+        single_cost.push(cost::delta(&s0, &cost::snap(redis).await?, N as f64));
         let client = connect(&url, &format!("bench-b{run}")).await?;
+        let redis = client.broker().client();
+        let s0 = cost::snap(redis).await?;
         batch.push(batched(&client).await?);
+        batch_cost.push(cost::delta(&s0, &cost::snap(redis).await?, N as f64));
         flush(&client).await?;
     }
     let bytes = bytes_per_task(&url).await?;
@@ -72,6 +80,16 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         "bytes",
     );
     println!("   runs: single {single:.0?} batch {batch:.0?}");
+    cost::rows(
+        "enqueue single",
+        &cost::median(&single_cost),
+        cost::peer(peer, &["single_c50"]),
+    );
+    cost::rows(
+        "enqueue batch",
+        &cost::median(&batch_cost),
+        cost::peer(peer, &["bulk"]),
+    );
     Ok(())
 }
 

@@ -1,11 +1,24 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
-//! `cargo xtask bench [enqueue|e2e|scheduler|inspect|all]`; never from a timed test.
+//! `cargo xtask bench [enqueue|e2e|scheduler|inspect|idle|all]`; never from a timed test.
+//!
+//! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task.
+//! * `e2e`: drain rates at several concurrencies, enqueue-to-start latency.
+//! * `scheduler`: trigger lateness of 10 000 schedules, leader failover.
+//! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
+//! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
+//!
+//! `enqueue` and `e2e` also print the Redis cost per task, for us and BullMQ: server CPU
+//! (INFO cpu, user + sys) and commands (INFO commandstats, where a script counts as its EVALSHA
+//! plus every command it runs), snapshotted around each phase alone. Rates on shared machines
+//! swing by 20-40 %; these figures barely move.
 //!
 //! Each figure is the median of several runs against a fresh throwaway Redis (or
 //! `CHRONOS_REDIS_URL`), and each peer figure comes from the same Redis build on the same machine.
 
+mod cost;
 mod e2e;
 mod enqueue;
+mod idle;
 mod inspect;
 mod peers;
 mod report;
@@ -22,7 +35,7 @@ async fn main() -> Result<()> {
         }
     }
     let Some((peers_dir, modes)) = args.split_first() else {
-        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|inspect|all]");
+        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|inspect|idle|all]");
     };
     let peers = peers::Peers::new(peers_dir);
     let all = modes.iter().any(|m| m == "all");
@@ -43,8 +56,14 @@ async fn main() -> Result<()> {
         inspect::run().await?;
         ran = true;
     }
+    if all || modes.iter().any(|m| m == "idle") {
+        idle::run().await?;
+        ran = true;
+    }
     if !ran {
-        bail!("unknown bench mode {modes:?}: expected enqueue, e2e, scheduler, inspect or all");
+        bail!(
+            "unknown bench mode {modes:?}: expected enqueue, e2e, scheduler, inspect, idle or all"
+        );
     }
     Ok(())
 }

@@ -65,3 +65,15 @@ pub(crate) fn field(lines: &[String], needles: &[&str], name: &str) -> Option<f6
     let end = rest.find([',', '}']).unwrap_or(rest.len());
     rest[..end].trim().parse().ok()
 }
+
+/// Reads a string field (without escapes) from the first JSON line whose text contains every
+/// needle.
+pub(crate) fn text(lines: &[String], needles: &[&str], name: &str) -> Option<String> {
+    let line = lines
+        .iter()
+        .find(|l| needles.iter().all(|n| l.contains(n)))?;
+    let key = format!("\"{name}\":\"");
+    let start = line.find(&key)? + key.len();
+    let rest = &line[start..];
+    Some(rest[..rest.find('"')?].to_string())
+}

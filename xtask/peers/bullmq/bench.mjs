@@ -198,6 +198,37 @@ class Run {
     return Number(m[1]);
   }
 
+  // Redis CPU (user + sys, us) and per-command calls, for the cost of one phase. The Redis is
+  // used by this phase alone, so the delta between two snaps is the phase's cost.
+  async snap() {
+    const stats = await this.admin.info('commandstats');
+    const cpu = await this.admin.info('cpu');
+    const secs = (name) => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(cpu)?.[1] ?? NaN);
+    const calls = new Map();
+    for (const m of stats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+      if (m[1] !== 'info') calls.set(m[1], Number(m[2]));
+    }
+    return { cpuUs: (secs('used_cpu_user') + secs('used_cpu_sys')) * 1e6, calls };
+  }
+
+  // Per-task cost between two snaps, as fields of a result line. Calls count as commandstats
+  // does: EVALSHA and each command inside the script.
+  static cost(before, after, n) {
+    const per = [];
+    for (const [name, c] of after.calls) {
+      const d = c - (before.calls.get(name) ?? 0);
+      if (d > 0) per.push([name, d / n]);
+    }
+    // By calls as printed (two decimals), then by name (a script's first call may be an EVAL).
+    const shown = (x) => Math.round(x * 100);
+    per.sort((a, b) => shown(b[1]) - shown(a[1]) || a[0].localeCompare(b[0]));
+    return {
+      redis_cpu_us_per_task: round((after.cpuUs - before.cpuUs) / n, 2),
+      redis_calls_per_task: round(per.reduce((s, [, x]) => s + x, 0), 3),
+      redis_top: per.slice(0, 5).map(([name, x]) => `${name} ${x.toFixed(2)}`).join('; '),
+    };
+  }
+
   async queue(name) {
     const q = new Queue(name, { connection: this.connection(), prefix: this.prefix });
     q.on('error', (e) => log(`queue ${name} error: ${e.message}`));
@@ -305,11 +336,13 @@ async function modeEnqueue(run, o) {
         await q.add(JOB_NAME, data);
       }
     };
+    const s0 = await run.snap();
     const t0 = nowMs();
     await Promise.all(Array.from({ length: o.producers }, producer));
     const secs = (nowMs() - t0) / 1000;
+    const cost = Run.cost(s0, await run.snap(), o.n);
     await expectWaiting(q, o.n);
-    emit({ mode: 'enqueue', case: `single_c${o.producers}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1) });
+    emit({ mode: 'enqueue', case: `single_c${o.producers}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1), ...cost });
     log(`  single_c${o.producers}: ${o.n} jobs in ${secs.toFixed(2)} s`);
     await run.dropQueue(q);
   }
@@ -317,11 +350,13 @@ async function modeEnqueue(run, o) {
   // (b) queue.addBulk, one batch in flight at a time.
   {
     const q = await run.queue('bulk');
+    const s0 = await run.snap();
     const t0 = nowMs();
     await fillBulk(run, q, o.n, o.batch, data);
     const secs = (nowMs() - t0) / 1000;
+    const cost = Run.cost(s0, await run.snap(), o.n);
     await expectWaiting(q, o.n);
-    emit({ mode: 'enqueue', case: `bulk_${o.batch}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1) });
+    emit({ mode: 'enqueue', case: `bulk_${o.batch}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1), ...cost });
     log(`  bulk_${o.batch}: ${o.n} jobs in ${secs.toFixed(2)} s`);
     await run.dropQueue(q);
   }
@@ -379,6 +414,7 @@ async function modeE2e(run, o) {
       if (failed++ === 0) log(`  job failed: ${err?.message}`);
       if (completed + failed === n) finish();
     });
+    const s0 = await run.snap();
     await w.waitUntilReady();
 
     const t0 = nowMs();
@@ -387,13 +423,14 @@ async function modeE2e(run, o) {
     const secs = (nowMs() - t0) / 1000;
     await run.closeWorker(w);
     await running;
+    const cost = Run.cost(s0, await run.snap(), n);
     if (failed > 0) throw new Error(`e2e concurrency ${c}: ${failed} of ${n} jobs failed`);
 
     const counts = await q.getJobCounts('wait', 'active', 'completed', 'failed');
     if (counts.wait + counts.active + counts.completed + counts.failed !== 0) {
       throw new Error(`e2e concurrency ${c}: queue not empty after run: ${JSON.stringify(counts)}`);
     }
-    emit({ mode: 'e2e', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1) });
+    emit({ mode: 'e2e', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1), ...cost });
     log(`  concurrency ${c}: ${n} jobs in ${secs.toFixed(2)} s`);
     await run.dropQueue(q);
   }
