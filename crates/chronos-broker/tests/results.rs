@@ -48,6 +48,11 @@ fn done(lease: &Lease, retention: Option<Duration>, result: Option<Vec<u8>>) -> 
     }
 }
 
+/// The completion of a task retained for a minute, with `result`.
+fn kept(lease: &Lease, result: Option<Vec<u8>>) -> Completion {
+    done(lease, Some(Duration::from_secs(60)), result)
+}
+
 fn encoded<T: Serialize>(v: &T) -> Vec<u8> {
     rmp_serde::to_vec_named(v).expect("encode")
 }
@@ -67,14 +72,7 @@ async fn a_retained_tasks_result_is_read_back_typed() {
         "no result while the task runs"
     );
     let n = b
-        .complete(
-            &q(),
-            &[done(
-                &lease,
-                Some(Duration::from_secs(60)),
-                Some(encoded(&receipt())),
-            )],
-        )
+        .complete(&q(), &[kept(&lease, Some(encoded(&receipt())))])
         .await
         .expect("complete");
     assert_eq!(n, 1);
@@ -98,7 +96,7 @@ async fn no_result_reads_as_unit_or_none() {
     let client = Client::new(b.clone());
     let lease = running(&b, EnqueueOptions::new().retention(Duration::from_secs(60))).await;
     let id = lease.id.task_id.clone();
-    b.complete(&q(), &[done(&lease, Some(Duration::from_secs(60)), None)])
+    b.complete(&q(), &[kept(&lease, None)])
         .await
         .expect("complete");
     client
@@ -151,16 +149,9 @@ async fn wait_returns_the_result_when_the_task_completes() {
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished(), "the task has not finished yet");
-    b.complete(
-        &q(),
-        &[done(
-            &lease,
-            Some(Duration::from_secs(60)),
-            Some(encoded(&receipt())),
-        )],
-    )
-    .await
-    .expect("complete");
+    b.complete(&q(), &[kept(&lease, Some(encoded(&receipt())))])
+        .await
+        .expect("complete");
     let got = tokio::time::timeout(Duration::from_secs(15), waiter)
         .await
         .expect("the wait ends")
@@ -188,7 +179,7 @@ async fn completion_and_dead_letter_announce_on_the_tasks_channel() {
         let channel = keys.queue(&q()).task(&lease.id.task_id);
         sub.subscribe(channel.clone()).await.expect("subscribe");
         if retained {
-            b.complete(&q(), &[done(&lease, Some(Duration::from_secs(60)), None)])
+            b.complete(&q(), &[kept(&lease, None)])
                 .await
                 .expect("complete");
         } else {
@@ -250,12 +241,9 @@ async fn an_oversized_result_is_not_kept_and_says_so() {
     let lease = running(&b, EnqueueOptions::new().retention(Duration::from_secs(60))).await;
     let id = lease.id.task_id.clone();
     let big = encoded(&"x".repeat(4096));
-    b.complete(
-        &q(),
-        &[done(&lease, Some(Duration::from_secs(60)), Some(big))],
-    )
-    .await
-    .expect("complete");
+    b.complete(&q(), &[kept(&lease, Some(big))])
+        .await
+        .expect("complete");
     match client.result::<String>("default", &id).await {
         Err(BrokerError::ResultNotKept { reason, .. }) => {
             assert!(reason.contains("over the limit"), "{reason}")
@@ -277,14 +265,7 @@ async fn a_resent_ack_keeps_the_result_of_the_first() {
     rig.lose_reply_of("complete");
     let n = rig
         .via
-        .complete(
-            &q(),
-            &[done(
-                &lease,
-                Some(Duration::from_secs(60)),
-                Some(encoded(&receipt())),
-            )],
-        )
+        .complete(&q(), &[kept(&lease, Some(encoded(&receipt())))])
         .await
         .expect("complete, re-sent after the lost reply");
     rig.assert_lost(1);
