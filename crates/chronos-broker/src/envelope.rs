@@ -132,6 +132,15 @@ impl TaskEnvelope {
         Ok(out)
     }
 
+    /// This envelope with `id` as its task id when it carries none: a plain task's stored
+    /// envelope leaves its id out, because the id is its stream entry's.
+    pub fn with_id(mut self, id: &str) -> Self {
+        if self.id.is_empty() {
+            self.id = id.to_string();
+        }
+        self
+    }
+
     /// Decodes bytes written by [`TaskEnvelope::encode`]; any other input gives a
     /// [`DecodeError`], never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {

@@ -64,6 +64,19 @@ fn check_name(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// True when `id` has the shape of a stream entry id (`<ms>-<seq>`), which only plain tasks
+/// use for their task id (an explicit id of that shape is refused by [`check_explicit_id`]).
+pub(crate) fn is_plain_id(id: &str) -> bool {
+    id.split_once('-').is_some_and(|(ms, seq)| {
+        !ms.is_empty()
+            && !seq.is_empty()
+            && id.len() < 42
+            && ms.bytes().all(|b| b.is_ascii_digit())
+            && seq.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// Checks a task id an operator or a workflow names (any id a task can have).
 pub(crate) fn check_task_id(id: &str) -> Result<(), BrokerError> {
     let reason = if id.is_empty() {
         "must not be empty"
@@ -78,6 +91,19 @@ pub(crate) fn check_task_id(id: &str) -> Result<(), BrokerError> {
         id: id.to_string(),
         reason,
     })
+}
+
+/// Checks an id a producer chooses for a new task: a task id, and not of the shape generated
+/// ids have (`<digits>-<digits>`, a plain task's stream entry id), so the two never meet.
+pub(crate) fn check_explicit_id(id: &str) -> Result<(), BrokerError> {
+    check_task_id(id)?;
+    if is_plain_id(id) {
+        return Err(BrokerError::InvalidTaskId {
+            id: id.to_string(),
+            reason: "must not have the shape `<digits>-<digits>` of a generated id",
+        });
+    }
+    Ok(())
 }
 
 /// Checks a rate key ([`crate::EnqueueOptions::rate_key`]): it becomes part of a Redis key name.

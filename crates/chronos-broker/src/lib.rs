@@ -66,9 +66,47 @@
 //! * Due times, retry times, retention and archive ages are decided by the Redis server's clock
 //!   (`TIME` inside the scripts), never by a producer's or worker's, so skewed hosts agree.
 //! * Enqueue, fetch and ack cost O(1) Redis work per task and batch: one round trip per batch
-//!   of enqueues (script calls of 125 tasks per queue, pipelined), one script per fetched batch,
-//!   one per batch of starts, one per batch of acks.
+//!   of enqueues (script calls of 250 plain tasks or 125 others per queue, pipelined), one
+//!   script per fetched batch, one per batch of starts, one per batch of acks. See "Per-task
+//!   budget" below.
 //! * Bad input gets a typed [`BrokerError`] and writes nothing.
+//!
+//! # Plain tasks
+//! Most tasks ask for nothing beyond being run: no explicit id, no unique key, no retention, no
+//! rate key, no delay, no replication wait, no workflow. Such a *plain* task is stored as one
+//! stream entry holding its envelope and nothing else, and its id is that entry's id
+//! (`<ms>-<seq>`, e.g. `1764633600000-17`; an explicit id of that shape is refused, so the two
+//! kinds never meet). It has no hash while it is pending or active:
+//! * the inspector reads it from its entry (pending), and from the group's pending entries list
+//!   (active: [`Consume::start`] sets the delivery count of a started plain task's entry to
+//!   1 000 000, so "started" needs no record either);
+//! * its max retry and dead-letter policy travel in the entry (`x`, `dl`) only when they are not
+//!   the defaults (25, archive);
+//! * the first transition that takes it out of its entry (a retry, a dead letter, a reclaim, a
+//!   requeue, an operator's delete or archive) first writes the hash every other task has, in
+//!   the same script, and the task goes on as any other; a cancel needs no hash.
+//!
+//! Everything a task can do, a plain task can; it only pays for a record once it needs one.
+//! [`LeaseId::is_plain`] tells a plain task's delivery (task id equal to entry id).
+//!
+//! # Per-task budget
+//! What a plain task costs Redis, in commands (as `INFO commandstats` counts them: a script call
+//! is its `EVALSHA` plus every command it runs), on the path of a busy queue:
+//!
+//! | step | commands | why each is there |
+//! |---|---|---|
+//! | enqueue, one task | `EVALSHA` push.lua: `GET`, `XADD`, `SET` (4) | `XADD` is the task; `GET`/`SET` are the call's receipt, so a call re-sent after a lost reply answers the same id instead of enqueueing twice |
+//! | enqueue, a batch | per call of 250 tasks: `EVALSHA`, `GET`, `SET`; per task: `XADD` (~1.01 per task) | one `XADD` per task; the receipt is per call and holds only the first id (the entries get consecutive ids) |
+//! | fetch | per call of up to 128 deliveries: `EVALSHA` claim.lua: `GET`, `XREADGROUP`, `SET` (4) | `XREADGROUP` hands each entry to one consumer; the fetch receipt makes a re-sent fetch return the same deliveries |
+//! | start | none for a handler that ends within 2 ms; else per batch: `EVALSHA` start.lua: `XPENDING`, `XCLAIM` (3) | marks the deliveries started, so a lost worker is charged an attempt (see Guarantees) |
+//! | complete | per call of up to 1000: `EVALSHA` complete.lua: `TIME`, `XACK`, `XDEL`, `INCRBY`, `HINCRBY`, `INCRBY` (7, plus a `PEXPIRE` on the first count of a minute and of a day) | `XACK`+`XDEL` are the completion; the counters feed `processed` and the per-minute history |
+//!
+//! A task with a record adds, per task: at enqueue an `EXISTS` and an `HSET` (plus the unique
+//! lock's `SET NX`), at start an `HMGET` and an `HSET`, at completion an `HMGET` and its share of
+//! a `DEL` (or, retained, an `HSET`, `HDEL`, `PEXPIRE`, `ZADD` and a `PUBLISH`), which is what a
+//! plain task does not pay. Per-task work that could be done once per batch is: the receipt,
+//! the clock, the counters and the history are per call. Measured figures are printed by
+//! `cargo xtask bench` (Redis CPU and commands per task, beside BullMQ's).
 //!
 //! # Chains and groups
 //! * A chain step's successor is enqueued by the worker that ran the step, after the step
@@ -107,8 +145,8 @@
 //! |---|---|---|---|---|
 //! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
 //! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
-//! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); group `workers` holds the running ones in its PEL | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
-//! | `<ns>:{<q>}:t:<id>` | hash | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only), `k` entry id of the delivery that took a start of its rate key (admit.lua); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
+//! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); a plain task's entry is `e=<envelope>` alone (plus `x`/`dl` where its max retry or dead-letter policy is not the default), and its id is the entry's id (see [Plain tasks](#plain-tasks)); group `workers` holds the running ones in its PEL, where a started plain task's delivery count is set to 1 000 000 | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
+//! | `<ns>:{<q>}:t:<id>` | hash (none for a plain task while it is pending or active) | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only), `k` entry id of the delivery that took a start of its rate key (admit.lua); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
 //! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
 //! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
 //! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |

@@ -336,6 +336,24 @@ pub struct NewTask {
     pub(crate) durable: Option<(u32, Duration)>,
 }
 
+impl NewTask {
+    /// A plain task needs no record of its own: it is stored as one stream entry, and its id is
+    /// that entry's (see `RedisBroker`'s storage notes). True when nothing asks for a record:
+    /// no explicit id, no unique key, no retention, no rate key, no workflow, no delay, no
+    /// replication wait.
+    pub(crate) fn is_plain(&self) -> bool {
+        let env = &self.envelope;
+        !self.explicit_id
+            && matches!(self.due, Due::Now)
+            && self.unique_ttl.is_none()
+            && self.durable.is_none()
+            && env.unique_key.is_none()
+            && env.retention_ms.is_none()
+            && env.rate_key.is_none()
+            && env.flow.is_none()
+    }
+}
+
 /// When a new task is due, as its producer asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Due {
@@ -359,7 +377,7 @@ impl NewTask {
         }
         let id = match opts.task_id {
             Some(id) => {
-                crate::keys::check_task_id(&id)?;
+                crate::keys::check_explicit_id(&id)?;
                 id
             }
             None => new_task_id(),

@@ -37,6 +37,15 @@ impl LeaseId {
             unique_key: None,
         }
     }
+
+    /// True for the delivery of a plain task: one stored as its stream entry alone, with no
+    /// task record (no explicit id, no unique key, no retention, no rate key, no delay at
+    /// enqueue, and not failed yet), whose task id is that entry's id. Settling it costs an
+    /// ack and nothing more; a retry, dead letter or reclaim first gives it a record, and its
+    /// later deliveries are not plain.
+    pub fn is_plain(&self) -> bool {
+        self.task_id == self.msg_id
+    }
 }
 
 /// What the task record says about a delivery at its start, merged into the envelope the worker

@@ -262,8 +262,11 @@ async fn a_corrupt_task_record_fails_alone_and_is_archived_with_the_reason() {
     let client = Client::new(b.clone());
     let queue = q("corrupt");
     let mut ids = Vec::new();
+    // Explicit ids: these tasks have records to corrupt (a plain task has none).
     for n in 0..3 {
-        let opts = EnqueueOptions::new().queue("corrupt");
+        let opts = EnqueueOptions::new()
+            .queue("corrupt")
+            .task_id(format!("c{n}"));
         ids.push(client.enqueue(&email(n), opts).await.expect("enqueue").id);
     }
     let keys = b.keyspace().queue(&queue);
@@ -315,7 +318,10 @@ async fn reclaiming_a_corrupt_record_archives_it_instead_of_failing_midway() {
     let client = Client::new(b.clone());
     let queue = q("corrupt-rc");
     let info = client
-        .enqueue(&email(1), EnqueueOptions::new().queue("corrupt-rc"))
+        .enqueue(
+            &email(1),
+            EnqueueOptions::new().queue("corrupt-rc").task_id("rc"),
+        )
         .await
         .expect("enqueue");
     let mut reader = b.open_reader().await.expect("reader");

@@ -11,7 +11,7 @@ use chronos_broker::fred::types::{ClusterHash, CustomCommand};
 use chronos_broker::{
     decode_args, encode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome,
     DecodeError, Enqueue, EnqueueOptions, Inspect, Maintain, NewTask, QueueName, RedisBroker,
-    TaskArgs, TaskState,
+    Results, TaskArgs, TaskState,
 };
 use common::{broker, take};
 
@@ -110,8 +110,9 @@ async fn pending_hash_is_a_listpack_and_the_envelope_follows_every_transition() 
     let client = Client::new(b.clone());
     let queue = q("layout");
     let want = body('x');
+    // An explicit id: a task with a record from its enqueue on (plain tasks are below).
     let info = client
-        .enqueue(&want, EnqueueOptions::new().queue("layout"))
+        .enqueue(&want, EnqueueOptions::new().queue("layout").task_id("x1"))
         .await
         .expect("enqueue");
     let id = info.id.as_str();
@@ -347,7 +348,10 @@ async fn undecodable_envelope_in_the_entry_is_leased_and_archived() {
         let queue = q("poison");
         let keys = b.keyspace().queue(&queue);
         let bad = client
-            .enqueue(&body('p'), EnqueueOptions::new().queue("poison"))
+            .enqueue(
+                &body('p'),
+                EnqueueOptions::new().queue("poison").task_id("p1"),
+            )
             .await
             .expect("enqueue");
         // Replace the task's entry with one whose envelope bytes are garbage.
@@ -398,4 +402,203 @@ async fn undecodable_envelope_in_the_entry_is_leased_and_archived() {
         assert!(matches!(rec.envelope, Err(DecodeError::Malformed(_))));
         b.close_reader(reader).await;
     }
+}
+
+#[tokio::test]
+async fn a_plain_task_is_one_entry_until_it_needs_a_record() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("plain");
+    let keys = b.keyspace().queue(&queue);
+    let want = body('y');
+    let info = client
+        .enqueue(&want, EnqueueOptions::new().queue("plain"))
+        .await
+        .expect("enqueue");
+    let id = info.id.clone();
+    let entry_fields = |mid: String| {
+        let b = b.clone();
+        let stream = keys.stream();
+        async move {
+            let entries: Vec<(String, Vec<(String, Value)>)> = b
+                .client()
+                .xrange(stream, mid.as_str(), mid.as_str(), Some(1))
+                .await
+                .expect("xrange");
+            entries
+                .into_iter()
+                .flat_map(|(_, f)| f.into_iter().map(|(k, _)| k))
+                .collect::<Vec<_>>()
+        }
+    };
+    let has_hash = |id: String| {
+        let b = b.clone();
+        let key = keys.task(&id);
+        async move { b.client().exists::<i64, _>(key).await.expect("exists") == 1 }
+    };
+
+    // Pending: its id is its entry's id, and the entry (the envelope alone) is all there is.
+    assert_eq!(entry_fields(id.clone()).await, ["e"]);
+    assert!(!has_hash(id.clone()).await, "a plain task has no hash");
+    assert_readable(&b, &queue, &id, TaskState::Pending, &want).await;
+
+    // Active once started: the pending entry's delivery count says so, still no hash.
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+    let lease = f.leases[0].id.clone();
+    assert!(lease.is_plain());
+    assert_eq!(lease.task_id, id);
+    assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").id, id);
+    assert!(!has_hash(id.clone()).await);
+    assert_readable(&b, &queue, &id, TaskState::Active, &want).await;
+
+    // Retry: it gets the record a task with an explicit id has, envelope and all.
+    let delay = Duration::from_millis(100);
+    assert!(b.retry(&lease, delay, "smtp down").await.expect("retry"));
+    assert!(b.retry(&lease, delay, "smtp down").await.expect("re-sent"));
+    let h: Vec<String> = b
+        .client()
+        .hmget(keys.task(&id), vec!["s", "r", "x"])
+        .await
+        .expect("hmget");
+    assert_eq!(h, ["retry", "1", "25"]);
+    let has_e: bool = b
+        .client()
+        .hexists(keys.task(&id), "e")
+        .await
+        .expect("hexists");
+    assert!(has_e);
+    assert!(entry_fields(id.clone()).await.is_empty());
+    assert_readable(&b, &queue, &id, TaskState::Retry, &want).await;
+
+    // Forward: a new entry with `i`, as any task that failed before.
+    tokio::time::sleep(delay + Duration::from_millis(50)).await;
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 1);
+    assert_readable(&b, &queue, &id, TaskState::Pending, &want).await;
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
+    let again = f.leases[0].id.clone();
+    assert!(!again.is_plain(), "its later deliveries are not plain");
+    assert_eq!(again.task_id, id);
+    assert_eq!(
+        entry_fields(again.msg_id.clone()).await,
+        ["i", "e", "r", "err", "f"]
+    );
+    let env = f.leases[0].envelope.as_ref().expect("decodes");
+    assert_eq!((env.id.as_str(), env.retried), (id.as_str(), 1));
+
+    // Complete: nothing is left of it.
+    let done = [Completion {
+        lease: again,
+        retention: None,
+        result: None,
+    }];
+    assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
+    assert!(!has_hash(id.clone()).await);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, 1));
+
+    // A plain task completed at once: one ack, counted once even when the call is re-sent.
+    let info = client
+        .enqueue(&want, EnqueueOptions::new().queue("plain"))
+        .await
+        .expect("enqueue");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
+    assert_eq!(f.leases[0].id.task_id, info.id);
+    let done = [Completion {
+        lease: f.leases[0].id.clone(),
+        retention: None,
+        result: None,
+    }];
+    assert_eq!(b.complete(&queue, &done).await.expect("complete"), 1);
+    assert_eq!(b.complete(&queue, &done).await.expect("re-sent"), 0);
+    assert!(entry_fields(info.id.clone()).await.is_empty());
+    assert!(b.task(&queue, &info.id).await.expect("task").is_none());
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, 2));
+    b.close_reader(reader).await;
+}
+
+#[tokio::test]
+async fn a_plain_task_with_an_undecodable_envelope_is_archived() {
+    let b = broker().await;
+    let queue = q("plain-poison");
+    let keys = b.keyspace().queue(&queue);
+    // Register the queue (and its group) by a first plain enqueue, then add a garbage entry
+    // shaped as a plain task's.
+    let client = Client::new(b.clone());
+    let first = client
+        .enqueue(&body('a'), EnqueueOptions::new().queue("plain-poison"))
+        .await
+        .expect("enqueue");
+    let garbage = vec![1u8, 0xc1, 0xff];
+    let mid: String = b
+        .client()
+        .xadd(
+            keys.stream(),
+            false,
+            None,
+            "*",
+            vec![("e", Value::from(garbage.as_slice()))],
+        )
+        .await
+        .expect("xadd");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 10, Duration::ZERO).await;
+    assert_eq!(f.leases.len(), 2);
+    assert_eq!(f.leases[0].id.task_id, first.id);
+    assert_eq!(f.leases[1].id.task_id, mid);
+    assert!(matches!(
+        f.leases[1].envelope,
+        Err(DecodeError::Malformed(_))
+    ));
+    assert_eq!(
+        b.dead_letter(&f.leases[1].id, "undecodable", false)
+            .await
+            .expect("dead"),
+        DeadOutcome::Archived
+    );
+    let rec = b.task(&queue, &mid).await.expect("task").expect("kept");
+    assert_eq!(rec.state, TaskState::Archived);
+    assert!(matches!(rec.envelope, Err(DecodeError::Malformed(_))));
+    b.close_reader(reader).await;
+}
+
+#[tokio::test]
+async fn ids_of_the_plain_shape_are_refused_and_plain_tasks_read_as_unfinished() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("plain-ids");
+    for id in ["1764633600000-0", "1-2"] {
+        let err = client
+            .enqueue(
+                &body('z'),
+                EnqueueOptions::new().queue("plain-ids").task_id(id),
+            )
+            .await
+            .expect_err("a generated id's shape");
+        assert!(matches!(err, BrokerError::InvalidTaskId { .. }), "{err:?}");
+    }
+    // Other ids with digits and dashes stay fine.
+    client
+        .enqueue(
+            &body('z'),
+            EnqueueOptions::new()
+                .queue("plain-ids")
+                .task_id("order-1-2"),
+        )
+        .await
+        .expect("explicit id");
+    let plain = client
+        .enqueue(&body('z'), EnqueueOptions::new().queue("plain-ids"))
+        .await
+        .expect("plain");
+    assert!(plain.id.split_once('-').is_some_and(|(ms, seq)| {
+        ms.parse::<i64>().is_ok_and(|ms| ms >= now_ms() - 60_000) && seq.parse::<u64>().is_ok()
+    }));
+    // A waiter sees a plain task as waiting, not as unknown.
+    let outcome = b.outcome(&queue, &plain.id).await.expect("outcome");
+    assert_eq!(
+        outcome,
+        chronos_broker::TaskOutcome::Unfinished(TaskState::Pending)
+    );
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::{HashesInterface, StreamsInterface};
 use chronos_broker::{
     Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Maintain, QueueName,
-    StartOutcome,
+    StartOutcome, TaskState,
 };
 use common::{email, rig, take};
 
@@ -19,22 +19,30 @@ fn q(name: &str) -> QueueName {
 
 #[tokio::test]
 async fn enqueue_whose_reply_is_lost_enqueues_once() {
-    let rig = rig().await;
-    let queue = q("default");
-    rig.lose_reply_of("enqueue");
-    let info = Client::new(rig.via.clone())
-        .enqueue(&email(1), EnqueueOptions::new())
-        .await
-        .expect("enqueue re-sent");
-    rig.assert_lost(1);
-    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
-    assert_eq!(stats.pending, 1);
-    assert!(rig
-        .direct
-        .task(&queue, &info.id)
-        .await
-        .expect("task")
-        .is_some());
+    // A plain task (push.lua: the re-send must answer the id its entry got) and one with a
+    // record (enqueue.lua).
+    for (script, opts) in [
+        ("push", EnqueueOptions::new()),
+        ("enqueue", EnqueueOptions::new().task_id("t1")),
+    ] {
+        let rig = rig().await;
+        let queue = q("default");
+        rig.lose_reply_of(script);
+        let info = Client::new(rig.via.clone())
+            .enqueue(&email(1), opts)
+            .await
+            .expect("enqueue re-sent");
+        rig.assert_lost(1);
+        let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+        assert_eq!(stats.pending, 1, "{script}");
+        let rec = rig
+            .direct
+            .task(&queue, &info.id)
+            .await
+            .expect("task")
+            .unwrap_or_else(|| panic!("{script}: {} not found", info.id));
+        assert_eq!(rec.state, TaskState::Pending);
+    }
 }
 
 #[tokio::test]

@@ -15,9 +15,9 @@
 use chronos_broker::fred::interfaces::StreamsInterface;
 use chronos_broker::fred::types::{Key, Value};
 use chronos_broker::{
-    decode_args, encode_args, payload_json, BrokerError, Consume, DeadLetter, DecodeError,
-    EnqueueOptions, Keyspace, NewTask, QueueName, RedisBroker, ScheduleEntry, ServerRecord,
-    TaskArgs, TaskEnvelope, ENVELOPE_VERSION, MAX_NAME_LEN,
+    decode_args, encode_args, payload_json, BrokerError, Completion, Consume, DeadLetter,
+    DecodeError, EnqueueOptions, Keyspace, NewTask, QueueName, RedisBroker, ScheduleEntry,
+    ServerRecord, TaskArgs, TaskEnvelope, ENVELOPE_VERSION, MAX_NAME_LEN,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -722,40 +722,50 @@ fn redis_stream_entries_fetch_as_leases_or_drops() {
     TestRunner::new(config(REDIS))
         .run(&entries, |entries| {
             rt.block_on(async {
+                let mut mids = Vec::new();
                 for fields in &entries {
                     let pairs: Vec<(Key, Value)> = fields
                         .iter()
                         .map(|(k, v)| (Key::from(k.as_slice()), Value::from(v.as_slice())))
                         .collect();
-                    let _: String = broker
+                    let mid: String = broker
                         .client()
                         .xadd(stream.as_str(), false, None, "*", pairs)
                         .await
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    mids.push(mid);
                 }
                 let mut reader = reader.lock().await;
                 let fetched = broker
                     .fetch(&mut reader, &queue, "props", 64, std::time::Duration::ZERO)
                     .await
                     .map_err(|e| TestCaseError::fail(format!("fetch failed: {e}")))?;
-                // An entry is a delivery when it names a task (UTF-8 `i`) and has an envelope;
-                // every other entry is dropped, none is lost or invented.
-                let runnable: Vec<&Fields> = entries
+                // An entry is a delivery when it has an envelope and names its task by a UTF-8
+                // `i`, or names none (a plain task's entry: its id is the entry's); every other
+                // entry is dropped, none is lost or invented.
+                let runnable: Vec<(&Fields, &String)> = entries
                     .iter()
-                    .filter(|f| {
+                    .zip(&mids)
+                    .filter(|(f, _)| {
                         field(f, "e").is_some()
-                            && field(f, "i").is_some_and(|i| std::str::from_utf8(i).is_ok())
+                            && field(f, "i").is_none_or(|i| std::str::from_utf8(i).is_ok())
                     })
                     .collect();
                 prop_assert_eq!(fetched.leases.len(), runnable.len());
                 prop_assert_eq!(fetched.dropped, entries.len() - runnable.len());
-                for (lease, fields) in fetched.leases.iter().zip(runnable) {
-                    let id = field(fields, "i").map(|i| String::from_utf8_lossy(i).into_owned());
-                    prop_assert_eq!(Some(&lease.id.task_id), id.as_ref());
+                for (lease, (fields, mid)) in fetched.leases.iter().zip(runnable) {
+                    let id = field(fields, "i")
+                        .map_or_else(|| mid.clone(), |i| String::from_utf8_lossy(i).into_owned());
+                    prop_assert_eq!(&lease.id.task_id, &id);
                     let want = TaskEnvelope::decode(field(fields, "e").unwrap_or_default());
                     match (&lease.envelope, want) {
                         (Ok(got), Ok(want)) => {
-                            prop_assert_eq!(&got.id, &want.id);
+                            let want_id = if want.id.is_empty() {
+                                id.clone()
+                            } else {
+                                want.id.clone()
+                            };
+                            prop_assert_eq!(&got.id, &want_id);
                             prop_assert_eq!(&got.payload, &want.payload);
                             prop_assert_eq!(&lease.id.unique_key, &want.unique_key);
                         }
@@ -763,13 +773,27 @@ fn redis_stream_entries_fetch_as_leases_or_drops() {
                         (got, want) => prop_assert!(false, "lease {got:?}, decode {want:?}"),
                     }
                 }
-                // Start what was fetched: no task record stands behind these entries, so each
-                // is found lost and its entry removed, and the next case reads only its own.
+                // Start what was fetched: no task record stands behind the entries with `i`, so
+                // each is found lost and its entry removed; plain tasks' start, then complete,
+                // so the next case reads only its own.
                 let ids: Vec<_> = fetched.leases.iter().map(|l| l.id.clone()).collect();
                 broker
                     .start(&queue, &ids)
                     .await
                     .map_err(|e| TestCaseError::fail(format!("start failed: {e}")))?;
+                let plain: Vec<Completion> = ids
+                    .into_iter()
+                    .filter(|l| l.is_plain())
+                    .map(|lease| Completion {
+                        lease,
+                        retention: None,
+                        result: None,
+                    })
+                    .collect();
+                broker
+                    .complete(&queue, &plain)
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("complete failed: {e}")))?;
                 Ok(())
             })
         })

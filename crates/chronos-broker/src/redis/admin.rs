@@ -1,7 +1,7 @@
 //! Operator actions: task actions one by one and in bounded chunks, listing by cursor, queue
 //! deletion, history, and the worker's poll for cancel requests.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use fred::bytes::Bytes;
@@ -58,6 +58,10 @@ impl Item {
     fn record(&self) -> Option<TaskRecord> {
         let state = TaskState::parse(self.state.as_deref()?)?;
         let envelope = decode_envelope(self.env.clone()).map(|mut e| {
+            // A plain task's envelope leaves its id out (see lib.lua).
+            if e.id.is_empty() {
+                e.id = self.id.clone();
+            }
             e.retried = u32::try_from(self.retried).unwrap_or(u32::MAX);
             e.last_error = self.error.clone();
             e.last_failed_at_ms = (self.failed_at > 0).then_some(self.failed_at);
@@ -599,8 +603,10 @@ impl RedisBroker {
             }
             TaskAction::Cancel => {
                 declared.push(keys.cancel());
+                declared.push(keys.stream());
                 declared.extend(tasks.iter().map(|(id, _)| keys.task(id)));
                 args.push(duration_ms(CANCEL_KEEP).into());
+                args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
                 self.run(|s| &s.admin_cancel, declared, args).await?
             }
@@ -655,7 +661,7 @@ impl RedisBroker {
                             .find(|(k, _)| k == name)
                             .map(|(_, v)| v.clone())
                     };
-                    if let Some(id) = field("i").and_then(|v| String::from_utf8(v.to_vec()).ok()) {
+                    if let Some(id) = entry_task_id(&mid, &field("i"), &field("e")) {
                         listed.push((id, mid, field("e")));
                     }
                 }
@@ -704,7 +710,7 @@ impl RedisBroker {
                             .find(|(k, _)| k == name)
                             .map(|(_, v)| v.clone())
                     };
-                    if let Some(id) = field("i").and_then(|v| String::from_utf8(v.to_vec()).ok()) {
+                    if let Some(id) = entry_task_id(&mid, &field("i"), &field("e")) {
                         listed.push((id, mid, field("e")));
                     }
                 }
@@ -725,6 +731,17 @@ impl RedisBroker {
                 }
             }
         }
+        // Plain tasks (an entry whose id is the task's, no hash) are pending or active by their
+        // pending entry's delivery count: one XPENDING over the page's range tells them all.
+        let started = match (state, listed.first(), listed.last()) {
+            (TaskState::Pending | TaskState::Active, Some(first), Some(last))
+                if listed.iter().any(|(id, mid, _)| id == mid) =>
+            {
+                self.started_in(keys, &first.1, &last.1, 2 * listed.len() + 16)
+                    .await?
+            }
+            _ => HashSet::new(),
+        };
         let mut fields = vec!["s", "u", "r", "err", "f"];
         let zset = !matches!(state, TaskState::Pending | TaskState::Active);
         if zset && need_env {
@@ -748,7 +765,11 @@ impl RedisBroker {
             };
             let mut cols = h.into_iter();
             let mut next = || cols.next().unwrap_or(Value::Null);
-            let s = reply::opt_string(next(), "scan").ok().flatten();
+            let mut s = reply::opt_string(next(), "scan").ok().flatten();
+            if s.is_none() && !zset && id == cursor {
+                let started = started.contains(&id);
+                s = Some(if started { "active" } else { "pending" }.to_string());
+            }
             if s.as_deref() != Some(state.as_str()) {
                 continue;
             }
@@ -777,6 +798,38 @@ impl RedisBroker {
             exhausted,
             read,
         })
+    }
+
+    /// The entries between `first` and `last` (inclusive) whose pending delivery was started
+    /// as a plain task's (its delivery count set by start.lua).
+    async fn started_in(
+        &self,
+        keys: &QueueKeys,
+        first: &str,
+        last: &str,
+        n: usize,
+    ) -> Result<HashSet<String>, BrokerError> {
+        let pel: Value = match self
+            .inner
+            .client
+            .xpending(keys.stream(), GROUP, (first, last, n as u64))
+            .await
+        {
+            Ok(v) => v,
+            Err(e) if e.details().contains("NOGROUP") => return Ok(HashSet::new()),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(reply::array(pel, "xpending")?
+            .into_iter()
+            .filter_map(|row| {
+                let cols = reply::array(row, "xpending").ok()?;
+                let count = cols.get(3)?.as_i64()?;
+                let mid = cols.into_iter().next()?;
+                (count >= super::inspect::PLAIN_STARTED)
+                    .then(|| reply::string(mid, "xpending").ok())
+                    .flatten()
+            })
+            .collect())
     }
 
     /// Up to `n` members of zset `z` after `cursor` (`<score>:<member>`), with their scores.
@@ -828,11 +881,12 @@ impl RedisBroker {
             };
             let next = format!("({last}");
             let full = page.len() == 1000;
-            let owners = futures::future::join_all(page.iter().map(|(_, fields)| async move {
-                let id = fields
-                    .iter()
-                    .find(|(k, _)| k == "i")
-                    .and_then(|(_, v)| std::str::from_utf8(v).ok())?;
+            let owners = futures::future::join_all(page.iter().map(|(mid, fields)| async move {
+                let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+                let Some(id) = field("i").and_then(|v| std::str::from_utf8(v).ok()) else {
+                    // A plain task's entry (no `i`, its id its own) is its whole record.
+                    return field("e").map(|_| mid.clone());
+                };
                 let m: Option<String> = client.hget(keys.task(id), "m").await.ok().flatten();
                 m
             }))
@@ -857,6 +911,20 @@ impl RedisBroker {
 
 /// Cursors the listing property once failed on: each reached Redis and came back as a server
 /// error instead of the caller's [`BrokerError::InvalidOption`].
+/// The task id a stream entry carries: its `i`, or for a plain task's entry (an envelope and no
+/// `i`) the entry's own id. None for an entry that carries no task.
+pub(super) fn entry_task_id(
+    mid: &str,
+    i: &Option<fred::bytes::Bytes>,
+    e: &Option<fred::bytes::Bytes>,
+) -> Option<String> {
+    match (i, e) {
+        (Some(i), _) => String::from_utf8(i.to_vec()).ok(),
+        (None, Some(_)) => Some(mid.to_string()),
+        (None, None) => None,
+    }
+}
+
 #[cfg(test)]
 mod regressions {
     use super::{stream_start, zset_cursor};

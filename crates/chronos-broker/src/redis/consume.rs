@@ -75,24 +75,9 @@ impl Consume for RedisBroker {
         let mut fetched = Fetched::default();
         let mut foreign = Vec::new();
         for (mid, fields) in streams.into_iter().flat_map(|(_, e)| e) {
-            let field = |name: &str| {
-                fields
-                    .as_ref()
-                    .and_then(|f| f.iter().find(|(k, _)| k == name))
-                    .map(|(_, v)| v.clone())
-            };
-            let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
-            match (text("i"), field("e")) {
-                (Some(id), Some(env)) => fetched.leases.push(new_lease(
-                    queue,
-                    id,
-                    mid,
-                    TaskEnvelope::decode(&env),
-                    text("r"),
-                    text("err"),
-                    text("f"),
-                )),
-                _ => foreign.push(mid),
+            match lease_of_entry(queue, &mid, fields.as_deref()) {
+                Some(lease) => fetched.leases.push(lease),
+                None => foreign.push(mid),
             }
         }
         if !foreign.is_empty() {
@@ -117,13 +102,21 @@ impl Consume for RedisBroker {
             return Ok(Vec::new());
         }
         let keys = self.queue_keys(queue);
-        let mut declared = Vec::with_capacity(1 + leases.len());
+        // Deliveries of tasks with a hash first (with their keys), then plain tasks' (lib.lua),
+        // which need no key; the rows come back in that order.
+        let (plain, hashed): (Vec<usize>, Vec<usize>) =
+            (0..leases.len()).partition(|&i| leases[i].is_plain());
+        let mut declared = Vec::with_capacity(1 + hashed.len());
         declared.push(keys.stream());
-        let mut args: Vec<Value> = Vec::with_capacity(1 + leases.len());
+        let mut args: Vec<Value> = Vec::with_capacity(2 + leases.len());
         args.push(GROUP.into());
-        for l in leases {
-            declared.push(keys.task(&l.task_id));
-            args.push(l.msg_id.as_str().into());
+        args.push((hashed.len() as i64).into());
+        for &i in &hashed {
+            declared.push(keys.task(&leases[i].task_id));
+            args.push(leases[i].msg_id.as_str().into());
+        }
+        for &i in &plain {
+            args.push(leases[i].msg_id.as_str().into());
         }
         let rows = reply::array(self.run(|s| &s.start, declared, args).await?, "start")?;
         if rows.len() != leases.len() {
@@ -132,9 +125,13 @@ impl Consume for RedisBroker {
                 format!("{} rows for {} deliveries", rows.len(), leases.len()),
             ));
         }
-        Ok(rows
+        let mut out: Vec<Option<StartOutcome>> = (0..leases.len()).map(|_| None).collect();
+        for (i, row) in hashed.iter().chain(plain.iter()).zip(rows) {
+            out[*i] = Some(start_outcome(&keys, row));
+        }
+        Ok(out
             .into_iter()
-            .map(|row| start_outcome(&keys, row))
+            .map(|o| o.unwrap_or_else(|| StartOutcome::Corrupt("no start row".into())))
             .collect())
     }
 
@@ -244,9 +241,15 @@ impl RedisBroker {
             keys.history_minutes(HistoryCounter::Processed, day),
             keys.history_day(HistoryCounter::Processed, day),
         ]);
-        let mut args: Vec<Value> = Vec::with_capacity(1 + 4 * done.len());
+        // Tasks with a hash first (4 values and 2 keys each), then plain tasks' entry ids
+        // (lib.lua), which need no key: their ack is their whole completion.
+        let (plain, hashed): (Vec<&Completion>, Vec<&Completion>) = done
+            .iter()
+            .partition(|c| c.lease.is_plain() && c.retention.is_none());
+        let mut args: Vec<Value> = Vec::with_capacity(2 + 4 * hashed.len() + plain.len());
         args.push(GROUP.into());
-        for c in done {
+        args.push((hashed.len() as i64).into());
+        for c in hashed {
             let tkey = keys.task(&c.lease.task_id);
             declared.push(tkey.clone());
             declared.push(self.unique_or(&keys, &c.lease, tkey));
@@ -254,6 +257,9 @@ impl RedisBroker {
             args.push(c.lease.msg_id.as_str().into());
             args.push(c.retention.map(duration_ms).unwrap_or(0).into());
             args.push(self.result_arg(c));
+        }
+        for c in plain {
+            args.push(c.lease.msg_id.as_str().into());
         }
         let n = self.run(|s| &s.complete, declared, args).await?;
         Ok(reply::int(&n, "complete")?.max(0) as u64)
@@ -350,17 +356,60 @@ pub(super) fn failed_history(keys: &QueueKeys) -> [String; 2] {
 /// out after 10 s), short enough that a consumer that went away leaves nothing for long.
 const RECEIPT_TTL: Duration = Duration::from_secs(60);
 
-/// Builds a lease from a claim row `{entry id, task id, envelope}`; None for a row without a
+/// Builds a lease from a claim row `{entry id, task id, envelope, ...}` or a plain task's
+/// `{entry id, envelope}`; None for a row without a
 /// task (`{entry id}`, already acked and removed by the script) or one that does not parse.
 /// The attempt count and last error are not known yet: [`Consume::start`] reads them.
 fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
-    let mut cols = reply::array(row, "claim").ok()?.into_iter();
+    let cols = reply::array(row, "claim").ok()?;
+    let plain = cols.len() == 2;
+    let mut cols = cols.into_iter();
     let msg_id = reply::string(cols.next()?, "claim").ok()?;
+    if plain {
+        // `{entry id, envelope}`: a plain task's entry, whose id is the task's.
+        let envelope = decode_envelope(cols.next()?);
+        return Some(new_lease(
+            queue,
+            msg_id.clone(),
+            msg_id,
+            envelope,
+            None,
+            None,
+            None,
+        ));
+    }
     let task_id = reply::string(cols.next()?, "claim").ok()?;
     let envelope = decode_envelope(cols.next()?);
     let text = |v: Option<Value>| v.and_then(|v| reply::string(v, "claim").ok());
     let (r, err, f) = (text(cols.next()), text(cols.next()), text(cols.next()));
     Some(new_lease(queue, task_id, msg_id, envelope, r, err, f))
+}
+
+/// The lease of one stream entry read by a blocking XREADGROUP: a task's entry carries `i`
+/// (its id) and `e` (its envelope), a plain task's only `e` (its id is the entry's). None for
+/// an entry that carries no task.
+pub(super) fn lease_of_entry(
+    queue: &QueueName,
+    mid: &str,
+    fields: Option<&[(String, fred::bytes::Bytes)]>,
+) -> Option<Lease> {
+    let fields = fields?;
+    let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
+    let env = field("e")?;
+    let id = match field("i") {
+        Some(i) => String::from_utf8(i.to_vec()).ok()?,
+        None => mid.to_string(),
+    };
+    Some(new_lease(
+        queue,
+        id,
+        mid.to_string(),
+        TaskEnvelope::decode(env),
+        text("r"),
+        text("err"),
+        text("f"),
+    ))
 }
 
 /// A lease for a delivery read from its entry: the envelope with the attempt count and last
@@ -377,6 +426,10 @@ fn new_lease(
 ) -> Lease {
     let mut id = LeaseId::new(queue.clone(), task_id, msg_id);
     let envelope = envelope.map(|mut e| {
+        // A plain task's envelope leaves its id out: the id is its entry's.
+        if e.id.is_empty() {
+            e.id = id.task_id.clone();
+        }
         e.retried = retried.and_then(|r| r.parse().ok()).unwrap_or(0);
         e.last_error = last_error.filter(|m| !m.is_empty());
         e.last_failed_at_ms = failed_at.and_then(|f| f.parse().ok()).filter(|&f| f > 0);

@@ -8,6 +8,10 @@ use crate::{
     ServerRecord, TaskRecord, TaskState, GROUP,
 };
 
+/// The delivery count start.lua sets on a started plain task's pending entry (lib.lua's
+/// STARTED).
+pub(super) const PLAIN_STARTED: i64 = 1_000_000;
+
 /// Stream entries read per page when listing pending or active tasks.
 const PAGE: u64 = 500;
 
@@ -172,7 +176,7 @@ impl RedisBroker {
             let mut next = || cols.next().unwrap_or(Value::Null);
             let state = next();
             if state.is_null() {
-                return Ok(None);
+                return self.plain_record(keys, id, entry_env).await;
             }
             let state_name = reply::string(state, "task")?;
             let state = TaskState::parse(&state_name)
@@ -198,6 +202,9 @@ impl RedisBroker {
                 hash_env
             };
             let envelope = decode_envelope(env).map(|mut e| {
+                if e.id.is_empty() {
+                    e.id = id.to_string();
+                }
                 e.retried = u32::try_from(retried).unwrap_or(u32::MAX);
                 e.last_error = err;
                 e.last_failed_at_ms = (failed > 0).then_some(failed);
@@ -209,6 +216,83 @@ impl RedisBroker {
                 envelope,
             }));
         }
+    }
+
+    /// A plain task (no hash: its id is its entry's id) as the inspector sees it: pending, or
+    /// active once its delivery was started (its pending entry's delivery count says so). None
+    /// when `id` names no live plain task.
+    async fn plain_record(
+        &self,
+        keys: &QueueKeys,
+        id: &str,
+        entry_env: Option<Bytes>,
+    ) -> Result<Option<TaskRecord>, BrokerError> {
+        if !crate::keys::is_plain_id(id) {
+            return Ok(None);
+        }
+        let env = match entry_env {
+            Some(e) => Value::Bytes(e),
+            None => {
+                let entries: Vec<(String, Vec<(String, Bytes)>)> = self
+                    .inner
+                    .client
+                    .xrange(keys.stream(), id, id, Some(1))
+                    .await?;
+                let Some((_, fields)) = entries.into_iter().next() else {
+                    return Ok(None);
+                };
+                if fields.iter().any(|(k, _)| k == "i") {
+                    return Ok(None);
+                }
+                match fields.into_iter().find(|(k, _)| k == "e") {
+                    Some((_, e)) => Value::Bytes(e),
+                    None => return Ok(None),
+                }
+            }
+        };
+        let state = if self.plain_started(keys, id).await? {
+            TaskState::Active
+        } else {
+            TaskState::Pending
+        };
+        let envelope = decode_envelope(env).map(|mut e| {
+            e.id = id.to_string();
+            e
+        });
+        Ok(Some(TaskRecord {
+            id: id.to_string(),
+            state,
+            envelope,
+        }))
+    }
+
+    /// Pending or active while `id` names a live plain task, else None.
+    pub(super) async fn plain_state(
+        &self,
+        keys: &QueueKeys,
+        id: &str,
+    ) -> Result<Option<TaskState>, BrokerError> {
+        Ok(self.plain_record(keys, id, None).await?.map(|r| r.state))
+    }
+
+    /// Whether plain task `id`'s delivery was started (see start.lua).
+    async fn plain_started(&self, keys: &QueueKeys, id: &str) -> Result<bool, BrokerError> {
+        let pel: Value = match self
+            .inner
+            .client
+            .xpending(keys.stream(), GROUP, (id, id, 1u64))
+            .await
+        {
+            Ok(v) => v,
+            Err(e) if e.details().contains("NOGROUP") => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let count = reply::array(pel, "xpending")?
+            .into_iter()
+            .next()
+            .and_then(|row| reply::array(row, "xpending").ok())
+            .and_then(|cols| cols.get(3).and_then(|c| c.as_i64()));
+        Ok(count.is_some_and(|c| c >= PLAIN_STARTED))
     }
 
     /// The `e` field of one stream entry, or nil when the entry or the field is gone.
@@ -249,10 +333,23 @@ impl RedisBroker {
             let full = page.len() as u64 == PAGE;
             for (mid, fields) in &page {
                 let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-                let Some(id) = field("i").and_then(|v| std::str::from_utf8(v).ok()) else {
-                    continue;
+                let s: Option<String> = match field("i") {
+                    Some(i) => {
+                        let Ok(id) = std::str::from_utf8(i) else {
+                            continue;
+                        };
+                        self.inner.client.hget(keys.task(id), "s").await?
+                    }
+                    // A plain task's entry: no `i`, no hash; its id is the entry's.
+                    None if field("e").is_some() => {
+                        let started = self.plain_started(&keys, mid).await?;
+                        Some(if started { "active" } else { "pending" }.to_string())
+                    }
+                    None => continue,
                 };
-                let s: Option<String> = self.inner.client.hget(keys.task(id), "s").await?;
+                let id = field("i")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .unwrap_or(mid.as_str());
                 if s.as_deref() == Some(state.as_str()) {
                     if seen >= offset {
                         out.push((id.to_string(), field("e").cloned()));

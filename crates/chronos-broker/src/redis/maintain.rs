@@ -257,7 +257,7 @@ impl Maintain for RedisBroker {
             let envelope = if env.is_empty() {
                 Err(crate::DecodeError::Empty)
             } else {
-                crate::TaskEnvelope::decode(env)
+                crate::TaskEnvelope::decode(env).map(|e| e.with_id(&task_id))
             };
             out.push(DeadTask {
                 task_id,
@@ -371,7 +371,8 @@ impl RedisBroker {
         for d in reply::array(parts.next().unwrap_or(Value::Null), "reclaim")? {
             let mut cols = reply::array(d, "reclaim")?.into_iter();
             let task_id = reply::string(cols.next().unwrap_or(Value::Null), "reclaim")?;
-            let envelope = decode_envelope(cols.next().unwrap_or(Value::Null));
+            let envelope =
+                decode_envelope(cols.next().unwrap_or(Value::Null)).map(|e| e.with_id(&task_id));
             let discarded = reply::string(cols.next().unwrap_or(Value::Null), "reclaim")? == "1";
             out.dead.push(DeadTask {
                 task_id,

@@ -139,10 +139,14 @@ impl Results for RedisBroker {
         if state.is_null() {
             // A discarded dead letter leaves only its marker, for the idempotency window.
             let marker: Option<String> = self.inner.client.get(keys.done(id)).await?;
-            return Ok(match marker {
-                Some(_) => TaskOutcome::Failed {
+            if marker.is_some() {
+                return Ok(TaskOutcome::Failed {
                     error: "dead-lettered and discarded".into(),
-                },
+                });
+            }
+            // A plain task has no hash while it waits or runs: its stream entry tells.
+            return Ok(match self.plain_state(&keys, id).await? {
+                Some(state) => TaskOutcome::Unfinished(state),
                 None => TaskOutcome::NotFound,
             });
         }

@@ -34,6 +34,7 @@ macro_rules! scripts {
 
 scripts!(
     enqueue,
+    push,
     claim,
     start,
     complete,

@@ -21,6 +21,9 @@ local codes, states, todo = {}, {}, {}
 for i = 2, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i + 1], KEYS[2 * i + 2]
   local h = read_hash(tkey, 's', 'm', 'u')
+  -- A plain task (lib.lua) has no hash yet: archiving writes it, from its entry's fields.
+  local ps, pf = plain_state(KEYS[1], group, tkey, id)
+  if ps then h = {ps, id, false, pf} end
   local s, code = '', 1
   local env = false
   if h == nil then
@@ -48,6 +51,7 @@ for _, t in ipairs(todo) do
   if h[1] == 'pending' then
     redis.call('XACK', KEYS[1], group, h[2])
     redis.call('XDEL', KEYS[1], h[2])
+    if h[4] then materialize(tkey, id, 'pending', h[4]) end
     redis.call('HSET', tkey, 's', 'archived', 'e', env)
     redis.call('HDEL', tkey, 'm')
   else

@@ -1,8 +1,8 @@
 -- Inspector action "cancel": asks the worker running an active task to cancel it. The request is
 -- the task's current stream entry id in the queue's cancel set (scored by when it was asked); a
 -- worker polls that set for the deliveries it runs and fires their handlers' cancellation.
--- KEYS[1]  the queue's cancel set, then one task hash per task
--- ARGV[1]  how long requests are kept (ms), then task ids
+-- KEYS[1]  the queue's cancel set, KEYS[2] its stream, then one task hash per task
+-- ARGV[1]  how long requests are kept (ms), ARGV[2] consumer group, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  requested (also when it already was: a re-sent call changes nothing)
 --    0  no such task
@@ -14,8 +14,11 @@ if not type_ok(KEYS[1], 'zset') then
 end
 local keep = tonumber(ARGV[1]) or 60000
 local codes, states, todo = {}, {}, {}
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local h = read_hash(KEYS[i], 's', 'm')
+  -- A plain task (lib.lua) has no hash: its delivery is its entry, whose id is the task's.
+  local ps = plain_state(KEYS[2], ARGV[2], KEYS[i], ARGV[i])
+  if ps then h = {ps, ARGV[i]} end
   local s, code = '', 1
   if h == nil then
     code = -2

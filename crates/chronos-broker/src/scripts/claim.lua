@@ -5,7 +5,8 @@
 -- ARGV[1]  consumer group, ARGV[2] consumer, ARGV[3] most entries, ARGV[4] receipt TTL ms,
 -- ARGV[5]  this call's nonce (random per call, the same in a re-send)
 -- Returns: rows: {entry id, task id, envelope, retried, last error, last failed at ms} for an
--- entry to run (the last three from the entry, '0'/'' for a first delivery), or {entry id} for
+-- entry to run (the last three from the entry, '0'/'' for a first delivery), {entry id,
+-- envelope} for a plain task's entry (lib.lua: its id is the entry's), or {entry id} for
 -- an entry that carries no task (foreign or emptied; acked and deleted here so it never blocks
 -- the queue).
 -- The task hash is not touched: a delivery becomes an attempt only when start.lua marks it
@@ -19,7 +20,10 @@
 local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
 local out = {}
 
-local function row(mid, id, env, fields)
+local function row(mid, env, fields)
+  local id = field_of(fields, 'i')
+  -- A plain task's entry (no `i`): its id is the entry's, and it never failed before.
+  if not id then return {mid, env} end
   return {mid, id, env, field_of(fields, 'r') or '0', field_of(fields, 'err') or '',
     field_of(fields, 'f') or '0'}
 end
@@ -28,8 +32,8 @@ if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. 
   for mid in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
     local r = redis.call('XRANGE', KEYS[1], mid, mid)
     local fields = r[1] and r[1][2]
-    local id, env = field_of(fields, 'i'), field_of(fields, 'e')
-    if id and env then out[#out + 1] = row(mid, id, env, fields) end
+    local env = field_of(fields, 'e')
+    if env then out[#out + 1] = row(mid, env, fields) end
   end
   return out
 end
@@ -38,9 +42,9 @@ local mids = {}
 if res then
   for _, entry in ipairs(res[1][2]) do
     local mid, fields = entry[1], entry[2]
-    local id, env = field_of(fields, 'i'), field_of(fields, 'e')
-    if id and env then
-      out[#out + 1] = row(mid, id, env, fields)
+    local env = field_of(fields, 'e')
+    if env then
+      out[#out + 1] = row(mid, env, fields)
       mids[#mids + 1] = mid
     else
       settle_entries(KEYS[1], group, {mid})

@@ -3,9 +3,11 @@
 --          KEYS[4] its processed-per-minute hash of today, KEYS[5] its processed counter of today,
 --          then 2 keys per task: task hash, unique lock (the task hash again when the caller
 --          knows of none)
--- ARGV[1]  consumer group
--- then 4 values per task: task id, stream entry id, retention ms (0 = delete at once), the
---          handler's result ('' for none; kept as `res` only with a retention)
+-- ARGV[1]  consumer group, ARGV[2] how many tasks have a hash (n)
+-- then 4 values per such task: task id, stream entry id, retention ms (0 = delete at once), the
+--          handler's result ('' for none; kept as `res` only with a retention); then the entry
+--          ids of plain tasks (lib.lua: no hash, no lock, no retention), which need nothing but
+--          their entry acked and deleted
 -- Returns: how many of the tasks are completed by this delivery, counting retained ones a first
 -- run of this same call already completed (a re-sent call: the hash's `d` names the delivery)
 -- without touching them again. A task whose entry id no longer matches otherwise (completed
@@ -13,13 +15,26 @@
 -- A retained task leaves the stream, so its envelope moves from the entry into the hash's `e`;
 -- `c` is its completion time, `d` the settled delivery. A retained task is announced on its
 -- hash's channel, for waiters; a deleted one is not (nothing would be left to read).
-local group = ARGV[1]
+local group, n = ARGV[1], tonumber(ARGV[2]) or 0
 local now = now_ms()
+-- A plain task is completed by its ack: XACK counts only deliveries still pending, so a stale
+-- or re-sent one counts nothing.
+local plain, acked_plain = {}, 0
+for i = 3 + 4 * n, #ARGV do plain[#plain + 1] = ARGV[i] end
+if #plain > 0 then
+  for i = 1, #plain, 1000 do
+    local part = {unpack(plain, i, math.min(i + 999, #plain))}
+    acked_plain = acked_plain + (tonumber(redis.pcall('XACK', KEYS[1], group, unpack(part))) or 0)
+    redis.pcall('XDEL', KEYS[1], unpack(part))
+  end
+end
 -- Reads first, so a corrupt record fails only itself and nothing errors after a write.
 local live, before = {}, 0
-for t = 0, (#ARGV - 1) / 4 - 1 do
-  local a, k = 1 + t * 4, 5 + t * 2
+for t = 0, n - 1 do
+  local a, k = 2 + t * 4, 5 + t * 2
   local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
+  -- A plain task completed with a retention (its caller asked for one) needs its record.
+  materialize_if_plain(KEYS[1], group, KEYS[k + 1], id, mid)
   local h = read_hash(KEYS[k + 1], 'm', 'u', 'd', 's')
   if h and h[1] == mid then
     live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], h, ARGV[a + 4]}
@@ -27,7 +42,11 @@ for t = 0, (#ARGV - 1) / 4 - 1 do
     before = before + 1
   end
 end
-if #live == 0 then return before end
+if #live == 0 then
+  if acked_plain > 0 then bump(KEYS[3], acked_plain) end
+  history(KEYS[4], KEYS[5], acked_plain, now)
+  return before + acked_plain
+end
 local acked, dropped = {}, {}
 for _, t in ipairs(live) do
   local id, mid, keep, tkey, ukey, h, res = unpack(t)
@@ -49,6 +68,6 @@ for _, t in ipairs(live) do
 end
 settle_entries(KEYS[1], group, acked)
 if #dropped > 0 then redis.call('DEL', unpack(dropped)) end
-bump(KEYS[3], #acked)
-history(KEYS[4], KEYS[5], #acked, now)
-return #acked + before
+bump(KEYS[3], #acked + acked_plain)
+history(KEYS[4], KEYS[5], #acked + acked_plain, now)
+return #acked + acked_plain + before

@@ -18,6 +18,7 @@ local tkey, dkey, ukey = KEYS[4], KEYS[5], KEYS[6]
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
+materialize_if_plain(KEYS[1], group, tkey, id, mid)
 local h = read_hash(tkey, 'm', 'u', 'dl', 'r', 'd', 's')
 if h == nil then
   -- Not a hash: nothing of the task can be kept, but its delivery must not block the queue.

@@ -127,3 +127,59 @@ local function history(mkey, dkey, n, now)
     redis.pcall('PEXPIRE', dkey, 91 * 86400000)
   end
 end
+
+-- Plain tasks. A task enqueued with no explicit id, no unique key, no retention, no rate key
+-- and no delay is stored as one stream entry holding its envelope (`e`, and no `i`; `x` its max
+-- retry and `dl` '1' only where they differ from 25 and archive), and its id is that entry's id:
+-- while it is pending or active it has no hash at all. Every script that takes such a task out
+-- of its entry (retry, dead letter, reclaim, requeue, an operator's delete or archive) first
+-- gives it the hash enqueue.lua writes for other tasks (see `materialize`), so from there it
+-- goes on exactly as they do, and its later entries carry `i`. A plain task's delivery is the
+-- one whose entry id equals its task id (explicit ids of that shape are refused at enqueue).
+
+-- Max retry of a plain task whose entry names none (the envelope's default).
+local PLAIN_MAX_RETRY = '25'
+
+-- The delivery count start.lua sets on a started plain task's pending entry (XCLAIM
+-- RETRYCOUNT): far above any count a read or a reclaim gives, so the pending list itself
+-- records "started" and a plain task needs no hash to be charged an attempt when its worker is
+-- lost.
+local STARTED = 1000000
+
+-- True when `id` has the shape of a stream entry id (`<ms>-<seq>`), which only plain tasks use.
+local function plain_id(id)
+  return #id < 42 and string.match(id, '^%d+%-%d+$') ~= nil
+end
+
+-- The state of plain task `id`, read only: 'pending' or 'active' (its delivery was started)
+-- while its entry lives in `stream` and no hash `tkey` exists, with the entry's fields; nil for
+-- any other task.
+local function plain_state(stream, group, tkey, id)
+  if not plain_id(id) or redis.call('EXISTS', tkey) == 1 then return nil end
+  local r = redis.pcall('XRANGE', stream, id, id)
+  if type(r) ~= 'table' or r.err or not r[1] then return nil end
+  local fields = r[1][2]
+  if field_of(fields, 'i') or not field_of(fields, 'e') then return nil end
+  local p = redis.pcall('XPENDING', stream, group, id, id, 1)
+  if type(p) == 'table' and not p.err and p[1] and (tonumber(p[1][4]) or 0) >= STARTED then
+    return 'active', fields
+  end
+  return 'pending', fields
+end
+
+-- Writes the hash of plain task `id` in state `s` from its entry's `fields` (both from
+-- plain_state), as enqueue.lua writes one for other tasks: attempt count 0, its max retry and
+-- discard, delivery `id`.
+local function materialize(tkey, id, s, fields)
+  local h = {tkey, 'r', '0', 'x', field_of(fields, 'x') or PLAIN_MAX_RETRY, 's', s, 'm', id}
+  if field_of(fields, 'dl') == '1' then h[#h + 1] = 'dl'; h[#h + 1] = '1' end
+  redis.call('HSET', unpack(h))
+end
+
+-- Gives plain task `id` its hash when its entry `mid` is live and it has none; a no-op for any
+-- other task, and for a plain task whose entry is gone (its delivery is stale).
+local function materialize_if_plain(stream, group, tkey, id, mid)
+  if id ~= mid then return end
+  local s, fields = plain_state(stream, group, tkey, id)
+  if s then materialize(tkey, id, s, fields) end
+end

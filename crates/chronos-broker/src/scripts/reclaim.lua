@@ -30,7 +30,11 @@ for t = 0, (#ARGV - 4) / 2 - 1 do
   local p = redis.call('XPENDING', KEYS[1], group, 'IDLE', idle, mid, mid, 1)
   if p[1] then
     local h = false
-    if id ~= '' then h = read_hash(tkey, 'm', 'x', 'u', 'dl', 's', 'r') or false end
+    if id ~= '' then
+      -- A started plain task's delivery count says so (lib.lua); its hash is written here.
+      materialize_if_plain(KEYS[1], group, tkey, id, mid)
+      h = read_hash(tkey, 'm', 'x', 'u', 'dl', 's', 'r') or false
+    end
     todo[#todo + 1] = {mid, id, tkey, ukey, dkey, h}
   end
 end

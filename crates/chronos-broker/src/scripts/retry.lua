@@ -14,6 +14,7 @@ local tkey = KEYS[4]
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
+materialize_if_plain(KEYS[1], group, tkey, id, mid)
 local h = read_hash(tkey, 'm', 'd', 'r')
 if h == nil then return 0 end
 if h[1] ~= mid then

@@ -1,19 +1,24 @@
 -- Mark deliveries as started, right before their handlers run: from here on a lost worker costs
 -- the task an attempt (so a task that keeps killing its workers ends in the dead letters), while
 -- a delivery never started costs nothing.
--- KEYS[1]  the queue's stream, then one task hash per delivery
--- ARGV[1]  consumer group, then one stream entry id per delivery
--- Returns: one row per delivery:
+-- KEYS[1]  the queue's stream, then one task hash per delivery of a task with a hash
+-- ARGV[1]  consumer group, ARGV[2] how many deliveries have a task hash (n), then their n entry
+--          ids, then the entry ids of plain tasks' deliveries (lib.lua), which have no hash
+-- Returns: one row per delivery, in the order of ARGV:
 --   {1, retried, max retry, last error, last failed at ms, unique lock key}  started (fields
 --      the caller merges into the envelope it read with the entry; '' where absent)
 --   {0}            the delivery is no longer this one (task deleted or settled): its entry is
 --                  acked and removed so it never blocks the queue
 --   {-1, reason}   the task record is corrupt: nothing written; the caller dead-letters it
+-- A plain task's delivery is marked on its pending entry instead (one XCLAIM for all of them,
+-- setting the delivery count to STARTED), and its row is {1, 0, 25, '', 0, ''}: its first
+-- attempt (a retried task has a hash), its real max retry being in its envelope.
 -- Running twice gives the same rows (a started task is started again as a no-op).
 local group = ARGV[1]
+local n = tonumber(ARGV[2]) or 0
 local out = {}
-for i = 2, #ARGV do
-  local mid, tkey = ARGV[i], KEYS[i]
+for i = 3, 2 + n do
+  local mid, tkey = ARGV[i], KEYS[i - 1]
   local h = read_hash(tkey, 'm', 'r', 'x', 'err', 'f', 'u')
   if h == nil then
     out[#out + 1] = {-1, 'corrupt task record: not a hash'}
@@ -26,6 +31,35 @@ for i = 2, #ARGV do
   else
     redis.call('HSET', tkey, 's', 'active')
     out[#out + 1] = {1, h[2], h[3], h[4] or '', h[5] or '0', h[6] or ''}
+  end
+end
+local plain = {}
+for i = 3 + n, #ARGV do plain[#plain + 1] = ARGV[i] end
+if #plain == 0 then return out end
+-- The owner of these deliveries (one consumer fetched them all): the first one still pending
+-- names it. XCLAIM leaves out ids no longer pending (settled, reclaimed or deleted).
+local owner
+for _, mid in ipairs(plain) do
+  local p = redis.call('XPENDING', KEYS[1], group, mid, mid, 1)
+  if p[1] then owner = p[1][2]; break end
+end
+local live = {}
+if owner then
+  for i = 1, #plain, 1000 do
+    local args = {KEYS[1], group, owner, 0}
+    for j = i, math.min(i + 999, #plain) do args[#args + 1] = plain[j] end
+    args[#args + 1] = 'RETRYCOUNT'
+    args[#args + 1] = STARTED
+    args[#args + 1] = 'JUSTID'
+    for _, mid in ipairs(redis.call('XCLAIM', unpack(args))) do live[mid] = true end
+  end
+end
+for _, mid in ipairs(plain) do
+  if live[mid] then
+    out[#out + 1] = {1, '0', PLAIN_MAX_RETRY, '', '0', ''}
+  else
+    settle_entries(KEYS[1], group, {mid})
+    out[#out + 1] = {0}
   end
 end
 return out

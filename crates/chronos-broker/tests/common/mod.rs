@@ -59,6 +59,8 @@ pub async fn take(
     let outcomes = b.start(queue, &ids).await.expect("start");
     for (l, o) in f.leases.iter_mut().zip(outcomes) {
         match o {
+            // A plain task's row says nothing its entry did not (it has no record).
+            StartOutcome::Started(_) if l.id.is_plain() => {}
             StartOutcome::Started(a) => {
                 l.id.unique_key = a.unique_key;
                 if let Ok(e) = &mut l.envelope {

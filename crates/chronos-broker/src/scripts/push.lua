@@ -1,0 +1,36 @@
+-- Enqueue a batch of plain tasks into one queue (see lib.lua: ready now, no explicit id, no
+-- unique key, no retention): one stream entry each and nothing else, so a plain task costs
+-- Redis one XADD.
+-- KEYS[1]  the queue's stream, KEYS[2] this call's receipt
+-- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt), ARGV[2] '1' when each
+--          task comes with its policy, then per task: its envelope, and with a policy its max
+--          retry ('' = 25) and '1' to discard it when it dies ('' = archive)
+-- Returns: the first task's id (its entry id `<ms>-<seq>`); the k-th task's id is
+-- `<ms>-<seq + k>` (the entries get consecutive ids, so a reply and a receipt stay one id
+-- long whatever the batch). -3 when the stream is of the wrong type: nothing written.
+-- A re-sent call (its first reply lost on a reconnect) finds its receipt and answers the same
+-- ids without writing again, even after the tasks ran and were deleted.
+local receipt = redis.pcall('GET', KEYS[2])
+if type(receipt) == 'string' then return receipt end
+local policy = ARGV[2] == '1'
+local step = policy and 3 or 1
+local function entry(a, mid)
+  local args = {KEYS[1], mid, 'e', ARGV[a]}
+  if policy then
+    if ARGV[a + 1] ~= '' then args[#args + 1] = 'x'; args[#args + 1] = ARGV[a + 1] end
+    if ARGV[a + 2] == '1' then args[#args + 1] = 'dl'; args[#args + 1] = '1' end
+  end
+  return args
+end
+local first = redis.pcall('XADD', unpack(entry(3, '*')))
+if type(first) ~= 'string' then return -3 end
+local ms, seq = string.match(first, '^(%d+)%-(%d+)$')
+seq = tonumber(seq)
+local k = 0
+for a = 3 + step, #ARGV, step do
+  k = k + 1
+  redis.call('XADD', unpack(entry(a, ms .. '-' .. string.format('%d', seq + k))))
+end
+local ttl = tonumber(ARGV[1]) or 0
+if ttl > 0 then redis.call('SET', KEYS[2], first, 'PX', ttl) end
+return first
