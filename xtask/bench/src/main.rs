@@ -1,7 +1,8 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
 //! `cargo xtask bench [enqueue|e2e|scheduler|inspect|idle|all]`; never from a timed test.
 //!
-//! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task.
+//! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task, per retained
+//!   completed task and per archived (dead-lettered) task.
 //! * `e2e`: drain rates at several concurrencies, enqueue-to-start latency.
 //! * `scheduler`: trigger lateness of 10 000 schedules, leader failover.
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
@@ -20,6 +21,7 @@ mod e2e;
 mod enqueue;
 mod idle;
 mod inspect;
+mod memory;
 mod peers;
 mod report;
 mod scheduler;
