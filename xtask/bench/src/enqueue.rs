@@ -8,6 +8,7 @@ use chronos::{Client, EnqueueOptions, RedisBroker, TaskArgs};
 use serde::{Deserialize, Serialize};
 
 use crate::cost;
+use crate::memory::{self, Kept};
 use crate::peers::{field, Peers};
 use crate::report::{median, row};
 
@@ -32,7 +33,8 @@ pub(crate) fn payload() -> Payload {
     }
 }
 
-/// Enqueue throughput (single with 50 producers, batches of 1000) and Redis bytes per pending task.
+/// Enqueue throughput (single with 50 producers, batches of 1000) and Redis bytes per pending,
+/// retained completed and archived task.
 pub(crate) async fn run(peers: &Peers) -> Result<()> {
     let server = chronos_testkit::RedisServer::start().context("redis for the bench")?;
     let url = server.url();
@@ -55,6 +57,8 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         flush(&client).await?;
     }
     let bytes = bytes_per_task(&url).await?;
+    let retained = memory::bytes_per_task(&url, Kept::Retained, N).await?;
+    let archived = memory::bytes_per_task(&url, Kept::Archived, N).await?;
 
     let peer = peers.bullmq(
         &url,
@@ -79,6 +83,18 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         field(peer, &["bytes_per_task"], "value"),
         "bytes",
     );
+    row(
+        "redis bytes per retained completed task",
+        retained,
+        field(peer, &["bytes_per_completed"], "value"),
+        "bytes",
+    );
+    row(
+        "redis bytes per archived (failed) task",
+        archived,
+        field(peer, &["bytes_per_failed"], "value"),
+        "bytes",
+    );
     println!("   runs: single {single:.0?} batch {batch:.0?}");
     cost::rows(
         "enqueue single",
@@ -93,13 +109,13 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     Ok(())
 }
 
-async fn connect(url: &str, ns: &str) -> Result<Client> {
+pub(crate) async fn connect(url: &str, ns: &str) -> Result<Client> {
     Ok(Client::new(
         RedisBroker::builder(url).namespace(ns).connect().await?,
     ))
 }
 
-async fn flush(client: &Client) -> Result<()> {
+pub(crate) async fn flush(client: &Client) -> Result<()> {
     let _: () = client.broker().client().flushall(false).await?;
     Ok(())
 }
@@ -125,18 +141,24 @@ async fn single_c50(client: &Client) -> Result<f64> {
 }
 
 async fn batched(client: &Client) -> Result<f64> {
-    let args = payload();
     let start = Instant::now();
-    for _ in 0..N / BATCH {
+    fill(client, N, &EnqueueOptions::new()).await?;
+    Ok(N as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Enqueues `n` payload tasks with `opts`, in batches of [`BATCH`].
+pub(crate) async fn fill(client: &Client, n: usize, opts: &EnqueueOptions) -> Result<()> {
+    let args = payload();
+    for _ in 0..n / BATCH {
         let results = client
-            .enqueue_batch((0..BATCH).map(|_| (&args, EnqueueOptions::new())))
+            .enqueue_batch((0..BATCH).map(|_| (&args, opts.clone())))
             .await?;
         anyhow::ensure!(
             results.iter().all(|r| r.is_ok()),
             "batch enqueue refused a task"
         );
     }
-    Ok(N as f64 / start.elapsed().as_secs_f64())
+    Ok(())
 }
 
 /// INFO memory `used_memory` before and after 100k pending tasks, per task.
@@ -152,7 +174,7 @@ async fn bytes_per_task(url: &str) -> Result<f64> {
     Ok((after - before) / N as f64)
 }
 
-async fn used_memory(client: &Client) -> Result<f64> {
+pub(crate) async fn used_memory(client: &Client) -> Result<f64> {
     let info: String = client
         .broker()
         .client()

@@ -1,11 +1,15 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
-//! `cargo xtask bench [enqueue|e2e|scheduler|inspect|idle|all]`; never from a timed test.
+//! `cargo xtask bench [enqueue|e2e|scheduler|inspect|idle|cluster|all]`; never from a timed test.
 //!
-//! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task.
+//! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task, per retained
+//!   completed task and per archived (dead-lettered) task.
 //! * `e2e`: drain rates at several concurrencies, enqueue-to-start latency.
 //! * `scheduler`: trigger lateness of 10 000 schedules, leader failover.
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
 //! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
+//! * `cluster`: enqueue and drain on a 3-primary Redis Cluster, queues spread over the shards:
+//!   Redis CPU and calls per task on each shard, redirect and cross-slot errors (the mode fails
+//!   if any), and calls a shard serves for other shards' queues (should be none).
 //!
 //! `enqueue` and `e2e` also print the Redis cost per task, for us and BullMQ: server CPU
 //! (INFO cpu, user + sys) and commands (INFO commandstats, where a script counts as its EVALSHA
@@ -15,11 +19,13 @@
 //! Each figure is the median of several runs against a fresh throwaway Redis (or
 //! `CHRONOS_REDIS_URL`), and each peer figure comes from the same Redis build on the same machine.
 
+mod cluster;
 mod cost;
 mod e2e;
 mod enqueue;
 mod idle;
 mod inspect;
+mod memory;
 mod peers;
 mod report;
 mod scheduler;
@@ -35,7 +41,7 @@ async fn main() -> Result<()> {
         }
     }
     let Some((peers_dir, modes)) = args.split_first() else {
-        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|inspect|idle|all]");
+        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|inspect|idle|cluster|all]");
     };
     let peers = peers::Peers::new(peers_dir);
     let all = modes.iter().any(|m| m == "all");
@@ -60,9 +66,14 @@ async fn main() -> Result<()> {
         idle::run().await?;
         ran = true;
     }
+    if all || modes.iter().any(|m| m == "cluster") {
+        cluster::run().await?;
+        ran = true;
+    }
     if !ran {
         bail!(
-            "unknown bench mode {modes:?}: expected enqueue, e2e, scheduler, inspect, idle or all"
+            "unknown bench mode {modes:?}: expected enqueue, e2e, scheduler, inspect, idle, \
+             cluster or all"
         );
     }
     Ok(())

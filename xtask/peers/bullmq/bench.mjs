@@ -385,6 +385,57 @@ async function modeEnqueue(run, o) {
     log(`  bytes_per_task: used_memory ${before} -> ${after} (${perTask.toFixed(1)} B/job)`);
     await run.dropQueue(q);
   }
+
+  // (d), (e) Redis memory per finished job that is kept: completed, and failed (one attempt,
+  // the processor throws). Jobs are added without options: BullMQ's defaults keep every
+  // completed and failed job (removeOnComplete/removeOnFail unset) and make one attempt.
+  await bytesPerKept(run, o, data, 'completed');
+  await bytesPerKept(run, o, data, 'failed');
+}
+
+// Memory per kept finished job, measured as bytes_per_task is, after a first job has paid the
+// queue's fixed cost (its completed or failed set, the worker's keys).
+async function bytesPerKept(run, o, data, target) {
+  const q = await run.queue(`mem-${target}`);
+  let done = 0;
+  const processor = target === 'completed' ? async () => {} : async () => {
+    throw new Error('boom');
+  };
+  const w = run.worker(q.name, processor, { concurrency: 64 });
+  w.on(target, () => {
+    done++;
+  });
+  await w.waitUntilReady();
+  const settled = async (n) => {
+    const deadline = nowMs() + 300_000;
+    while (done < n && !run.stopping) {
+      if (nowMs() > deadline) throw new Error(`bytes_per_${target}: only ${done} of ${n} jobs ${target} in 300 s`);
+      await sleep(5);
+    }
+  };
+  await q.add(JOB_NAME, data);
+  await settled(1);
+  await sleep(200);
+  const before = await run.usedMemory();
+  await fillBulk(run, q, o.n, o.batch, data);
+  await settled(o.n + 1);
+  await run.closeWorker(w);
+  await sleep(200);
+  const after = await run.usedMemory();
+  const counts = await q.getJobCounts(target);
+  if (counts[target] !== o.n + 1) throw new Error(`bytes_per_${target}: expected ${o.n + 1} ${target} jobs, found ${JSON.stringify(counts)}`);
+  const perTask = (after - before) / o.n;
+  emit({
+    mode: 'enqueue',
+    case: `bytes_per_${target}`,
+    n: o.n,
+    payload: o.payload,
+    value: round(perTask, 1),
+    used_memory_before: before,
+    used_memory_after: after,
+  });
+  log(`  bytes_per_${target}: used_memory ${before} -> ${after} (${perTask.toFixed(1)} B/job)`);
+  await run.dropQueue(q);
 }
 
 async function modeE2e(run, o) {
