@@ -26,10 +26,15 @@ local first = redis.pcall('XADD', unpack(entry(3, '*')))
 if type(first) ~= 'string' then return -3 end
 local ms, seq = string.match(first, '^(%d+)%-(%d+)$')
 seq = tonumber(seq)
-local k = 0
+local stream, k = KEYS[1], 0
 for a = 3 + step, #ARGV, step do
   k = k + 1
-  redis.call('XADD', unpack(entry(a, ms .. '-' .. string.format('%d', seq + k))))
+  local mid = ms .. '-' .. string.format('%d', seq + k)
+  if policy then
+    redis.call('XADD', unpack(entry(a, mid)))
+  else
+    redis.call('XADD', stream, mid, 'e', ARGV[a])
+  end
 end
 local ttl = tonumber(ARGV[1]) or 0
 if ttl > 0 then redis.call('SET', KEYS[2], first, 'PX', ttl) end
