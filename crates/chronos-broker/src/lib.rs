@@ -180,6 +180,7 @@ mod sample;
 mod schedule;
 mod schedule_def;
 mod server_record;
+mod signal;
 mod task;
 pub mod testing;
 mod throttle;
@@ -209,6 +210,7 @@ pub use sample::{QueueSample, SampleQueues};
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
 pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef};
 pub use server_record::ServerRecord;
+pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
     TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,

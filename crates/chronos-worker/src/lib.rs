@@ -96,6 +96,7 @@ mod task;
 pub mod testing;
 #[cfg(feature = "opentelemetry")]
 mod trace;
+mod watcher;
 
 pub use config::{
     dead_letter_hook, default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook,

@@ -6,8 +6,8 @@ use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::{
     duration_ms, now_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, DecodeError,
-    Fetched, HistoryCounter, Lease, LeaseId, QueueKeys, QueueName, StartOutcome, TaskEnvelope,
-    GROUP,
+    Fetched, HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName, StartOutcome,
+    TaskEnvelope, GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -75,36 +75,12 @@ impl Consume for RedisBroker {
         let mut fetched = Fetched::default();
         let mut foreign = Vec::new();
         for (mid, fields) in streams.into_iter().flat_map(|(_, e)| e) {
-            let field = |name: &str| {
-                fields
-                    .as_ref()
-                    .and_then(|f| f.iter().find(|(k, _)| k == name))
-                    .map(|(_, v)| v.clone())
-            };
-            let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
-            match (text("i"), field("e")) {
-                (Some(id), Some(env)) => fetched.leases.push(new_lease(
-                    queue,
-                    id,
-                    mid,
-                    TaskEnvelope::decode(&env),
-                    text("r"),
-                    text("err"),
-                    text("f"),
-                )),
-                _ => foreign.push(mid),
+            match lease_of_entry(queue, mid.clone(), fields) {
+                Some(l) => fetched.leases.push(l),
+                None => foreign.push(mid),
             }
         }
-        if !foreign.is_empty() {
-            // Entries that carry no task never block the queue: ack and remove them.
-            fetched.dropped = foreign.len();
-            let _: Value = self
-                .inner
-                .client
-                .xack(stream.as_str(), GROUP, foreign.clone())
-                .await?;
-            let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
-        }
+        fetched.dropped = self.drop_foreign(queue, foreign).await?;
         Ok(fetched)
     }
 
@@ -222,6 +198,21 @@ impl Consume for RedisBroker {
         let n = self.run(|s| &s.requeue, declared, args).await?;
         Ok(reply::int(&n, "requeue")?.max(0) as u64)
     }
+
+    async fn watch(
+        &self,
+        reader: &mut RedisReader,
+        queues: &[QueueName],
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Option<Vec<(usize, Fetched)>>, BrokerError> {
+        super::watch::watch(self, &reader.client, queues, consumer, count, block).await
+    }
+
+    async fn interrupter(&self, reader: &RedisReader) -> Option<Interrupt> {
+        Some(super::watch::interrupter(&reader.client))
+    }
 }
 
 impl RedisBroker {
@@ -296,8 +287,29 @@ impl RedisBroker {
         Ok(fetched)
     }
 
+    /// Acks and removes entries read by a blocking read that carry no task, so they never block
+    /// the queue; returns how many.
+    pub(super) async fn drop_foreign(
+        &self,
+        queue: &QueueName,
+        foreign: Vec<String>,
+    ) -> Result<usize, BrokerError> {
+        if foreign.is_empty() {
+            return Ok(0);
+        }
+        let n = foreign.len();
+        let stream = self.queue_keys(queue).stream();
+        let _: Value = self
+            .inner
+            .client
+            .xack(stream.as_str(), GROUP, foreign.clone())
+            .await?;
+        let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
+        Ok(n)
+    }
+
     /// Redis lost its data (a restart without persistence): recreate the group and go on.
-    async fn regroup(&self, queue: &QueueName) -> Result<(), BrokerError> {
+    pub(super) async fn regroup(&self, queue: &QueueName) -> Result<(), BrokerError> {
         self.forget_queues();
         self.register_queue(queue).await
     }
@@ -349,6 +361,31 @@ pub(super) fn failed_history(keys: &QueueKeys) -> [String; 2] {
 /// How long a fetch receipt lives: longer than any re-send of the call can come (commands time
 /// out after 10 s), short enough that a consumer that went away leaves nothing for long.
 const RECEIPT_TTL: Duration = Duration::from_secs(60);
+
+/// The lease of one stream entry read by a blocking read (`fields` None: the entry was deleted
+/// while pending); None for an entry that carries no task (foreign, or emptied), which the
+/// caller acks and removes.
+pub(super) fn lease_of_entry(queue: &QueueName, mid: String, fields: Fields) -> Option<Lease> {
+    let field = |name: &str| {
+        fields
+            .as_ref()
+            .and_then(|f| f.iter().find(|(k, _)| k == name))
+            .map(|(_, v)| v.clone())
+    };
+    let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
+    match (text("i"), field("e")) {
+        (Some(id), Some(env)) => Some(new_lease(
+            queue,
+            id,
+            mid,
+            TaskEnvelope::decode(&env),
+            text("r"),
+            text("err"),
+            text("f"),
+        )),
+        _ => None,
+    }
+}
 
 /// Builds a lease from a claim row `{entry id, task id, envelope}`; None for a row without a
 /// task (`{entry id}`, already acked and removed by the script) or one that does not parse.
@@ -434,10 +471,12 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
     })
 }
 
-/// `(entry id, fields)`; fields are None for an entry deleted while pending.
-type Entries = Vec<(String, Option<Vec<(String, fred::bytes::Bytes)>>)>;
-/// None on a block timeout.
-type ReadReply = Option<Vec<(String, Entries)>>;
+/// The fields of one stream entry; None for an entry deleted while pending.
+pub(super) type Fields = Option<Vec<(String, fred::bytes::Bytes)>>;
+/// `(entry id, fields)`.
+type Entries = Vec<(String, Fields)>;
+/// `(stream key, entries)` per stream; None on a block timeout.
+pub(super) type ReadReply = Option<Vec<(String, Entries)>>;
 
 /// Decodes an envelope returned by a script.
 pub(super) fn decode_envelope(v: Value) -> Result<TaskEnvelope, DecodeError> {
