@@ -254,3 +254,90 @@ async fn strict_priority_holds_when_tasks_arrive_at_idle_queues() {
     assert_eq!(order, ["urgent", "normal", "bulk"]);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_queue_that_runs_dry_again_is_watched_again_at_once() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let (mux, log) = recording_mux();
+    let cfg = pushed_config().queues([("a", 1), ("b", 1), ("c", 1)]);
+    let server = Server::new(b.clone(), mux, cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // After each task "a" runs dry and parks while the shared read already waits on "b" and
+    // "c" for up to 5 s: that read must be cut and renewed with "a", or the next task of "a"
+    // waits for it to end.
+    for n in 0..3 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sent = Instant::now();
+        client
+            .enqueue(&Job { n, sleep_ms: 0 }, EnqueueOptions::new().queue("a"))
+            .await
+            .expect("enqueue");
+        eventually(Duration::from_secs(6), "served", || async {
+            ran(&log) == n as usize + 1
+        })
+        .await;
+        assert!(
+            sent.elapsed() < Duration::from_millis(1_500),
+            "task {n} waited {:?}",
+            sent.elapsed()
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn pushes_arrive_again_after_the_subscriber_reconnects() {
+    use chronos_broker::fred::interfaces::ClientInterface as _;
+    use chronos_broker::fred::types::client::{ClientKillFilter, ClientKillType};
+    // An own Redis: killing every pub/sub connection must not disturb other tests.
+    let redis = chronos_testkit::RedisServer::start().expect("own redis");
+    let b = broker_at(&redis.url()).await;
+    let client = Client::new(b.clone());
+    let (mux, log) = recording_mux();
+    let server = Server::new(b.clone(), mux, pushed_config())
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let killed: i64 = b
+        .client()
+        .client_kill(vec![ClientKillFilter::Type(ClientKillType::Pubsub)])
+        .await
+        .expect("kill the subscriber");
+    assert!(killed >= 1, "no subscriber connection to kill");
+    // The subscriber reconnects and subscribes again; a push after that wakes the forwarder
+    // that sleeps until the safety interval.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    client
+        .enqueue(
+            &Job { n: 1, sleep_ms: 0 },
+            EnqueueOptions::new().process_in(Duration::from_millis(200)),
+        )
+        .await
+        .expect("enqueue");
+    eventually(Duration::from_secs(4), "forwarded by push", || async {
+        ran(&log) == 1
+    })
+    .await;
+    // Pause changes too.
+    b.set_paused(&q("default"), true).await.expect("pause");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    client
+        .enqueue(&Job { n: 2, sleep_ms: 0 }, EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(ran(&log), 1, "ran while paused");
+    b.set_paused(&q("default"), false).await.expect("resume");
+    eventually(Duration::from_secs(3), "resumed", || async {
+        ran(&log) == 2
+    })
+    .await;
+    server.shutdown().await;
+}
