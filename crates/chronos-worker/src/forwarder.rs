@@ -92,8 +92,8 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
             _ = rt.stop_maintenance.cancelled() => return true,
         }
         let now = Instant::now();
-        for q in 0..rt.queues.len() {
-            if due[q] > now {
+        for (q, at) in due.iter_mut().enumerate() {
+            if *at > now {
                 continue;
             }
             let next = match forward_one(rt, q).await {
@@ -105,7 +105,7 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
                 // Redis trouble: try again soon, not at the end of the safety interval.
                 None => rt.config.forward_interval.min(safety),
             };
-            due[q] = Instant::now() + next;
+            *at = Instant::now() + next;
         }
     }
 }
