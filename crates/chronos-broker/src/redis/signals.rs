@@ -32,6 +32,8 @@ impl Hub {
         let mut reconnects = sub.reconnect_rx();
         sub.init().await?;
         sub.subscribe(channel.as_str()).await?;
+        // Connections made so far (the first one included) are covered by that subscribe.
+        while reconnects.try_recv().is_ok() {}
         let read = {
             let tx = tx.clone();
             tokio::spawn(async move {

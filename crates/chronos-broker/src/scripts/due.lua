@@ -7,10 +7,11 @@
 -- an idle forwarder sleeps until then; for 'j' {ids, ids}: the expired retained ids, and the
 -- archived ids past their age or beyond the length cap (oldest first).
 -- The writing scripts check each id again, so what changes in between is never acted on wrongly.
-local now, limit = now_ms(), tonumber(ARGV[1]) or 100
+local limit = tonumber(ARGV[1]) or 100
 if ARGV[4] == 'f' then
-  -- An idle set costs one ZRANGE: the range query runs only when its first task is due.
-  local out, next = {}, -1
+  -- An empty set costs one ZRANGE and no TIME; the range query runs only when the set's first
+  -- task is due.
+  local out, next, now = {}, -1, nil
   local function sooner(ms)
     if next < 0 or ms < next then next = ms end
   end
@@ -18,6 +19,7 @@ if ARGV[4] == 'f' then
     out[i] = {}
     local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
     local at = tonumber(first[2])
+    if at and not now then now = now_ms() end
     if at and at > now then
       sooner(at - now)
     elseif at then
@@ -33,6 +35,7 @@ if ARGV[4] == 'f' then
   end
   return {out[1], out[2], next}
 end
+local now = now_ms()
 local maxage, maxlen = tonumber(ARGV[2]) or 0, tonumber(ARGV[3]) or 0
 local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - maxage, 'LIMIT', 0, limit)
 local over = redis.call('ZCARD', KEYS[4]) - maxlen - #old
