@@ -104,8 +104,10 @@ pub struct ServerConfig {
     pub heartbeat_interval: Duration,
     /// How often due delayed and retry tasks are forwarded when the broker pushes no signals
     /// (default 500 ms). With a broker that does (Redis), the forwarder instead sleeps until the
-    /// earliest due time of its queues, woken early by a push when a task gets an earlier one,
-    /// and this is unused (see `safety_interval`).
+    /// earliest due time of its queues, woken early by a push when a task gets an earlier one
+    /// (see `safety_interval`), and this is the least time between two passes over one queue
+    /// that no push asked for: tasks due soon after a pass may wait up to this long, as when
+    /// polling.
     pub forward_interval: Duration,
     /// With a broker that pushes signals ([`chronos_broker::Maintain::signals`]): the longest a
     /// lost push can delay what it announced. Each queue is forwarded at least this often, and

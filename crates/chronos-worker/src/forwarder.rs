@@ -4,8 +4,9 @@
 //! forward call tells the next one), woken early by a push when a task gets an earlier due time
 //! than its set held, and forwards each queue at least every `safety_interval`; after a
 //! reconnect of the subscriber it forwards every queue at once, since a push may have been
-//! lost. An idle queue costs one call per safety interval. Without signals it polls every
-//! queue every `forward_interval`.
+//! lost. An idle queue costs one call per safety interval; a busy one at most one per
+//! `forward_interval`, unless a push says sooner. Without signals it polls every queue every
+//! `forward_interval`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,14 +97,14 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
             if *at > now {
                 continue;
             }
+            // Passes of one queue are at least `forward_interval` apart (as when polling), so
+            // a set of many scattered due times costs no more than polling did; only a push
+            // (a new earliest due time) brings a pass sooner.
+            let gap = rt.config.forward_interval.min(safety);
             let next = match forward_one(rt, q).await {
-                // "More now" that moved nothing (entries the script skips) must not spin.
-                Some(f) if f.moved == 0 && f.next == Some(Duration::ZERO) => {
-                    rt.config.forward_interval.min(safety)
-                }
-                Some(f) => f.next.map_or(safety, |n| n.min(safety)),
+                Some(f) => f.next.map_or(safety, |n| n.max(gap).min(safety)),
                 // Redis trouble: try again soon, not at the end of the safety interval.
-                None => rt.config.forward_interval.min(safety),
+                None => gap,
             };
             *at = Instant::now() + next;
         }
