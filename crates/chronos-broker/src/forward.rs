@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use crate::{
     ActionOutcome, BrokerError, BulkReport, ChainInfo, ChainStatus, Completion, Consume,
-    Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, FireOutcome, FireState, Flows,
-    GroupCreated, GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, LeaderInfo, LeaseId,
-    Maintain, ManageSchedules, MemberOutcome, MemberPage, MemberReport, NewTask, Operate,
-    PutOutcome, QueueName, QueueStats, Reclaimed, Results, ScheduleDef, ScheduleEntry,
-    SchedulerMetrics, Schedules, ServerRecord, StartOutcome, StoredDef, TaskAction, TaskFilter,
-    TaskInfo, TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
+    Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, FireOutcome, FireState, Flows, Forwarded,
+    GroupCreated, GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, Interrupt,
+    LeaderInfo, LeaseId, Maintain, ManageSchedules, MemberOutcome, MemberPage, MemberReport,
+    NewTask, Operate, PutOutcome, QueueName, QueueStats, Reclaimed, Results, ScheduleDef,
+    ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, Signals, StartOutcome, StoredDef,
+    TaskAction, TaskFilter, TaskInfo, TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
 };
 
 /// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:
@@ -64,6 +64,8 @@ forward!(Consume {
     fn retry(&self, lease: &LeaseId, delay: Duration, error: &str) -> Result<bool, BrokerError>;
     fn dead_letter(&self, lease: &LeaseId, error: &str, count_attempt: bool) -> Result<DeadOutcome, BrokerError>;
     fn requeue(&self, queue: &QueueName, leases: &[LeaseId]) -> Result<u64, BrokerError>;
+    fn watch(&self, reader: &mut Self::Reader, queues: &[QueueName], consumer: &str, count: usize, block: Duration) -> Result<Option<Vec<(usize, Fetched)>>, BrokerError>;
+    fn interrupter(&self, reader: &Self::Reader) -> Option<Interrupt>;
 });
 
 forward!(Maintain {
@@ -78,6 +80,8 @@ forward!(Maintain {
     fn cancel_requested(&self, queue: &QueueName, msg_ids: &[String]) -> Result<Vec<String>, BrokerError>;
     fn reclaimed_dead(&self, queue: &QueueName, limit: usize) -> Result<Vec<DeadTask>, BrokerError>;
     fn ack_reclaimed(&self, queue: &QueueName, task_ids: &[String]) -> Result<u64, BrokerError>;
+    fn forward_due_next(&self, queue: &QueueName, limit: usize) -> Result<Forwarded, BrokerError>;
+    fn signals(&self) -> Result<Option<Signals>, BrokerError>;
 });
 
 forward!(Coordinate {

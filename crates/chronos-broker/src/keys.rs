@@ -149,6 +149,13 @@ impl Keyspace {
         format!("{}:paused", self.ns)
     }
 
+    /// Pub/sub channel (not a key) of the namespace's worker signals: `d <ms> <queue>` when a
+    /// queue's scheduled or retry set gets an earlier due time (lib.lua `wake` derives the same
+    /// name from the set's key), `p` when a queue is paused or resumed.
+    pub fn signal(&self) -> String {
+        format!("{}:signal", self.ns)
+    }
+
     /// `<ns>:servers`: sorted set of worker server ids scored by the time their record expires.
     pub fn servers(&self) -> String {
         format!("{}:servers", self.ns)

@@ -24,6 +24,10 @@
 //!   [`Results`] capability underneath ([`TaskOutcome`]). A wait is woken by a pub/sub message
 //!   the settling script publishes on the task hash's name (only for retained completions and
 //!   for dead letters, so a plain task pays nothing), never by a polling loop.
+//! * Idle cost: [`Consume::watch`] waits for many queues with one blocking read (not on Redis
+//!   Cluster), which an [`Interrupt`] cuts short; [`Maintain::signals`] pushes [`Signal`]s
+//!   (earlier due times, pause changes, a resync after each reconnect) so an idle worker sleeps
+//!   instead of polling, and [`Maintain::forward_due_next`] says when the next task is due.
 //! * [`SampleQueues`]: queue gauges (counts by state, oldest pending task's age) for metrics,
 //!   sampled by one process of the cluster that holds a short lease.
 //! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
@@ -145,6 +149,7 @@
 //! |---|---|---|---|---|
 //! | `<ns>:queues` | set | every queue name enqueued to | first enqueue or consume of a queue per process | never (one short member per queue) |
 //! | `<ns>:paused` | set | paused queue names | `Inspect::set_paused` | `set_paused(false)` |
+//! | `<ns>:signal` | pub/sub channel (no key) | worker signals ([`Maintain::signals`]): `d <ms> <queue>` when a scheduled or retry set gets an earlier due time (lib.lua `wake`, from enqueue, retry, admit, chain_next), `p` when a queue is paused or resumed | those scripts; `Inspect::set_paused` | nothing is stored |
 //! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); a plain task's entry is `e=<envelope>` alone (plus `x`/`dl` where its max retry or dead-letter policy is not the default), and its id is the entry's id (see [Plain tasks](#plain-tasks)); group `workers` holds the running ones in its PEL, where a started plain task's delivery count is set to 1 000 000 | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
 //! | `<ns>:{<q>}:t:<id>` | hash (none for a plain task while it is pending or active) | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only), `k` entry id of the delivery that took a start of its rate key (admit.lua); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
 //! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
@@ -218,6 +223,7 @@ mod sample;
 mod schedule;
 mod schedule_def;
 mod server_record;
+mod signal;
 mod task;
 pub mod testing;
 mod throttle;
@@ -247,6 +253,7 @@ pub use sample::{QueueSample, SampleQueues};
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
 pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef};
 pub use server_record::ServerRecord;
+pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, EnqueueOptions, NewTask,
     TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,

@@ -5,9 +5,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, DecodeError, FireOutcome, FireState, LeaderInfo, NewTask, PutOutcome, QueueName,
-    ScheduleDef, ScheduleEntry, SchedulerMetrics, ServerRecord, StoredDef, TaskEnvelope, TaskInfo,
-    TaskOutcome, TaskState, Trigger,
+    BrokerError, DecodeError, FireOutcome, FireState, Forwarded, Interrupt, LeaderInfo, NewTask,
+    PutOutcome, QueueName, ScheduleDef, ScheduleEntry, SchedulerMetrics, ServerRecord, Signals,
+    StoredDef, TaskEnvelope, TaskInfo, TaskOutcome, TaskState, Trigger,
 };
 
 /// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
@@ -285,6 +285,34 @@ pub trait Consume: Send + Sync {
         queue: &QueueName,
         leases: &[LeaseId],
     ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Waits up to `block` for new tasks of any of `queues` with one blocking read on `reader`,
+    /// taking up to `count` per queue, with the guarantees of a blocking [`Consume::fetch`]
+    /// (each lease held by `consumer`, not an attempt yet; a reply lost on a reconnect leaves
+    /// its deliveries to the recoverer, unspent). Returns `(index into queues, fetched)` for
+    /// each queue that had something. An empty `queues` returns at once, so a caller can probe
+    /// support. None: this store cannot read these queues together (the default, and Redis
+    /// Cluster, where streams of different slots cannot share a read): block per queue with
+    /// [`Consume::fetch`] instead.
+    fn watch(
+        &self,
+        reader: &mut Self::Reader,
+        queues: &[QueueName],
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> impl Future<Output = Result<Option<Vec<(usize, Fetched)>>, BrokerError>> + Send {
+        let _ = (reader, queues, consumer, count, block);
+        async { Ok(None) }
+    }
+
+    /// A handle that ends a blocking read in flight on `reader` early, as a timeout would (so
+    /// nothing is taken or stranded); None when the store has none (the default): then a
+    /// waiting read ends only at its block time.
+    fn interrupter(&self, reader: &Self::Reader) -> impl Future<Output = Option<Interrupt>> + Send {
+        let _ = reader;
+        async { None }
+    }
 }
 
 /// Background upkeep: forwarding, recovery, leases and trimming.
@@ -353,6 +381,28 @@ pub trait Maintain: Send + Sync {
         queue: &QueueName,
         consumer: &str,
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// [`Maintain::forward_due`], also telling when the earliest task left in the queue's
+    /// scheduled and retry sets is due, so a caller can sleep until then. The default forwards
+    /// and answers `next: None`; a store whose [`Maintain::signals`] pushes due times must
+    /// implement it (a caller with signals trusts `None` to mean both sets are empty).
+    fn forward_due_next(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> impl Future<Output = Result<Forwarded, BrokerError>> + Send {
+        async move {
+            let moved = self.forward_due(queue, limit).await?;
+            Ok(Forwarded { moved, next: None })
+        }
+    }
+
+    /// Subscribes to the namespace's pushed [`Signal`]s: earlier due times in a scheduled or
+    /// retry set, pause changes, and a [`Signal::Resync`] after each (re)subscription. None
+    /// (the default): the store pushes nothing, and a worker polls at its intervals.
+    fn signals(&self) -> impl Future<Output = Result<Option<Signals>, BrokerError>> + Send {
+        async { Ok(None) }
+    }
 
     /// Which of `msg_ids` (stream entry ids of deliveries this worker runs) an operator asked
     /// to cancel ([`TaskAction::Cancel`]). A worker polls it for the tasks it runs, a few times

@@ -102,8 +102,19 @@ pub struct ServerConfig {
     /// How often leases of held tasks are refreshed (default 5 s; at most a third of
     /// `recover_min_idle`).
     pub heartbeat_interval: Duration,
-    /// How often due delayed and retry tasks are forwarded (default 500 ms).
+    /// How often due delayed and retry tasks are forwarded when the broker pushes no signals
+    /// (default 500 ms). With a broker that does (Redis), the forwarder instead sleeps until the
+    /// earliest due time of its queues, woken early by a push when a task gets an earlier one
+    /// (see `safety_interval`), and this is the least time between two passes over one queue
+    /// that no push asked for: tasks due soon after a pass may wait up to this long, as when
+    /// polling.
     pub forward_interval: Duration,
+    /// With a broker that pushes signals ([`chronos_broker::Maintain::signals`]): the longest a
+    /// lost push can delay what it announced. Each queue is forwarded at least this often, and
+    /// the paused set read at least this often (besides at start and after each reconnect of
+    /// the subscriber, which re-reads everything). Default 10 s. It bounds the cost of an idle
+    /// queue: one forward call per queue per interval.
+    pub safety_interval: Duration,
     /// How often the janitor runs (default 60 s).
     pub janitor_interval: Duration,
     /// Archived tasks older than this are removed (default 7 days).
@@ -148,6 +159,7 @@ impl Default for ServerConfig {
             recover_interval: Duration::from_secs(5),
             heartbeat_interval: Duration::from_secs(5),
             forward_interval: Duration::from_millis(500),
+            safety_interval: Duration::from_secs(10),
             janitor_interval: Duration::from_secs(60),
             archive_retention: Duration::from_secs(7 * 24 * 3600),
             archive_max: 10_000,
@@ -174,6 +186,7 @@ impl fmt::Debug for ServerConfig {
             .field("recover_min_idle", &self.recover_min_idle)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("forward_interval", &self.forward_interval)
+            .field("safety_interval", &self.safety_interval)
             .field("recover_interval", &self.recover_interval)
             .field("janitor_interval", &self.janitor_interval)
             .field("archive_retention", &self.archive_retention)
@@ -236,6 +249,13 @@ impl ServerConfig {
     /// Period of the forwarder of due delayed and retry tasks.
     pub fn forward_interval(mut self, d: Duration) -> Self {
         self.forward_interval = d;
+        self
+    }
+
+    /// The longest a lost push may delay a due task or a pause (see
+    /// [`ServerConfig::safety_interval`]).
+    pub fn safety_interval(mut self, d: Duration) -> Self {
+        self.safety_interval = d;
         self
     }
 
@@ -366,6 +386,7 @@ impl ServerConfig {
             ("recover_interval", self.recover_interval),
             ("heartbeat_interval", self.heartbeat_interval),
             ("forward_interval", self.forward_interval),
+            ("safety_interval", self.safety_interval),
             ("janitor_interval", self.janitor_interval),
             ("dead_letter_hook_timeout", self.dead_letter_hook_timeout),
             ("sample_queues", self.sample_queues.unwrap_or(Duration::MAX)),

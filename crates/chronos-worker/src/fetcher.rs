@@ -1,7 +1,10 @@
-//! One fetcher per queue, each with its own blocking-read connection, fills that queue's
-//! prefetch buffer; it fetches only as many tasks as there are free slots, so deliveries do not
-//! sit leased here while other servers are idle.
+//! One fetcher per queue fills that queue's prefetch buffer; it fetches only as many tasks as
+//! there are free slots, so deliveries do not sit leased here while other servers are idle.
+//! When its queue has nothing ready it parks, and the server's one shared blocking read waits
+//! for all parked queues together (watcher.rs). Where the broker cannot read queues together
+//! (Redis Cluster), and for limited queues, it blocks on its own reader connection instead.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,6 +82,16 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             .await;
         if matches!(&result, Ok(f) if f.leases.is_empty()) {
             rt.mark_drained(q);
+            if rt.watching.load(Ordering::Relaxed) {
+                // The shared read waits for this queue (with every other idle one) and puts
+                // what it reads in this queue's buffer; then read on from here.
+                rt.park.park(q);
+                tokio::select! {
+                    _ = rt.park.wait(q) => {}
+                    _ = rt.stop_fetch.cancelled() => break,
+                }
+                continue;
+            }
             result = rt
                 .broker
                 .fetch(&mut reader, &queue, &rt.id, count, BLOCK)

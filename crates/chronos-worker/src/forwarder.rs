@@ -1,7 +1,18 @@
 //! Moves due delayed and retry tasks into their queue's stream.
+//!
+//! With a broker that pushes signals, it sleeps until the earliest due time of its queues (each
+//! forward call tells the next one), woken early by a push when a task gets an earlier due time
+//! than its set held, and forwards each queue at least every `safety_interval`; after a
+//! reconnect of the subscriber it forwards every queue at once, since a push may have been
+//! lost. An idle queue costs one call per safety interval; a busy one at most one per
+//! `forward_interval`, unless a push says sooner. Without signals it polls every queue every
+//! `forward_interval`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use chronos_broker::{Forwarded, Signal, Signals};
+use tokio::time::Instant;
 use tracing::warn;
 
 use crate::runtime::{every, Runtime};
@@ -9,23 +20,93 @@ use crate::WorkerBroker;
 
 /// Tasks moved per script call; more calls follow at once while a backlog remains.
 const LIMIT: usize = 500;
+/// Calls per queue per pass: bounded so one huge backlog cannot starve the other queues.
+const ROUNDS: usize = 20;
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
+    match rt.broker.signals().await {
+        Ok(Some(signals)) => {
+            if pushed(&rt, signals).await {
+                return;
+            }
+            warn!("the signal subscriber is gone; forwarding by polling");
+        }
+        Ok(None) => {}
+        Err(e) => {
+            warn!(error = %e, "could not subscribe to due-time pushes; forwarding by polling")
+        }
+    }
     every(&rt, rt.config.forward_interval, || forward(&rt)).await
 }
 
+/// Polling: every queue, every period.
 async fn forward<B: WorkerBroker>(rt: &Runtime<B>) {
-    for (queue, _) in &rt.queues {
-        // Bounded so one huge backlog cannot starve the other queues of forwarding.
-        for _ in 0..20 {
-            match rt.broker.forward_due(queue, LIMIT).await {
-                Ok(n) if n as usize >= LIMIT => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    warn!(queue = %queue, error = %e, "forward failed");
-                    break;
-                }
+    for q in 0..rt.queues.len() {
+        forward_one(rt, q).await;
+    }
+}
+
+/// Forwards what is due in queue `q`; None on an error (logged).
+async fn forward_one<B: WorkerBroker>(rt: &Runtime<B>, q: usize) -> Option<Forwarded> {
+    let queue = &rt.queues[q].0;
+    let mut last = Forwarded::default();
+    for _ in 0..ROUNDS {
+        match rt.broker.forward_due_next(queue, LIMIT).await {
+            Ok(f) if f.moved as usize >= LIMIT => last = f,
+            Ok(f) => return Some(f),
+            Err(e) => {
+                warn!(queue = %queue, error = %e, "forward failed");
+                return None;
             }
+        }
+    }
+    // A backlog is left: come back at once.
+    Some(Forwarded {
+        next: Some(Duration::ZERO),
+        ..last
+    })
+}
+
+/// Sleeps until the earliest due time; true when stopped, false when the subscriber is gone.
+async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool {
+    let safety = rt.config.safety_interval;
+    // When each queue is due for a pass: all at once first.
+    let now = Instant::now();
+    let mut due: Vec<Instant> = vec![now; rt.queues.len()];
+    loop {
+        let wake = due.iter().copied().min().unwrap_or(now + safety);
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            s = signals.recv() => {
+                match s {
+                    Some(Signal::Due { queue, after }) => {
+                        if let Some(q) = rt.queues.iter().position(|(n, _)| *n == queue) {
+                            due[q] = due[q].min(Instant::now() + after);
+                        }
+                    }
+                    Some(Signal::Resync) => due.fill(Instant::now()),
+                    Some(Signal::Paused) => {}
+                    None => return false,
+                }
+                continue;
+            }
+            _ = rt.stop_maintenance.cancelled() => return true,
+        }
+        let now = Instant::now();
+        for (q, at) in due.iter_mut().enumerate() {
+            if *at > now {
+                continue;
+            }
+            // Passes of one queue are at least `forward_interval` apart (as when polling), so
+            // a set of many scattered due times costs no more than polling did; only a push
+            // (a new earliest due time) brings a pass sooner.
+            let gap = rt.config.forward_interval.min(safety);
+            let next = match forward_one(rt, q).await {
+                Some(f) => f.next.map_or(safety, |n| n.max(gap).min(safety)),
+                // Redis trouble: try again soon, not at the end of the safety interval.
+                None => gap,
+            };
+            *at = Instant::now() + next;
         }
     }
 }

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::starter::StartRequest;
+use crate::watcher::Park;
 use crate::WorkerBroker;
 use crate::{Mux, QueueLimit, ServerConfig};
 
@@ -72,6 +73,10 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     returns: mpsc::UnboundedSender<(QueueName, String)>,
     /// The receiving end of `returns`, until the permit loop takes it.
     returned: Mutex<Option<mpsc::UnboundedReceiver<(QueueName, String)>>>,
+    /// Queues whose fetcher left its blocking wait to the shared read (watcher.rs).
+    pub(crate) park: Park,
+    /// Whether the shared read runs; when not, each fetcher blocks on its own reader.
+    pub(crate) watching: AtomicBool,
 }
 
 impl<B: WorkerBroker> Runtime<B> {
@@ -114,6 +119,8 @@ impl<B: WorkerBroker> Runtime<B> {
             stop_maintenance: CancellationToken::new(),
             running: TaskTracker::new(),
             started_at_ms: chronos_broker::now_ms(),
+            park: Park::new(n),
+            watching: AtomicBool::new(false),
             queues,
         }
     }

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chronos_broker::{
-    Consume, Flows, Inspect, LeaseId, Maintain, QueueName, SampleQueues, Throttle,
+    Consume, Flows, Inspect, LeaseId, Maintain, QueueName, SampleQueues, Signal, Throttle,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -12,11 +12,14 @@ use tracing::{info, warn};
 use crate::runtime::Runtime;
 use crate::{
     acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, recoverer,
-    sampler, starter,
+    sampler, starter, watcher,
 };
 use crate::{Mux, ServerConfig, WorkerError};
 
-/// How often the paused-queue set is read: pausing takes effect within this time.
+/// How often the paused-queue set is read when the broker pushes no signals: pausing takes
+/// effect within this time. With signals, a pause takes effect when its push arrives, and the
+/// set is read only at start, after each reconnect of the subscriber, and every
+/// [`ServerConfig::safety_interval`].
 const PAUSE_POLL: Duration = Duration::from_millis(500);
 
 /// What a [`Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
@@ -126,6 +129,14 @@ impl<B: WorkerBroker> Server<B> {
         heartbeat::beat(&rt).await;
 
         let mut fetchers = Vec::new();
+        // The shared read of idle queues, when the broker can do it; waited for at shutdown
+        // with the fetchers, since what its last read took goes into their buffers.
+        if rt.limits.iter().any(Option::is_none) {
+            if let Some(reader) = watcher::open(&rt.broker, &rt.id).await {
+                rt.watching.store(true, Ordering::Relaxed);
+                fetchers.push(tokio::spawn(watcher::run(rt.clone(), reader)));
+            }
+        }
         for q in 0..rt.queues.len() {
             fetchers.push(tokio::spawn(fetcher::run(rt.clone(), q)));
         }
@@ -287,9 +298,38 @@ async fn shut_down<B: WorkerBroker>(
 }
 
 async fn pause_poller<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
+    let mut signals = match rt.broker.signals().await {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(error = %e, "could not subscribe to pause changes; polling the paused set");
+            None
+        }
+    };
+    // Read once after subscribing: a change made before it is not pushed to us.
+    if signals.is_some() {
+        refresh_paused(&rt).await;
+    }
     loop {
+        let period = match signals {
+            Some(_) => rt.config.safety_interval,
+            None => PAUSE_POLL,
+        };
+        let pushed = async {
+            match signals.as_mut() {
+                Some(s) => s.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(PAUSE_POLL) => refresh_paused(&rt).await,
+            _ = tokio::time::sleep(period) => refresh_paused(&rt).await,
+            s = pushed => match s {
+                Some(Signal::Paused | Signal::Resync) => refresh_paused(&rt).await,
+                Some(Signal::Due { .. }) => {}
+                None => {
+                    warn!("the signal subscriber is gone; polling the paused set");
+                    signals = None;
+                }
+            },
             _ = rt.stop_maintenance.cancelled() => return,
         }
     }
@@ -298,8 +338,14 @@ async fn pause_poller<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
 async fn refresh_paused<B: WorkerBroker>(rt: &Runtime<B>) {
     match rt.broker.paused_queues().await {
         Ok(paused) => {
+            let mut changed = false;
             for (i, (q, _)) in rt.queues.iter().enumerate() {
-                rt.paused[i].store(paused.contains(q), Ordering::Relaxed);
+                let now = paused.contains(q);
+                changed |= rt.paused[i].swap(now, Ordering::Relaxed) != now;
+            }
+            if changed {
+                // The shared read must stop (or start) watching the queues that changed.
+                rt.park.refresh();
             }
         }
         Err(e) => warn!(error = %e, "could not read paused queues"),

@@ -242,6 +242,8 @@ impl Operate for RedisBroker {
                     .client
                     .srem(self.inner.keys.paused(), queue.as_str())
                     .await?;
+                // Servers of a queue created again under this name must not keep it paused.
+                self.signal_paused().await?;
                 self.forget_queues();
                 return Ok(deleted);
             }

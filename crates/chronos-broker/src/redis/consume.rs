@@ -6,8 +6,8 @@ use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::{
     duration_ms, now_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, DecodeError,
-    Fetched, HistoryCounter, Lease, LeaseId, QueueKeys, QueueName, StartOutcome, TaskEnvelope,
-    GROUP,
+    Fetched, HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName, StartOutcome,
+    TaskEnvelope, GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -75,21 +75,12 @@ impl Consume for RedisBroker {
         let mut fetched = Fetched::default();
         let mut foreign = Vec::new();
         for (mid, fields) in streams.into_iter().flat_map(|(_, e)| e) {
-            match lease_of_entry(queue, &mid, fields.as_deref()) {
-                Some(lease) => fetched.leases.push(lease),
+            match lease_of_entry(queue, mid.clone(), fields) {
+                Some(l) => fetched.leases.push(l),
                 None => foreign.push(mid),
             }
         }
-        if !foreign.is_empty() {
-            // Entries that carry no task never block the queue: ack and remove them.
-            fetched.dropped = foreign.len();
-            let _: Value = self
-                .inner
-                .client
-                .xack(stream.as_str(), GROUP, foreign.clone())
-                .await?;
-            let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
-        }
+        fetched.dropped = self.drop_foreign(queue, foreign).await?;
         Ok(fetched)
     }
 
@@ -219,6 +210,21 @@ impl Consume for RedisBroker {
         let n = self.run(|s| &s.requeue, declared, args).await?;
         Ok(reply::int(&n, "requeue")?.max(0) as u64)
     }
+
+    async fn watch(
+        &self,
+        reader: &mut RedisReader,
+        queues: &[QueueName],
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Option<Vec<(usize, Fetched)>>, BrokerError> {
+        super::watch::watch(self, &reader.client, queues, consumer, count, block).await
+    }
+
+    async fn interrupter(&self, reader: &RedisReader) -> Option<Interrupt> {
+        Some(super::watch::interrupter(&reader.client))
+    }
 }
 
 impl RedisBroker {
@@ -302,8 +308,29 @@ impl RedisBroker {
         Ok(fetched)
     }
 
+    /// Acks and removes entries read by a blocking read that carry no task, so they never block
+    /// the queue; returns how many.
+    pub(super) async fn drop_foreign(
+        &self,
+        queue: &QueueName,
+        foreign: Vec<String>,
+    ) -> Result<usize, BrokerError> {
+        if foreign.is_empty() {
+            return Ok(0);
+        }
+        let n = foreign.len();
+        let stream = self.queue_keys(queue).stream();
+        let _: Value = self
+            .inner
+            .client
+            .xack(stream.as_str(), GROUP, foreign.clone())
+            .await?;
+        let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
+        Ok(n)
+    }
+
     /// Redis lost its data (a restart without persistence): recreate the group and go on.
-    async fn regroup(&self, queue: &QueueName) -> Result<(), BrokerError> {
+    pub(super) async fn regroup(&self, queue: &QueueName) -> Result<(), BrokerError> {
         self.forget_queues();
         self.register_queue(queue).await
     }
@@ -385,26 +412,23 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
     Some(new_lease(queue, task_id, msg_id, envelope, r, err, f))
 }
 
-/// The lease of one stream entry read by a blocking XREADGROUP: a task's entry carries `i`
-/// (its id) and `e` (its envelope), a plain task's only `e` (its id is the entry's). None for
-/// an entry that carries no task.
-pub(super) fn lease_of_entry(
-    queue: &QueueName,
-    mid: &str,
-    fields: Option<&[(String, fred::bytes::Bytes)]>,
-) -> Option<Lease> {
+/// The lease of one stream entry read by a blocking read: a task's entry carries `i` (its id)
+/// and `e` (its envelope), a plain task's only `e` (its id is the entry's). None for an entry
+/// that carries no task (foreign, or emptied: `fields` None, deleted while pending), which the
+/// caller acks and removes.
+pub(super) fn lease_of_entry(queue: &QueueName, mid: String, fields: Fields) -> Option<Lease> {
     let fields = fields?;
     let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
     let env = field("e")?;
     let id = match field("i") {
         Some(i) => String::from_utf8(i.to_vec()).ok()?,
-        None => mid.to_string(),
+        None => mid.clone(),
     };
     Some(new_lease(
         queue,
         id,
-        mid.to_string(),
+        mid,
         TaskEnvelope::decode(env),
         text("r"),
         text("err"),
@@ -487,10 +511,12 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
     })
 }
 
-/// `(entry id, fields)`; fields are None for an entry deleted while pending.
-type Entries = Vec<(String, Option<Vec<(String, fred::bytes::Bytes)>>)>;
-/// None on a block timeout.
-type ReadReply = Option<Vec<(String, Entries)>>;
+/// The fields of one stream entry; None for an entry deleted while pending.
+pub(super) type Fields = Option<Vec<(String, fred::bytes::Bytes)>>;
+/// `(entry id, fields)`.
+type Entries = Vec<(String, Fields)>;
+/// `(stream key, entries)` per stream; None on a block timeout.
+pub(super) type ReadReply = Option<Vec<(String, Entries)>>;
 
 /// Decodes an envelope returned by a script.
 pub(super) fn decode_envelope(v: Value) -> Result<TaskEnvelope, DecodeError> {

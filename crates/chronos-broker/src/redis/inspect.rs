@@ -112,7 +112,9 @@ impl Inspect for RedisBroker {
         } else {
             self.inner.client.srem(key, queue.as_str()).await?
         };
-        Ok(())
+        // After the write, so that a server woken by it reads the new set. A lost message
+        // delays the change only until the servers' safety poll.
+        self.signal_paused().await
     }
 
     async fn paused_queues(&self) -> Result<Vec<QueueName>, BrokerError> {

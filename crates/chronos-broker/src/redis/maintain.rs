@@ -6,8 +6,8 @@ use fred::types::{ClusterHash, CustomCommand};
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
 use crate::{
-    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Maintain, QueueKeys, QueueName,
-    Reclaimed, ServerRecord, GROUP,
+    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, Maintain, QueueKeys,
+    QueueName, Reclaimed, ServerRecord, Signals, GROUP,
 };
 
 /// How long the reclaim outbox outlives its last write: as long as a group's default TTL, so
@@ -17,10 +17,19 @@ const OUTBOX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Maintain for RedisBroker {
     async fn forward_due(&self, queue: &QueueName, limit: usize) -> Result<u64, BrokerError> {
+        Ok(self.forward_due_next(queue, limit).await?.moved)
+    }
+
+    async fn forward_due_next(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> Result<Forwarded, BrokerError> {
         let keys = self.queue_keys(queue);
-        let (scheduled, retry) = self.due(&keys, "f", limit, Duration::ZERO, 0).await?;
+        let (scheduled, retry, next) = self.due(&keys, "f", limit, Duration::ZERO, 0).await?;
+        let next = next.map(|ms| Duration::from_millis(ms.max(0) as u64));
         if scheduled.is_empty() && retry.is_empty() {
-            return Ok(0);
+            return Ok(Forwarded { moved: 0, next });
         }
         let mut declared = vec![keys.stream(), keys.scheduled(), keys.retry()];
         let mut args: Vec<Value> = Vec::new();
@@ -32,7 +41,14 @@ impl Maintain for RedisBroker {
             }
         }
         let n = self.run(|s| &s.forward, declared, args).await?;
-        Ok(reply::int(&n, "forward")?.max(0) as u64)
+        Ok(Forwarded {
+            moved: reply::int(&n, "forward")?.max(0) as u64,
+            next,
+        })
+    }
+
+    async fn signals(&self) -> Result<Option<Signals>, BrokerError> {
+        Ok(Some(self.subscribe_signals().await?))
     }
 
     async fn reclaim_idle(
@@ -43,6 +59,27 @@ impl Maintain for RedisBroker {
     ) -> Result<Reclaimed, BrokerError> {
         let keys = self.queue_keys(queue);
         let mut out = Reclaimed::default();
+        // One plain command decides the usual case, nothing idle: the script's page (XPENDING
+        // again plus a lookup per entry) runs only when something is.
+        let probe = CustomCommand::new_static("XPENDING", ClusterHash::FirstKey, false);
+        let args: Vec<Value> = vec![
+            keys.stream().into(),
+            GROUP.into(),
+            "IDLE".into(),
+            duration_ms(min_idle).into(),
+            "-".into(),
+            "+".into(),
+            1.into(),
+        ];
+        match self.inner.client.custom::<Value, _>(probe, args).await {
+            Ok(v) => {
+                if reply::array(v, "xpending")?.is_empty() {
+                    return Ok(out);
+                }
+            }
+            Err(e) if e.details().contains("NOGROUP") => return Ok(out),
+            Err(e) => return Err(e.into()),
+        }
         let mut from = "-".to_string();
         let mut left = limit.max(1);
         // Pages of at most 100: each script call holds Redis for well under a millisecond.
@@ -117,7 +154,7 @@ impl Maintain for RedisBroker {
     ) -> Result<u64, BrokerError> {
         let keys = self.queue_keys(queue);
         let max_len = i64::try_from(archive_max_len).unwrap_or(i64::MAX);
-        let (completed, archived) = self
+        let (completed, archived, _) = self
             .due(&keys, "j", limit, archive_max_age, max_len)
             .await?;
         if completed.is_empty() && archived.is_empty() {
@@ -296,7 +333,7 @@ impl RedisBroker {
         limit: usize,
         max_age: Duration,
         max_len: i64,
-    ) -> Result<(Vec<String>, Vec<String>), BrokerError> {
+    ) -> Result<(Vec<String>, Vec<String>, Option<i64>), BrokerError> {
         let declared = vec![
             keys.scheduled(),
             keys.retry(),
@@ -317,7 +354,13 @@ impl RedisBroker {
                 .map(|v| reply::string(v, "due"))
                 .collect()
         };
-        Ok((ids()?, ids()?))
+        let (a, b) = (ids()?, ids()?);
+        // 'f' only: ms until the earliest task left is due, -1 when none is left.
+        let next = match lists.next() {
+            Some(v) => Some(reply::int(&v, "due")?).filter(|&ms| ms >= 0),
+            None => None,
+        };
+        Ok((a, b, next))
     }
 
     /// Reclaims one page of idle deliveries (reclaim.lua), declaring each task's hash, its

@@ -12,7 +12,9 @@ mod runtime;
 mod sample;
 mod schedules;
 mod scripts;
+mod signals;
 mod throttle;
+mod watch;
 
 pub use consume::RedisReader;
 
@@ -59,6 +61,8 @@ struct Inner {
     idempotency_window: Duration,
     /// The subscriber that wakes [`crate::Results::wait_outcome`], made on first use.
     waiters: tokio::sync::OnceCell<Arc<results::Waiters>>,
+    /// The subscriber of the namespace's signal channel, made on first use.
+    signals: tokio::sync::OnceCell<Arc<signals::Hub>>,
 }
 
 /// What [`RedisBrokerBuilder::connect`] does when Redis may evict keys (`maxmemory-policy` is not
@@ -184,6 +188,7 @@ impl RedisBrokerBuilder {
                 known: Mutex::new(HashSet::new()),
                 idempotency_window: self.idempotency_window,
                 waiters: tokio::sync::OnceCell::new(),
+                signals: tokio::sync::OnceCell::new(),
             }),
         })
     }
@@ -269,6 +274,9 @@ impl RedisBroker {
     pub async fn close(&self) {
         if let Some(w) = self.inner.waiters.get() {
             w.close().await;
+        }
+        if let Some(h) = self.inner.signals.get() {
+            h.close().await;
         }
         let _ = self.inner.client.quit().await;
     }

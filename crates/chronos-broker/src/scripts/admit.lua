@@ -64,6 +64,7 @@ for _, t in ipairs(todo) do
       settle_entries(KEYS[1], group, {mid})
       redis.call('HSET', unpack(fields))
       redis.call('HDEL', tkey, 'm')
+      wake(KEYS[2], due)
       redis.call('ZADD', KEYS[2], due, id)
       out[#out + 1] = {0, due}
     end

@@ -24,6 +24,7 @@ if run_at > now then
   fields[#fields + 1] = 'scheduled'
   fields[#fields + 1] = 'e'
   fields[#fields + 1] = env
+  wake(KEYS[2], run_at)
   redis.call('ZADD', KEYS[2], run_at, id)
 else
   fields[#fields + 1] = 'pending'

@@ -119,6 +119,7 @@ for t = 0, n - 1 do
       fields[#fields + 1] = 'scheduled'
       fields[#fields + 1] = 'e'
       fields[#fields + 1] = env
+      wake(KEYS[2], run_at)
       placed = redis.pcall('ZADD', KEYS[2], run_at, id)
     else
       fields[#fields + 1] = 'pending'

@@ -14,6 +14,23 @@ local function announce(tkey)
   redis.call('PUBLISH', tkey, '1')
 end
 
+-- Tells sleeping forwarders (Maintain::signals) that `zset`, a queue's scheduled or retry set,
+-- is about to get a task due at `score` ms, earlier than anything it holds: call it right
+-- before the ZADD. Publishes `d <ms from now> <queue>` on `<ns>:signal` (the namespace and
+-- queue come from the key, `<ns>:{<queue>}:...`). Not a write, and never raises: a set of the
+-- wrong type just wakes nobody.
+local function wake(zset, score)
+  local first = redis.pcall('ZRANGE', zset, 0, 0, 'WITHSCORES')
+  if type(first) ~= 'table' or first.err then return end
+  score = tonumber(score)
+  if not score or (first[2] and tonumber(first[2]) <= score) then return end
+  local ns, queue = string.match(zset, '^(.-):{([^}]*)}:')
+  if not ns then return end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('PUBLISH', ns .. ':signal', string.format('d %d %s', math.max(0, score - now), queue))
+end
+
 -- Redis server time in unix ms.
 local function now_ms()
   local t = redis.call('TIME')

@@ -30,6 +30,7 @@ if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
 settle_entries(KEYS[1], group, {mid})
 redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, 'm')
+wake(KEYS[2], now + delay)
 redis.call('ZADD', KEYS[2], now + delay, id)
 bump(KEYS[3], 1)
 history(KEYS[5], KEYS[6], 1, now)

@@ -1,0 +1,235 @@
+//! One blocking read for every idle queue of the server ([`chronos_broker::Consume::watch`]):
+//! a fetcher whose queue ran dry parks here instead of blocking on its own connection, so an
+//! idle server costs one read per block time whatever the number of its queues.
+//!
+//! Entries the read returns go into their queue's buffer exactly as a fetcher's own blocking
+//! read would put them, and the queue's fetcher resumes its non-blocking reads; the dispatcher
+//! serves buffers by weight or strict priority as before. Limited queues keep their own path
+//! (limiter.rs) and never park. When the set of parked queues changes (a queue runs dry, a
+//! pause or resume) or the server stops, the read in flight is cut short through the broker's
+//! [`chronos_broker::Interrupt`], which ends it as a timeout would: no entry is taken, so none
+//! is stranded. Without an interrupt the change waits for the block to end.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use chronos_broker::{Interrupt, QueueName};
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+
+use crate::runtime::Runtime;
+use crate::WorkerBroker;
+
+/// Longest wait of one shared read (the broker may cap it lower). Long, because changes and
+/// shutdown cut it short; each expiry costs one read.
+const BLOCK: Duration = Duration::from_secs(5);
+/// Most tasks taken per queue by one read.
+const MAX_BATCH: usize = 128;
+
+/// The parked queues and the read in flight, shared by the fetchers and the watcher.
+pub(crate) struct Park {
+    state: Mutex<State>,
+    /// Wakes the watcher: the parked set changed while it waited for one.
+    changed: Notify,
+    /// Asks the watcher to cut its read in flight short.
+    cut: Notify,
+    /// One per queue: wakes a parked fetcher (its queue got tasks, or the watcher gave up).
+    woken: Vec<Notify>,
+}
+
+#[derive(Default)]
+struct State {
+    parked: Vec<bool>,
+    /// The queues the read in flight covers, while one is.
+    reading: Option<Vec<usize>>,
+}
+
+impl Park {
+    pub(crate) fn new(n: usize) -> Self {
+        Self {
+            state: Mutex::new(State {
+                parked: vec![false; n],
+                reading: None,
+            }),
+            changed: Notify::new(),
+            cut: Notify::new(),
+            woken: (0..n).map(|_| Notify::new()).collect(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queue `q` has nothing ready: leave its blocking wait to the watcher. The read in flight
+    /// is cut when it does not cover `q`, so a task sent to `q` now is not left waiting for
+    /// the end of a block.
+    pub(crate) fn park(&self, q: usize) {
+        let mut st = self.state();
+        st.parked[q] = true;
+        let stale = st.reading.as_ref().is_some_and(|r| !r.contains(&q));
+        drop(st);
+        self.changed.notify_one();
+        if stale {
+            self.cut.notify_one();
+        }
+    }
+
+    /// Waits until the watcher wakes queue `q`'s fetcher.
+    pub(crate) async fn wait(&self, q: usize) {
+        self.woken[q].notified().await;
+    }
+
+    /// Something other than a fetcher changed which queues to watch (a pause or resume).
+    pub(crate) fn refresh(&self) {
+        let reading = self.state().reading.is_some();
+        self.changed.notify_one();
+        if reading {
+            self.cut.notify_one();
+        }
+    }
+
+    fn unpark(&self, q: usize) {
+        self.state().parked[q] = false;
+        self.woken[q].notify_one();
+    }
+
+    /// Wakes every parked fetcher (they fall back to reading for themselves).
+    fn release_all(&self) {
+        let mut st = self.state();
+        let parked: Vec<usize> = (0..st.parked.len()).filter(|&q| st.parked[q]).collect();
+        for &q in &parked {
+            st.parked[q] = false;
+        }
+        drop(st);
+        for q in parked {
+            self.woken[q].notify_one();
+        }
+    }
+}
+
+pub(crate) async fn run<B: WorkerBroker>(rt: std::sync::Arc<Runtime<B>>, mut reader: B::Reader) {
+    let park = &rt.park;
+    let interrupt = rt.broker.interrupter(&reader).await;
+    let mut backoff = Duration::from_millis(100);
+    while !rt.stop_fetch.is_cancelled() {
+        // Which queues to read, decided under the lock together with marking the read in
+        // flight, so that a queue parked after this point sees the read and cuts it.
+        let watched: Vec<usize> = {
+            let mut st = park.state();
+            let w: Vec<usize> = (0..st.parked.len())
+                .filter(|&q| st.parked[q] && !rt.is_paused(q))
+                .collect();
+            st.reading = (!w.is_empty()).then(|| w.clone());
+            w
+        };
+        if watched.is_empty() {
+            tokio::select! {
+                _ = park.changed.notified() => {}
+                _ = rt.stop_fetch.cancelled() => break,
+            }
+            continue;
+        }
+        let queues: Vec<QueueName> = watched.iter().map(|&q| rt.queues[q].0.clone()).collect();
+        let free = rt.slots.available_permits().saturating_sub(rt.buffered());
+        let count = free.clamp(1, MAX_BATCH);
+        let result = read(&rt, park, interrupt.as_ref(), &mut reader, &queues, count).await;
+        park.state().reading = None;
+        match result {
+            Ok(Some(got)) => {
+                backoff = Duration::from_millis(100);
+                for (i, fetched) in got {
+                    let Some(&q) = watched.get(i) else { continue };
+                    if fetched.dropped > 0 {
+                        warn!(queue = %rt.queues[q].0, dropped = fetched.dropped, "dropped stream entries with no live task");
+                    }
+                    if !fetched.leases.is_empty() {
+                        debug!(queue = %rt.queues[q].0, n = fetched.leases.len(), "fetched by the shared read");
+                        rt.push(q, fetched.leases);
+                    }
+                    park.unpark(q);
+                }
+            }
+            Ok(None) => {
+                // The broker cannot read these together after all: every fetcher reads alone.
+                warn!("the broker cannot watch queues together; each queue blocks on its own");
+                rt.watching.store(false, Ordering::Relaxed);
+                park.release_all();
+                break;
+            }
+            Err(e) => {
+                warn!(error = %e, "shared read of idle queues failed; retrying");
+                // Let the fetchers retry their own reads meanwhile (each backs off alone).
+                park.release_all();
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = rt.stop_fetch.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+    park.release_all();
+    rt.broker.close_reader(reader).await;
+}
+
+/// One shared read, cut short on request. The read itself is never dropped mid-flight (that
+/// would lose what it took): a cut only asks the store to end it, and the read's answer is
+/// always awaited.
+async fn read<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    park: &Park,
+    interrupt: Option<&Interrupt>,
+    reader: &mut B::Reader,
+    queues: &[QueueName],
+    count: usize,
+) -> Result<Option<Vec<(usize, chronos_broker::Fetched)>>, chronos_broker::BrokerError> {
+    let read = rt.broker.watch(reader, queues, &rt.id, count, BLOCK);
+    tokio::pin!(read);
+    let Some(interrupt) = interrupt else {
+        return read.await;
+    };
+    // The store accepts the cut only once the read has reached it, so a cut asked for early
+    // is retried, with a growing pause, until it lands or the read ends on its own.
+    let mut wanted = false;
+    let mut retry = Duration::from_millis(2);
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut read => return r,
+            _ = rt.stop_fetch.cancelled(), if !wanted => wanted = true,
+            _ = park.cut.notified(), if !wanted => wanted = true,
+            _ = tokio::time::sleep(retry), if wanted => {
+                if interrupt.fire().await {
+                    // Ended: its (empty) answer comes next.
+                    return read.await;
+                }
+                retry = (retry * 2).min(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Opens the shared reader and checks that the broker can watch queues together; None when
+/// it cannot (Redis Cluster, a wrapper that does not forward `watch`), so every fetcher blocks
+/// on its own connection as before.
+pub(crate) async fn open<B: WorkerBroker>(broker: &B, consumer: &str) -> Option<B::Reader> {
+    let mut reader = match broker.open_reader().await {
+        Ok(r) => r,
+        Err(e) => {
+            warn!(error = %e, "could not open the shared reader; each queue blocks on its own");
+            return None;
+        }
+    };
+    match broker
+        .watch(&mut reader, &[], consumer, 1, Duration::ZERO)
+        .await
+    {
+        Ok(Some(_)) => Some(reader),
+        _ => {
+            broker.close_reader(reader).await;
+            None
+        }
+    }
+}
