@@ -70,7 +70,7 @@
 //! * Due times, retry times, retention and archive ages are decided by the Redis server's clock
 //!   (`TIME` inside the scripts), never by a producer's or worker's, so skewed hosts agree.
 //! * Enqueue, fetch and ack cost O(1) Redis work per task and batch: one round trip per batch
-//!   of enqueues (script calls of 250 plain tasks or 125 others per queue, pipelined), one
+//!   of enqueues (script calls of 500 plain tasks or 125 others per queue, pipelined), one
 //!   script per fetched batch, one per batch of starts, one per batch of acks. See "Per-task
 //!   budget" below.
 //! * Bad input gets a typed [`BrokerError`] and writes nothing.
@@ -100,7 +100,7 @@
 //! | step | commands | why each is there |
 //! |---|---|---|
 //! | enqueue, one task | `EVALSHA` push.lua: `GET`, `XADD`, `SET` (4) | `XADD` is the task; `GET`/`SET` are the call's receipt, so a call re-sent after a lost reply answers the same id instead of enqueueing twice |
-//! | enqueue, a batch | per call of 250 tasks: `EVALSHA`, `GET`, `SET`; per task: `XADD` (~1.01 per task) | one `XADD` per task; the receipt is per call and holds only the first id (the entries get consecutive ids) |
+//! | enqueue, a batch | per call of 500 tasks: `EVALSHA`, `GET`, `SET`; per task: `XADD` (~1.01 per task) | one `XADD` per task; the receipt is per call and holds only the first id (the entries get consecutive ids) |
 //! | fetch | per call of up to 128 deliveries: `EVALSHA` claim.lua: `GET`, `XREADGROUP`, `SET` (4) | `XREADGROUP` hands each entry to one consumer; the fetch receipt makes a re-sent fetch return the same deliveries |
 //! | start | none for a handler that ends within 2 ms; else per batch: `EVALSHA` start.lua: `XPENDING`, `XCLAIM` (3) | marks the deliveries started, so a lost worker is charged an attempt (see Guarantees) |
 //! | complete | per call of up to 1000: `EVALSHA` complete.lua: `TIME`, `XACK`, `XDEL`, `INCRBY`, `HINCRBY`, `INCRBY` (7, plus a `PEXPIRE` on the first count of a minute and of a day) | `XACK`+`XDEL` are the completion; the counters feed `processed` and the per-minute history |

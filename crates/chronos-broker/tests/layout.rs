@@ -602,3 +602,40 @@ async fn ids_of_the_plain_shape_are_refused_and_plain_tasks_read_as_unfinished()
         chronos_broker::TaskOutcome::Unfinished(TaskState::Pending)
     );
 }
+
+#[tokio::test]
+async fn plain_tasks_in_a_stream_with_huge_sequence_numbers_get_the_ids_redis_gives() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("plain-seq");
+    let keys = b.keyspace().queue(&queue);
+    // An entry written by hand with a sequence number beyond what Lua counts exactly: the
+    // entries after it take that millisecond and count up from there.
+    let _: String = b
+        .client()
+        .xadd(
+            keys.stream(),
+            false,
+            None,
+            "99999999999999-18446744073709551000",
+            vec![("x", "y")],
+        )
+        .await
+        .expect("xadd");
+    let task = body('s');
+    let tasks = (0..3).map(|_| (&task, EnqueueOptions::new().queue("plain-seq")));
+    let infos = client.enqueue_batch(tasks).await.expect("batch");
+    let ids: Vec<String> = infos.into_iter().map(|r| r.expect("enqueued").id).collect();
+    assert_eq!(
+        ids,
+        [
+            "99999999999999-18446744073709551001",
+            "99999999999999-18446744073709551002",
+            "99999999999999-18446744073709551003",
+        ]
+    );
+    for id in &ids {
+        let rec = b.task(&queue, id).await.expect("task").expect("readable");
+        assert_eq!(rec.state, TaskState::Pending);
+    }
+}

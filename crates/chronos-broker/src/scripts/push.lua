@@ -7,11 +7,19 @@
 --          retry ('' = 25) and '1' to discard it when it dies ('' = archive)
 -- Returns: the first task's id (its entry id `<ms>-<seq>`); the k-th task's id is
 -- `<ms>-<seq + k>` (the entries get consecutive ids, so a reply and a receipt stay one id
--- long whatever the batch). -3 when the stream is of the wrong type: nothing written.
+-- long whatever the batch), or, for a stream whose sequence numbers are beyond what Lua counts
+-- exactly, the list of the ids. -3 when the stream is of the wrong type: nothing written.
 -- A re-sent call (its first reply lost on a reconnect) finds its receipt and answers the same
 -- ids without writing again, even after the tasks ran and were deleted.
 local receipt = redis.pcall('GET', KEYS[2])
-if type(receipt) == 'string' then return receipt end
+if type(receipt) == 'string' then
+  if string.find(receipt, ',', 1, true) then
+    local ids = {}
+    for id in string.gmatch(receipt, '[^,]+') do ids[#ids + 1] = id end
+    return ids
+  end
+  return receipt
+end
 local policy = ARGV[2] == '1'
 local step = policy and 3 or 1
 local function entry(a, mid)
@@ -26,16 +34,23 @@ local first = redis.pcall('XADD', unpack(entry(3, '*')))
 if type(first) ~= 'string' then return -3 end
 local ms, seq = string.match(first, '^(%d+)%-(%d+)$')
 seq = tonumber(seq)
+local ttl = tonumber(ARGV[1]) or 0
+if seq > 2 ^ 52 then
+  -- A sequence this large (only explicit ids written by hand make one) cannot be counted up
+  -- exactly in Lua: each entry takes the id Redis gives it, and the reply lists them all.
+  local ids = {first}
+  for a = 3 + step, #ARGV, step do ids[#ids + 1] = redis.call('XADD', unpack(entry(a, '*'))) end
+  if ttl > 0 then redis.call('SET', KEYS[2], table.concat(ids, ','), 'PX', ttl) end
+  return ids
+end
 local stream, k = KEYS[1], 0
 for a = 3 + step, #ARGV, step do
   k = k + 1
-  local mid = ms .. '-' .. string.format('%d', seq + k)
   if policy then
-    redis.call('XADD', unpack(entry(a, mid)))
+    redis.call('XADD', unpack(entry(a, ms .. '-' .. (seq + k))))
   else
-    redis.call('XADD', stream, mid, 'e', ARGV[a])
+    redis.call('XADD', stream, ms .. '-' .. (seq + k), 'e', ARGV[a])
   end
 end
-local ttl = tonumber(ARGV[1]) or 0
 if ttl > 0 then redis.call('SET', KEYS[2], first, 'PX', ttl) end
 return first
