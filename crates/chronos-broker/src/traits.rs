@@ -397,8 +397,8 @@ pub trait Maintain: Send + Sync {
         }
     }
 
-    /// Subscribes to the namespace's pushed [`Signal`]s: earlier due times in a scheduled or
-    /// retry set, pause changes, and a [`Signal::Resync`] after each (re)subscription. None
+    /// Subscribes to the namespace's pushed [`Signal`](crate::Signal)s: earlier due times in a scheduled or
+    /// retry set, pause changes, and a [`Signal::Resync`](crate::Signal::Resync) after each (re)subscription. None
     /// (the default): the store pushes nothing, and a worker polls at its intervals.
     fn signals(&self) -> impl Future<Output = Result<Option<Signals>, BrokerError>> + Send {
         async { Ok(None) }
