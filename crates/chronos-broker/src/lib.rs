@@ -86,11 +86,14 @@
 //!   1 000 000, so "started" needs no record either);
 //! * its max retry and dead-letter policy travel in the entry (`x`, `dl`) only when they are not
 //!   the defaults (25, archive);
-//! * the first transition that takes it out of its entry (a retry, a dead letter, a reclaim, a
-//!   requeue, an operator's delete or archive) first writes the hash every other task has, in
-//!   the same script, and the task goes on as any other; a cancel needs no hash.
+//! * the first transition that takes it out of its entry and keeps it (a retry, a dead letter, a
+//!   reclaim, a requeue, a completion with a retention, an operator's archive) first writes the
+//!   hash every other task has, in the same script, and the task goes on as any other; an
+//!   operator's delete, cancel or run-now reads its entry and needs no hash.
 //!
 //! Everything a task can do, a plain task can; it only pays for a record once it needs one.
+//! Workers of releases before plain tasks drop a plain task's entry as foreign: upgrade the
+//! workers first, or keep producers on [`RedisBrokerBuilder::plain_tasks`]`(false)` meanwhile.
 //! [`LeaseId::is_plain`] tells a plain task's delivery (task id equal to entry id).
 //!
 //! # Per-task budget

@@ -156,8 +156,10 @@ impl EnqueueOptions {
         self
     }
 
-    /// Use this task id instead of a random one. Enqueueing the same id twice with the same
-    /// payload is a no-op; with a different payload it is [`BrokerError::TaskIdConflict`].
+    /// Use this task id instead of a generated one. Enqueueing the same id twice with the same
+    /// payload is a no-op; with a different payload it is [`BrokerError::TaskIdConflict`]. An
+    /// id of the shape generated ids have (`<digits>-<digits>`, a plain task's stream entry id)
+    /// is refused at enqueue with [`BrokerError::InvalidTaskId`].
     pub fn task_id(mut self, id: impl Into<String>) -> Self {
         self.task_id = Some(id.into());
         self

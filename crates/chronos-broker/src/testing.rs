@@ -39,6 +39,9 @@
 //! # How close to Redis it answers
 //! Each stored task is answered with the [`TaskInfo`] the Redis broker gives: `Pending` and run
 //! at now, or `Scheduled` with its run-at when it was delayed (a run-at in the past runs now).
+//! One difference: a task without an explicit id gets a random id here (32 hex characters),
+//! where Redis gives a plain task its stream entry's id (`<ms>-<seq>`); ids are opaque either
+//! way.
 //! It refuses what Redis refuses, with the same errors: a bad queue name
 //! ([`BrokerError::InvalidQueue`]), a payload over the size limit
 //! ([`BrokerError::PayloadTooLarge`], [`DEFAULT_MAX_PAYLOAD`] unless

@@ -9,9 +9,9 @@ use std::time::Duration;
 use chronos_broker::fred::prelude::*;
 use chronos_broker::fred::types::{ClusterHash, CustomCommand};
 use chronos_broker::{
-    decode_args, encode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome,
-    DecodeError, Enqueue, EnqueueOptions, Inspect, Maintain, NewTask, QueueName, RedisBroker,
-    Results, TaskArgs, TaskState,
+    decode_args, encode_args, now_ms, ActionOutcome, BrokerError, Client, Completion, Consume,
+    DeadOutcome, DecodeError, Enqueue, EnqueueOptions, Inspect, Maintain, NewTask, Operate,
+    QueueName, RedisBroker, Results, TaskAction, TaskArgs, TaskState,
 };
 use common::{broker, take};
 
@@ -638,4 +638,51 @@ async fn plain_tasks_in_a_stream_with_huge_sequence_numbers_get_the_ids_redis_gi
         let rec = b.task(&queue, id).await.expect("task").expect("readable");
         assert_eq!(rec.state, TaskState::Pending);
     }
+}
+
+#[tokio::test]
+async fn run_now_of_a_plain_task_answers_already_and_plain_tasks_can_be_turned_off() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("plain-run");
+    let info = client
+        .enqueue(&body('r'), EnqueueOptions::new().queue("plain-run"))
+        .await
+        .expect("enqueue");
+    let outcome = b
+        .act(&queue, &info.id, TaskAction::RunNow)
+        .await
+        .expect("run now");
+    assert_eq!(
+        outcome,
+        ActionOutcome::Already,
+        "a plain task is pending already"
+    );
+
+    // Off (a fleet whose workers are not all upgraded yet): every task gets a record again.
+    let url = chronos_testkit::shared_url().expect("redis for tests");
+    let off = RedisBroker::builder(url)
+        .namespace(chronos_testkit::namespace())
+        .plain_tasks(false)
+        .connect()
+        .await
+        .expect("connect");
+    let queue = q("plain-off");
+    let info = Client::new(off.clone())
+        .enqueue(&body('o'), EnqueueOptions::new().queue("plain-off"))
+        .await
+        .expect("enqueue");
+    assert!(!info.id.contains('-'), "a random id: {}", info.id);
+    let keys = off.keyspace().queue(&queue);
+    let n: i64 = off
+        .client()
+        .exists(keys.task(&info.id))
+        .await
+        .expect("exists");
+    assert_eq!(n, 1, "a record");
+    let mut reader = off.open_reader().await.expect("reader");
+    let f = take(&off, &mut reader, &queue, "w", 1, Duration::ZERO).await;
+    assert!(!f.leases[0].id.is_plain());
+    assert_eq!(f.leases[0].envelope.as_ref().expect("decodes").id, info.id);
+    off.close_reader(reader).await;
 }

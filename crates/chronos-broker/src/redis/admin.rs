@@ -574,6 +574,7 @@ impl RedisBroker {
                     keys.archived(),
                 ]);
                 declared.extend(tasks.iter().map(|(id, _)| keys.task(id)));
+                args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
                 self.run(|s| &s.admin_run, declared, args).await?
             }

@@ -53,8 +53,10 @@ impl Enqueue for RedisBroker {
             };
             // Plain tasks (one stream entry each, see `NewTask::is_plain`) go by push.lua, the
             // others by enqueue.lua.
-            let (plain, full): (Vec<_>, Vec<_>) =
-                items.into_iter().partition(|(_, t)| t.is_plain());
+            let plain_on = self.inner.plain_tasks;
+            let (plain, full): (Vec<_>, Vec<_>) = items
+                .into_iter()
+                .partition(|(_, t)| plain_on && t.is_plain());
             let mut plain = plain.into_iter().peekable();
             while plain.peek().is_some() {
                 chunks.push((

@@ -59,6 +59,9 @@ struct Inner {
     /// How long enqueue receipts and discard markers live (see
     /// [`RedisBrokerBuilder::idempotency_window`]).
     idempotency_window: Duration,
+    /// Whether tasks that ask for no record are written as plain tasks (see
+    /// [`RedisBrokerBuilder::plain_tasks`]).
+    plain_tasks: bool,
     /// The subscriber that wakes [`crate::Results::wait_outcome`], made on first use.
     waiters: tokio::sync::OnceCell<Arc<results::Waiters>>,
     /// The subscriber of the namespace's signal channel, made on first use.
@@ -101,6 +104,7 @@ pub struct RedisBrokerBuilder {
     max_payload: usize,
     idempotency_window: Duration,
     eviction: EvictionCheck,
+    plain_tasks: bool,
 }
 
 /// Default [`RedisBrokerBuilder::idempotency_window`]: longer than any re-send of a command can
@@ -128,6 +132,20 @@ impl RedisBrokerBuilder {
     /// receipts.
     pub fn idempotency_window(mut self, d: Duration) -> Self {
         self.idempotency_window = d;
+        self
+    }
+
+    /// Write tasks that ask for no record (no explicit id, unique key, retention, rate key,
+    /// delay, replication wait or workflow) as plain tasks: one stream entry each, their id the
+    /// entry's (default: on; see the crate docs, "Plain tasks"). Off, every task gets a record
+    /// and a random id, as releases before plain tasks did.
+    ///
+    /// Upgrading a running fleet: a worker of an earlier release drops a plain task's entry as
+    /// foreign (it has no `i` field), so upgrade every worker before any producer writes plain
+    /// tasks, or run upgraded producers with `plain_tasks(false)` until the last old worker is
+    /// gone. Upgraded workers read both kinds.
+    pub fn plain_tasks(mut self, on: bool) -> Self {
+        self.plain_tasks = on;
         self
     }
 
@@ -187,6 +205,7 @@ impl RedisBrokerBuilder {
                 max_payload: self.max_payload,
                 known: Mutex::new(HashSet::new()),
                 idempotency_window: self.idempotency_window,
+                plain_tasks: self.plain_tasks,
                 waiters: tokio::sync::OnceCell::new(),
                 signals: tokio::sync::OnceCell::new(),
             }),
@@ -240,6 +259,7 @@ impl RedisBroker {
             max_payload: DEFAULT_MAX_PAYLOAD,
             idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
             eviction: EvictionCheck::default(),
+            plain_tasks: true,
         }
     }
 

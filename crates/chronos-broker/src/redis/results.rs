@@ -128,45 +128,54 @@ impl RedisBroker {
 impl Results for RedisBroker {
     async fn outcome(&self, queue: &QueueName, id: &str) -> Result<TaskOutcome, BrokerError> {
         let keys = self.queue_keys(queue);
-        let v: Vec<Value> = self
-            .inner
-            .client
-            .hmget(keys.task(id), vec!["s", "res", "err"])
-            .await?;
-        let mut cols = v.into_iter();
-        let mut next = || cols.next().unwrap_or(Value::Null);
-        let state = next();
-        if state.is_null() {
-            // A discarded dead letter leaves only its marker, for the idempotency window.
-            let marker: Option<String> = self.inner.client.get(keys.done(id)).await?;
-            if marker.is_some() {
-                return Ok(TaskOutcome::Failed {
-                    error: "dead-lettered and discarded".into(),
-                });
+        let mut plain_rechecked = !crate::keys::is_plain_id(id);
+        loop {
+            let v: Vec<Value> = self
+                .inner
+                .client
+                .hmget(keys.task(id), vec!["s", "res", "err"])
+                .await?;
+            let mut cols = v.into_iter();
+            let mut next = || cols.next().unwrap_or(Value::Null);
+            let state = next();
+            if state.is_null() {
+                // A discarded dead letter leaves only its marker, for the idempotency window.
+                let marker: Option<String> = self.inner.client.get(keys.done(id)).await?;
+                if marker.is_some() {
+                    return Ok(TaskOutcome::Failed {
+                        error: "dead-lettered and discarded".into(),
+                    });
+                }
+                // A plain task has no hash while it waits or runs: its stream entry tells.
+                if let Some(state) = self.plain_state(&keys, id).await? {
+                    return Ok(TaskOutcome::Unfinished(state));
+                }
+                // A plain task only ever gains a record: one that left its entry between the
+                // reads above has it now, so read once more before answering "not found".
+                if plain_rechecked {
+                    return Ok(TaskOutcome::NotFound);
+                }
+                plain_rechecked = true;
+                continue;
             }
-            // A plain task has no hash while it waits or runs: its stream entry tells.
-            return Ok(match self.plain_state(&keys, id).await? {
-                Some(state) => TaskOutcome::Unfinished(state),
-                None => TaskOutcome::NotFound,
+            let name = reply::string(state, "outcome")?;
+            let state = TaskState::parse(&name)
+                .ok_or_else(|| reply::bad("outcome", format!("unknown state {name:?}")))?;
+            let result = next();
+            let error = reply::opt_string(next(), "outcome")?;
+            return Ok(match state {
+                TaskState::Completed => TaskOutcome::Succeeded {
+                    result: match result {
+                        Value::Null => None,
+                        v => Some(reply::bytes(v, "outcome")?),
+                    },
+                },
+                TaskState::Archived => TaskOutcome::Failed {
+                    error: error.unwrap_or_default(),
+                },
+                s => TaskOutcome::Unfinished(s),
             });
         }
-        let name = reply::string(state, "outcome")?;
-        let state = TaskState::parse(&name)
-            .ok_or_else(|| reply::bad("outcome", format!("unknown state {name:?}")))?;
-        let result = next();
-        let error = reply::opt_string(next(), "outcome")?;
-        Ok(match state {
-            TaskState::Completed => TaskOutcome::Succeeded {
-                result: match result {
-                    Value::Null => None,
-                    v => Some(reply::bytes(v, "outcome")?),
-                },
-            },
-            TaskState::Archived => TaskOutcome::Failed {
-                error: error.unwrap_or_default(),
-            },
-            s => TaskOutcome::Unfinished(s),
-        })
     }
 
     async fn wait_outcome(

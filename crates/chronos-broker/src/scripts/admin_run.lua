@@ -2,7 +2,7 @@
 -- pending. A dead letter re-run gets its attempts back (`r` = 0).
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then one task
 --          hash per task
--- ARGV     task ids, one per task hash
+-- ARGV[1]  consumer group, then task ids, one per task hash
 -- Returns: one code per task, in order:
 --    1  moved to the stream
 --    2  already pending or active (a re-sent call whose first run moved it): nothing changed
@@ -18,12 +18,17 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok
 end
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4]}
 local codes, states, todo = {}, {}, {}
-for i = 1, #ARGV do
-  local id, tkey = ARGV[i], KEYS[4 + i]
+for a = 2, #ARGV do
+  local i, id, tkey = a - 1, ARGV[a], KEYS[3 + a]
   local h = redis.pcall('HGETALL', tkey)
   local s = ''
+  -- A plain task (lib.lua) has no hash: pending or active in its entry, already runnable.
+  local ps = type(h) == 'table' and not h.err and #h == 0 and plain_state(KEYS[1], ARGV[1], tkey, id)
   if type(h) == 'table' and h.err then
     codes[i] = -2
+  elseif ps then
+    s = ps
+    codes[i] = 2
   elseif #h == 0 then
     codes[i] = 0
   else

@@ -145,14 +145,16 @@ local function history(mkey, dkey, n, now)
   end
 end
 
--- Plain tasks. A task enqueued with no explicit id, no unique key, no retention, no rate key
--- and no delay is stored as one stream entry holding its envelope (`e`, and no `i`; `x` its max
--- retry and `dl` '1' only where they differ from 25 and archive), and its id is that entry's id:
--- while it is pending or active it has no hash at all. Every script that takes such a task out
--- of its entry (retry, dead letter, reclaim, requeue, an operator's delete or archive) first
--- gives it the hash enqueue.lua writes for other tasks (see `materialize`), so from there it
--- goes on exactly as they do, and its later entries carry `i`. A plain task's delivery is the
--- one whose entry id equals its task id (explicit ids of that shape are refused at enqueue).
+-- Plain tasks. A task enqueued with no explicit id, no unique key, no retention, no rate key,
+-- no delay, no replication wait and no workflow is stored as one stream entry holding its
+-- envelope (`e`, and no `i`; `x` its max retry and `dl` '1' only where they differ from 25 and
+-- archive), and its id is that entry's id: while it is pending or active it has no hash at all.
+-- Every script that takes such a task out of its entry and keeps it (retry, dead letter,
+-- reclaim, requeue, a completion with a retention, an operator's archive) first gives it the
+-- hash enqueue.lua writes for other tasks (see `materialize`), so from there it goes on exactly
+-- as they do, and its later entries carry `i`; an operator's delete, cancel or run-now reads
+-- its entry (`plain_state`) and writes no hash. A plain task's delivery is the one whose entry
+-- id equals its task id (explicit ids of that shape are refused at enqueue).
 
 -- Max retry of a plain task whose entry names none (the envelope's default).
 local PLAIN_MAX_RETRY = '25'

@@ -35,7 +35,8 @@ if type(first) ~= 'string' then return -3 end
 local ms, seq = string.match(first, '^(%d+)%-(%d+)$')
 seq = tonumber(seq)
 local ttl = tonumber(ARGV[1]) or 0
-if seq > 2 ^ 52 then
+local count = (#ARGV - 2) / step
+if seq + count >= 2 ^ 53 then
   -- A sequence this large (only explicit ids written by hand make one) cannot be counted up
   -- exactly in Lua: each entry takes the id Redis gives it, and the reply lists them all.
   local ids = {first}
@@ -47,9 +48,9 @@ local stream, k = KEYS[1], 0
 for a = 3 + step, #ARGV, step do
   k = k + 1
   if policy then
-    redis.call('XADD', unpack(entry(a, ms .. '-' .. (seq + k))))
+    redis.call('XADD', unpack(entry(a, string.format('%s-%d', ms, seq + k))))
   else
-    redis.call('XADD', stream, ms .. '-' .. (seq + k), 'e', ARGV[a])
+    redis.call('XADD', stream, string.format('%s-%d', ms, seq + k), 'e', ARGV[a])
   end
 end
 if ttl > 0 then redis.call('SET', KEYS[2], first, 'PX', ttl) end

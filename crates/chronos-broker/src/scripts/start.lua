@@ -40,8 +40,8 @@ if #plain == 0 then return out end
 -- names it. XCLAIM leaves out ids no longer pending (settled, reclaimed or deleted).
 local owner
 for _, mid in ipairs(plain) do
-  local p = redis.call('XPENDING', KEYS[1], group, mid, mid, 1)
-  if p[1] then owner = p[1][2]; break end
+  local p = redis.pcall('XPENDING', KEYS[1], group, mid, mid, 1)
+  if type(p) == 'table' and not p.err and p[1] then owner = p[1][2]; break end
 end
 local live = {}
 if owner then
@@ -51,7 +51,10 @@ if owner then
     args[#args + 1] = 'RETRYCOUNT'
     args[#args + 1] = STARTED
     args[#args + 1] = 'JUSTID'
-    for _, mid in ipairs(redis.call('XCLAIM', unpack(args))) do live[mid] = true end
+    local got = redis.pcall('XCLAIM', unpack(args))
+    if type(got) == 'table' and not got.err then
+      for _, mid in ipairs(got) do live[mid] = true end
+    end
   end
 end
 for _, mid in ipairs(plain) do
