@@ -805,7 +805,7 @@ impl RedisBroker {
 
     /// The entries between `first` and `last` (inclusive) whose pending delivery was started
     /// as a plain task's (its delivery count set by start.lua).
-    async fn started_in(
+    pub(super) async fn started_in(
         &self,
         keys: &QueueKeys,
         first: &str,

@@ -8,8 +8,17 @@ use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, Enqueue, NewTask, QueueName, TaskInfo, TaskState,
 };
 
+/// The name of one enqueue call's receipt: random per call and the same in a client's re-send
+/// of it, so a re-send (its first reply lost on a reconnect) answers from the receipt without
+/// writing again, even after a fast worker already ran and deleted the tasks.
+fn call_token() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
 /// Tasks of one script call, each with its index in the caller's batch.
 type Batch = Vec<(usize, NewTask)>;
+/// What one script call answers per task, by its index in the caller's batch.
+type Placed = Vec<(usize, Result<TaskInfo, BrokerError>)>;
 
 /// Tasks per script call. A batch is split into calls of this size that go out together on the
 /// auto-pipelined connection (still one round trip): Redis runs one call while the client encodes
@@ -108,16 +117,11 @@ impl RedisBroker {
 
     /// One push.lua call for plain tasks of one queue: each becomes one stream entry holding
     /// its envelope, which leaves the id out (the id is the entry's, returned by the script).
-    async fn push_chunk(
-        &self,
-        queue: QueueName,
-        chunk: Vec<(usize, NewTask)>,
-    ) -> Result<Vec<(usize, Result<TaskInfo, BrokerError>)>, BrokerError> {
+    async fn push_chunk(&self, queue: QueueName, chunk: Batch) -> Result<Placed, BrokerError> {
         let mut out = Vec::with_capacity(chunk.len());
         let mut sent = Vec::with_capacity(chunk.len());
         let keys = self.queue_keys(&queue);
-        // As in enqueue_chunk: a re-send of this call finds its receipt and answers the same ids.
-        let token = format!("{:016x}", rand::random::<u64>());
+        let token = call_token();
         let declared = vec![keys.stream(), keys.enqueue_receipt(&token)];
         // Each task's policy travels only when one of them differs from the default.
         let policy = chunk.iter().any(|(_, t)| {
@@ -212,18 +216,11 @@ impl RedisBroker {
         Ok(out)
     }
 
-    async fn enqueue_chunk(
-        &self,
-        queue: QueueName,
-        chunk: Vec<(usize, NewTask)>,
-    ) -> Result<Vec<(usize, Result<TaskInfo, BrokerError>)>, BrokerError> {
+    async fn enqueue_chunk(&self, queue: QueueName, chunk: Batch) -> Result<Placed, BrokerError> {
         let mut out = Vec::with_capacity(chunk.len());
         let mut sent = Vec::with_capacity(chunk.len());
         let keys = self.queue_keys(&queue);
-        // Random per call and the same in a client's re-send of it: the call's receipt lets a
-        // re-send (its first reply lost on a reconnect) answer without writing again, even after
-        // a fast worker already ran and deleted the task.
-        let token = format!("{:016x}", rand::random::<u64>());
+        let token = call_token();
         let mut declared = Vec::with_capacity(3 + chunk.len());
         declared.push(keys.stream());
         declared.push(keys.scheduled());

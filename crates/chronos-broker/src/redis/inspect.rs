@@ -284,22 +284,7 @@ impl RedisBroker {
 
     /// Whether plain task `id`'s delivery was started (see start.lua).
     async fn plain_started(&self, keys: &QueueKeys, id: &str) -> Result<bool, BrokerError> {
-        let pel: Value = match self
-            .inner
-            .client
-            .xpending(keys.stream(), GROUP, (id, id, 1u64))
-            .await
-        {
-            Ok(v) => v,
-            Err(e) if e.details().contains("NOGROUP") => return Ok(false),
-            Err(e) => return Err(e.into()),
-        };
-        let count = reply::array(pel, "xpending")?
-            .into_iter()
-            .next()
-            .and_then(|row| reply::array(row, "xpending").ok())
-            .and_then(|cols| cols.get(3).and_then(|c| c.as_i64()));
-        Ok(count.is_some_and(|c| c >= PLAIN_STARTED))
+        Ok(self.started_in(keys, id, id, 1).await?.contains(id))
     }
 
     /// The `e` field of one stream entry, or nil when the entry or the field is gone.
