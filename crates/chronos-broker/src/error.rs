@@ -213,6 +213,10 @@ pub enum DecodeError {
     /// The bytes are empty.
     #[error("empty task envelope")]
     Empty,
+    /// The stream entry names a task but carries no envelope (written by hand or by a tool
+    /// that does not know the entry layout).
+    #[error("the stream entry carries no task envelope")]
+    Missing,
     /// The envelope was written by a format version this build does not know.
     #[error("task envelope format version {0} is not supported (this build reads version 1)")]
     UnsupportedVersion(u8),

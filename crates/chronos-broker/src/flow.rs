@@ -186,6 +186,9 @@ impl StepSpec {
                     .into(),
             ));
         }
+        if let Some(key) = &opts.rate_key {
+            crate::keys::check_rate_key(key)?;
+        }
         Ok(Self {
             kind: kind.to_string(),
             queue: opts.queue_name().to_string(),

@@ -133,6 +133,10 @@ pub trait Throttle: Send + Sync {
     /// one atomic step: a delivery whose key has room takes a start from it, one whose key is
     /// full is moved to the queue's scheduled set until its key has room again (no attempt
     /// spent, no error recorded). One answer per delivery, in order.
+    ///
+    /// A delivery whose rate key is not a valid key (one written by an older producer, or by
+    /// hand, that bypassed enqueue's check) is answered [`Admission::Run`] without counting:
+    /// it runs unkeyed, and never fails the deliveries checked with it.
     fn admit(
         &self,
         queue: &QueueName,

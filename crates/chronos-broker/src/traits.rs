@@ -307,8 +307,10 @@ pub trait Consume: Send + Sync {
     }
 
     /// A handle that ends a blocking read in flight on `reader` early, as a timeout would (so
-    /// nothing is taken or stranded); None when the store has none (the default): then a
-    /// waiting read ends only at its block time.
+    /// nothing is taken or stranded); None when the store has none (the default), or when it
+    /// refuses this connection the means (Redis: an ACL user without `CLIENT UNBLOCK`). The
+    /// worker then reads no queues together ([`Consume::watch`]): each queue blocks on its own
+    /// reader, so a task never waits for another queue's block to end.
     fn interrupter(&self, reader: &Self::Reader) -> impl Future<Output = Option<Interrupt>> + Send {
         let _ = reader;
         async { None }

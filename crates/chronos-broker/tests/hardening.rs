@@ -4,7 +4,9 @@ mod common;
 
 use std::time::Duration;
 
-use chronos_broker::fred::interfaces::{ClientLike, HashesInterface};
+use chronos_broker::fred::interfaces::{
+    ClientLike, HashesInterface, StreamsInterface, TransactionInterface,
+};
 use chronos_broker::fred::types::InfoKind;
 use chronos_broker::{
     encode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome, Enqueue,
@@ -530,4 +532,270 @@ async fn a_delivery_never_marked_started_is_free_three_times_then_counts() {
     }
     let stats = b.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 1));
+}
+
+#[tokio::test]
+async fn the_free_redeliveries_are_counted_per_attempt() {
+    // Three unmarked losses in the first attempt, then a real attempt that fails: the second
+    // attempt starts with its own three free losses, so the task is not archived for losses of
+    // deliveries that never ran.
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("per-attempt");
+    let info = client
+        .enqueue(
+            &email(1),
+            EnqueueOptions::new().queue("per-attempt").max_retry(1),
+        )
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let lose = |round: u32| {
+        let (b, queue) = (b.clone(), queue.clone());
+        async move {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            let r = b
+                .reclaim_idle(&queue, Duration::from_millis(50), 10)
+                .await
+                .expect("reclaim");
+            assert_eq!((r.requeued, r.dead.len()), (1, 0), "loss {round} is free");
+        }
+    };
+    for round in 1..=3 {
+        let f = b
+            .fetch(&mut reader, &queue, "killed", 1, Duration::ZERO)
+            .await
+            .expect("fetch");
+        assert_eq!(f.leases.len(), 1);
+        lose(round).await;
+    }
+    // The first attempt runs and fails.
+    let f = b
+        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    let lease = f.leases.into_iter().next().expect("delivery");
+    b.start(&queue, std::slice::from_ref(&lease.id))
+        .await
+        .expect("start");
+    assert!(b
+        .retry(&lease.id, Duration::ZERO, "boom")
+        .await
+        .expect("retry"));
+    b.forward_due(&queue, 10).await.expect("forward");
+    for round in 4..=6 {
+        let f = b
+            .fetch(&mut reader, &queue, "killed", 1, Duration::ZERO)
+            .await
+            .expect("fetch");
+        assert_eq!(f.leases.len(), 1, "round {round}");
+        lose(round).await;
+    }
+    let record = b
+        .task(&queue, &info.id)
+        .await
+        .expect("task")
+        .expect("record");
+    assert_eq!(record.state, TaskState::Pending);
+}
+
+#[tokio::test]
+async fn an_undecodable_plain_entry_starts_with_its_own_max_retry() {
+    let b = broker().await;
+    let queue = q("garbled");
+    b.ensure_queue(&queue).await.expect("queue");
+    let stream = b.keyspace().queue(&queue).stream();
+    let _: String = b
+        .client()
+        .xadd(
+            stream,
+            false,
+            None,
+            "*",
+            vec![("e", &b"\x01not msgpack"[..]), ("x", &b"2"[..])],
+        )
+        .await
+        .expect("xadd");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    let lease = f.leases.into_iter().next().expect("delivery");
+    assert!(lease.envelope.is_err());
+    let started = b
+        .start(&queue, std::slice::from_ref(&lease.id))
+        .await
+        .expect("start");
+    match &started[..] {
+        [StartOutcome::Started(a)] => assert_eq!(a.max_retry, 2, "the entry's `x`"),
+        other => panic!("unexpected start: {other:?}"),
+    }
+}
+
+/// Sends `ACL <args>` on `b`'s connection.
+async fn acl(b: &RedisBroker, args: Vec<&str>) {
+    let _: chronos_broker::fred::types::Value = b
+        .client()
+        .custom(
+            chronos_broker::fred::types::CustomCommand::new_static("ACL", None, false),
+            args,
+        )
+        .await
+        .expect("ACL");
+}
+
+/// A broker on `b`'s namespace connected as a new ACL user with these extra rules (a
+/// least-privilege user, as managed Redis services hand out). Returns it with the user's name,
+/// for `ACL DELUSER`.
+async fn limited(b: &RedisBroker, rules: &[&str]) -> (RedisBroker, String) {
+    let user = format!("lp-{}", chronos_testkit::namespace());
+    let mut args = vec![
+        "SETUSER",
+        user.as_str(),
+        "on",
+        ">secret",
+        "~*",
+        "&*",
+        "+@all",
+    ];
+    args.extend_from_slice(rules);
+    acl(b, args).await;
+    let url = chronos_testkit::shared_url().expect("redis").replacen(
+        "redis://",
+        &format!("redis://{user}:secret@"),
+        1,
+    );
+    let broker = RedisBroker::builder(url)
+        .namespace(b.keyspace().namespace())
+        .connect()
+        .await
+        .expect("connect as the limited user");
+    (broker, user)
+}
+
+#[tokio::test]
+async fn a_user_without_client_unblock_gets_no_interrupter() {
+    let b = broker().await;
+    let reader = b.open_reader().await.expect("reader");
+    assert!(
+        b.interrupter(&reader).await.is_some(),
+        "the default user may cut reads"
+    );
+    b.close_reader(reader).await;
+    let (limited, user) = limited(&b, &["-client|unblock"]).await;
+    let reader = limited.open_reader().await.expect("reader");
+    assert!(
+        limited.interrupter(&reader).await.is_none(),
+        "CLIENT UNBLOCK is refused, so there is no interrupter"
+    );
+    limited.close_reader(reader).await;
+    acl(&b, vec!["DELUSER", user.as_str()]).await;
+}
+
+#[tokio::test]
+async fn a_failed_removal_of_a_foreign_entry_keeps_the_tasks_read_with_it() {
+    let b = broker().await;
+    let queue = q("mixed");
+    b.ensure_queue(&queue).await.expect("queue");
+    // Removing the foreign entry fails (its XACK is refused); the task beside it must still
+    // be delivered.
+    let (limited, user) = limited(&b, &["-xack"]).await;
+    let mut reader = limited.open_reader().await.expect("reader");
+    let fetch = {
+        let (limited, queue) = (limited.clone(), queue.clone());
+        tokio::spawn(async move {
+            let f = limited
+                .fetch(&mut reader, &queue, "w", 10, Duration::from_secs(5))
+                .await;
+            (f, reader)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both land in one transaction, so the blocked read returns them together.
+    let task = NewTask::build(
+        "email",
+        b"{}".to_vec(),
+        EnqueueOptions::new().queue("mixed"),
+        now_ms(),
+    )
+    .expect("task");
+    let stream = b.keyspace().queue(&queue).stream();
+    let tx = b.client().multi();
+    let _: () = tx
+        .xadd(&stream, false, None, "*", vec![("foreign", "yes")])
+        .await
+        .expect("queue xadd");
+    let _: () = tx
+        .xadd(
+            &stream,
+            false,
+            None,
+            "*",
+            vec![("e", task.envelope.encode().expect("encode"))],
+        )
+        .await
+        .expect("queue xadd");
+    let _: Vec<chronos_broker::fred::types::Value> = tx.exec(true).await.expect("exec");
+    let (fetched, reader) = fetch.await.expect("join");
+    let fetched = fetched.expect("the read's task survives a failed removal");
+    assert_eq!((fetched.leases.len(), fetched.dropped), (1, 0));
+    limited.close_reader(reader).await;
+    acl(&b, vec!["DELUSER", user.as_str()]).await;
+}
+
+#[tokio::test]
+async fn reads_of_the_reclaim_outbox_go_on_past_entries_left_in_it() {
+    // Entries whose group report keeps failing stay in the outbox; the reads after them must
+    // reach the rest rather than return the same first entries at every pass.
+    let b = broker().await;
+    let queue = q("outbox");
+    let key = b.keyspace().queue(&queue).reclaimed();
+    let fields: Vec<(String, String)> = (0..1000).map(|n| (format!("t{n}"), "0".into())).collect();
+    let _: () = b.client().hset(&key, fields).await.expect("hset");
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..60 {
+        for dead in b.reclaimed_dead(&queue, 100).await.expect("read") {
+            seen.insert(dead.task_id);
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        1000,
+        "every entry is reached without acking any"
+    );
+}
+
+#[tokio::test]
+async fn a_listing_of_the_stream_reads_past_a_page_of_foreign_entries() {
+    let b = broker().await;
+    let queue = q("foreign-page");
+    b.ensure_queue(&queue).await.expect("queue");
+    let stream = b.keyspace().queue(&queue).stream();
+    // A full listing page (500 entries) of entries that are no task, then tasks.
+    let pipe = b.client().pipeline();
+    for n in 0..500 {
+        let _: () = pipe
+            .xadd(&stream, false, None, "*", vec![("junk", n.to_string())])
+            .await
+            .expect("queue xadd");
+    }
+    let _: Vec<chronos_broker::fred::types::Value> = pipe.all().await.expect("xadd");
+    let client = Client::new(b.clone());
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let info = client
+            .enqueue(&email(n), EnqueueOptions::new().queue("foreign-page"))
+            .await
+            .expect("enqueue");
+        ids.push(info.id);
+    }
+    let listed: Vec<String> = b
+        .list_tasks(&queue, TaskState::Pending, 0, 100)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, ids);
 }

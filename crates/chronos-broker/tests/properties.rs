@@ -741,14 +741,17 @@ fn redis_stream_entries_fetch_as_leases_or_drops() {
                     .await
                     .map_err(|e| TestCaseError::fail(format!("fetch failed: {e}")))?;
                 // An entry is a delivery when it has an envelope and names its task by a UTF-8
-                // `i`, or names none (a plain task's entry: its id is the entry's); every other
-                // entry is dropped, none is lost or invented.
+                // `i`, or names none (a plain task's entry: its id is the entry's), or names its
+                // task by a non-empty UTF-8 `i` without an envelope (delivered so that the worker
+                // dead-letters it with the reason); every other entry is dropped, none is lost
+                // or invented.
                 let runnable: Vec<(&Fields, &String)> = entries
                     .iter()
                     .zip(&mids)
                     .filter(|(f, _)| {
-                        field(f, "e").is_some()
-                            && field(f, "i").is_none_or(|i| std::str::from_utf8(i).is_ok())
+                        let i = field(f, "i");
+                        (field(f, "e").is_some() || i.is_some_and(|i| !i.is_empty()))
+                            && i.is_none_or(|i| std::str::from_utf8(i).is_ok())
                     })
                     .collect();
                 prop_assert_eq!(fetched.leases.len(), runnable.len());
@@ -757,7 +760,10 @@ fn redis_stream_entries_fetch_as_leases_or_drops() {
                     let id = field(fields, "i")
                         .map_or_else(|| mid.clone(), |i| String::from_utf8_lossy(i).into_owned());
                     prop_assert_eq!(&lease.id.task_id, &id);
-                    let want = TaskEnvelope::decode(field(fields, "e").unwrap_or_default());
+                    let want = match field(fields, "e") {
+                        Some(e) => TaskEnvelope::decode(e),
+                        None => Err(chronos_broker::DecodeError::Missing),
+                    };
                     match (&lease.envelope, want) {
                         (Ok(got), Ok(want)) => {
                             let want_id = if want.id.is_empty() {

@@ -276,3 +276,71 @@ async fn a_resent_ack_keeps_the_result_of_the_first() {
         .expect("read");
     assert_eq!(got, Some(receipt()));
 }
+
+/// Channels of `b`'s namespace that some connection is subscribed to, by Redis' count.
+async fn subscribed_channels(b: &RedisBroker) -> Vec<String> {
+    let pattern = format!("{}:*", b.keyspace().namespace());
+    b.client()
+        .pubsub_channels(pattern)
+        .await
+        .expect("PUBSUB CHANNELS")
+}
+
+#[tokio::test]
+async fn dropped_waits_leave_no_subscription_behind() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let mut ids = Vec::new();
+    for n in 0..500 {
+        let info = client
+            .enqueue(
+                &email(n),
+                EnqueueOptions::new().task_id(format!("waited-{n}")),
+            )
+            .await
+            .expect("enqueue");
+        ids.push(info.id);
+    }
+    // Each wait is dropped by a timeout around it long before its own timeout, as a web
+    // request's would be when its client goes away.
+    let waits = ids.iter().map(|id| {
+        let client = client.clone();
+        async move {
+            let wait = client.wait::<()>("default", id, Duration::from_secs(60));
+            tokio::time::timeout(Duration::from_millis(500), wait).await
+        }
+    });
+    let ended = futures::future::join_all(waits).await;
+    assert!(ended.iter().all(Result::is_err), "every wait was cut off");
+    chronos_testkit::eventually(Duration::from_secs(5), "no channel left", || async {
+        subscribed_channels(&b).await.is_empty()
+    })
+    .await;
+    // A wait that ends on its own still works after all those left.
+    let lease = running(&b, EnqueueOptions::new().retention(Duration::from_secs(60))).await;
+    let waiter = {
+        let client = client.clone();
+        let id = lease.id.task_id.clone();
+        tokio::spawn(async move {
+            client
+                .wait::<()>("default", &id, Duration::from_secs(10))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: lease.id.clone(),
+            retention: Some(Duration::from_secs(60)),
+            result: None,
+        }],
+    )
+    .await
+    .expect("ack");
+    waiter.await.expect("join").expect("result");
+    chronos_testkit::eventually(Duration::from_secs(5), "its channel left too", || async {
+        subscribed_channels(&b).await.is_empty()
+    })
+    .await;
+}

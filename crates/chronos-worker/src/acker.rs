@@ -15,36 +15,50 @@ const MAX_BATCH: usize = 512;
 
 pub(crate) async fn run<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
-    rx: mpsc::UnboundedReceiver<Completion>,
+    rx: mpsc::UnboundedReceiver<(usize, Completion)>,
 ) {
     // Shutdown: take no more, flush what is queued. Later completions ack directly.
     batches(
         &rt,
         rx,
         MAX_BATCH,
-        |c| &c.lease.queue,
+        |(_, c)| &c.lease.queue,
         |queue, done| {
             let rt = &rt;
-            async move { ack(rt, &queue, &done).await }
+            async move { ack(rt, &queue, done).await }
         },
     )
     .await
 }
 
-/// Acks with a few retries: a re-sent ack is a no-op, so retrying is always safe. If Redis stays
-/// away, the tasks are re-delivered after recovery (at-least-once).
-async fn ack<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, done: &[Completion]) {
+/// Acks, then lets the leases go. A re-sent ack is a no-op, so retrying is always safe: while
+/// the server runs, a transient error (a failover, a cut connection) is retried for as long as
+/// it lasts, the heartbeat keeping the leases meanwhile, so a succeeded task is not re-run and
+/// charged an attempt by the recoverer. Once shutdown has begun it tries a few times only; then
+/// the tasks are re-delivered after recovery (at-least-once).
+async fn ack<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, done: Vec<(usize, Completion)>) {
+    let (slots, done): (Vec<usize>, Vec<Completion>) = done.into_iter().unzip();
     let mut delay = Duration::from_millis(50);
-    for attempt in 1..=5 {
-        match rt.broker.complete(queue, done).await {
-            Ok(_) => return,
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        match rt.broker.complete(queue, &done).await {
+            Ok(_) => break,
             Err(e) => {
+                let stopping = rt.stop_maintenance.is_cancelled();
                 warn!(queue = %queue, n = done.len(), attempt, error = %e, "ack failed");
-                if attempt < 5 {
-                    tokio::time::sleep(delay).await;
-                    delay *= 4;
+                if !e.is_transient() || (stopping && attempt >= 5) {
+                    break;
                 }
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = rt.stop_maintenance.cancelled() => {}
+                }
+                delay = (delay * 2).min(Duration::from_secs(2));
             }
         }
+    }
+    for (q, c) in slots.into_iter().zip(&done) {
+        rt.release(q, &c.lease.msg_id);
     }
 }

@@ -1,5 +1,6 @@
 //! Starts buffered tasks as slots free up, choosing the queue by weight (or strict priority).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,9 +18,10 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
             p = rt.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
             _ = rt.stop_fetch.cancelled() => return,
         };
+        rt.awaiting_task.store(true, Ordering::Relaxed);
         rt.space.notify_waiters();
         let mut chosen = None;
-        let (q, lease) = loop {
+        let (q, lease, waited) = loop {
             match rt.pop(chosen) {
                 Ok(next) => break next,
                 Err(wait_for) => chosen = wait_for,
@@ -32,10 +34,11 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
                 _ = rt.stop_fetch.cancelled() => return,
             }
         };
+        rt.awaiting_task.store(false, Ordering::Relaxed);
         rt.space.notify_waiters();
         let rt2 = rt.clone();
         rt.running.spawn(async move {
-            executor::run(&rt2, q, lease).await;
+            executor::run(&rt2, q, lease, waited).await;
             drop(permit);
             rt2.space.notify_waiters();
         });

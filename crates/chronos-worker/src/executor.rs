@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use chronos_broker::{now_ms, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope};
 use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
 use tracing::{error, info_span, warn, Instrument, Span};
 
 use crate::config::{DeadLetterEvent, TaskFailure, UnrunnablePolicy};
@@ -39,7 +40,19 @@ struct Tries {
     max_retry: u32,
 }
 
-pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: Lease) {
+/// A delivery that waited in the buffer longer than this is confirmed (its start mark awaited)
+/// before its handler runs, so a task an operator deleted or archived meanwhile does not run.
+/// One fetched moments ago starts at once, its mark sent behind it: the operator's action and
+/// the start are then concurrent, and a `Lost` answer cancels the handler.
+pub(crate) const CONFIRM_AFTER: Duration = Duration::from_millis(50);
+
+/// Runs one delivery taken from the buffer after it waited there for `waited`.
+pub(crate) async fn run<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    mut lease: Lease,
+    waited: Duration,
+) {
     let span = task_span(&lease);
     let m = metrics::task(
         lease.id.queue.as_str(),
@@ -51,74 +64,95 @@ pub(crate) async fn run<B: WorkerBroker>(rt: &Runtime<B>, q: usize, mut lease: L
             max_retry: e.max_retry,
         });
         let ended = Arc::new(AtomicBool::new(false));
+        let cancel = rt.hard_cancel.child_token();
         let tries = match decoded {
             // The entry told the attempt count and the envelope the rest: mark the start without
             // waiting for the reply, so starting costs no round trip.
-            Some(tries) => {
-                starter::request(rt, &lease.id, ended.clone());
+            Some(tries) if waited < CONFIRM_AFTER => {
+                starter::request(rt, &lease.id, ended.clone(), cancel.clone());
                 tries
             }
+            // It waited in the buffer: confirm that it is still current. The envelope's counts
+            // stand (a plain task's row carries no max retry of its own).
+            Some(tries) => match confirm(rt, q, &lease, &m).await {
+                Some(_) => tries,
+                None => return,
+            },
             // An envelope that does not decode: only the record knows its max retry.
-            None => match start_with_retries(rt, &lease.id).await {
-                Some(StartOutcome::Started(a)) => {
+            None => match confirm(rt, q, &lease, &m).await {
+                Some(a) => {
                     lease.id.unique_key = a.unique_key.clone();
-                    if let Ok(env) = &mut lease.envelope {
-                        env.retried = a.retried;
-                        env.max_retry = a.max_retry;
-                        env.last_error = a.last_error.clone();
-                        env.last_failed_at_ms = a.last_failed_at_ms;
-                    }
                     Tries {
                         retried: a.retried,
                         max_retry: a.max_retry,
                     }
                 }
-                Some(StartOutcome::Lost) => {
-                    rt.release(q, &lease.id.msg_id);
-                    warn!("delivery no longer current (task deleted or settled); not running it");
-                    return;
-                }
-                Some(StartOutcome::Corrupt(reason)) => {
-                    rt.release(q, &lease.id.msg_id);
-                    rt.counters.failed.fetch_add(1, Ordering::Relaxed);
-                    // The record's attempt count is unreadable; the envelope's is the best guess.
-                    let attempt = lease
-                        .envelope
-                        .as_ref()
-                        .map_or(1, |e| e.retried.saturating_add(1));
-                    m.ended(Ended::DeadLettered);
-                    report_failure(rt, &lease, attempt, &reason);
-                    dead_letter(rt, &lease, &reason, false).await;
-                    return;
-                }
-                None => {
-                    // Whether the mark took effect is unknown (a reply that never came): put the
-                    // delivery back unstarted, so that a lost worker is not charged an attempt for a
-                    // run that never happened. If even that fails, the recoverer re-delivers it.
-                    let back = rt
-                        .broker
-                        .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
-                        .await;
-                    rt.release(q, &lease.id.msg_id);
-                    match back {
-                        Ok(_) => warn!("could not mark the task started; returned it to its queue"),
-                        Err(e) => warn!(error = %e, "could not mark the task started nor return it; the recoverer will re-deliver it"),
-                    }
-                    return;
-                }
+                None => return,
             },
         };
         // As i64: an OpenTelemetry exporter keeps it a number (a u64 would become text).
         Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
-        let outcome = attempt(rt, q, &lease, &m).await;
+        let outcome = attempt(rt, q, &lease, &m, cancel).await;
         ended.store(true, std::sync::atomic::Ordering::Release);
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
-        rt.release(q, &lease.id.msg_id);
-        settle(rt, &lease, tries, outcome, &m).await;
+        // The lease stays held (the heartbeat keeps it) until the outcome is settled, so a
+        // settlement slowed by a failover is not taken for a lost worker.
+        if settle(rt, q, &lease, tries, outcome, &m).await {
+            rt.release(q, &lease.id.msg_id);
+        }
     }
     .instrument(span)
     .await
+}
+
+/// Marks the delivery started and waits for the answer. The attempt as recorded when it was
+/// started, or None when it must not run: gone (deleted, archived or settled), corrupt
+/// (dead-lettered here) or unreachable (handed back to its queue unstarted).
+async fn confirm<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    lease: &Lease,
+    m: &KindMetrics,
+) -> Option<chronos_broker::Attempt> {
+    match start_with_retries(rt, &lease.id).await {
+        Some(StartOutcome::Started(a)) => Some(a),
+        Some(StartOutcome::Lost) => {
+            rt.release(q, &lease.id.msg_id);
+            warn!("delivery no longer current (task deleted, archived or settled); not running it");
+            None
+        }
+        Some(StartOutcome::Corrupt(reason)) => {
+            rt.release(q, &lease.id.msg_id);
+            rt.counters.failed.fetch_add(1, Ordering::Relaxed);
+            // The record's attempt count is unreadable; the envelope's is the best guess.
+            let attempt = lease
+                .envelope
+                .as_ref()
+                .map_or(1, |e| e.retried.saturating_add(1));
+            m.ended(Ended::DeadLettered);
+            report_failure(rt, lease, attempt, &reason);
+            dead_letter(rt, lease, &reason, false).await;
+            None
+        }
+        None => {
+            // Whether the mark took effect is unknown (a reply that never came): put the
+            // delivery back unstarted, so that a lost worker is not charged an attempt for a
+            // run that never happened. If even that fails, the recoverer re-delivers it.
+            let back = rt
+                .broker
+                .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
+                .await;
+            rt.release(q, &lease.id.msg_id);
+            match back {
+                Ok(_) => warn!("could not mark the task started; returned it to its queue"),
+                Err(e) => {
+                    warn!(error = %e, "could not mark the task started nor return it; the recoverer will re-deliver it")
+                }
+            }
+            None
+        }
+    }
 }
 
 /// Marks the delivery started, trying again on a Redis error (the mark is idempotent) while the
@@ -179,6 +213,7 @@ async fn attempt<B: WorkerBroker>(
     q: usize,
     lease: &Lease,
     m: &KindMetrics,
+    cancel: CancellationToken,
 ) -> Outcome {
     let env = match &lease.envelope {
         Ok(env) => env,
@@ -196,7 +231,6 @@ async fn attempt<B: WorkerBroker>(
         Err(Unrunnable::Decode(e)) => return unrunnable(rt, e.to_string()),
     };
     let limit = time_limit(env, now);
-    let cancel = rt.hard_cancel.child_token();
     // The handler sees `signal`: it fires with `cancel`, and alone on an operator's cancel
     // (which must not abort the handler, so the select below watches `cancel` only).
     let signal = cancel.child_token();
@@ -259,18 +293,21 @@ pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "non-string panic payload".into())
 }
 
+/// Settles the attempt's outcome. True when the lease can be let go now; false when the acker
+/// took the delivery over (it lets go once the ack landed).
 async fn settle<B: WorkerBroker>(
     rt: &Runtime<B>,
+    q: usize,
     lease: &Lease,
     tries: Tries,
     outcome: Outcome,
     m: &KindMetrics,
-) {
+) -> bool {
     let env = lease.envelope.as_ref().ok();
     match outcome {
         Outcome::LeaseLost => {
             m.ended(Ended::LeaseLost);
-            warn!("lease lost to the recoverer; this attempt's result is dropped")
+            warn!("lease lost (reclaimed, or the task was deleted or archived by an operator); this attempt's result is dropped")
         }
         Outcome::Requeue => {
             m.ended(Ended::Requeued);
@@ -290,27 +327,35 @@ async fn settle<B: WorkerBroker>(
             // between re-runs it instead of losing it. Not acked when it failed: the recoverer
             // delivers the task again.
             if let Some(env) = env.filter(|e| e.flow.is_some()) {
-                if let Err(e) = crate::flow::succeeded(&rt.broker, env, output.as_deref()).await {
+                let done = persist(rt, q, &lease.id.msg_id, "workflow bookkeeping", || {
+                    crate::flow::succeeded(&rt.broker, env, output.as_deref())
+                })
+                .await;
+                if let Err(e) = done {
                     error!(error = %e, "could not advance the workflow; the task will run again after recovery");
-                    return;
+                    return true;
                 }
             }
             let retention = env.and_then(|e| e.retention_ms).map(Duration::from_millis);
-            // The acker batches completions; if it is gone (shutdown finished), ack directly.
             let completion = Completion {
                 lease: lease.id.clone(),
                 // Only a retained task keeps its result: send none that would be dropped.
                 result: retention.and(output),
                 retention,
             };
-            if let Err(back) = rt.acks.send(completion) {
-                let c = back.0;
-                if let Err(e) = rt
-                    .broker
-                    .complete(&c.lease.queue, std::slice::from_ref(&c))
-                    .await
-                {
-                    error!(error = %e, "ack failed; the task will run again after recovery");
+            // The acker batches completions and lets the lease go once acked; if it is gone
+            // (shutdown finished), ack directly.
+            match rt.acks.send((q, completion)) {
+                Ok(()) => return false,
+                Err(back) => {
+                    let c = (back.0).1;
+                    if let Err(e) = rt
+                        .broker
+                        .complete(&c.lease.queue, std::slice::from_ref(&c))
+                        .await
+                    {
+                        error!(error = %e, "ack failed; the task will run again after recovery");
+                    }
                 }
             }
         }
@@ -328,19 +373,63 @@ async fn settle<B: WorkerBroker>(
             let delay = match err.kind() {
                 FailureKind::SkipRetry => {
                     m.ended(Ended::DeadLettered);
-                    return dead_letter(rt, lease, err.message(), true).await;
+                    dead_letter(rt, lease, err.message(), true).await;
+                    return true;
                 }
                 _ if retried > max_retry => {
                     m.ended(Ended::DeadLettered);
-                    return dead_letter(rt, lease, err.message(), true).await;
+                    dead_letter(rt, lease, err.message(), true).await;
+                    return true;
                 }
                 FailureKind::RetryAfter(d) => d,
                 _ => (rt.config.retry_delay)(retried, &err),
             };
             m.ended(Ended::Retried);
-            if let Err(e) = rt.broker.retry(&lease.id, delay, err.message()).await {
+            let scheduled = persist(rt, q, &lease.id.msg_id, "retry", || {
+                rt.broker.retry(&lease.id, delay, err.message())
+            })
+            .await;
+            if let Err(e) = scheduled {
                 error!(error = %e, "could not schedule the retry; the recoverer will re-deliver the task");
             }
+        }
+    }
+    true
+}
+
+/// First wait before a failed settlement step is tried again; it doubles up to
+/// [`MAX_SETTLE_BACKOFF`].
+const FIRST_SETTLE_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_SETTLE_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Runs an idempotent settlement step again while its error is transient (a failover, a cut
+/// connection) and the delivery is still held here: the heartbeat keeps the lease meanwhile, so
+/// the recoverer does not take a settled attempt for a lost worker and charge it another.
+/// Gives up on a permanent error, when the lease was lost, or when shutdown cancels handlers.
+pub(crate) async fn persist<B, T, F, Fut>(
+    rt: &Runtime<B>,
+    q: usize,
+    msg_id: &str,
+    what: &str,
+    mut call: F,
+) -> Result<T, chronos_broker::BrokerError>
+where
+    B: WorkerBroker,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, chronos_broker::BrokerError>>,
+{
+    let mut delay = FIRST_SETTLE_BACKOFF;
+    loop {
+        match call().await {
+            Err(e) if e.is_transient() && rt.holds(q, msg_id) && !rt.hard_cancel.is_cancelled() => {
+                warn!(error = %e, ?delay, "{what} failed; trying again while the lease is held");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = rt.hard_cancel.cancelled() => {}
+                }
+                delay = (delay * 2).min(MAX_SETTLE_BACKOFF);
+            }
+            r => return r,
         }
     }
 }
@@ -369,17 +458,37 @@ async fn dead_letter<B: WorkerBroker>(
 ) {
     // A group member is counted as failed first: dead-lettered uncounted, its group would never
     // fire.
+    let q = rt.queue_index(&lease.id.queue);
+    let msg_id = lease.id.msg_id.as_str();
     if let Some(env) = lease.envelope.as_ref().ok().filter(|e| e.flow.is_some()) {
-        if let Err(e) = crate::flow::failed(&rt.broker, env, reason).await {
+        let counted = match q {
+            Some(q) => {
+                persist(rt, q, msg_id, "group report", || {
+                    crate::flow::failed(&rt.broker, env, reason)
+                })
+                .await
+            }
+            None => crate::flow::failed(&rt.broker, env, reason).await,
+        };
+        if let Err(e) = counted {
             error!(error = %e, "could not report the failure to its group; the task will be delivered again after recovery");
             return;
         }
     }
-    match rt
-        .broker
-        .dead_letter(&lease.id, reason, count_attempt)
-        .await
-    {
+    let dead = match q {
+        Some(q) => {
+            persist(rt, q, msg_id, "dead letter", || {
+                rt.broker.dead_letter(&lease.id, reason, count_attempt)
+            })
+            .await
+        }
+        None => {
+            rt.broker
+                .dead_letter(&lease.id, reason, count_attempt)
+                .await
+        }
+    };
+    match dead {
         Ok(DeadOutcome::Stale) => {}
         Ok(outcome) => {
             let discarded = outcome == DeadOutcome::Discarded;

@@ -95,6 +95,8 @@ pub(crate) enum Ended {
 /// Handles of one (queue, kind): registered once, so the hot path only bumps atomics (no label
 /// allocation, no recorder lookup per task).
 pub(crate) struct KindMetrics {
+    /// The `kind` label these handles carry: the kind, or `other` past the cap.
+    label: String,
     succeeded: Counter,
     retried: Counter,
     dead_lettered: Counter,
@@ -108,6 +110,7 @@ impl KindMetrics {
     fn new(queue: &str, kind: &str) -> Self {
         let outcome = |o: &'static str| counter!(TASKS_PROCESSED, "queue" => queue.to_string(), "kind" => kind.to_string(), "outcome" => o);
         Self {
+            label: kind.to_string(),
             succeeded: outcome("succeeded"),
             retried: outcome("retried"),
             dead_lettered: outcome("dead_lettered"),
@@ -179,12 +182,13 @@ pub(crate) fn forget_handles() {
     HANDLES.write().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
-/// Counts one dead-lettered task (off the hot path: a label lookup per call is fine).
+/// Counts one dead-lettered task (off the hot path: a label lookup per call is fine). Its
+/// `kind` label is capped per queue like every other ([`MAX_KINDS_PER_QUEUE`]).
 pub(crate) fn dead_lettered(queue: &str, kind: Option<&str>, discarded: bool) {
     let action = if discarded { "discarded" } else { "archived" };
-    counter!(TASKS_DEAD_LETTERED, "queue" => queue.to_string(),
-        "kind" => kind.unwrap_or("unknown").to_string(), "action" => action)
-    .increment(1);
+    let label = task(queue, kind).label.clone();
+    counter!(TASKS_DEAD_LETTERED, "queue" => queue.to_string(), "kind" => label, "action" => action)
+        .increment(1);
 }
 
 /// Counts deliveries re-queued by the recoverer.
@@ -393,5 +397,42 @@ mod prometheus {
             stream.write_all(body.as_bytes()).await?;
         }
         stream.shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_util::debugging::DebuggingRecorder;
+
+    #[test]
+    fn dead_letters_of_junk_kinds_share_one_capped_label() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        // A queue name of this test alone: the handle cache is global to the process.
+        let queue = "metrics-cap-test";
+        metrics::with_local_recorder(&recorder, || {
+            for n in 0..400 {
+                dead_lettered(queue, Some(&format!("junk-{n}")), false);
+            }
+        });
+        let kinds: std::collections::HashSet<String> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == TASKS_DEAD_LETTERED)
+            .filter_map(|(key, ..)| {
+                key.key()
+                    .labels()
+                    .find(|l| l.key() == "kind")
+                    .map(|l| l.value().to_string())
+            })
+            .collect();
+        assert_eq!(
+            kinds.len(),
+            MAX_KINDS_PER_QUEUE + 1,
+            "256 kinds and `other`"
+        );
+        assert!(kinds.contains("other"));
     }
 }

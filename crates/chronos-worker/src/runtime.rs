@@ -3,6 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use chronos_broker::{Completion, Lease, QueueName};
 use tokio::sync::{mpsc, Notify, Semaphore};
@@ -41,8 +42,9 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) queues: Vec<(QueueName, u32)>,
     /// Server id, also the consumer name in every group.
     pub(crate) id: String,
-    /// Fetched but not yet started deliveries, one buffer per queue (same order as `queues`).
-    buffers: Mutex<Vec<VecDeque<Lease>>>,
+    /// Fetched but not yet started deliveries, one buffer per queue (same order as `queues`),
+    /// each with the time it was buffered.
+    buffers: Mutex<Vec<VecDeque<(Instant, Lease)>>>,
     /// Wakes the dispatcher when a buffer gains a task.
     pub(crate) ready: Notify,
     /// Wakes fetchers when a slot or buffer space frees up.
@@ -54,7 +56,7 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     /// tasks. Strict priority waits for a higher queue until it is known to be empty.
     pub(crate) drained: Vec<AtomicBool>,
     pub(crate) slots: Arc<Semaphore>,
-    pub(crate) acks: mpsc::UnboundedSender<Completion>,
+    pub(crate) acks: mpsc::UnboundedSender<(usize, Completion)>,
     pub(crate) starts: mpsc::UnboundedSender<StartRequest>,
     pub(crate) counters: Counters,
     /// Stops fetching and dispatching (first step of shutdown).
@@ -77,6 +79,9 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) park: Park,
     /// Whether the shared read runs; when not, each fetcher blocks on its own reader.
     pub(crate) watching: AtomicBool,
+    /// Set while the dispatcher holds a slot and waits for a task to start in it: that slot is
+    /// free, though the semaphore counts it taken.
+    pub(crate) awaiting_task: AtomicBool,
 }
 
 impl<B: WorkerBroker> Runtime<B> {
@@ -86,7 +91,7 @@ impl<B: WorkerBroker> Runtime<B> {
         config: ServerConfig,
         queues: Vec<(QueueName, u32)>,
         id: String,
-        acks: mpsc::UnboundedSender<Completion>,
+        acks: mpsc::UnboundedSender<(usize, Completion)>,
         starts: mpsc::UnboundedSender<StartRequest>,
     ) -> Self {
         let n = queues.len();
@@ -121,11 +126,12 @@ impl<B: WorkerBroker> Runtime<B> {
             started_at_ms: chronos_broker::now_ms(),
             park: Park::new(n),
             watching: AtomicBool::new(false),
+            awaiting_task: AtomicBool::new(false),
             queues,
         }
     }
 
-    fn buffers(&self) -> MutexGuard<'_, Vec<VecDeque<Lease>>> {
+    fn buffers(&self) -> MutexGuard<'_, Vec<VecDeque<(Instant, Lease)>>> {
         // A poisoned lock only means a panic elsewhere while holding it; the data is still a
         // valid queue of leases, so go on with it rather than take the server down.
         self.buffers.lock().unwrap_or_else(|p| p.into_inner())
@@ -206,7 +212,8 @@ impl<B: WorkerBroker> Runtime<B> {
                 );
             }
         }
-        self.buffers()[q].extend(leases);
+        let now = Instant::now();
+        self.buffers()[q].extend(leases.into_iter().map(|l| (now, l)));
         self.drained[q].store(false, Ordering::Relaxed);
         self.ready.notify_one();
     }
@@ -228,7 +235,12 @@ impl<B: WorkerBroker> Runtime<B> {
     /// `Err(q)` means queue `q` was chosen but has nothing buffered yet: pass it back as
     /// `chosen` on the next call, so that waiting does not re-draw (re-drawing after each wait
     /// would favour whichever queue refills first and flatten the weights).
-    pub(crate) fn pop(&self, chosen: Option<usize>) -> Result<(usize, Lease), Option<usize>> {
+    ///
+    /// With the lease comes how long it waited in the buffer.
+    pub(crate) fn pop(
+        &self,
+        chosen: Option<usize>,
+    ) -> Result<(usize, Lease, Duration), Option<usize>> {
         let mut buffers = self.buffers();
         let candidates: Vec<usize> = (0..buffers.len())
             .filter(|&i| {
@@ -270,7 +282,7 @@ impl<B: WorkerBroker> Runtime<B> {
             drawn
         };
         match buffers[pick].pop_front() {
-            Some(lease) => Ok((pick, lease)),
+            Some((at, lease)) => Ok((pick, lease, at.elapsed())),
             None => Err(Some(pick)),
         }
     }
@@ -280,7 +292,7 @@ impl<B: WorkerBroker> Runtime<B> {
         let drained: Vec<Vec<Lease>> = self
             .buffers()
             .iter_mut()
-            .map(|b| b.drain(..).collect())
+            .map(|b| b.drain(..).map(|(_, l)| l).collect())
             .collect();
         let mut held = self.held();
         for (q, leases) in drained.iter().enumerate() {
@@ -345,6 +357,16 @@ impl<B: WorkerBroker> Runtime<B> {
         }
     }
 
+    /// Whether delivery `msg_id` of queue `q` is still held here (not lost to the recoverer).
+    pub(crate) fn holds(&self, q: usize, msg_id: &str) -> bool {
+        self.held()[q].contains_key(msg_id)
+    }
+
+    /// The index of `queue` among this server's queues.
+    pub(crate) fn queue_index(&self, queue: &QueueName) -> Option<usize> {
+        self.queues.iter().position(|(name, _)| name == queue)
+    }
+
     /// Entry ids held in queue `q`.
     pub(crate) fn held_ids(&self, q: usize) -> Vec<String> {
         self.held()[q].keys().cloned().collect()
@@ -364,7 +386,7 @@ impl<B: WorkerBroker> Runtime<B> {
             }
         }
         drop(held);
-        self.buffers()[q].retain(|l| !lost.contains(&l.id.msg_id));
+        self.buffers()[q].retain(|(_, l)| !lost.contains(&l.id.msg_id));
         self.return_tokens(q, lost);
     }
 

@@ -4,33 +4,46 @@
 //! sent a couple of milliseconds late and dropped if its attempt has ended by then, so quick
 //! tasks cost no start call at all.
 //!
+//! Not waiting is safe only for a delivery fetched moments ago: an operator's delete or archive
+//! and the start are then concurrent, and an answer `Lost` cancels the handler at once. A
+//! delivery that waited in the buffer is confirmed before its handler runs (executor.rs), and a
+//! mark that could not be sent is sent again until it lands or its attempt ends.
+//!
 //! Why a mark at all: a delivery becomes an attempt only when marked, so a lost worker costs an
 //! attempt when a handler may have run, while deliveries that were fetched but never started (a
 //! lost fetch reply, a crash with tasks waiting in the buffer) are re-delivered for free. A
 //! handler that kills its process before its mark reached Redis gets at most three free
 //! re-deliveries before the next counts (see reclaim.lua), so it still ends in the dead letters.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chronos_broker::{LeaseId, QueueName, StartOutcome};
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
 
-use crate::runtime::{batches, Runtime};
+use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
 const MAX_BATCH: usize = 512;
 
 /// One delivery about to start, and where its outcome goes (None: Redis could not be reached).
-/// Without a reply channel the loop only logs an outcome other than `Started`.
+/// Without a reply channel the loop acts on the outcome itself: `Lost` cancels the attempt, and
+/// a mark that could not be sent is sent again until it lands or the attempt ends.
 #[derive(Debug)]
 pub(crate) struct StartRequest {
     pub(crate) lease: LeaseId,
     pub(crate) reply: Option<oneshot::Sender<Option<StartOutcome>>>,
     /// Set by the executor when the attempt has ended: a mark not sent by then is not needed.
     pub(crate) ended: Option<Arc<AtomicBool>>,
+    /// The running attempt's token, cancelled when the mark finds the delivery gone (an
+    /// operator deleted or archived the task while it was being fetched).
+    pub(crate) lost: Option<CancellationToken>,
+    /// How long to wait before sending this mark again if it fails.
+    pub(crate) backoff: Duration,
 }
 
 /// How long an unawaited mark waits before it is sent. A handler that ends sooner is settled
@@ -38,21 +51,48 @@ pub(crate) struct StartRequest {
 /// at all; a crash inside this window costs the task one of its free re-deliveries.
 const MARK_DELAY: Duration = Duration::from_millis(2);
 
+/// The first wait before a failed mark is sent again; it doubles up to [`MAX_RESEND`].
+const FIRST_RESEND: Duration = Duration::from_millis(100);
+const MAX_RESEND: Duration = Duration::from_secs(2);
+
+/// Sends marks in batches until the maintenance loops stop (after every handler has finished),
+/// then sends what is still queued and returns. Requests that arrive together share one delay
+/// and one script call per queue.
 pub(crate) async fn run<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
-    rx: mpsc::UnboundedReceiver<StartRequest>,
+    mut rx: mpsc::UnboundedReceiver<StartRequest>,
 ) {
-    batches(
-        &rt,
-        rx,
-        MAX_BATCH,
-        |r| &r.lease.queue,
-        |queue, requests| {
-            let rt = &rt;
-            async move { start_batch(rt, &queue, requests).await }
-        },
-    )
-    .await
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let n = tokio::select! {
+            n = rx.recv_many(&mut batch, MAX_BATCH) => n,
+            _ = rt.stop_maintenance.cancelled() => {
+                rx.close();
+                while let Ok(r) = rx.try_recv() {
+                    batch.push(r);
+                }
+                batch.len()
+            }
+        };
+        if n == 0 {
+            return;
+        }
+        // One delay for the whole batch, whatever the number of queues in it.
+        if batch.iter().any(|r| r.reply.is_none()) {
+            tokio::time::sleep(MARK_DELAY).await;
+            batch.retain(|r| !r.ended.as_ref().is_some_and(|e| e.load(Ordering::Acquire)));
+        }
+        let mut by_queue: BTreeMap<QueueName, Vec<StartRequest>> = BTreeMap::new();
+        for r in batch.drain(..) {
+            by_queue.entry(r.lease.queue.clone()).or_default().push(r);
+        }
+        for (queue, requests) in by_queue {
+            start_batch(&rt, &queue, requests).await;
+        }
+        if rt.stop_maintenance.is_cancelled() && rx.is_closed() {
+            return;
+        }
+    }
 }
 
 /// One start call for every delivery of `queue` starting now; each requester gets its outcome.
@@ -61,13 +101,8 @@ async fn start_batch<B: WorkerBroker>(
     queue: &QueueName,
     requests: Vec<StartRequest>,
 ) {
-    let mut requests = requests;
-    if requests.iter().all(|r| r.reply.is_none()) {
-        tokio::time::sleep(MARK_DELAY).await;
-        requests.retain(|r| !r.ended.as_ref().is_some_and(|e| e.load(Ordering::Acquire)));
-        if requests.is_empty() {
-            return;
-        }
+    if requests.is_empty() {
+        return;
     }
     let leases: Vec<LeaseId> = requests.iter().map(|r| r.lease.clone()).collect();
     let outcomes = match rt.broker.start(queue, &leases).await {
@@ -77,29 +112,70 @@ async fn start_batch<B: WorkerBroker>(
             vec![None; leases.len()]
         }
     };
+    let mut resend = Vec::new();
     for (r, outcome) in requests.into_iter().zip(outcomes) {
         match (r.reply, outcome) {
             (Some(reply), outcome) => {
                 let _ = reply.send(outcome);
             }
-            (None, Some(StartOutcome::Started(_))) | (None, None) => {}
+            (None, Some(StartOutcome::Started(_))) => {}
+            (None, None) => resend.push(StartRequest { reply: None, ..r }),
             (None, Some(StartOutcome::Lost)) => {
-                debug!(task_id = %r.lease.task_id, "started a delivery that was no longer current")
+                info!(task_id = %r.lease.task_id, "delivery gone when marked started (deleted, archived or settled); cancelling its handler");
+                if let Some(lost) = &r.lost {
+                    lost.cancel();
+                }
             }
             (None, Some(StartOutcome::Corrupt(reason))) => {
                 warn!(task_id = %r.lease.task_id, reason, "started a task whose record is corrupt")
             }
         }
     }
+    if !resend.is_empty() {
+        schedule_resend(rt, resend);
+    }
+}
+
+/// Sends failed marks again after their backoff, unless their attempt ended meanwhile: until
+/// its mark lands, a running task lists as pending, can be deleted under its handler and
+/// cannot be cancelled.
+fn schedule_resend<B: WorkerBroker>(rt: &Runtime<B>, requests: Vec<StartRequest>) {
+    let starts = rt.starts.clone();
+    let wait = requests
+        .iter()
+        .map(|r| r.backoff)
+        .min()
+        .unwrap_or(FIRST_RESEND);
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        for mut r in requests {
+            if r.ended.as_ref().is_some_and(|e| e.load(Ordering::Acquire)) {
+                continue;
+            }
+            r.backoff = (r.backoff * 2).min(MAX_RESEND);
+            if starts.send(r).is_err() {
+                // The loop stopped: every handler has finished, no mark is needed.
+                return;
+            }
+        }
+    });
 }
 
 /// Asks for one delivery to be marked started, without waiting (the handler runs meanwhile).
-/// `ended` is set once the attempt is over; a mark still unsent then is dropped.
-pub(crate) fn request<B: WorkerBroker>(rt: &Runtime<B>, lease: &LeaseId, ended: Arc<AtomicBool>) {
+/// `ended` is set once the attempt is over; a mark still unsent then is dropped. `lost` is
+/// cancelled if the mark finds the delivery gone.
+pub(crate) fn request<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    lease: &LeaseId,
+    ended: Arc<AtomicBool>,
+    lost: CancellationToken,
+) {
     let request = StartRequest {
         lease: lease.clone(),
         reply: None,
         ended: Some(ended),
+        lost: Some(lost),
+        backoff: FIRST_RESEND,
     };
     // The loop stops only after every handler has finished (the last step of shutdown), so a
     // send fails only for a task that will not run; without the mark it costs no attempt.
@@ -118,6 +194,8 @@ pub(crate) async fn start<B: WorkerBroker>(
         lease: lease.clone(),
         reply: Some(tx),
         ended: None,
+        lost: None,
+        backoff: FIRST_RESEND,
     };
     if rt.starts.send(request).is_ok() {
         if let Ok(outcome) = rx.await {

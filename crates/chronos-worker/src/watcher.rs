@@ -8,7 +8,7 @@
 //! (limiter.rs) and never park. When the set of parked queues changes (a queue runs dry, a
 //! pause or resume) or the server stops, the read in flight is cut short through the broker's
 //! [`chronos_broker::Interrupt`], which ends it as a timeout would: no entry is taken, so none
-//! is stranded. Without an interrupt the change waits for the block to end.
+//! is stranded. A broker without an interrupt gets no shared read: each queue blocks alone.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
@@ -24,7 +24,7 @@ use crate::WorkerBroker;
 /// Longest wait of one shared read (the broker may cap it lower). Long, because changes and
 /// shutdown cut it short; each expiry costs one read.
 const BLOCK: Duration = Duration::from_secs(5);
-/// Most tasks taken per queue by one read.
+/// Most tasks taken per queue by one read (and never more in all than the free slots).
 const MAX_BATCH: usize = 128;
 
 /// The parked queues and the read in flight, shared by the fetchers and the watcher.
@@ -109,9 +109,11 @@ impl Park {
     }
 }
 
-pub(crate) async fn run<B: WorkerBroker>(rt: std::sync::Arc<Runtime<B>>, mut reader: B::Reader) {
+pub(crate) async fn run<B: WorkerBroker>(
+    rt: std::sync::Arc<Runtime<B>>,
+    (mut reader, interrupt): (B::Reader, Interrupt),
+) {
     let park = &rt.park;
-    let interrupt = rt.broker.interrupter(&reader).await;
     let mut backoff = Duration::from_millis(100);
     while !rt.stop_fetch.is_cancelled() {
         // Which queues to read, decided under the lock together with marking the read in
@@ -131,14 +133,27 @@ pub(crate) async fn run<B: WorkerBroker>(rt: std::sync::Arc<Runtime<B>>, mut rea
             }
             continue;
         }
+        let budget = budget(&rt);
+        if budget == 0 {
+            // Every slot is busy or already has a task waiting: reading now would only lease
+            // tasks that other servers could start at once.
+            park.state().reading = None;
+            tokio::select! {
+                _ = rt.space.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = rt.stop_fetch.cancelled() => break,
+            }
+            continue;
+        }
         let queues: Vec<QueueName> = watched.iter().map(|&q| rt.queues[q].0.clone()).collect();
-        let free = rt.slots.available_permits().saturating_sub(rt.buffered());
-        let count = free.clamp(1, MAX_BATCH);
-        let result = read(&rt, park, interrupt.as_ref(), &mut reader, &queues, count).await;
+        // COUNT applies to each stream: share the budget out, at least one each.
+        let count = (budget / watched.len()).clamp(1, MAX_BATCH);
+        let result = read(&rt, park, &interrupt, &mut reader, &queues, count).await;
         park.state().reading = None;
         match result {
-            Ok(Some(got)) => {
+            Ok(Some(mut got)) => {
                 backoff = Duration::from_millis(100);
+                hand_back_surplus(&rt, &watched, &mut got, budget).await;
                 for (i, fetched) in got {
                     let Some(&q) = watched.get(i) else { continue };
                     if fetched.dropped > 0 {
@@ -174,22 +189,69 @@ pub(crate) async fn run<B: WorkerBroker>(rt: std::sync::Arc<Runtime<B>>, mut rea
     rt.broker.close_reader(reader).await;
 }
 
+/// How many deliveries the next shared read may keep: the free slots not already promised to a
+/// buffered task. The slot the dispatcher holds while it waits for a task counts as free.
+fn budget<B: WorkerBroker>(rt: &Runtime<B>) -> usize {
+    let waiting = usize::from(rt.awaiting_task.load(Ordering::Relaxed));
+    (rt.slots.available_permits() + waiting).saturating_sub(rt.buffered())
+}
+
+/// With more queues watched than the budget, one read can take a delivery from each: what goes
+/// past the budget is handed back to its queue at once (unstarted, so no attempt is spent), for
+/// this or another server to take when it has a slot. The queues of least weight give back
+/// first (so strict priority still starts the most urgent task), the largest batch among
+/// equals. Returns with `got` holding only the queues that kept something.
+async fn hand_back_surplus<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    watched: &[usize],
+    got: &mut Vec<(usize, chronos_broker::Fetched)>,
+    budget: usize,
+) {
+    let total: usize = got.iter().map(|(_, f)| f.leases.len()).sum();
+    let mut surplus = total.saturating_sub(budget);
+    while surplus > 0 {
+        let weight = |i: usize| watched.get(i).map_or(0, |&q| rt.queues[q].1);
+        let Some((i, fetched)) = got
+            .iter_mut()
+            .filter(|(_, f)| !f.leases.is_empty())
+            .min_by_key(|(i, f)| (weight(*i), std::cmp::Reverse(f.leases.len())))
+        else {
+            break;
+        };
+        let Some(&q) = watched.get(*i) else { break };
+        let n = surplus.min(fetched.leases.len());
+        let back: Vec<_> = fetched
+            .leases
+            .split_off(fetched.leases.len() - n)
+            .into_iter()
+            .map(|l| l.id)
+            .collect();
+        surplus -= n;
+        let queue = &rt.queues[q].0;
+        debug!(queue = %queue, n, "shared read took more than the free slots; handing the rest back");
+        if let Err(e) = rt.broker.requeue(queue, &back).await {
+            // Held by no one here: the recoverer re-delivers them, without an attempt.
+            warn!(queue = %queue, n, error = %e, "could not hand surplus deliveries back; they will be recovered");
+        }
+    }
+    // A queue whose whole batch went back stays parked: waking its fetcher would only have it
+    // read one for itself.
+    got.retain(|(_, f)| !f.leases.is_empty() || f.dropped > 0);
+}
+
 /// One shared read, cut short on request. The read itself is never dropped mid-flight (that
 /// would lose what it took): a cut only asks the store to end it, and the read's answer is
 /// always awaited.
 async fn read<B: WorkerBroker>(
     rt: &Runtime<B>,
     park: &Park,
-    interrupt: Option<&Interrupt>,
+    interrupt: &Interrupt,
     reader: &mut B::Reader,
     queues: &[QueueName],
     count: usize,
 ) -> Result<Option<Vec<(usize, chronos_broker::Fetched)>>, chronos_broker::BrokerError> {
     let read = rt.broker.watch(reader, queues, &rt.id, count, BLOCK);
     tokio::pin!(read);
-    let Some(interrupt) = interrupt else {
-        return read.await;
-    };
     // The store accepts the cut only once the read has reached it, so a cut asked for early
     // is retried, with a growing pause, until it lands or the read ends on its own.
     let mut wanted = false;
@@ -211,10 +273,15 @@ async fn read<B: WorkerBroker>(
     }
 }
 
-/// Opens the shared reader and checks that the broker can watch queues together; None when
-/// it cannot (Redis Cluster, a wrapper that does not forward `watch`), so every fetcher blocks
-/// on its own connection as before.
-pub(crate) async fn open<B: WorkerBroker>(broker: &B, consumer: &str) -> Option<B::Reader> {
+/// Opens the shared reader and checks that the broker can watch queues together and cut a
+/// read short; None when it cannot (Redis Cluster, a user not permitted CLIENT UNBLOCK, a
+/// wrapper that does not forward `watch` or `interrupter`), so every fetcher blocks on its own
+/// connection as before. Without a cut, a queue that parks during a read would wait for the
+/// read's whole block time.
+pub(crate) async fn open<B: WorkerBroker>(
+    broker: &B,
+    consumer: &str,
+) -> Option<(B::Reader, Interrupt)> {
     let mut reader = match broker.open_reader().await {
         Ok(r) => r,
         Err(e) => {
@@ -226,7 +293,13 @@ pub(crate) async fn open<B: WorkerBroker>(broker: &B, consumer: &str) -> Option<
         .watch(&mut reader, &[], consumer, 1, Duration::ZERO)
         .await
     {
-        Ok(Some(_)) => Some(reader),
+        Ok(Some(_)) => match broker.interrupter(&reader).await {
+            Some(interrupt) => Some((reader, interrupt)),
+            None => {
+                broker.close_reader(reader).await;
+                None
+            }
+        },
         _ => {
             broker.close_reader(reader).await;
             None

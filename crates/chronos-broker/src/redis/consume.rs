@@ -80,7 +80,7 @@ impl Consume for RedisBroker {
                 None => foreign.push(mid),
             }
         }
-        fetched.dropped = self.drop_foreign(queue, foreign).await?;
+        fetched.dropped = self.drop_foreign(queue, foreign).await;
         Ok(fetched)
     }
 
@@ -223,7 +223,7 @@ impl Consume for RedisBroker {
     }
 
     async fn interrupter(&self, reader: &RedisReader) -> Option<Interrupt> {
-        Some(super::watch::interrupter(&reader.client))
+        super::watch::interrupter(&reader.client).await
     }
 }
 
@@ -309,24 +309,31 @@ impl RedisBroker {
     }
 
     /// Acks and removes entries read by a blocking read that carry no task, so they never block
-    /// the queue; returns how many.
-    pub(super) async fn drop_foreign(
-        &self,
-        queue: &QueueName,
-        foreign: Vec<String>,
-    ) -> Result<usize, BrokerError> {
+    /// the queue; returns how many. A failure leaves them in the consumer's pending list for the
+    /// recoverer (which removes entries without a task) and is only logged: the tasks the same
+    /// read delivered must not be thrown away with it.
+    pub(super) async fn drop_foreign(&self, queue: &QueueName, foreign: Vec<String>) -> usize {
         if foreign.is_empty() {
-            return Ok(0);
+            return 0;
         }
         let n = foreign.len();
         let stream = self.queue_keys(queue).stream();
-        let _: Value = self
-            .inner
-            .client
-            .xack(stream.as_str(), GROUP, foreign.clone())
-            .await?;
-        let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
-        Ok(n)
+        let dropped = async {
+            let _: Value = self
+                .inner
+                .client
+                .xack(stream.as_str(), GROUP, foreign.clone())
+                .await?;
+            let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
+            Ok::<_, fred::error::Error>(())
+        };
+        match dropped.await {
+            Ok(()) => n,
+            Err(e) => {
+                tracing::warn!(queue = %queue, n, error = %e, "could not remove entries without a task; the recoverer will");
+                0
+            }
+        }
     }
 
     /// Redis lost its data (a restart without persistence): recreate the group and go on.
@@ -415,21 +422,28 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
 /// The lease of one stream entry read by a blocking read: a task's entry carries `i` (its id)
 /// and `e` (its envelope), a plain task's only `e` (its id is the entry's). None for an entry
 /// that carries no task (foreign, or emptied: `fields` None, deleted while pending), which the
-/// caller acks and removes.
+/// caller acks and removes. An entry with a task id but no envelope is a lease whose envelope
+/// is [`DecodeError::Missing`].
 pub(super) fn lease_of_entry(queue: &QueueName, mid: String, fields: Fields) -> Option<Lease> {
     let fields = fields?;
     let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
-    let env = field("e")?;
+    let env = field("e");
     let id = match field("i") {
+        // Neither a task id nor an envelope: not ours.
+        Some(i) if i.is_empty() && env.is_none() => return None,
         Some(i) => String::from_utf8(i.to_vec()).ok()?,
+        None if env.is_none() => return None,
         None => mid.clone(),
     };
+    // A task's entry that lost its envelope still names the task: deliver it, so the worker
+    // dead-letters it with the reason rather than leaving its record pending for good.
+    let envelope = env.map_or(Err(DecodeError::Missing), |e| TaskEnvelope::decode(e));
     Some(new_lease(
         queue,
         id,
         mid,
-        TaskEnvelope::decode(env),
+        envelope,
         text("r"),
         text("err"),
         text("f"),
@@ -523,6 +537,7 @@ pub(super) fn decode_envelope(v: Value) -> Result<TaskEnvelope, DecodeError> {
     match v {
         Value::Bytes(b) => TaskEnvelope::decode(&b),
         Value::String(s) => TaskEnvelope::decode(s.as_bytes()),
+        Value::Null => Err(DecodeError::Missing),
         _ => Err(DecodeError::Empty),
     }
 }

@@ -323,25 +323,51 @@ impl RedisBroker {
                 .xrange(keys.stream(), start.as_str(), "+", Some(PAGE))
                 .await?;
             let full = page.len() as u64 == PAGE;
-            for (mid, fields) in &page {
+            // The page's states in two round trips whatever its length: one pipelined HGET
+            // for the entries that name their task, one XPENDING for plain tasks' entries.
+            let named: Vec<Option<&str>> = page
+                .iter()
+                .map(|(_, fields)| {
+                    let i = fields.iter().find(|(k, _)| k == "i").map(|(_, v)| v)?;
+                    std::str::from_utf8(i).ok()
+                })
+                .collect();
+            let pipe = self.inner.client.pipeline();
+            for id in named.iter().flatten() {
+                let _: () = pipe.hget(keys.task(id), "s").await?;
+            }
+            let hashed: Vec<Value> = if named.iter().any(Option::is_some) {
+                pipe.all().await?
+            } else {
+                Vec::new()
+            };
+            let mut hashed = hashed.into_iter();
+            let started = match (page.first(), page.last()) {
+                (Some((first, _)), Some((last, _))) => {
+                    self.started_in(&keys, first, last, page.len()).await?
+                }
+                _ => Default::default(),
+            };
+            for ((mid, fields), id) in page.iter().zip(&named) {
                 let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-                let s: Option<String> = match field("i") {
-                    Some(i) => {
-                        let Ok(id) = std::str::from_utf8(i) else {
-                            continue;
-                        };
-                        self.inner.client.hget(keys.task(id), "s").await?
+                let (id, s) = match (id, field("i")) {
+                    (Some(id), _) => {
+                        let s = reply::opt_string(hashed.next().unwrap_or(Value::Null), "hget")?;
+                        (*id, s)
                     }
+                    // An `i` that is not UTF-8 names no task we could read.
+                    (None, Some(_)) => continue,
                     // A plain task's entry: no `i`, no hash; its id is the entry's.
-                    None if field("e").is_some() => {
-                        let started = self.plain_started(&keys, mid).await?;
-                        Some(if started { "active" } else { "pending" }.to_string())
+                    (None, None) if field("e").is_some() => {
+                        let s = if started.contains(mid) {
+                            "active"
+                        } else {
+                            "pending"
+                        };
+                        (mid.as_str(), Some(s.to_string()))
                     }
-                    None => continue,
+                    (None, None) => continue,
                 };
-                let id = field("i")
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .unwrap_or(mid.as_str());
                 if s.as_deref() == Some(state.as_str()) {
                     if seen >= offset {
                         out.push((id.to_string(), field("e").cloned()));
@@ -351,7 +377,11 @@ impl RedisBroker {
                     }
                     seen += 1;
                 }
-                start = format!("({mid}");
+            }
+            // The next page starts after this one's last entry, whatever that entry was (a
+            // foreign entry at the end of a page must not make the next page read it again).
+            if let Some((last, _)) = page.last() {
+                start = format!("({last}");
             }
             if !full {
                 break;

@@ -271,17 +271,34 @@ impl Maintain for RedisBroker {
         queue: &QueueName,
         limit: usize,
     ) -> Result<Vec<DeadTask>, BrokerError> {
-        // One HSCAN from the start: the caller removes what it handled, so the next pass starts
-        // over with what is left; a small outbox (the usual case) comes back whole.
+        // One HSCAN step, going on from where the last read of this queue's outbox ended: the
+        // caller removes what it handled, and entries it cannot handle yet (a group report
+        // failing) must not be all that every pass sees. A small outbox (the usual case) comes
+        // back whole from cursor 0.
+        let cursor = self
+            .inner
+            .outbox_cursors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(queue)
+            .cloned()
+            .unwrap_or_else(|| "0".to_string());
         let cmd = CustomCommand::new_static("HSCAN", ClusterHash::FirstKey, false);
         let args: Vec<Value> = vec![
             self.queue_keys(queue).reclaimed().into(),
-            "0".into(),
+            cursor.into(),
             "COUNT".into(),
             i64::try_from(limit.clamp(1, 10_000)).unwrap_or(1000).into(),
         ];
         let reply = reply::array(self.inner.client.custom(cmd, args).await?, "hscan")?;
-        let flat = reply::array(reply.into_iter().nth(1).unwrap_or(Value::Null), "hscan")?;
+        let mut reply = reply.into_iter();
+        let next = reply::string(reply.next().unwrap_or(Value::Null), "hscan")?;
+        self.inner
+            .outbox_cursors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(queue.clone(), next);
+        let flat = reply::array(reply.next().unwrap_or(Value::Null), "hscan")?;
         let mut out = Vec::with_capacity(flat.len() / 2);
         let mut it = flat.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {

@@ -18,7 +18,7 @@ mod watch;
 
 pub use consume::RedisReader;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -66,6 +66,9 @@ struct Inner {
     waiters: tokio::sync::OnceCell<Arc<results::Waiters>>,
     /// The subscriber of the namespace's signal channel, made on first use.
     signals: tokio::sync::OnceCell<Arc<signals::Hub>>,
+    /// Where the next read of each queue's reclaim outbox goes on (an HSCAN cursor), so that
+    /// entries whose report keeps failing do not hide the others from every pass.
+    outbox_cursors: Mutex<HashMap<QueueName, String>>,
 }
 
 /// What [`RedisBrokerBuilder::connect`] does when Redis may evict keys (`maxmemory-policy` is not
@@ -204,6 +207,7 @@ impl RedisBrokerBuilder {
                 scripts,
                 max_payload: self.max_payload,
                 known: Mutex::new(HashSet::new()),
+                outbox_cursors: Mutex::new(HashMap::new()),
                 idempotency_window: self.idempotency_window,
                 plain_tasks: self.plain_tasks,
                 waiters: tokio::sync::OnceCell::new(),

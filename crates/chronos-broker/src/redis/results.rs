@@ -67,8 +67,10 @@ impl Waiters {
         let _ = self.sub.quit().await;
     }
 
-    /// Registers interest in `channel`, subscribing when this is its first waiter.
-    async fn join(&self, channel: &str) -> Result<Arc<Notify>, BrokerError> {
+    /// Registers interest in `channel`, subscribing when this is its first waiter. The interest
+    /// lasts as long as the returned guard: a wait whose future is dropped (a timeout around
+    /// it, a closed request) leaves no waiter entry and no subscription behind.
+    async fn join(self: &Arc<Self>, channel: &str) -> Result<Joined, BrokerError> {
         let (notify, first) = {
             let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
             let e = map
@@ -77,34 +79,60 @@ impl Waiters {
             e.1 += 1;
             (e.0.clone(), e.1 == 1)
         };
+        // From here a drop (of this future or of the wait) takes the interest back.
+        let joined = Joined {
+            waiters: self.clone(),
+            channel: channel.to_string(),
+            notify,
+        };
         if first {
-            if let Err(e) = self.sub.subscribe(channel).await {
-                self.leave(channel).await;
-                return Err(e.into());
-            }
+            self.sub.subscribe(channel).await?;
+            // The client answers SUBSCRIBE once it is written, not once Redis ran it; a PING on
+            // the same connection is answered after it, so a message published from here on
+            // reaches this waiter.
+            let _: Value = self.sub.ping(None).await?;
         }
-        Ok(notify)
+        Ok(joined)
     }
 
-    /// Drops interest in `channel`, unsubscribing when this was its last waiter.
-    async fn leave(&self, channel: &str) {
-        let last = {
-            let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-            match map.get_mut(channel) {
-                Some(e) if e.1 > 1 => {
-                    e.1 -= 1;
-                    false
-                }
-                Some(_) => {
-                    map.remove(channel);
-                    true
-                }
-                None => false,
+    /// Drops interest in `channel`; true when this was its last waiter, so the caller must
+    /// unsubscribe.
+    fn leave(&self, channel: &str) -> bool {
+        let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get_mut(channel) {
+            Some(e) if e.1 > 1 => {
+                e.1 -= 1;
+                false
             }
-        };
-        if last {
-            // A failed unsubscribe leaves a channel nobody listens to; harmless.
-            let _ = self.sub.unsubscribe(channel).await;
+            Some(_) => {
+                map.remove(channel);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// One wait's interest in a task's channel; dropping it leaves the channel, unsubscribing when
+/// it was the last waiter (in the background: a drop cannot await).
+struct Joined {
+    waiters: Arc<Waiters>,
+    channel: String,
+    notify: Arc<Notify>,
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        if !self.waiters.leave(&self.channel) {
+            return;
+        }
+        let (waiters, channel) = (self.waiters.clone(), std::mem::take(&mut self.channel));
+        // Outside a runtime (the process is ending) there is no subscription worth ending.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                // A failed unsubscribe leaves a channel nobody listens to; harmless.
+                let _ = waiters.sub.unsubscribe(channel).await;
+            });
         }
     }
 }
@@ -190,27 +218,23 @@ impl Results for RedisBroker {
         }
         let waiters = self.waiters().await?;
         let channel = self.queue_keys(queue).task(id);
-        let notify = waiters.join(&channel).await?;
+        let joined = waiters.join(&channel).await?;
+        let notify = &joined.notify;
         let deadline = Instant::now() + timeout;
-        let result = async {
-            loop {
-                // Armed before the read, so a message between the read and the wait is not lost.
-                let woken = notify.notified();
-                tokio::pin!(woken);
-                woken.as_mut().enable();
-                let now = self.outcome(queue, id).await?;
-                if now.is_final() || Instant::now() >= deadline {
-                    return Ok(now);
-                }
-                let nap = deadline.min(Instant::now() + RECHECK);
-                tokio::select! {
-                    _ = woken => {}
-                    _ = tokio::time::sleep_until(nap) => {}
-                }
+        loop {
+            // Armed before the read, so a message between the read and the wait is not lost.
+            let woken = notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let now = self.outcome(queue, id).await?;
+            if now.is_final() || Instant::now() >= deadline {
+                return Ok(now);
+            }
+            let nap = deadline.min(Instant::now() + RECHECK);
+            tokio::select! {
+                _ = woken => {}
+                _ = tokio::time::sleep_until(nap) => {}
             }
         }
-        .await;
-        waiters.leave(&channel).await;
-        result
     }
 }

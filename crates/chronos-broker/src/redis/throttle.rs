@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use fred::prelude::*;
+use tracing::warn;
 
 use super::{reply, RedisBroker};
 use crate::{
@@ -120,9 +121,24 @@ impl Throttle for RedisBroker {
         deliveries: &[(LeaseId, String)],
         limit: &KeyRate,
     ) -> Result<Vec<Admission>, BrokerError> {
-        let mut out = Vec::with_capacity(deliveries.len());
-        for part in deliveries.chunks(ADMIT_CHUNK) {
-            out.extend(self.admit_chunk(queue, part, limit).await?);
+        // A key that cannot name a Redis key would fail the whole call, and with it every
+        // delivery of the batch, again at every retry: such a delivery runs unkeyed instead.
+        let (valid, bad): (Vec<usize>, Vec<usize>) = (0..deliveries.len())
+            .partition(|&i| crate::keys::check_rate_key(&deliveries[i].1).is_ok());
+        for &i in &bad {
+            let (lease, key) = &deliveries[i];
+            warn!(task_id = %lease.task_id, queue = %queue, key = %key.escape_debug(),
+                "invalid rate key; the task runs without its per-key limit");
+        }
+        let checked: Vec<(LeaseId, String)> =
+            valid.iter().map(|&i| deliveries[i].clone()).collect();
+        let mut answers = Vec::with_capacity(checked.len());
+        for part in checked.chunks(ADMIT_CHUNK) {
+            answers.extend(self.admit_chunk(queue, part, limit).await?);
+        }
+        let mut out = vec![Admission::Run; deliveries.len()];
+        for (i, a) in valid.into_iter().zip(answers) {
+            out[i] = a;
         }
         Ok(out)
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use fred::types::ClientUnblockFlag;
+use tracing::warn;
 
 use super::consume::{lease_of_entry, ReadReply};
 use super::RedisBroker;
@@ -76,7 +77,7 @@ pub(super) async fn watch(
                 None => foreign.push(mid),
             }
         }
-        fetched.dropped = broker.drop_foreign(queue, foreign).await?;
+        fetched.dropped = broker.drop_foreign(queue, foreign).await;
         if !fetched.leases.is_empty() || fetched.dropped > 0 {
             out.push((i, fetched));
         }
@@ -88,9 +89,23 @@ pub(super) async fn watch(
 /// blocked XREADGROUP returns as if its wait ran out (nil), so it takes no entry. True only
 /// when Redis says it ended a block (1): a cut sent before the read reached Redis ends nothing
 /// and must be sent again.
-pub(super) fn interrupter(reader: &Client) -> Interrupt {
+///
+/// None when the user may not send CLIENT UNBLOCK (an ACL without `@dangerous`): probed once
+/// here, on the reader's own idle connection, where it ends nothing.
+pub(super) async fn interrupter(reader: &Client) -> Option<Interrupt> {
+    for id in reader.connection_ids().into_values() {
+        let probe: Result<i64, _> = reader
+            .client_unblock(id, Some(ClientUnblockFlag::Timeout))
+            .await;
+        if let Err(e) = probe {
+            if e.details().starts_with("NOPERM") {
+                warn!(error = %e, "CLIENT UNBLOCK is not permitted for this user; idle queues block on their own connections");
+                return None;
+            }
+        }
+    }
     let client = reader.clone();
-    Interrupt::new(move || {
+    Some(Interrupt::new(move || {
         let client = client.clone();
         Box::pin(async move {
             for id in client.connection_ids().into_values() {
@@ -103,5 +118,5 @@ pub(super) fn interrupter(reader: &Client) -> Interrupt {
             }
             false
         })
-    })
+    }))
 }

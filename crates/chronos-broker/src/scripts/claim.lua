@@ -8,7 +8,8 @@
 -- entry to run (the last three from the entry, '0'/'' for a first delivery), {entry id,
 -- envelope} for a plain task's entry (lib.lua: its id is the entry's), or {entry id} for
 -- an entry that carries no task (foreign or emptied; acked and deleted here so it never blocks
--- the queue).
+-- the queue). An entry that names a task (`i`) but lost its envelope is delivered with a nil
+-- envelope, so that the worker dead-letters the task with the reason instead of dropping it.
 -- The task hash is not touched: a delivery becomes an attempt only when start.lua marks it
 -- active, right before its handler runs, so entries fetched but never started (a lost reply, a
 -- crash with a prefetched batch) are re-delivered later without spending an attempt.
@@ -27,13 +28,18 @@ local function row(mid, env, fields)
   return {mid, id, env, field_of(fields, 'r') or '0', field_of(fields, 'err') or '',
     field_of(fields, 'f') or '0'}
 end
+-- Whether an entry names a task (a non-empty `i`).
+local function named(fields)
+  local id = field_of(fields, 'i')
+  return id ~= nil and id ~= ''
+end
 local receipt = redis.pcall('GET', KEYS[2])
 if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. ':' then
   for mid in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
     local r = redis.call('XRANGE', KEYS[1], mid, mid)
     local fields = r[1] and r[1][2]
     local env = field_of(fields, 'e')
-    if env then out[#out + 1] = row(mid, env, fields) end
+    if env or named(fields) then out[#out + 1] = row(mid, env or false, fields) end
   end
   return out
 end
@@ -43,8 +49,8 @@ if res then
   for _, entry in ipairs(res[1][2]) do
     local mid, fields = entry[1], entry[2]
     local env = field_of(fields, 'e')
-    if env then
-      out[#out + 1] = row(mid, env, fields)
+    if env or named(fields) then
+      out[#out + 1] = row(mid, env or false, fields)
       mids[#mids + 1] = mid
     else
       settle_entries(KEYS[1], group, {mid})

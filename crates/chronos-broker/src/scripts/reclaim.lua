@@ -49,11 +49,14 @@ for _, t in ipairs(todo) do
     if not attempted then
       -- Never marked started. A worker marks a delivery as its handler starts, without waiting
       -- for the reply, so a handler that kills its process at once may leave no mark: after
-      -- three free re-deliveries of one task, the next lost one counts as an attempt, so even
-      -- such a task ends in the dead letters.
+      -- three free re-deliveries within one attempt, the next lost one counts as that attempt,
+      -- so even such a task ends in the dead letters.
       local z = redis.pcall('HINCRBY', tkey, 'z', 1)
       attempted = type(z) == 'number' and z > 3
     end
+    -- An attempt counted here ends the free re-deliveries of this one (retry.lua ends them
+    -- too): the budget is per attempt, not for the task's whole life.
+    if attempted then redis.call('HDEL', tkey, 'z') end
     local r, maxr = count_of(h[6]), count_of(h[2])
     local corrupt = not r or not maxr
     if attempted and not corrupt then r = r + 1 end

@@ -29,7 +29,8 @@ local env = entry_envelope(KEYS[1], mid)
 if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
 settle_entries(KEYS[1], group, {mid})
 redis.call('HSET', unpack(fields))
-redis.call('HDEL', tkey, 'm')
+-- The attempt is counted: the free re-deliveries (`z`, reclaim.lua) start again for the next.
+redis.call('HDEL', tkey, 'm', 'z')
 wake(KEYS[2], now + delay)
 redis.call('ZADD', KEYS[2], now + delay, id)
 bump(KEYS[3], 1)

@@ -11,8 +11,9 @@
 --                  acked and removed so it never blocks the queue
 --   {-1, reason}   the task record is corrupt: nothing written; the caller dead-letters it
 -- A plain task's delivery is marked on its pending entry instead (one XCLAIM for all of them,
--- setting the delivery count to STARTED), and its row is {1, 0, 25, '', 0, ''}: its first
--- attempt (a retried task has a hash), its real max retry being in its envelope.
+-- setting the delivery count to STARTED), and its row is {1, 0, max retry, '', 0, ''}: its
+-- first attempt (a retried task has a hash), its max retry from the entry's `x` (the default
+-- where it has none).
 -- Running twice gives the same rows (a started task is started again as a no-op).
 local group = ARGV[1]
 local n = tonumber(ARGV[2]) or 0
@@ -50,16 +51,21 @@ if owner then
     for j = i, math.min(i + 999, #plain) do args[#args + 1] = plain[j] end
     args[#args + 1] = 'RETRYCOUNT'
     args[#args + 1] = STARTED
-    args[#args + 1] = 'JUSTID'
+    -- Not JUSTID: the entries' fields tell each task's max retry (`x`), which a worker needs
+    -- when the envelope does not decode. RETRYCOUNT sets the count either way.
     local got = redis.pcall('XCLAIM', unpack(args))
     if type(got) == 'table' and not got.err then
-      for _, mid in ipairs(got) do live[mid] = true end
+      for _, e in ipairs(got) do
+        if type(e) == 'table' and e[1] then
+          live[e[1]] = field_of(e[2], 'x') or PLAIN_MAX_RETRY
+        end
+      end
     end
   end
 end
 for _, mid in ipairs(plain) do
   if live[mid] then
-    out[#out + 1] = {1, '0', PLAIN_MAX_RETRY, '', '0', ''}
+    out[#out + 1] = {1, '0', live[mid], '', '0', ''}
   else
     settle_entries(KEYS[1], group, {mid})
     out[#out + 1] = {0}

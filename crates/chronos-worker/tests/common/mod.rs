@@ -1,5 +1,7 @@
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
+pub mod faulty;
+
 use std::sync::Arc;
 use std::time::Duration;
 
