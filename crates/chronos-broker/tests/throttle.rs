@@ -8,7 +8,7 @@ use chronos_broker::{
     Admission, Client, Consume, EnqueueOptions, Inspect, KeyRate, LeaseId, Maintain, PermitLimit,
     QueueName, RedisBroker, TaskState, Throttle,
 };
-use common::{broker, email};
+use common::{broker, email, redis_ms};
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("valid queue")
@@ -32,22 +32,6 @@ fn concurrency(n: u32, ttl: Duration) -> PermitLimit {
         token_ttl: ttl,
         poll: Duration::from_millis(50),
     }
-}
-
-/// Redis' clock in ms, the clock the limiter's scripts read (`TIME`).
-async fn redis_ms(b: &RedisBroker) -> i64 {
-    use chronos_broker::fred::interfaces::ClientLike;
-    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
-    let t: Vec<String> = b
-        .client()
-        .custom(
-            CustomCommand::new_static("TIME", ClusterHash::Random, false),
-            Vec::<String>::new(),
-        )
-        .await
-        .expect("time");
-    let part = |i: usize| t[i].parse::<i64>().expect("TIME answers integers");
-    part(0) * 1000 + part(1) / 1000
 }
 
 /// One `acquire_permits` call, bracketed by Redis' clock: the script read that clock at some

@@ -32,6 +32,23 @@ pub async fn cluster_broker() -> RedisBroker {
         .expect("connect cluster")
 }
 
+/// Redis' clock in ms (`TIME`), the clock its scripts and its idle times read: a test that
+/// brackets a call with it knows when the call ran there, however late its reply came back.
+pub async fn redis_ms(b: &RedisBroker) -> i64 {
+    use chronos_broker::fred::interfaces::ClientLike;
+    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
+    let t: Vec<String> = b
+        .client()
+        .custom(
+            CustomCommand::new_static("TIME", ClusterHash::Random, false),
+            Vec::<String>::new(),
+        )
+        .await
+        .expect("time");
+    let part = |i: usize| t[i].parse::<i64>().expect("TIME answers integers");
+    part(0) * 1000 + part(1) / 1000
+}
+
 pub fn email(n: u32) -> Email {
     Email {
         to: format!("user{n}@example.com"),
