@@ -9,7 +9,7 @@ use chronos_broker::{
     BrokerError, Client, Completion, Consume, EnqueueOptions, Lease, QueueName, RedisBroker,
     Results, TaskOutcome, TaskState,
 };
-use common::{broker, email, rig, take};
+use common::{broker, email, rig, take, until_subscribed};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,6 +178,7 @@ async fn completion_and_dead_letter_announce_on_the_tasks_channel() {
         let lease = running(&b, opts).await;
         let channel = keys.queue(&q()).task(&lease.id.task_id);
         sub.subscribe(channel.clone()).await.expect("subscribe");
+        until_subscribed(&b, &channel).await;
         if retained {
             b.complete(&q(), &[kept(&lease, None)])
                 .await

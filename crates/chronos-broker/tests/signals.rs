@@ -8,7 +8,7 @@ use std::time::Duration;
 use chronos_broker::{
     Client, Consume, EnqueueOptions, Inspect, Maintain, QueueName, Signal, Signals,
 };
-use common::{broker, email};
+use common::{broker, email, until_subscribed};
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("valid queue")
@@ -49,6 +49,7 @@ async fn earlier_due_times_and_pauses_are_pushed() {
     let b = broker().await;
     let client = Client::new(b.clone());
     let mut signals = b.signals().await.expect("subscribe").expect("redis pushes");
+    until_subscribed(&b, &b.keyspace().signal()).await;
     let late = EnqueueOptions::new().process_in(Duration::from_secs(60));
     client
         .enqueue(&email(1), late.clone())

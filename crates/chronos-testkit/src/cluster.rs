@@ -2,7 +2,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::server::{free_port, start_watched_at, which};
+use crate::server::{start_watched_in, which};
 use crate::TestkitError;
 
 /// How long a cluster node may be unreachable before the others mark it failed, in a cluster
@@ -52,13 +52,7 @@ impl RedisCluster {
         }
         let mut ports = Vec::new();
         for _ in 0..3 * (1 + replicas) {
-            let port = free_port(&ports)?;
-            let dir = tempfile::Builder::new()
-                .prefix("chronos-cluster-")
-                .tempdir()?
-                .keep();
-            start_watched_at(&dir, port, &extra)?;
-            ports.push(port);
+            ports.push(start_watched_in("chronos-cluster-", &extra)?);
         }
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");

@@ -38,6 +38,7 @@
 #[cfg(feature = "browser")]
 mod browser;
 mod cluster;
+mod port;
 mod proxy;
 mod sentinel;
 mod server;
@@ -73,6 +74,16 @@ pub enum TestkitError {
         port: u16,
         /// What went wrong.
         reason: String,
+        /// The server's log, for diagnosis.
+        log: String,
+    },
+    /// Another process bound the server's port before the server did (its log says so). A
+    /// start retries on fresh ports before it gives this up; a restart, which must keep its
+    /// port, gives it at once.
+    #[error("port {port} was taken before redis-server could bind it\n--- server log ---\n{log}")]
+    PortTaken {
+        /// The port the server could not bind.
+        port: u16,
         /// The server's log, for diagnosis.
         log: String,
     },

@@ -4,11 +4,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cluster::{redis_cli, server_pid, signal_server, ReplicationCut};
-use crate::server::{free_port, start_watched_at, wait_ready, which};
+use crate::port::on_fresh_port;
+use crate::server::{start_watched_in, wait_ready, which};
 use crate::TestkitError;
 
 /// The service name the sentinels monitor.
 pub const SENTINEL_SERVICE: &str = "mymaster";
+
+/// The temp dir prefix of the data nodes.
+const NODE_PREFIX: &str = "chronos-sentinel-node-";
 
 /// How long a primary may be silent before a sentinel calls it down. Low, so a failover test sees
 /// a promotion within a few seconds.
@@ -40,18 +44,17 @@ impl RedisSentinel {
     /// again: what a durable enqueue waiting for one replica needs.
     pub fn with_replicas(replicas: usize) -> Result<Self, TestkitError> {
         which("redis-cli")?;
-        let primary = start_node(&[], &[])?;
+        let primary = start_watched_in(NODE_PREFIX, &[])?;
         let replica_of = primary.to_string();
         let mut nodes = vec![primary];
         for _ in 0..replicas.max(1) {
-            let replica = start_node(&["--replicaof", "127.0.0.1", &replica_of], &nodes)?;
+            let replica =
+                start_watched_in(NODE_PREFIX, &["--replicaof", "127.0.0.1", &replica_of])?;
             nodes.push(replica);
         }
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            let mut avoid = nodes.clone();
-            avoid.extend(&sentinels);
-            sentinels.push(start_sentinel(primary, &avoid)?);
+            sentinels.push(start_sentinel(primary)?);
         }
         let want = (nodes.len() - 1).to_string();
         let fixture = Self { sentinels, nodes };
@@ -187,26 +190,20 @@ fn field<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     None
 }
 
-fn start_node(extra: &[&str], avoid: &[u16]) -> Result<u16, TestkitError> {
-    let dir = tempfile::Builder::new()
-        .prefix("chronos-sentinel-node-")
-        .tempdir()?
-        .keep();
-    let port = free_port(avoid)?;
-    start_watched_at(&dir, port, extra)?;
-    Ok(port)
+/// Starts one sentinel watching `primary`, tied to this process like [`start_watched_in`], on a
+/// fresh port (another one if that port is taken before the sentinel binds it): the config file
+/// must come first on the command line, and a sentinel rewrites it, so it gets its own
+/// directory.
+fn start_sentinel(primary: u16) -> Result<u16, TestkitError> {
+    which("redis-server")?;
+    on_fresh_port(|port| start_sentinel_at(primary, port))
 }
 
-/// Starts one sentinel watching `primary`, tied to this process like [`start_watched_at`]: the
-/// config file must come first on the command line, and a sentinel rewrites it, so it gets its
-/// own directory.
-fn start_sentinel(primary: u16, avoid: &[u16]) -> Result<u16, TestkitError> {
-    which("redis-server")?;
+fn start_sentinel_at(primary: u16, port: u16) -> Result<u16, TestkitError> {
     let dir = tempfile::Builder::new()
         .prefix("chronos-sentinel-")
         .tempdir()?
         .keep();
-    let port = free_port(avoid)?;
     let conf = dir.join("sentinel.conf");
     std::fs::write(&conf, sentinel_conf(&dir, port, primary))?;
     let script = format!(
@@ -224,7 +221,7 @@ fn start_sentinel(primary: u16, avoid: &[u16]) -> Result<u16, TestkitError> {
         .spawn()?;
     // The open stdin pipe is what keeps the sentinel alive: leak it for the process's lifetime.
     std::mem::forget(child);
-    wait_ready(port, &dir)?;
+    wait_ready(port, &dir.join("redis.log"), 0)?;
     Ok(port)
 }
 

@@ -1,15 +1,21 @@
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::port::on_fresh_port;
 use crate::TestkitError;
 
+/// How long a server may take to bind its port and answer PING (or load its data).
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A standalone `redis-server` owned by the caller: started on a free loopback port in its own
-/// temp dir with persistence off, killed (and its dir removed) on drop.
+/// temp dir with persistence off, killed (and its dir removed) on drop. The port is the
+/// server's from start to drop: this process hands it to no other server, even while this one
+/// is down for a restart.
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
@@ -33,14 +39,16 @@ impl RedisServer {
         let dir = tempfile::Builder::new()
             .prefix("chronos-redis-")
             .tempdir()?;
-        let port = free_port(&[])?;
         let mut server = Self {
-            port,
+            port: 0,
             dir,
             child: None,
             extra: extra.iter().map(|a| a.to_string()).collect(),
         };
-        server.spawn()?;
+        on_fresh_port(|port| {
+            server.port = port;
+            server.spawn()
+        })?;
         Ok(server)
     }
 
@@ -64,7 +72,8 @@ impl RedisServer {
     }
 
     /// Starts the server again on the same port and with the same arguments (empty, unless it
-    /// persists to its dir), and waits until it answers PING (or has loaded its data).
+    /// persists to its dir), and waits until it answers PING (or has loaded its data). Fails
+    /// with [`TestkitError::PortTaken`] if another process bound the port while it was down.
     pub fn restart(&mut self) -> Result<(), TestkitError> {
         self.kill();
         self.spawn()
@@ -77,9 +86,16 @@ impl RedisServer {
 
     fn spawn(&mut self) -> Result<(), TestkitError> {
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let log = self.dir.path().join("redis.log");
+        // A restart appends to the log: only what this run writes says whether it bound.
+        let from = std::fs::metadata(&log).map_or(0, |m| m.len());
         let child = spawn_redis(self.dir.path(), self.port, &extra, Stdio::null())?;
         self.child = Some(child);
-        wait_ready(self.port, self.dir.path())
+        let ready = wait_ready(self.port, &log, from);
+        if ready.is_err() {
+            self.kill();
+        }
+        ready
     }
 }
 
@@ -114,17 +130,25 @@ pub fn shared_url() -> Result<String, TestkitError> {
 /// Starts a redis-server tied to the lifetime of this process (see [`shared_url`]) and returns
 /// its URL. `extra` is appended to the server's arguments.
 pub(crate) fn start_watched(extra: &[&str]) -> Result<String, TestkitError> {
-    let dir = tempfile::Builder::new()
-        .prefix("chronos-redis-")
-        .tempdir()?
-        .keep();
-    let port = free_port(&[])?;
-    start_watched_at(&dir, port, extra)?;
+    let port = start_watched_in("chronos-redis-", extra)?;
     Ok(format!("redis://127.0.0.1:{port}"))
 }
 
-pub(crate) fn start_watched_at(dir: &Path, port: u16, extra: &[&str]) -> Result<(), TestkitError> {
+/// Starts a redis-server tied to the lifetime of this process in a new temp dir named with
+/// `prefix`, on a fresh port (another one if that port is taken before the server binds it),
+/// and returns the port.
+pub(crate) fn start_watched_in(prefix: &str, extra: &[&str]) -> Result<u16, TestkitError> {
     which("redis-server")?;
+    on_fresh_port(|port| {
+        // A dir per attempt: the log of a server that lost its port must not be read as this
+        // one's. A failed attempt's dir goes when the process exits, like the others.
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir()?.keep();
+        start_watched_at(&dir, port, extra)?;
+        Ok(port)
+    })
+}
+
+fn start_watched_at(dir: &Path, port: u16, extra: &[&str]) -> Result<(), TestkitError> {
     // The shell keeps redis in the background and blocks on its stdin; when this process exits
     // the pipe closes, `read` returns and the shell kills redis and removes the dir.
     let script = format!(
@@ -144,7 +168,7 @@ pub(crate) fn start_watched_at(dir: &Path, port: u16, extra: &[&str]) -> Result<
         .spawn()?;
     // Leak the stdin handle on purpose: it must stay open for as long as the process lives.
     std::mem::forget(child);
-    wait_ready(port, dir)
+    wait_ready(port, &dir.join("redis.log"), 0)
 }
 
 fn redis_args(dir: &Path, port: u16, extra: &[&str]) -> Vec<String> {
@@ -192,39 +216,53 @@ pub(crate) fn which(bin: &'static str) -> Result<PathBuf, TestkitError> {
         .ok_or(TestkitError::Missing(bin))
 }
 
-/// A loopback port that is free now, and whose cluster-bus port (+10000) is free too when
-/// `with_bus` ports are asked for. There is a small race with other processes; the readiness
-/// check below turns a lost race into a clear error rather than a hang.
-pub(crate) fn free_port(avoid: &[u16]) -> Result<u16, TestkitError> {
-    for _ in 0..200 {
-        let port: u16 = rand::random::<u16>() % 20_000 + 20_000;
-        if avoid.contains(&port) {
-            continue;
-        }
-        let ok = TcpListener::bind(("127.0.0.1", port)).is_ok()
-            && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok();
-        if ok {
-            return Ok(port);
-        }
-    }
-    Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "no free loopback port found").into())
-}
-
-pub(crate) fn wait_ready(port: u16, dir: &Path) -> Result<(), TestkitError> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Waits until the server whose log is `log` says it listens (from byte `from` of the log on)
+/// and its port answers PING. That the log says so matters as much as the PING: when another
+/// process won the port, something else may well answer PING there (another test's proxy, in
+/// front of another test's server); the server's own log says it could not bind, and this
+/// returns [`TestkitError::PortTaken`] at once.
+pub(crate) fn wait_ready(port: u16, log: &Path, from: u64) -> Result<(), TestkitError> {
+    let deadline = Instant::now() + START_TIMEOUT;
     let mut last = String::from("no answer");
     while Instant::now() < deadline {
-        match ping(port) {
-            Ok(()) => return Ok(()),
-            Err(e) => last = e.to_string(),
+        let text = log_since(log, from);
+        if bind_failed(&text) {
+            return Err(TestkitError::PortTaken { port, log: text });
+        }
+        if listening(&text) {
+            match ping(port) {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e.to_string(),
+            }
+        } else {
+            last = "its log does not say it listens".into();
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Err(TestkitError::NotReady {
         port,
         reason: last,
-        log: std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default(),
+        log: log_since(log, 0),
     })
+}
+
+/// The log of a server from byte `from` on (empty while there is none).
+pub(crate) fn log_since(log: &Path, from: u64) -> String {
+    let text = std::fs::read(log).unwrap_or_default();
+    let from = usize::try_from(from).unwrap_or(usize::MAX).min(text.len());
+    String::from_utf8_lossy(&text[from..]).into_owned()
+}
+
+/// Redis logs this when it cannot bind its port (or its cluster bus or TLS port), then exits.
+pub(crate) fn bind_failed(log: &str) -> bool {
+    log.contains("Could not create server TCP listening socket")
+        || log.contains("Failed listening on port")
+}
+
+/// Redis logs this once its listeners are bound: "Ready to accept connections" for a server
+/// (after it loaded its data), "Running mode=sentinel" for a sentinel, which says nothing more.
+fn listening(log: &str) -> bool {
+    log.contains("Ready to accept connections") || log.contains("Running mode=sentinel")
 }
 
 fn ping(port: u16) -> std::io::Result<()> {
@@ -241,5 +279,50 @@ fn ping(port: u16) -> std::io::Result<()> {
             "unexpected reply {:?}",
             String::from_utf8_lossy(&buf)
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flake of issue 18: another test's proxy won the port, redis-server could not bind it
+    /// and exited, and the proxy answered the readiness PING for it.
+    #[test]
+    fn a_server_that_lost_its_port_is_not_taken_for_ready_though_something_answers_ping() {
+        let impostor = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+        let port = impostor.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            for mut conn in impostor.incoming().flatten() {
+                let mut buf = [0u8; 64];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(b"+PONG\r\n");
+            }
+        });
+        ping(port).expect("the impostor answers PING");
+        let dir = tempfile::tempdir().expect("dir");
+        let mut child = spawn_redis(dir.path(), port, &[], Stdio::null()).expect("spawn");
+        let ready = wait_ready(port, &dir.path().join("redis.log"), 0);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            matches!(ready, Err(TestkitError::PortTaken { port: p, .. }) if p == port),
+            "{ready:?}"
+        );
+    }
+
+    #[test]
+    fn a_restarted_server_keeps_its_port_and_is_ready_again() {
+        let mut server = RedisServer::start().expect("start");
+        let port = server.port();
+        for _ in 0..2 {
+            server.restart().expect("restart");
+            assert_eq!(server.port(), port);
+            ping(port).expect("up again");
+        }
+        assert_eq!(
+            server.log().matches("Ready to accept connections").count(),
+            3
+        );
     }
 }

@@ -3,7 +3,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::server::{free_port, which};
+use crate::port::on_fresh_port;
+use crate::server::{bind_failed, which};
 use crate::TestkitError;
 
 /// A `redis-server` that speaks only TLS and only to one ACL user, the way managed Redis
@@ -38,14 +39,18 @@ impl TlsRedisServer {
         make_certificates(dir.path())?;
         let bytes: [u8; 12] = rand::random();
         let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let port = free_port(&[])?;
         let mut server = Self {
-            port,
+            port: 0,
             password,
             dir,
             child: None,
         };
-        server.spawn()?;
+        // A fresh log per attempt: a server that lost its port logged so and exited.
+        on_fresh_port(|port| {
+            server.port = port;
+            let _ = std::fs::remove_file(server.dir.path().join("redis.log"));
+            server.spawn()
+        })?;
         Ok(server)
     }
 
@@ -132,14 +137,28 @@ impl TlsRedisServer {
     }
 
     /// Ready when the log says so and the TLS port accepts a TCP connection (a TLS handshake
-    /// needs a client this crate does not carry).
+    /// needs a client this crate does not carry); [`TestkitError::PortTaken`] when the log says
+    /// another process won the port.
     fn wait_ready(&mut self) -> Result<(), TestkitError> {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+            // Looked at before the log, so the log of a server that exited is complete.
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            let log = self.log();
+            if bind_failed(&log) {
+                self.stop();
+                return Err(TestkitError::PortTaken {
+                    port: self.port,
+                    log,
+                });
+            }
+            if let Some(status) = exited {
                 return Err(self.not_ready(format!("redis-server exited: {status}")));
             }
-            let ready = self.log().contains("Ready to accept connections")
+            let ready = log.contains("Ready to accept connections")
                 && std::net::TcpStream::connect_timeout(
                     &([127, 0, 0, 1], self.port).into(),
                     Duration::from_millis(200),
@@ -162,12 +181,18 @@ impl TlsRedisServer {
     }
 }
 
-impl Drop for TlsRedisServer {
-    fn drop(&mut self) {
+impl TlsRedisServer {
+    fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+impl Drop for TlsRedisServer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -32,6 +32,48 @@ pub async fn cluster_broker() -> RedisBroker {
         .expect("connect cluster")
 }
 
+/// Redis' clock in ms (`TIME`), the clock its scripts and its idle times read: a test that
+/// brackets a call with it knows when the call ran there, however late its reply came back.
+pub async fn redis_ms(b: &RedisBroker) -> i64 {
+    use chronos_broker::fred::interfaces::ClientLike;
+    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
+    let t: Vec<String> = b
+        .client()
+        .custom(
+            CustomCommand::new_static("TIME", ClusterHash::Random, false),
+            Vec::<String>::new(),
+        )
+        .await
+        .expect("time");
+    let part = |i: usize| t[i].parse::<i64>().expect("TIME answers integers");
+    part(0) * 1000 + part(1) / 1000
+}
+
+/// Waits until Redis counts a subscriber of `channel`. fred answers SUBSCRIBE as soon as it is
+/// written (fred 10: `Connection::push_command`, `has_no_responses`), not once Redis has run it,
+/// so a message published on another connection right after `subscribe` returned can reach
+/// Redis first, and nobody.
+pub async fn until_subscribed(b: &RedisBroker, channel: &str) {
+    use chronos_broker::fred::interfaces::ClientLike;
+    use chronos_broker::fred::types::{ClusterHash, CustomCommand, Value};
+    chronos_testkit::eventually(
+        std::time::Duration::from_secs(10),
+        "Redis counts the subscriber",
+        || async {
+            let v: Vec<Value> = b
+                .client()
+                .custom(
+                    CustomCommand::new_static("PUBSUB", ClusterHash::Random, false),
+                    vec!["NUMSUB", channel],
+                )
+                .await
+                .expect("pubsub numsub");
+            v.get(1).and_then(Value::as_i64).unwrap_or(0) >= 1
+        },
+    )
+    .await;
+}
+
 pub fn email(n: u32) -> Email {
     Email {
         to: format!("user{n}@example.com"),
