@@ -608,6 +608,24 @@ pub trait Schedules: Send + Sync {
         entries: &[ScheduleEntry],
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
+    /// Stores the definitions (task, options, spec) of schedules registered in code, by id, so
+    /// that a leader which does not register them itself can fire them
+    /// ([`Schedules::registered_defs`]). A definition is forgotten with its registry entry
+    /// ([`Schedules::prune_schedules`]). Idempotent.
+    fn publish_schedule_defs(
+        &self,
+        defs: &[ScheduleDef],
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// The stored definitions of the schedules registered in code by instances seen alive
+    /// within `live_within`, except the ids in `known` (those the caller fires already). Ids
+    /// without a stored definition (instances of older versions) are left out.
+    fn registered_defs(
+        &self,
+        live_within: Duration,
+        known: &[String],
+    ) -> impl Future<Output = Result<Vec<ScheduleDef>, BrokerError>> + Send;
+
     /// Every registry entry registered by an instance seen alive within `remove_after`, with
     /// its fire state and next run; entries whose instances were all last seen more than
     /// `stale_after` ago are marked stale. Reads only: pruning is

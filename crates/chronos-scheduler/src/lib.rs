@@ -137,6 +137,7 @@
     rust_2018_idioms
 )]
 
+mod adopter;
 mod config;
 mod error;
 mod leader;
