@@ -113,7 +113,7 @@ forward!(Schedules {
     fn fire_state(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<Vec<FireState>, BrokerError>;
     fn publish_schedules(&self, instance: &str, entries: &[ScheduleEntry]) -> Result<bool, BrokerError>;
     fn publish_schedule_defs(&self, defs: &[ScheduleDef]) -> Result<(), BrokerError>;
-    fn registered_defs(&self, live_within: Duration, known: &[String]) -> Result<Vec<ScheduleDef>, BrokerError>;
+    fn registered_defs(&self, instance: &str, live_within: Duration, known: &[String]) -> Result<Vec<ScheduleDef>, BrokerError>;
     fn schedules(&self, stale_after: Duration, remove_after: Duration) -> Result<Vec<ScheduleEntry>, BrokerError>;
     fn prune_schedules(&self, remove_after: Duration, full: bool) -> Result<Vec<String>, BrokerError>;
     fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError>;

@@ -617,11 +617,14 @@ pub trait Schedules: Send + Sync {
         defs: &[ScheduleDef],
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
-    /// The stored definitions of the schedules registered in code by instances seen alive
-    /// within `live_within`, except the ids in `known` (those the caller fires already). Ids
-    /// without a stored definition (instances of older versions) are left out.
+    /// The stored definitions of the schedules that instances seen alive within `live_within`
+    /// register in code and `instance` (the caller) does not, except the ids in `known` (those
+    /// the caller fires already). Ids without a stored definition (registered by instances of
+    /// older versions) are left out. Costs one small command per live instance; only the ids
+    /// the caller lacks travel.
     fn registered_defs(
         &self,
+        instance: &str,
         live_within: Duration,
         known: &[String],
     ) -> impl Future<Output = Result<Vec<ScheduleDef>, BrokerError>> + Send;

@@ -540,15 +540,27 @@ async fn code_schedule_definitions_follow_the_instances_that_register_them() {
         .await
         .expect("defs again");
     let read = b
-        .registered_defs(Duration::from_secs(15), &["mine".to_string()])
+        .registered_defs("c", Duration::from_secs(15), &["mine".to_string()])
         .await
         .expect("read");
     assert_eq!(read, vec![def("theirs")]);
+    // What the caller registers itself is not sent back.
+    assert!(b
+        .registered_defs("b", Duration::from_secs(15), &[])
+        .await
+        .expect("read")
+        .is_empty());
+    assert_eq!(
+        b.registered_defs("a", Duration::from_secs(15), &[])
+            .await
+            .expect("read"),
+        vec![def("theirs")]
+    );
     // Only instances seen alive within the window count.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(b.publish_schedules("a", &[]).await.expect("mark a alive"));
     assert!(b
-        .registered_defs(Duration::from_millis(200), &["mine".to_string()])
+        .registered_defs("c", Duration::from_millis(200), &["mine".to_string()])
         .await
         .expect("read")
         .is_empty());
@@ -565,7 +577,7 @@ async fn code_schedule_definitions_follow_the_instances_that_register_them() {
         .expect("hkeys");
     assert_eq!(stored, vec!["mine".to_string()]);
     assert_eq!(
-        b.registered_defs(Duration::from_secs(15), &[])
+        b.registered_defs("c", Duration::from_secs(15), &[])
             .await
             .expect("read"),
         vec![def("mine")]
@@ -624,7 +636,7 @@ async fn scheduler_scripts_run_on_a_cluster() {
     );
     b.publish_schedule_defs(&[def("s")]).await.expect("defs");
     assert_eq!(
-        b.registered_defs(Duration::from_secs(15), &[])
+        b.registered_defs("c", Duration::from_secs(15), &[])
             .await
             .expect("read"),
         vec![def("s")]

@@ -35,7 +35,11 @@ pub(crate) async fn refresh<B: Schedules>(sh: &Shared<B>) {
     let mut known: Vec<String> = sh.schedules.iter().map(|s| s.id.clone()).collect();
     known.extend(sh.runtime.borrow().iter().map(|s| s.id.clone()));
     let live_within = sh.config.publish_interval.saturating_mul(3);
-    let mut defs = match sh.broker.registered_defs(live_within, &known).await {
+    let mut defs = match sh
+        .broker
+        .registered_defs(&sh.instance, live_within, &known)
+        .await
+    {
         Ok(defs) => defs,
         Err(e) => {
             warn!(error = %e, "could not read the schedules other instances register");

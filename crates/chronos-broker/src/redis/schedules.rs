@@ -373,6 +373,7 @@ impl Schedules for RedisBroker {
 
     async fn registered_defs(
         &self,
+        instance: &str,
         live_within: Duration,
         known: &[String],
     ) -> Result<Vec<ScheduleDef>, BrokerError> {
@@ -386,8 +387,11 @@ impl Schedules for RedisBroker {
             .await?;
         let known: std::collections::HashSet<&str> = known.iter().map(String::as_str).collect();
         let mut ids = std::collections::BTreeSet::new();
-        for i in instances {
-            let registered: Vec<String> = c.smembers(self.instance_set(&i)).await?;
+        let own = self.instance_set(instance);
+        for i in instances.iter().filter(|i| i.as_str() != instance) {
+            // All instances of one deploy register the same ids: the difference, computed by
+            // Redis, is usually empty, so the ids themselves do not travel.
+            let registered: Vec<String> = c.sdiff(vec![self.instance_set(i), own.clone()]).await?;
             ids.extend(
                 registered
                     .into_iter()
