@@ -42,7 +42,8 @@ pub struct NewSchedule {
 impl NewSchedule {
     /// Enqueues `task` every `every` (at least 1 s). The options' queue, retries, timeout,
     /// unique, retention, dead-letter discard, headers, deadline, misfire and overlap policies
-    /// are kept; `opts.id` is ignored (`id` names the schedule).
+    /// are kept; `opts.id` is ignored (`id` names the schedule); `durable` is refused
+    /// ([`SchedulerError::DurableSchedule`]).
     pub fn interval<T: TaskArgs>(
         id: impl Into<String>,
         every: Duration,
