@@ -22,6 +22,7 @@ use std::sync::Arc;
 use chronos_broker::{ManageSchedules, ScheduleDef, Schedules};
 use tracing::{info, warn};
 
+use crate::metrics;
 use crate::runtime::schedule_of;
 use crate::schedule::Schedule;
 use crate::scheduler::Shared;
@@ -71,6 +72,7 @@ pub(crate) async fn refresh<B: Schedules>(sh: &Shared<B>) {
         *cur = Arc::new(std::mem::take(&mut set));
         true
     });
+    metrics::adopted(sh.adopted.borrow().len());
 }
 
 /// While this instance leads, refreshes the adopted set once per publish interval.

@@ -386,6 +386,7 @@ async fn resign<B: Schedules>(sh: &Shared<B>, token: &str) -> (End, Result<bool,
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
     metrics::leader(false);
+    metrics::adopted(0);
     let released = sh.broker.resign_leadership(token).await;
     match &released {
         Ok(_) => info!("resigned the scheduler leadership"),
@@ -404,6 +405,7 @@ async fn step_down<B: Schedules>(
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
     metrics::leader(false);
+    metrics::adopted(0);
     match term {
         Term::Resign => resign(sh, token).await.0,
         Term::Lost | Term::Failed(_) => {

@@ -121,8 +121,9 @@
 //!
 //! # Metrics
 //! Through the `metrics` facade (free until the application installs a recorder): triggers
-//! fired, missed and suppressed per queue, the lateness of each fired trigger (a histogram) and
-//! a leader gauge; [`metrics`] lists the names.
+//! fired, missed and suppressed per queue, the lateness of each fired trigger (a histogram), a
+//! leader gauge, and a gauge of the schedules the leader fires that only other instances
+//! register (non-zero while a rolling deploy is under way); [`metrics`] lists the names.
 //!
 //! # Time zones and DST
 //! Cron expressions run in an explicit IANA zone (default UTC). What a daylight-saving change
