@@ -68,8 +68,8 @@
 //!   one small command per publish interval. [`list_schedules`] reads the entries back with the
 //!   last fired trigger and task, marking those whose instances all went quiet as stale. The
 //!   leader prunes instances not seen for `remove_after` and, with them, every id no instance
-//!   registers any more: its registry entry and its fire state (last fired, last task, first
-//!   registration), so a later registration of that id starts afresh.
+//!   registers any more: its registry entry, its definition and its fire state (last fired,
+//!   last task, first registration), so a later registration of that id starts afresh.
 //!
 //! # Runtime schedules
 //! Besides those registered in code, schedules can be added, updated, paused, resumed, removed
