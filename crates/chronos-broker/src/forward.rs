@@ -112,6 +112,8 @@ forward!(Schedules {
     fn fire(&self, queue: &QueueName, epoch: u64, triggers: Vec<Trigger>, dedup_ttl: Duration, missed: u64) -> Result<Vec<FireOutcome>, BrokerError>;
     fn fire_state(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<Vec<FireState>, BrokerError>;
     fn publish_schedules(&self, instance: &str, entries: &[ScheduleEntry]) -> Result<bool, BrokerError>;
+    fn publish_schedule_defs(&self, defs: &[ScheduleDef]) -> Result<(), BrokerError>;
+    fn registered_defs(&self, instance: &str, live_within: Duration, known: &[String]) -> Result<Vec<ScheduleDef>, BrokerError>;
     fn schedules(&self, stale_after: Duration, remove_after: Duration) -> Result<Vec<ScheduleEntry>, BrokerError>;
     fn prune_schedules(&self, remove_after: Duration, full: bool) -> Result<Vec<String>, BrokerError>;
     fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError>;

@@ -339,6 +339,12 @@ pub struct NewTask {
 }
 
 impl NewTask {
+    /// The replicas this task's enqueue waits for and how long ([`EnqueueOptions::durable`]);
+    /// None when it does not wait.
+    pub fn durable(&self) -> Option<(u32, Duration)> {
+        self.durable
+    }
+
     /// A plain task needs no record of its own: it is stored as one stream entry, and its id is
     /// that entry's (see `RedisBroker`'s storage notes). True when nothing asks for a record:
     /// no explicit id, no unique key, no retention, no rate key, no workflow, no delay, no

@@ -610,6 +610,27 @@ pub trait Schedules: Send + Sync {
         entries: &[ScheduleEntry],
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
+    /// Stores the definitions (task, options, spec) of schedules registered in code, by id, so
+    /// that a leader which does not register them itself can fire them
+    /// ([`Schedules::registered_defs`]). A definition is forgotten with its registry entry
+    /// ([`Schedules::prune_schedules`]). Idempotent.
+    fn publish_schedule_defs(
+        &self,
+        defs: &[ScheduleDef],
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// The stored definitions of the schedules that instances seen alive within `live_within`
+    /// register in code and `instance` (the caller) does not, except the ids in `known` (those
+    /// the caller fires already). Ids without a stored definition (registered by instances of
+    /// older versions) are left out. Costs one small command per live instance; only the ids
+    /// the caller lacks travel.
+    fn registered_defs(
+        &self,
+        instance: &str,
+        live_within: Duration,
+        known: &[String],
+    ) -> impl Future<Output = Result<Vec<ScheduleDef>, BrokerError>> + Send;
+
     /// Every registry entry registered by an instance seen alive within `remove_after`, with
     /// its fire state and next run; entries whose instances were all last seen more than
     /// `stale_after` ago are marked stale. Reads only: pruning is

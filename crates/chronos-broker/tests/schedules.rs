@@ -9,8 +9,8 @@ use std::time::Duration;
 use chronos_broker::fred::prelude::*;
 use chronos_broker::FireOutcome::*;
 use chronos_broker::{
-    encode_args, now_ms, EnqueueOptions, FireState, Inspect, NewTask, QueueName, RedisBroker,
-    ScheduleEntry, SchedulerMetrics, Schedules, TaskState, Trigger,
+    encode_args, now_ms, DefSpec, EnqueueOptions, FireState, Inspect, NewTask, QueueName,
+    RedisBroker, ScheduleDef, ScheduleEntry, SchedulerMetrics, Schedules, TaskState, Trigger,
 };
 use common::{broker, email};
 
@@ -490,6 +490,100 @@ async fn registry_liveness_and_pruning_of_forgotten_schedules() {
     assert!(!b.publish_schedules("i1", &[]).await.expect("mark alive"));
 }
 
+fn def(id: &str) -> ScheduleDef {
+    ScheduleDef {
+        id: id.into(),
+        queue: "defs".into(),
+        kind: "email".into(),
+        payload: encode_args(&email(7)).expect("encode"),
+        spec: DefSpec::Every { every_ms: 1000 },
+        describe: "every 1s".into(),
+        max_retry: Some(2),
+        timeout_ms: None,
+        unique_ms: None,
+        retention_ms: None,
+        deadline_after_ms: None,
+        discard_on_dead_letter: false,
+        headers: Default::default(),
+        misfire: None,
+        forbid_overlap: false,
+        paused: false,
+        created_ms: 0,
+        updated_ms: 0,
+        active_since_ms: 0,
+    }
+}
+
+/// A code schedule's definition is read back for the ids live instances register (minus those
+/// the caller knows), and is pruned with the last instance that registered it.
+#[tokio::test]
+async fn code_schedule_definitions_follow_the_instances_that_register_them() {
+    let b = broker().await;
+    leader(&b, "t").await;
+    b.publish_schedules("a", &[entry("mine", "defs", Some(1000))])
+        .await
+        .expect("publish a");
+    b.publish_schedules(
+        "b",
+        &[
+            entry("mine", "defs", Some(1000)),
+            entry("theirs", "defs", Some(1000)),
+        ],
+    )
+    .await
+    .expect("publish b");
+    b.publish_schedule_defs(&[def("mine"), def("theirs")])
+        .await
+        .expect("defs");
+    // Idempotent: a re-sent call writes the same.
+    b.publish_schedule_defs(&[def("theirs")])
+        .await
+        .expect("defs again");
+    let read = b
+        .registered_defs("c", Duration::from_secs(15), &["mine".to_string()])
+        .await
+        .expect("read");
+    assert_eq!(read, vec![def("theirs")]);
+    // What the caller registers itself is not sent back.
+    assert!(b
+        .registered_defs("b", Duration::from_secs(15), &[])
+        .await
+        .expect("read")
+        .is_empty());
+    assert_eq!(
+        b.registered_defs("a", Duration::from_secs(15), &[])
+            .await
+            .expect("read"),
+        vec![def("theirs")]
+    );
+    // Only instances seen alive within the window count.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(b.publish_schedules("a", &[]).await.expect("mark a alive"));
+    assert!(b
+        .registered_defs("c", Duration::from_millis(200), &["mine".to_string()])
+        .await
+        .expect("read")
+        .is_empty());
+    // b is forgotten: "theirs" goes with its definition; "mine" (a still registers it) stays.
+    let pruned = b
+        .prune_schedules(Duration::from_millis(200), false)
+        .await
+        .expect("prune");
+    assert_eq!(pruned, vec!["theirs".to_string()]);
+    let stored: Vec<String> = b
+        .client()
+        .hkeys(b.keyspace().tagged("scheduler", "registry:def"))
+        .await
+        .expect("hkeys");
+    assert_eq!(stored, vec!["mine".to_string()]);
+    assert_eq!(
+        b.registered_defs("c", Duration::from_secs(15), &[])
+            .await
+            .expect("read"),
+        vec![def("mine")]
+    );
+}
+
 /// Every scheduler script declares all the keys it touches, so each runs on a Redis Cluster
 /// (queues spread over the primaries, the scheduler's own keys in their tag's slot).
 #[tokio::test]
@@ -539,6 +633,13 @@ async fn scheduler_scripts_run_on_a_cluster() {
             .expect("list")
             .len(),
         1
+    );
+    b.publish_schedule_defs(&[def("s")]).await.expect("defs");
+    assert_eq!(
+        b.registered_defs("c", Duration::from_secs(15), &[])
+            .await
+            .expect("read"),
+        vec![def("s")]
     );
     assert!(b
         .prune_schedules(Duration::from_secs(3600), true)

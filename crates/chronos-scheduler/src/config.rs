@@ -31,7 +31,10 @@ pub struct SchedulerConfig {
     pub instance_id: Option<String>,
     /// How often every instance marks itself alive in the registry (default 5 s). Entries are
     /// written only when they change (at start, and for cron schedules when the published next
-    /// run has passed); the periodic mark is one small command.
+    /// run has passed); the periodic mark is one small command. The leader reads, this often,
+    /// which live schedules other instances register and it does not, and fires those too: a
+    /// schedule of a newly started instance fires within about one interval (caught up from its
+    /// registration), and one whose instances all stopped is dropped after three.
     pub publish_interval: Duration,
     /// An instance not seen alive for this long is forgotten (default 1 h), and with it every
     /// schedule id that no remaining instance registers: its registry entry and its fire state

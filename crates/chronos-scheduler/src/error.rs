@@ -27,6 +27,14 @@ pub enum SchedulerError {
     /// The stored definition kept changing under concurrent changes. Transient.
     #[error("runtime schedule {0:?} kept changing concurrently; try again")]
     Contended(String),
+    /// The schedule's enqueue options ask for `durable` (a `WAIT` for replicas), which the
+    /// scheduler's fire path does not send: refused rather than silently ignored. Permanent.
+    /// See the crate docs ("Replication") for what a Redis failover does to triggers.
+    #[error(
+        "schedule {0:?} asks for durable enqueues, which the scheduler does not do; \
+         remove EnqueueOptions::durable from its options"
+    )]
+    DurableSchedule(String),
     /// The broker failed.
     #[error(transparent)]
     Broker(#[from] chronos_broker::BrokerError),

@@ -1,19 +1,21 @@
 //! Leader election and, while leading, firing: catch-up first, then each trigger at its time.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, FireOutcome, ManageSchedules, QueueName, Schedules, Trigger};
+use chronos_broker::{
+    BrokerError, FireOutcome, ManageSchedules, QueueName, ScheduleDef, Schedules, Trigger,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, info_span, warn, Instrument};
 
-use crate::metrics;
 use crate::misfire::plan;
 use crate::schedule::Schedule;
 use crate::scheduler::Shared;
+use crate::{adopter, metrics};
 
 /// Triggers per fire call: one round trip each, short enough not to hold Redis for long.
 const FIRE_CHUNK: usize = 500;
@@ -119,7 +121,15 @@ async fn lead<B: Schedules + ManageSchedules + Clone + 'static>(
     // The schedules of this term: those registered in code, then the active runtime ones,
     // replaced whenever the watcher loads a new runtime set.
     let mut runtime = sh.runtime.subscribe();
-    let mut set = current(sh, &runtime.borrow_and_update());
+    let mut adopted = sh.adopted.subscribe();
+    // The live schedules other instances register and this one does not, read now so that
+    // this term's catch-up covers them too.
+    adopter::refresh(sh).await;
+    let mut set = current(
+        sh,
+        &runtime.borrow_and_update(),
+        &adopted.borrow_and_update(),
+    );
     let mut queues: Vec<QueueName> = Vec::new();
     if let Err(term) = raise_fences(sh, epoch, &set, &mut queues).await {
         return step_down(sh, token, term, &queues).await;
@@ -152,9 +162,14 @@ async fn lead<B: Schedules + ManageSchedules + Clone + 'static>(
                 return end;
             }
             Ok(()) = runtime.changed() => reload = true,
+            Ok(()) = adopted.changed() => reload = true,
         }
         if reload {
-            let new_set = current(sh, &runtime.borrow_and_update());
+            let new_set = current(
+                sh,
+                &runtime.borrow_and_update(),
+                &adopted.borrow_and_update(),
+            );
             if let Err(term) = apply(
                 sh,
                 epoch,
@@ -212,10 +227,20 @@ async fn lead<B: Schedules + ManageSchedules + Clone + 'static>(
     }
 }
 
-/// Code schedules followed by the active runtime ones.
-fn current<B>(sh: &Shared<B>, runtime: &[Schedule]) -> Vec<Schedule> {
+/// Code schedules, then the active runtime ones, then those only other instances register;
+/// one schedule per id, the earlier source winning.
+fn current<B>(
+    sh: &Shared<B>,
+    runtime: &[Schedule],
+    adopted: &[(ScheduleDef, Schedule)],
+) -> Vec<Schedule> {
     let mut set = sh.schedules.clone();
-    set.extend(runtime.iter().cloned());
+    let mut ids: HashSet<String> = set.iter().map(|s| s.id.clone()).collect();
+    for s in runtime.iter().chain(adopted.iter().map(|(_, s)| s)) {
+        if ids.insert(s.id.clone()) {
+            set.push(s.clone());
+        }
+    }
     set
 }
 
@@ -301,7 +326,7 @@ async fn apply<B: Schedules>(
             new_last[j] = l;
         }
     }
-    info!(added = added.len(), dropped, "runtime schedules applied");
+    info!(added = added.len(), dropped, "schedule set changed");
     *set = new_set;
     *next = new_next;
     *last_task = new_last;
@@ -361,6 +386,7 @@ async fn resign<B: Schedules>(sh: &Shared<B>, token: &str) -> (End, Result<bool,
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
     metrics::leader(false);
+    metrics::adopted(0);
     let released = sh.broker.resign_leadership(token).await;
     match &released {
         Ok(_) => info!("resigned the scheduler leadership"),
@@ -379,6 +405,7 @@ async fn step_down<B: Schedules>(
     c.is_leader.store(false, Ordering::SeqCst);
     c.epoch.store(0, Ordering::SeqCst);
     metrics::leader(false);
+    metrics::adopted(0);
     match term {
         Term::Resign => resign(sh, token).await.0,
         Term::Lost | Term::Failed(_) => {

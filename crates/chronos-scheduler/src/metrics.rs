@@ -16,6 +16,9 @@ pub const TRIGGERS_SUPPRESSED: &str = "chronos_scheduler_triggers_suppressed_tot
 pub const TRIGGER_LATENESS: &str = "chronos_scheduler_trigger_lateness_seconds";
 /// 1 while this instance is the leader, else 0.
 pub const LEADER: &str = "chronos_scheduler_leader";
+/// Schedules this instance fires as leader that only other live instances register (its own
+/// version lacks them: a rolling deploy in progress), as last read; 0 after a term ends.
+pub const ADOPTED_SCHEDULES: &str = "chronos_scheduler_adopted_schedules";
 
 pub(crate) fn leader(is: bool) {
     gauge!(LEADER).set(if is { 1.0 } else { 0.0 });
@@ -35,4 +38,8 @@ pub(crate) fn missed(queue: &str, n: u64) {
     if n > 0 {
         counter!(TRIGGERS_MISSED, "queue" => queue.to_string()).increment(n);
     }
+}
+
+pub(crate) fn adopted(n: usize) {
+    gauge!(ADOPTED_SCHEDULES).set(n as f64);
 }

@@ -52,7 +52,9 @@ impl ScheduleOptions {
 
     /// The enqueue options of every fired task (queue, retries, unique, dead-letter discard,
     /// timeout, deadline, retention, headers), laid over the kind's defaults and over what
-    /// earlier calls set; setters called later override fields of these.
+    /// earlier calls set; setters called later override fields of these. Options asking for
+    /// `durable` enqueues (here or in the kind's defaults) are refused at registration
+    /// ([`crate::SchedulerError::DurableSchedule`]): the scheduler sends no `WAIT`.
     pub fn enqueue(mut self, opts: EnqueueOptions) -> Self {
         self.enqueue = self.enqueue.merge(opts);
         self

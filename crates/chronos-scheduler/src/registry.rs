@@ -4,15 +4,19 @@
 //! An instance writes an entry only when its content changes: at start, again if the registry
 //! forgot the instance, and for cron schedules once the published next run has passed
 //! (readers compute the next run of intervals themselves). Between those, a publish is one
-//! small command that marks the instance alive. At 10k schedules that is about 60 bytes per
-//! publish instead of about 1.4 MB (see the measurement in `tests/scheduling.rs`).
+//! small command that marks the instance alive. At 10k schedules that is under 200 bytes per
+//! publish instead of megabytes (see the measurement in `tests/scheduling.rs`).
+//!
+//! With its entries, an instance publishes each schedule's definition (task, options, spec)
+//! once, after the entries, so that a leader which does not register the schedule fires it
+//! (see `adopter`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, ScheduleEntry, Schedules};
+use chronos_broker::{BrokerError, ScheduleDef, ScheduleEntry, Schedules};
 use tracing::{info, warn};
 
 use crate::scheduler::Shared;
@@ -37,6 +41,8 @@ struct Written {
 #[derive(Debug, Default)]
 pub(crate) struct Publisher {
     written: HashMap<String, Written>,
+    /// Schedules whose definition is stored (or cannot be: see `Schedule::def`).
+    defs_written: HashSet<String>,
     ticks: u64,
     pruned_once: bool,
 }
@@ -76,6 +82,7 @@ impl Publisher {
                 Ok(false) => {
                     info!("the registry forgot this instance; publishing every schedule again");
                     self.written.clear();
+                    self.defs_written.clear();
                     return Box::pin(self.tick(sh)).await;
                 }
                 Err(e) => warn!(error = %e, "could not mark this instance alive in the registry"),
@@ -95,6 +102,33 @@ impl Publisher {
                         },
                     );
                 }
+            }
+        }
+        // After the entries: an id in an instance's set may lack its definition for a moment
+        // (the leader then skips it until its next read), but a prune running in between can
+        // never drop a definition whose id is registered.
+        let unwritten: Vec<&crate::schedule::Schedule> = sh
+            .schedules
+            .iter()
+            .filter(|s| !self.defs_written.contains(&s.id))
+            .collect();
+        if !unwritten.is_empty() {
+            let defs: Vec<ScheduleDef> = unwritten
+                .iter()
+                .filter_map(|s| {
+                    let def = s.def();
+                    if def.is_none() {
+                        warn!(schedule = %s.id, "its options (a rate key, an absolute deadline) \
+                              cannot be stored, so only leaders that register it fire it");
+                    }
+                    def
+                })
+                .collect();
+            match sh.broker.publish_schedule_defs(&defs).await {
+                Ok(()) => self
+                    .defs_written
+                    .extend(unwritten.iter().map(|s| s.id.clone())),
+                Err(e) => warn!(error = %e, "could not publish schedule definitions"),
             }
         }
         let prune_every = PRUNE_EVERY.min(sh.config.remove_after / 2);

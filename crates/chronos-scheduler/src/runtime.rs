@@ -42,7 +42,8 @@ pub struct NewSchedule {
 impl NewSchedule {
     /// Enqueues `task` every `every` (at least 1 s). The options' queue, retries, timeout,
     /// unique, retention, dead-letter discard, headers, deadline, misfire and overlap policies
-    /// are kept; `opts.id` is ignored (`id` names the schedule).
+    /// are kept; `opts.id` is ignored (`id` names the schedule); `durable` is refused
+    /// ([`SchedulerError::DurableSchedule`]).
     pub fn interval<T: TaskArgs>(
         id: impl Into<String>,
         every: Duration,
@@ -110,59 +111,21 @@ impl NewSchedule {
     ) -> Result<Self, SchedulerError> {
         check_id(&id)?;
         let spec = match spec {
-            RuntimeSpec::Every(every) => {
-                let s = Spec::interval(every)?;
-                let every_ms = s.every_ms().ok_or_else(|| {
-                    SchedulerError::InvalidOption(format!("interval {every:?} out of range"))
-                })?;
-                (s, DefSpec::Every { every_ms })
-            }
+            RuntimeSpec::Every(every) => Spec::interval(every)?,
             RuntimeSpec::Cron { expr, zone } => {
-                let zone = zone.unwrap_or_else(|| "UTC".into());
-                let s = Spec::cron(&expr, &zone)?;
-                let zone = s.zone_name().to_string();
-                (
-                    s,
-                    DefSpec::Cron {
-                        expr: expr.trim().to_string(),
-                        zone,
-                    },
-                )
+                Spec::cron(&expr, &zone.unwrap_or_else(|| "UTC".into()))?
             }
         };
-        // The options as one task would carry them: the envelope is the only public view of
-        // enqueue options, and building it validates them (a zero unique TTL, say).
-        let task = NewTask::build(kind, payload.clone(), opts.enqueue.clone(), 0)?;
-        let env = &task.envelope;
-        let queue = QueueName::new(env.queue.clone())?;
-        let mut headers = env.headers.clone();
-        headers.remove(chronos_broker::SCHEDULE_HEADER);
-        headers.remove(chronos_broker::TRIGGER_HEADER);
-        let def = ScheduleDef {
+        let def = def_of(
             id,
-            queue: queue.to_string(),
-            kind: kind.to_string(),
+            kind,
             payload,
-            describe: spec.0.describe(),
-            spec: spec.1,
-            max_retry: Some(env.max_retry),
-            timeout_ms: env.timeout_ms,
-            unique_ms: task
-                .unique_ttl
-                .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
-            retention_ms: env.retention_ms,
-            deadline_after_ms: opts
-                .deadline_after
-                .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
-            discard_on_dead_letter: env.dead_letter == DeadLetter::Discard,
-            headers,
-            misfire: Some(misfire_def(opts.misfire)),
-            forbid_overlap: opts.overlap == OverlapPolicy::Forbid,
-            paused: false,
-            created_ms: 0,
-            updated_ms: 0,
-            active_since_ms: 0,
-        };
+            &spec,
+            opts.enqueue,
+            opts.deadline_after,
+            opts.misfire,
+            opts.overlap,
+        )?;
         // The same conversion the leader makes, so what is stored is what fires.
         schedule_of(&def)?;
         Ok(Self { def })
@@ -177,6 +140,71 @@ impl NewSchedule {
     pub fn id(&self) -> &str {
         &self.def.id
     }
+}
+
+/// The stored form of a schedule (timestamps zero): a runtime schedule's, or the definition a
+/// code schedule publishes so that a leader which does not register it can fire it. Refuses
+/// what a stored definition cannot carry: [`EnqueueOptions::durable`]
+/// ([`SchedulerError::DurableSchedule`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn def_of(
+    id: String,
+    kind: &str,
+    payload: Vec<u8>,
+    spec: &Spec,
+    enqueue: EnqueueOptions,
+    deadline_after: Option<Duration>,
+    misfire: MisfirePolicy,
+    overlap: OverlapPolicy,
+) -> Result<ScheduleDef, SchedulerError> {
+    let def_spec = match spec {
+        Spec::Interval { .. } => DefSpec::Every {
+            every_ms: spec.every_ms().ok_or_else(|| {
+                SchedulerError::InvalidOption(format!("{} out of range", spec.describe()))
+            })?,
+        },
+        Spec::Cron {
+            expr, zone_name, ..
+        } => DefSpec::Cron {
+            expr: expr.clone(),
+            zone: zone_name.clone(),
+        },
+    };
+    // The options as one task would carry them: the envelope is the only public view of
+    // enqueue options, and building it validates them (a zero unique TTL, say).
+    let task = NewTask::build(kind, payload.clone(), enqueue, 0)?;
+    if task.durable().is_some() {
+        return Err(SchedulerError::DurableSchedule(id));
+    }
+    let env = &task.envelope;
+    let queue = QueueName::new(env.queue.clone())?;
+    let mut headers = env.headers.clone();
+    headers.remove(chronos_broker::SCHEDULE_HEADER);
+    headers.remove(chronos_broker::TRIGGER_HEADER);
+    Ok(ScheduleDef {
+        id,
+        queue: queue.to_string(),
+        kind: kind.to_string(),
+        payload,
+        describe: spec.describe(),
+        spec: def_spec,
+        max_retry: Some(env.max_retry),
+        timeout_ms: env.timeout_ms,
+        unique_ms: task
+            .unique_ttl
+            .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
+        retention_ms: env.retention_ms,
+        deadline_after_ms: deadline_after
+            .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
+        discard_on_dead_letter: env.dead_letter == DeadLetter::Discard,
+        headers,
+        misfire: Some(misfire_def(misfire)),
+        forbid_overlap: overlap == OverlapPolicy::Forbid,
+        paused: false,
+        created_ms: 0,
+        updated_ms: 0,
+        active_since_ms: 0,
+    })
 }
 
 fn misfire_def(p: MisfirePolicy) -> DefMisfire {

@@ -1,7 +1,8 @@
 use std::time::Duration;
 
 use chronos_broker::{
-    duration_ms, encode_args, EnqueueOptions, NewTask, QueueName, ScheduleEntry, TaskArgs, Trigger,
+    duration_ms, encode_args, EnqueueOptions, NewTask, QueueName, ScheduleDef, ScheduleEntry,
+    TaskArgs, Trigger,
 };
 
 use crate::{MisfirePolicy, OverlapPolicy, SchedulerError, Spec};
@@ -50,7 +51,9 @@ impl Schedule {
         };
         // Build one trigger now, so a bad option (a zero unique TTL) is an error at
         // registration, not a log line at every trigger.
-        s.trigger(0, 0, None)?;
+        if s.trigger(0, 0, None)?.task.durable().is_some() {
+            return Err(SchedulerError::DurableSchedule(s.id));
+        }
         Ok(s)
     }
 
@@ -99,6 +102,29 @@ impl Schedule {
             task.envelope.deadline_ms = Some(now_ms.saturating_add(duration_ms(d)));
         }
         Ok(task)
+    }
+
+    /// The definition this code schedule publishes, so that a leader which does not register
+    /// it fires it with the same task and options. None when its options hold what a stored
+    /// definition cannot carry (a rate key, an absolute deadline): such a schedule is fired
+    /// only by leaders that register it themselves.
+    pub(crate) fn def(&self) -> Option<ScheduleDef> {
+        let t = self.trigger(0, 0, None).ok()?;
+        let env = &t.task.envelope;
+        if env.rate_key.is_some() || (self.deadline_after.is_none() && env.deadline_ms.is_some()) {
+            return None;
+        }
+        crate::runtime::def_of(
+            self.id.clone(),
+            &self.kind,
+            self.payload.clone(),
+            &self.spec,
+            self.enqueue.clone(),
+            self.deadline_after,
+            self.misfire,
+            self.overlap,
+        )
+        .ok()
     }
 
     pub(crate) fn entry(&self, instance: &str, now: i64) -> ScheduleEntry {

@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::adopter::{self, Adopted};
 use crate::schedule::Schedule;
 use crate::{leader, registry, watcher, ScheduleOptions, SchedulerConfig, SchedulerError, Spec};
 
@@ -73,6 +74,9 @@ pub(crate) struct Shared<B> {
     pub(crate) schedules: Vec<Schedule>,
     /// The active runtime schedules as last loaded (see `watcher`).
     pub(crate) runtime: watch::Sender<Arc<Vec<Schedule>>>,
+    /// The live schedules that only other instances register, as the leader last read them
+    /// (see `adopter`).
+    pub(crate) adopted: watch::Sender<Adopted>,
     pub(crate) instance: String,
     pub(crate) counters: Counters,
     /// Stops everything (shutdown).
@@ -187,6 +191,7 @@ impl<B: Schedules + ManageSchedules + Clone + 'static> Scheduler<B> {
             config: self.config,
             schedules: self.schedules,
             runtime: watch::Sender::new(Arc::new(Vec::new())),
+            adopted: watch::Sender::new(Arc::new(Vec::new())),
             instance: instance.clone(),
             counters: Counters::default(),
             stop: CancellationToken::new(),
@@ -218,6 +223,7 @@ impl<B: Schedules + ManageSchedules + Clone + 'static> Scheduler<B> {
             tokio::spawn(leader::run(shared.clone(), resign_rx)),
             tokio::spawn(registry::run(shared.clone(), publisher)),
             tokio::spawn(watcher::run(shared.clone(), revision)),
+            tokio::spawn(adopter::run(shared.clone())),
         ];
         info!(instance = %instance, schedules = shared.schedules.len(), "scheduler started");
         Ok(SchedulerHandle { shared, tasks })

@@ -125,11 +125,14 @@ impl Spec {
     /// the time zone database does not know. `UTC` is always available, even
     /// without a time zone database on the host.
     ///
-    /// A wall clock time skipped by a daylight-saving jump fires once at the
-    /// first instant after the jump when the expression names a single time
-    /// of day; a repeated wall clock time fires once, on its first pass.
-    /// Expressions that step through the day (`*/30 * * * *`) fire on both
-    /// passes of a repeated hour and skip the slots that do not exist.
+    /// Daylight-saving changes: when the expression names one fixed time of
+    /// day (a single value in each of the second, minute and hour fields,
+    /// `30 2 * * *`), a time skipped by a spring-forward jump fires once at
+    /// the first instant after the jump, and a repeated time fires once, on
+    /// its first pass. Any other expression (a wildcard, step, list or range
+    /// in those fields: `*/30 * * * *`, `0 */2 * * *`, `30 2,14 * * *`) skips
+    /// the slots that do not exist, with no replacement run, and fires on
+    /// both passes of a repeated hour.
     pub fn cron(expr: &str, zone: &str) -> Result<Spec, SpecError> {
         let expr = expr.trim();
         let invalid = |err: CronError| SpecError::InvalidCron {

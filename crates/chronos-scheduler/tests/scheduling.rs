@@ -6,9 +6,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Inspect, QueueName, RedisBroker, Schedules, TaskArgs, TaskState};
+use chronos_broker::{
+    EnqueueOptions, Inspect, QueueName, RedisBroker, Schedules, TaskArgs, TaskState,
+};
 use chronos_scheduler::{
-    list_schedules, Clock, MisfirePolicy, OverlapPolicy, ScheduleOptions, Scheduler,
+    list_schedules, Clock, MisfirePolicy, NewSchedule, OverlapPolicy, ScheduleOptions, Scheduler,
     SchedulerConfig, SchedulerError,
 };
 use serde::{Deserialize, Serialize};
@@ -243,6 +245,50 @@ async fn invalid_schedules_are_refused_at_registration() {
             "{ttl:?}"
         );
     }
+}
+
+/// `durable` asks for a `WAIT` for replicas, which the fire path does not send: a schedule
+/// asking for it is refused, in code and at run time, rather than silently fired without it.
+#[tokio::test]
+async fn durable_enqueue_options_are_refused_at_registration() {
+    let mut s = Scheduler::new(broker("unused").await, SchedulerConfig::default());
+    let p = Ping { n: 0 };
+    let durable = || {
+        ScheduleOptions::new()
+            .id("durable")
+            .enqueue(EnqueueOptions::new().durable(1, Duration::from_millis(100)))
+    };
+    assert!(matches!(
+        s.register_interval(Duration::from_secs(1), &p, durable()),
+        Err(SchedulerError::DurableSchedule(id)) if id == "durable"
+    ));
+    assert!(matches!(
+        s.register_cron("0 3 * * *", &p, durable()),
+        Err(SchedulerError::DurableSchedule(_))
+    ));
+    assert!(matches!(
+        NewSchedule::interval("durable", Duration::from_secs(1), &p, durable()),
+        Err(SchedulerError::DurableSchedule(_))
+    ));
+    assert!(matches!(
+        NewSchedule::cron("durable", "0 3 * * *", &p, durable()),
+        Err(SchedulerError::DurableSchedule(_))
+    ));
+    // Through the kind's defaults too.
+    #[derive(Serialize, Deserialize)]
+    struct Audit;
+    impl TaskArgs for Audit {
+        const KIND: &'static str = "audit";
+        fn default_options() -> EnqueueOptions {
+            EnqueueOptions::new().durable(2, Duration::from_millis(50))
+        }
+    }
+    assert!(matches!(
+        s.register_interval(Duration::from_secs(1), &Audit, ScheduleOptions::new()),
+        Err(SchedulerError::DurableSchedule(_))
+    ));
+    s.register_interval(Duration::from_secs(1), &p, ScheduleOptions::new())
+        .expect("without durable");
 }
 
 #[tokio::test]

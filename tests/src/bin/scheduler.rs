@@ -1,5 +1,8 @@
 //! A scheduler process for fault tests: one 1 s interval schedule (id `tick`, queue `ticks`) in
-//! namespace `$CHRONOS_NS` on `$CHRONOS_REDIS_URL`, leader TTL `$CHRONOS_TTL_MS`. Stops
+//! namespace `$CHRONOS_NS` on `$CHRONOS_REDIS_URL`, leader TTL `$CHRONOS_TTL_MS`.
+//! `$CHRONOS_SCHEDULE_IDS` (optional, comma-separated, may be empty) replaces `tick` by 1 s
+//! schedules of those ids (same queue, the id as the task's note), so processes of one test can
+//! register different sets, as two versions do during a rolling deploy. Stops
 //! gracefully (resigning) on SIGINT or SIGTERM; the tests also SIGKILL and SIGSTOP it.
 //! `$CHRONOS_CLOCK_OFFSET_MS` (optional, may be negative) sets its wall clock that far off the
 //! system's, as on a host whose clock is skewed.
@@ -29,14 +32,11 @@ async fn main() -> anyhow::Result<()> {
         ..SchedulerConfig::default()
     };
     let mut scheduler = Scheduler::new(broker, config);
-    let opts = ScheduleOptions::new().id("tick").queue("ticks");
-    scheduler.register_interval(
-        Duration::from_secs(1),
-        &Tick {
-            note: "tick".into(),
-        },
-        opts,
-    )?;
+    let ids = std::env::var("CHRONOS_SCHEDULE_IDS").unwrap_or_else(|_| "tick".into());
+    for id in ids.split(',').filter(|id| !id.is_empty()) {
+        let opts = ScheduleOptions::new().id(id).queue("ticks");
+        scheduler.register_interval(Duration::from_secs(1), &Tick { note: id.into() }, opts)?;
+    }
     let handle = scheduler.start().await?;
     println!("ready {}", handle.instance_id());
     let mut term = signal(SignalKind::terminate())?;

@@ -7,6 +7,7 @@
 //! | `<ns>:{scheduler}:registry` | hash | schedule id -> registry entry (MessagePack), written when it changes |
 //! | `<ns>:{scheduler}:registry:live` | zset | instance -> last seen ms (Redis' clock), one ZADD per publish |
 //! | `<ns>:{scheduler}:registry:i:<instance>` | set | the schedule ids that instance registers |
+//! | `<ns>:{scheduler}:registry:def` | hash | code schedule id -> [`crate::ScheduleDef`] (task, options, spec; MessagePack), so a leader that does not register it fires it; written once per instance start, removed with the registry entry |
 //! | `<ns>:{scheduler}:runtime` | hash | runtime schedule id -> definition (MessagePack), by compare-and-set (`sched_put.lua`) |
 //! | `<ns>:{scheduler}:runtime:rev` | string | revision of the runtime schedules, bumped by every change |
 //! | `<ns>:{scheduler}:metrics` | hash | counters written by versions before the per-queue ones (still summed) |
@@ -29,7 +30,8 @@ use tracing::warn;
 use super::{client_builder, reply, RedisBroker};
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo,
-    ManageSchedules, QueueKeys, QueueName, ScheduleEntry, SchedulerMetrics, Schedules, Trigger,
+    ManageSchedules, QueueKeys, QueueName, ScheduleDef, ScheduleEntry, SchedulerMetrics, Schedules,
+    Trigger,
 };
 
 /// Hash tag of the scheduler's own keys (lock, epoch, registry).
@@ -351,6 +353,73 @@ impl Schedules for RedisBroker {
             .collect())
     }
 
+    async fn publish_schedule_defs(&self, defs: &[ScheduleDef]) -> Result<(), BrokerError> {
+        for chunk in defs.chunks(500) {
+            let mut pairs: Vec<(String, Value)> = Vec::with_capacity(chunk.len());
+            for d in chunk {
+                let bytes = d
+                    .encode()
+                    .map_err(|err| BrokerError::Encode(err.to_string()))?;
+                pairs.push((d.id.clone(), Value::Bytes(bytes.into())));
+            }
+            let _: i64 = self
+                .inner
+                .client
+                .hset(self.sched_key("registry:def"), pairs)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn registered_defs(
+        &self,
+        instance: &str,
+        live_within: Duration,
+        known: &[String],
+    ) -> Result<Vec<ScheduleDef>, BrokerError> {
+        let c = &self.inner.client;
+        let since = self
+            .redis_now_ms()
+            .await?
+            .saturating_sub(duration_ms(live_within));
+        let instances: Vec<String> = c
+            .zrangebyscore(self.sched_key("registry:live"), since, "+inf", false, None)
+            .await?;
+        let known: std::collections::HashSet<&str> = known.iter().map(String::as_str).collect();
+        let mut ids = std::collections::BTreeSet::new();
+        let own = self.instance_set(instance);
+        for i in instances.iter().filter(|i| i.as_str() != instance) {
+            // All instances of one deploy register the same ids: the difference, computed by
+            // Redis, is usually empty, so the ids themselves do not travel.
+            let registered: Vec<String> = c.sdiff(vec![self.instance_set(i), own.clone()]).await?;
+            ids.extend(
+                registered
+                    .into_iter()
+                    .filter(|id| !known.contains(id.as_str())),
+            );
+        }
+        let ids: Vec<String> = ids.into_iter().collect();
+        let mut out = Vec::new();
+        for chunk in ids.chunks(1000) {
+            let raw: Vec<Option<Vec<u8>>> = c
+                .hmget(self.sched_key("registry:def"), chunk.to_vec())
+                .await?;
+            for (id, bytes) in chunk.iter().zip(raw) {
+                let Some(bytes) = bytes else { continue };
+                match ScheduleDef::decode(&bytes) {
+                    Ok(d) if d.id == *id => out.push(d),
+                    Ok(d) => {
+                        warn!(schedule = %id, stored = %d.id, "registered definition under another id; ignored")
+                    }
+                    Err(err) => {
+                        warn!(schedule = %id, error = %err, "unreadable registered definition")
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     async fn publish_schedules(
         &self,
         instance: &str,
@@ -479,7 +548,11 @@ impl Schedules for RedisBroker {
                     false,
                 )
                 .await?;
-            let mut keys = vec![self.sched_key("registry"), self.sched_key("registry:live")];
+            let mut keys = vec![
+                self.sched_key("registry"),
+                self.sched_key("registry:live"),
+                self.sched_key("registry:def"),
+            ];
             keys.extend(instances.iter().map(|i| self.instance_set(i)));
             let mut args: Vec<Value> = vec![duration_ms(remove_after).into(), reply::flag(full)];
             args.extend(instances.iter().map(|i| Value::from(i.as_str())));
