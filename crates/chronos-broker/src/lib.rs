@@ -38,7 +38,7 @@
 //!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
 //! * Workflows: [`Chain`] (steps that run one after another, each reading the previous one's
 //!   result; [`Client::enqueue_chain`], [`Client::chain_status`]) and [`Group`] (fan-out /
-//!   fan-in: members and a callback that runs exactly once when all finished;
+//!   fan-in: members and a callback enqueued exactly once when all finished;
 //!   [`Client::enqueue_group`], [`Client::group_results`]). The worker moves them on through
 //!   the [`Flows`] capability, only for tasks that carry a [`Flow`]: a plain task pays nothing.
 //!   See "Chains and groups" below.
