@@ -1,6 +1,6 @@
 //! Workflow data a task carries (its place in a chain or a group) and the [`Flows`] capability
 //! that moves a workflow on: enqueue a chain's next step exactly once, count a group's members
-//! and fire its callback exactly once.
+//! and enqueue its callback exactly once (the callback then runs at least once, like any task).
 //!
 //! A plain task carries none of this (its envelope's `flow` is `None`, one nil byte) and no
 //! worker calls any [`Flows`] method for it.

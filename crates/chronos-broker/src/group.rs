@@ -1,5 +1,5 @@
-//! Groups: fan-out / fan-in. N member tasks and a callback task that runs once, when every
-//! member has finished (succeeded or dead-lettered).
+//! Groups: fan-out / fan-in. N member tasks and a callback task enqueued once, when every
+//! member has finished (succeeded or dead-lettered); like any task, it then runs at least once.
 
 use std::time::Duration;
 
@@ -39,9 +39,11 @@ const MEMBER_BATCH: usize = 5_000;
 /// The first outcome reported for a member counts: a dead-lettered member that an operator runs
 /// again does not change its group's counts, and neither does a member reported failed whose
 /// dead letter then found its lease stale and that succeeded on its next delivery.
-/// An operator who deletes, archives or cancels a member that has not finished (inspector,
-/// CLI, console) takes it out of the count: the group then does not fire. Run such a member
-/// again instead, or enqueue a new group.
+/// An operator who deletes or archives a member that has not finished (inspector, CLI,
+/// console) takes it out of the count: the group then does not fire. Run an archived member
+/// again instead, or enqueue a new group. An operator's cancel of a running member only fires
+/// its handler's cancellation: what the handler returns settles and counts the member as
+/// usual (an error is retried, `skip_retry` counts it as failed), and the group waits for it.
 /// Members take no task id and no unique lock; the callback takes no unique lock, and its run
 /// time options are ignored (it runs when the group finishes).
 #[derive(Debug)]

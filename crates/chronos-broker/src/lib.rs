@@ -11,7 +11,8 @@
 //! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
 //! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`],
 //!   [`Schedules`], [`ManageSchedules`] (schedules stored at run time, [`ScheduleDef`]); [`Broker`] is all of them, but each runtime asks only for what it uses (the
-//!   worker's server: `Consume + Maintain + Inspect`). [`RedisBroker`] implements them over fred
+//!   worker's server: `Consume + Maintain + Inspect + SampleQueues + Flows + Throttle`, see
+//!   [`SampleQueues`], [`Flows`], [`Throttle`]). [`RedisBroker`] implements them over fred
 //!   for standalone Redis, Sentinel and Redis Cluster. Each is also implemented for `&T`,
 //!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
 //!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
@@ -38,7 +39,7 @@
 //!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
 //! * Workflows: [`Chain`] (steps that run one after another, each reading the previous one's
 //!   result; [`Client::enqueue_chain`], [`Client::chain_status`]) and [`Group`] (fan-out /
-//!   fan-in: members and a callback that runs exactly once when all finished;
+//!   fan-in: members and a callback enqueued exactly once when all finished;
 //!   [`Client::enqueue_group`], [`Client::group_results`]). The worker moves them on through
 //!   the [`Flows`] capability, only for tasks that carry a [`Flow`]: a plain task pays nothing.
 //!   See "Chains and groups" below.

@@ -33,12 +33,15 @@
 //!
 //! # What the server guarantees
 //! * At least once: a task is acknowledged only after its handler returned `Ok`. A task whose
-//!   worker dies is re-delivered once its lease has been idle for `recover_min_idle`, and that
-//!   counts as a failed attempt, so a task that keeps killing its workers ends in the dead
-//!   letters. A task can therefore run more than once: handlers must be idempotent.
-//! * A running task's lease is refreshed every `heartbeat_interval`, so a long task is never
-//!   taken from a live worker. If the lease is lost anyway (the worker was frozen), the handler
-//!   is cancelled and its result dropped.
+//!   worker dies is re-delivered once its lease has been idle for `recover_min_idle`. If its
+//!   start was recorded (a few milliseconds after its handler began), that counts as a failed
+//!   attempt, so a task that keeps killing its workers ends in the dead letters; a delivery not
+//!   recorded as started goes back without one, three times per task, and the fourth such loss
+//!   counts. A task can therefore run more than once: handlers must be idempotent.
+//! * A running task's lease is refreshed every `heartbeat_interval`, so a live worker keeps a
+//!   long task. A worker that stalls past `recover_min_idle` (frozen, cut off from Redis) loses
+//!   it to the recoverer: the task runs again elsewhere, and the stalled handler is cancelled
+//!   and its result dropped.
 //! * A panic, a timeout or a passed deadline fails only that attempt. A payload that does not
 //!   decode, or a kind with no handler, is dead-lettered with the reason (or retried up to max
 //!   retry, see [`UnrunnablePolicy`]); it never blocks the queue or loops forever.

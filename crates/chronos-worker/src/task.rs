@@ -151,6 +151,11 @@ impl Context {
     /// Fires when the attempt must stop: timeout, deadline, server shutdown past its grace
     /// period, or the lease was lost. Long handlers should watch it (`ctx.cancelled().await` in a
     /// `select!`); one that ignores it is dropped at its next await point anyway.
+    ///
+    /// It also fires when an operator cancels the task (`chronos task cancel`, the console,
+    /// `Operate::act` with `TaskAction::Cancel`), and then nothing else happens: a handler that
+    /// ignores it runs on, and what it returns settles the task as usual (an error is retried;
+    /// return `TaskError::skip_retry` to stop for good).
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancel
     }

@@ -1,8 +1,14 @@
 //! A broker wrapper that counts every call a `Server` makes, per method, and can fail the next
-//! call of a chosen method: the shape of a metrics or fault-injection layer. A `Server` needs only
-//! `Consume + Maintain + Inspect + SampleQueues + Flows` (`WorkerBroker`; `SampleQueues` has
-//! defaults for every method), so that is all the wrapper implements (plus `Enqueue`, so a
-//! `Client` can use it too).
+//! call of a chosen method: the shape of a metrics or fault-injection layer. A `Server` needs
+//! `Consume + Maintain + Inspect + SampleQueues + Flows + Throttle` (`WorkerBroker`), so that is
+//! what the wrapper implements (plus `Enqueue`, so a `Client` can use it too).
+//!
+//! It forwards every method, also those with a default body. A default is the answer of a store
+//! without the feature, not a pass-through: a wrapper that leaves `cancel_requested` to its
+//! default never hears of an operator's cancel, one that leaves `signals`, `forward_due_next`,
+//! `watch` and `interrupter` to theirs makes the server poll each queue instead of waiting on
+//! pushes and one shared blocking read, and one that leaves `Throttle` or `Flows` to theirs
+//! refuses limits, chains and groups.
 //!
 //! `cargo run -p chronos-rs --example counting_broker` (uses CHRONOS_REDIS_URL, else starts a
 //! throwaway redis-server).
@@ -14,9 +20,10 @@ use std::time::Duration;
 
 use chronos::fred::error::{Error as RedisError, ErrorKind};
 use chronos::prelude::*;
+use chronos::{Admission, Forwarded, Interrupt, KeyRate, PermitLimit, Permits, QueueSample};
 use chronos::{BrokerError, Completion, Consume, Enqueue, Fetched, LeaderInfo, LeaseId, Maintain};
 use chronos::{DeadOutcome, NewTask, QueueName, QueueStats, Reclaimed, ServerRecord, TaskInfo};
-use chronos::{StartOutcome, TaskRecord, TaskState};
+use chronos::{SampleQueues, Signals, StartOutcome, TaskRecord, TaskState, Throttle};
 
 /// Wraps any broker; clones share the counters.
 #[derive(Debug, Clone)]
@@ -42,13 +49,23 @@ impl<B> Counting<B> {
         self.calls.lock().unwrap().get(method).copied().unwrap_or(0)
     }
 
+    /// Every method called so far, with its count, by name.
+    pub fn counts(&self) -> Vec<(&'static str, u64)> {
+        let calls = self.calls.lock().unwrap();
+        calls.iter().map(|(m, n)| (*m, *n)).collect()
+    }
+
     /// The next call of `method` fails with a transient (connection) error.
     pub fn fail_next(&self, method: &'static str) {
         *self.fail_next.lock().unwrap() = Some(method);
     }
 
-    fn enter(&self, method: &'static str) -> Result<(), BrokerError> {
+    fn count(&self, method: &'static str) {
         *self.calls.lock().unwrap().entry(method).or_default() += 1;
+    }
+
+    fn enter(&self, method: &'static str) -> Result<(), BrokerError> {
+        self.count(method);
         let mut fail = self.fail_next.lock().unwrap();
         if *fail != Some(method) {
             return Ok(());
@@ -81,9 +98,16 @@ impl<B: Consume> Consume for Counting<B> {
         retry(lease: &LeaseId, delay: Duration, error: &str) -> bool;
         dead_letter(lease: &LeaseId, error: &str, count: bool) -> DeadOutcome;
         requeue(q: &QueueName, leases: &[LeaseId]) -> u64;
+        watch(r: &mut Self::Reader, qs: &[QueueName], c: &str, n: usize, block: Duration)
+            -> Option<Vec<(usize, Fetched)>>;
     }
     async fn close_reader(&self, reader: Self::Reader) {
+        self.count("close_reader");
         self.inner.close_reader(reader).await
+    }
+    fn interrupter(&self, reader: &Self::Reader) -> impl Future<Output = Option<Interrupt>> + Send {
+        self.count("interrupter");
+        self.inner.interrupter(reader)
     }
 }
 
@@ -99,6 +123,9 @@ impl<B: Maintain> Maintain for Counting<B> {
         remove_consumer(q: &QueueName, c: &str) -> bool;
         reclaimed_dead(q: &QueueName, limit: usize) -> Vec<chronos::DeadTask>;
         ack_reclaimed(q: &QueueName, ids: &[String]) -> u64;
+        forward_due_next(q: &QueueName, limit: usize) -> Forwarded;
+        signals() -> Option<Signals>;
+        cancel_requested(q: &QueueName, ids: &[String]) -> Vec<String>;
     }
 }
 
@@ -115,11 +142,23 @@ impl<B: Inspect> Inspect for Counting<B> {
     }
 }
 
-// Every method has a default: the queue gauges then carry counts only (no oldest-task age),
-// and every process may sample them.
-impl<B: Inspect> chronos::SampleQueues for Counting<B> {}
-// No limits in this example: the defaults (which refuse) are never called.
-impl<B: Send + Sync> chronos::Throttle for Counting<B> {}
+impl<B: SampleQueues> SampleQueues for Counting<B> {
+    wrap! {
+        sampler_lease(holder: &str, ttl: Duration) -> bool;
+        release_sampler_lease(holder: &str) -> ();
+        sample_queue(q: &QueueName) -> QueueSample;
+    }
+}
+
+impl<B: Throttle> Throttle for Counting<B> {
+    wrap! {
+        acquire_permits(q: &QueueName, holder: &str, want: usize, limit: &PermitLimit) -> Permits;
+        return_permits(q: &QueueName, holder: &str, limit: &PermitLimit,
+            grant: Option<(&str, usize)>, tokens: &[String]) -> u64;
+        keep_permits(q: &QueueName, tokens: &[String], ttl: Duration) -> u64;
+        admit(q: &QueueName, deliveries: &[(LeaseId, String)], limit: &KeyRate) -> Vec<Admission>;
+    }
+}
 
 impl<B: chronos::Flows> chronos::Flows for Counting<B> {
     wrap! {
@@ -157,14 +196,8 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     server.shutdown().await;
-    for method in [
-        "enqueue",
-        "fetch",
-        "complete",
-        "extend_leases",
-        "paused_queues",
-    ] {
-        println!("{method}: {} calls", broker.calls(method));
+    for (method, calls) in broker.counts() {
+        println!("{method}: {calls} calls");
     }
     Ok(())
 }

@@ -5,6 +5,13 @@
 //! `chronos-broker` (producers and broker implementers), `chronos-worker` (the runtime),
 //! `chronos-scheduler` (cluster-wide cron and interval schedules).
 //!
+//! # Operating from code
+//! [`Operate`] (implemented by [`RedisBroker`]) is what the `chronos` CLI and the console call:
+//! [`Operate::act`] runs a [`TaskAction`] on one task, [`Operate::act_all`] on every task of a
+//! state that passes a [`TaskFilter`] (in bounded chunks, reported as a [`BulkReport`]),
+//! [`Operate::list_page`] pages a state by cursor ([`TaskPage`]), and [`Operate::history`]
+//! reads a queue's counts per minute or day ([`HistorySpan`]).
+//!
 //! # Testing
 //! [`testing`] runs handlers (alone or through a whole [`Mux`]) in process, records what
 //! producer code enqueues, and lists a schedule's next triggers, all without Redis; the
@@ -36,6 +43,17 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
+// Operator actions: the library side of `chronos task run|rm|archive|cancel`, `task ls` and
+// `queue history|rm`, implemented by `RedisBroker`.
+#[doc(inline)]
+pub use chronos_broker::{
+    payload_json, ActionOutcome, BulkReport, HistoryPoint, HistorySpan, Operate, TaskAction,
+    TaskFilter, TaskPage,
+};
+// What a broker wrapper forwards for pushed signals and interruptible blocking reads
+// (`Maintain::signals`, `Maintain::forward_due_next`, `Consume::interrupter`).
+#[doc(inline)]
+pub use chronos_broker::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 /// The scheduler's metric names.
 pub use chronos_scheduler::metrics as scheduler_metrics;
 /// Metric names the worker and the scheduler report, and (feature `prometheus`) the
