@@ -61,13 +61,17 @@ pub(crate) async fn page(
             p #job-status {
                 span.badge #job-state data-f="state" { (phase(&s)) }
                 " done " strong data-f="done" { (format::thousands(s.done)) }
+                " of " (if job.expected.exact { "" } else { "up to " }) (format::thousands(job.expected.at_most))
                 " · found " span data-f="matched" { (format::thousands(s.matched)) }
                 " · read " span data-f="scanned" { (format::thousands(s.scanned)) }
                 " · left alone " span data-f="skipped" { (format::thousands(s.skipped)) }
                 @if s.failed > 0 { " · refused " span data-f="failed" { (format::thousands(s.failed)) } }
             }
             @if s.cancelled {
-                p.notice #job-cancelled { "Cancelled: " (format::thousands(s.untouched())) " matching tasks found were not reached; the state may hold more." }
+                p.notice #job-cancelled {
+                    "Cancelled after " (format::thousands(s.done)) " task" (if s.done == 1 { "" } else { "s" })
+                    "; every other task was left as it was."
+                }
             }
             @if let Some(e) = &s.error {
                 p.error #job-error { "Stopped by an error: " (e) }
