@@ -84,6 +84,10 @@ struct DashArgs {
     /// Seconds between an open page's polls (at least 1).
     #[arg(long, default_value_t = 1)]
     refresh: u64,
+    /// Mark the session cookie Secure even when no proxy says the request came over https
+    /// (it is Secure anyway when a proxy sends `X-Forwarded-Proto: https`).
+    #[arg(long, env = "CHRONOS_DASH_SECURE_COOKIE")]
+    secure_cookie: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -306,6 +310,7 @@ async fn dash(admin: Admin<RedisBroker>, url: &str, a: DashArgs) -> anyhow::Resu
         .addr(a.addr)
         .token(a.token)
         .read_only(a.read_only)
+        .secure_cookie(a.secure_cookie)
         .refresh(std::time::Duration::from_secs(a.refresh))
         .redis_label(url);
     let dash = chronos_dash::Dash::new(admin, config)?;
