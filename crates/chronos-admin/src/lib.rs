@@ -20,6 +20,12 @@
     rust_2018_idioms
 )]
 
+mod bulk;
+mod lookup;
+mod printable;
+mod redact;
+
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -30,7 +36,11 @@ use chronos_broker::{
 };
 use serde::Serialize;
 
+pub use bulk::{BulkJob, BulkStatus, CancelToken, DEFAULT_BULK_CHUNK};
 pub use chronos_broker::{HistoryPoint, TaskAction as Action};
+pub use lookup::UnknownQueue;
+pub use printable::printable;
+pub use redact::redact_url;
 
 /// What can go wrong in an operation. Each variant's message is one line, fit for a CLI.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +52,12 @@ pub enum AdminError {
     /// A runtime schedule change was refused (invalid spec, unknown or taken id, ...).
     #[error(transparent)]
     Schedule(#[from] chronos_scheduler::SchedulerError),
-    /// No task with this id in this queue.
+    /// No queue of this name in the namespace (a typo, or another namespace): nothing was
+    /// done. Permanent for this name; the details say which queues exist.
+    #[error("{0}")]
+    QueueNotFound(Box<UnknownQueue>),
+    /// No task with this id in this queue (for a delete: none to delete, possibly deleted a
+    /// moment ago).
     #[error("no task {id:?} in queue {queue:?}")]
     TaskNotFound {
         /// The queue.
@@ -277,7 +292,7 @@ pub struct Admin<B> {
     broker: B,
 }
 
-impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
+impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
     /// Wraps `broker`.
     pub fn new(broker: B) -> Self {
         Self { broker }
@@ -303,28 +318,26 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
             .collect())
     }
 
-    /// One queue with its counts.
+    /// One queue with its counts; [`AdminError::QueueNotFound`] for a name that names no queue.
     pub async fn queue(&self, name: &str) -> Result<QueueRow, AdminError> {
-        let q = QueueName::new(name)?;
+        let q = self.require_queue(name).await?;
         let stats = self.broker.queue_stats(&q).await?;
         let paused = self.broker.paused_queues().await?.contains(&q);
         Ok(QueueRow::new(&q, stats, paused))
     }
 
-    /// Pauses or resumes a queue.
+    /// Pauses or resumes a queue; [`AdminError::QueueNotFound`] (and nothing changed) for a
+    /// name that names no queue, so a typo never reports success.
     pub async fn set_paused(&self, name: &str, paused: bool) -> Result<(), AdminError> {
-        Ok(self
-            .broker
-            .set_paused(&QueueName::new(name)?, paused)
-            .await?)
+        let q = self.require_queue(name).await?;
+        Ok(self.broker.set_paused(&q, paused).await?)
     }
 
     /// Deletes a queue (refused while it holds tasks unless `force`); returns the tasks deleted.
+    /// [`AdminError::QueueNotFound`] for a name that names no queue.
     pub async fn delete_queue(&self, name: &str, force: bool) -> Result<u64, AdminError> {
-        Ok(self
-            .broker
-            .delete_queue(&QueueName::new(name)?, force)
-            .await?)
+        let q = self.require_queue(name).await?;
+        Ok(self.broker.delete_queue(&q, force).await?)
     }
 
     /// Processed and failed per minute (last 24 h) or per day (last 90 days), oldest first.
@@ -333,7 +346,8 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
         name: &str,
         span: HistorySpan,
     ) -> Result<Vec<HistoryRow>, AdminError> {
-        let points = self.broker.history(&QueueName::new(name)?, span).await?;
+        let q = self.require_queue(name).await?;
+        let points = self.broker.history(&q, span).await?;
         Ok(points
             .into_iter()
             .map(|p| HistoryRow {
@@ -344,7 +358,8 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
             .collect())
     }
 
-    /// A page of tasks of `state` passing `filter`, from `cursor`.
+    /// A page of tasks of `state` passing `filter`, from `cursor`; [`AdminError::QueueNotFound`]
+    /// for a name that names no queue.
     pub async fn tasks(
         &self,
         name: &str,
@@ -353,7 +368,7 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<TaskList, AdminError> {
-        let q = QueueName::new(name)?;
+        let q = self.require_queue(name).await?;
         let page = self
             .broker
             .list_page(&q, state, filter, cursor, limit)
@@ -368,9 +383,10 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
         })
     }
 
-    /// One task.
+    /// One task: [`AdminError::QueueNotFound`] for an unknown queue, [`AdminError::TaskNotFound`]
+    /// for an unknown id.
     pub async fn task(&self, name: &str, id: &str) -> Result<TaskRow, AdminError> {
-        let q = QueueName::new(name)?;
+        let q = self.require_queue(name).await?;
         match self.broker.task(&q, id).await? {
             Some(r) => Ok(TaskRow::from_record(&q, &r)),
             None => Err(AdminError::TaskNotFound {
@@ -381,14 +397,14 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
     }
 
     /// Applies `action` to one task. Ok(false) when it already was done (the task already
-    /// pending, archived, or its cancel already asked); an error when it is missing (except
-    /// for delete, where a missing task is Ok(false)), refused or corrupt.
+    /// pending, archived, or its cancel already asked); an error when the queue or the task is
+    /// missing (for every action, delete included: a mistyped id must not read as success),
+    /// refused or corrupt.
     pub async fn act(&self, name: &str, id: &str, action: TaskAction) -> Result<bool, AdminError> {
-        let q = QueueName::new(name)?;
+        let q = self.require_queue(name).await?;
         match self.broker.act(&q, id, action).await? {
             ActionOutcome::Done => Ok(true),
             ActionOutcome::Already => Ok(false),
-            ActionOutcome::NotFound if action == TaskAction::Delete => Ok(false),
             ActionOutcome::NotFound => Err(AdminError::TaskNotFound {
                 queue: name.to_string(),
                 id: id.to_string(),
@@ -404,7 +420,9 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
         }
     }
 
-    /// Applies `action` to every task of `state` passing `filter`, in chunks of 1,000.
+    /// Applies `action` to every task of `state` passing `filter`, in chunks of 1,000, as one
+    /// call without progress (see [`Admin::run_bulk`] for a run that reports its progress and
+    /// can be cancelled).
     pub async fn act_all(
         &self,
         name: &str,
@@ -412,7 +430,7 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
         filter: &TaskFilter,
         action: TaskAction,
     ) -> Result<BulkRow, AdminError> {
-        let q = QueueName::new(name)?;
+        let q = self.require_queue(name).await?;
         Ok(self
             .broker
             .act_all(&q, state, filter, action, 1000)
@@ -492,10 +510,31 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules> Admin<B> {
     }
 }
 
-impl<B: Inspect + Operate> Admin<B> {
+impl<B: Inspect + Operate + 'static> Admin<B> {
+    /// Checks that `name` names a queue of the namespace (one `SMEMBERS` of the queue list).
+    /// Answers the validated name, or [`AdminError::QueueNotFound`] with the known queues, the
+    /// closest one when the name looks like a typo of it, and (over Redis) other namespaces
+    /// holding queues, for an operator who forgot `--namespace`.
+    pub async fn require_queue(&self, name: &str) -> Result<QueueName, AdminError> {
+        let q = QueueName::new(name)?;
+        let known = self.broker.queues().await?;
+        if known.contains(&q) {
+            return Ok(q);
+        }
+        let redis = (&self.broker as &dyn Any).downcast_ref::<RedisBroker>();
+        let ns = redis.map_or(String::new(), |r| r.keyspace().namespace().to_string());
+        let mut e = UnknownQueue::new(name, &ns, known.iter().map(|k| k.to_string()).collect());
+        if let Some(r) = redis {
+            e.other_namespaces = lookup::namespaces_with_queues(r, &ns).await;
+        }
+        Err(AdminError::QueueNotFound(Box::new(e)))
+    }
+
     /// How many tasks of `state` pass `filter`, for confirming a bulk action before it runs.
     /// Without a filter this is the state's count (one call); with one, it reads the state page
-    /// by page and stops after `max_scan` tasks, answering a lower bound.
+    /// by page and stops after `max_scan` tasks: the count is then a range,
+    /// [`MatchCount::matched`] to [`MatchCount::at_most`] (what was found, plus every task not
+    /// read yet). [`AdminError::QueueNotFound`] for an unknown queue.
     pub async fn count_matching(
         &self,
         name: &str,
@@ -503,28 +542,29 @@ impl<B: Inspect + Operate> Admin<B> {
         filter: &TaskFilter,
         max_scan: u64,
     ) -> Result<MatchCount, AdminError> {
-        let q = QueueName::new(name)?;
-        if filter.is_empty() {
-            let s = self.broker.queue_stats(&q).await?;
-            let n = match state {
-                TaskState::Pending => Some(s.pending),
-                TaskState::Active => Some(s.active),
-                TaskState::Scheduled => Some(s.scheduled),
-                TaskState::Retry => Some(s.retry),
-                TaskState::Archived => Some(s.archived),
-                TaskState::Completed => Some(s.completed),
-                _ => None,
-            };
-            if let Some(n) = n {
-                return Ok(MatchCount {
-                    matched: n,
-                    scanned: n,
-                    exact: true,
-                });
-            }
+        let q = self.require_queue(name).await?;
+        let s = self.broker.queue_stats(&q).await?;
+        let in_state = match state {
+            TaskState::Pending => Some(s.pending),
+            TaskState::Active => Some(s.active),
+            TaskState::Scheduled => Some(s.scheduled),
+            TaskState::Retry => Some(s.retry),
+            TaskState::Archived => Some(s.archived),
+            TaskState::Completed => Some(s.completed),
+            _ => None,
+        };
+        if let (true, Some(n)) = (filter.is_empty(), in_state) {
+            return Ok(MatchCount {
+                matched: n,
+                scanned: n,
+                exact: true,
+                in_state: n,
+                at_most: n,
+            });
         }
         let mut count = MatchCount {
             exact: true,
+            in_state: in_state.unwrap_or(0),
             ..MatchCount::default()
         };
         let mut cursor: Option<String> = None;
@@ -539,9 +579,16 @@ impl<B: Inspect + Operate> Admin<B> {
                 Some(next) if count.scanned < max_scan => cursor = Some(next),
                 Some(_) => {
                     count.exact = false;
+                    count.at_most = count
+                        .matched
+                        .saturating_add(count.in_state.saturating_sub(count.scanned))
+                        .max(count.matched);
                     return Ok(count);
                 }
-                None => return Ok(count),
+                None => {
+                    count.at_most = count.matched;
+                    return Ok(count);
+                }
             }
         }
     }
@@ -554,8 +601,14 @@ pub struct MatchCount {
     pub matched: u64,
     /// Tasks read.
     pub scanned: u64,
-    /// False when the scan stopped at its bound before the end of the state.
+    /// False when the scan stopped at its bound before the end of the state: then between
+    /// `matched` and `at_most` tasks match.
     pub exact: bool,
+    /// Tasks in the state when counted (0 when the state has no count).
+    pub in_state: u64,
+    /// Most tasks that can match: `matched` when exact, else `matched` plus the tasks of the
+    /// state not read.
+    pub at_most: u64,
 }
 
 /// The Redis server a console looks at, from `INFO`.
@@ -603,6 +656,13 @@ impl RedisInfo {
 }
 
 impl Admin<RedisBroker> {
+    /// The other namespaces of this Redis that hold queues (a bounded `SCAN` for their queue
+    /// lists; empty on a cluster): the hint for an operator whose namespace shows no queue.
+    pub async fn other_namespaces(&self) -> Vec<String> {
+        let ns = self.broker.keyspace().namespace().to_string();
+        lookup::namespaces_with_queues(&self.broker, &ns).await
+    }
+
     /// When the oldest task waiting in `name` became ready (unix ms), or None when none waits:
     /// the queue's latency is now minus this. Two reads, however many tasks it holds.
     pub async fn oldest_pending_ms(&self, name: &str) -> Result<Option<i64>, AdminError> {
@@ -635,8 +695,14 @@ pub fn verb(action: TaskAction) -> &'static str {
 }
 
 /// Left-aligned columns, two spaces apart, headers first: the text tables of the `chronos` CLI
-/// (and of the demo, so both print the same). Ends with a newline.
+/// (and of the demo, so both print the same). Ends with a newline. Every cell goes through
+/// [`printable`], so no cell can move the cursor, end its line or steer the terminal.
 pub fn text_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c).into_owned()).collect())
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

@@ -3,11 +3,14 @@
 //! Tables for people, JSON lines (`--json`) for scripts. Exit status: 0 on success, 1 on an
 //! error (one line on stderr), 2 on a usage error.
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use chronos_admin::{Admin, AdminError, TaskRow};
+use chronos_admin::{
+    printable, redact_url, Admin, AdminError, BulkJob, BulkStatus, CancelToken, TaskRow,
+};
 use chronos_broker::{HistorySpan, RedisBroker, TaskAction, TaskFilter, TaskState};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
@@ -81,6 +84,10 @@ struct DashArgs {
     /// Seconds between an open page's polls (at least 1).
     #[arg(long, default_value_t = 1)]
     refresh: u64,
+    /// Mark the session cookie Secure even when no proxy says the request came over https
+    /// (it is Secure anyway when a proxy sends `X-Forwarded-Proto: https`).
+    #[arg(long, env = "CHRONOS_DASH_SECURE_COOKIE")]
+    secure_cookie: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -126,7 +133,8 @@ enum TaskCmd {
         /// State to list.
         #[arg(long, value_parser = parse_state, default_value = "pending")]
         state: TaskState,
-        /// Only tasks of this kind.
+        /// Only tasks of exactly this kind (`email:send`; no prefix or pattern matching:
+        /// `email` matches no task of kind `email:send`).
         #[arg(long)]
         kind: Option<String>,
         /// Only tasks whose payload (as JSON) contains this text.
@@ -142,12 +150,26 @@ enum TaskCmd {
     /// One task with its payload.
     Show { queue: String, id: String },
     /// Run now: scheduled, retry or archived -> pending.
+    // The queue comes first, then one id or --all: clap would print the required group first,
+    // the reverse of what the command takes.
+    #[command(
+        override_usage = "chronos task run [OPTIONS] <QUEUE> <ID>\n       chronos task run [OPTIONS] <QUEUE> --all --state <STATE>"
+    )]
     Run(ActArgs),
     /// Delete (any state but active).
+    #[command(
+        override_usage = "chronos task rm [OPTIONS] <QUEUE> <ID>\n       chronos task rm [OPTIONS] <QUEUE> --all --state <STATE>"
+    )]
     Rm(ActArgs),
     /// Archive: pending, scheduled or retry -> archived.
+    #[command(
+        override_usage = "chronos task archive [OPTIONS] <QUEUE> <ID>\n       chronos task archive [OPTIONS] <QUEUE> --all --state <STATE>"
+    )]
     Archive(ActArgs),
     /// Cancel an active task (its handler's context is cancelled).
+    #[command(
+        override_usage = "chronos task cancel [OPTIONS] <QUEUE> <ID>\n       chronos task cancel [OPTIONS] <QUEUE> --all --state active"
+    )]
     Cancel(ActArgs),
 }
 
@@ -157,13 +179,15 @@ struct ActArgs {
     queue: String,
     /// The task id.
     id: Option<String>,
-    /// Every task of --state (matching --kind and --grep).
+    /// Every task of --state (matching --kind and --grep). Shows its progress on stderr;
+    /// Ctrl-C stops it after the current step and reports what was done.
     #[arg(long, requires = "state")]
     all: bool,
     /// State of the tasks to act on, with --all.
     #[arg(long, value_parser = parse_state, requires = "all")]
     state: Option<TaskState>,
-    /// With --all: only tasks of this kind.
+    /// With --all: only tasks of exactly this kind (`email:send`; no prefix or pattern
+    /// matching: `email` matches no task of kind `email:send`).
     #[arg(long, requires = "all")]
     kind: Option<String>,
     /// With --all: only tasks whose payload (as JSON) contains this text.
@@ -244,20 +268,39 @@ fn fail(e: &anyhow::Error) -> ExitCode {
             parts.push(msg);
         }
     }
-    let line = parts.join(": ").replace(['\n', '\r'], " ");
-    eprintln!("chronos: error: {line}");
+    let mut line = parts.join(": ");
+    if let Some(AdminError::QueueNotFound(q)) = e.downcast_ref::<AdminError>() {
+        if !q.other_namespaces.is_empty() {
+            line.push_str(" (pass --namespace NAME or set CHRONOS_NAMESPACE)");
+        }
+    }
+    eprintln!("chronos: error: {}", printable(&line));
     ExitCode::from(1)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let admin = chronos_admin::connect(&cli.redis, &cli.namespace)
         .await
-        .with_context(|| format!("cannot connect to {}", redact(&cli.redis)))?;
+        .with_context(|| format!("cannot connect to {}", redact_url(&cli.redis)))?;
     if let Cmd::Dash(args) = cli.cmd {
         return dash(admin, &cli.redis, args).await;
     }
     let out = Out { json: cli.json };
+    let listing = matches!(cli.cmd, Cmd::Queue(QueueCmd::Ls) | Cmd::Stats);
     let r = dispatch(&admin, &out, cli.cmd).await;
+    // An empty listing is the sign of a wrong or forgotten --namespace: say where queues are.
+    if r.is_ok() && listing && admin.queues().await.is_ok_and(|q| q.is_empty()) {
+        let ns = admin.broker().keyspace().namespace().to_string();
+        let others = admin.other_namespaces().await;
+        if others.is_empty() {
+            eprintln!("chronos: namespace {ns:?} holds no queue");
+        } else {
+            eprintln!(
+                "chronos: namespace {ns:?} holds no queue; namespaces with queues on this Redis: {} (pass --namespace NAME)",
+                printable(&others.join(", "))
+            );
+        }
+    }
     admin.broker().close().await;
     r
 }
@@ -267,6 +310,7 @@ async fn dash(admin: Admin<RedisBroker>, url: &str, a: DashArgs) -> anyhow::Resu
         .addr(a.addr)
         .token(a.token)
         .read_only(a.read_only)
+        .secure_cookie(a.secure_cookie)
         .refresh(std::time::Duration::from_secs(a.refresh))
         .redis_label(url);
     let dash = chronos_dash::Dash::new(admin, config)?;
@@ -416,7 +460,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
                 &rows,
             );
             if let Some(next) = page.next {
-                println!("next page: --cursor '{next}'");
+                println!("next page: --cursor '{}'", printable(&next));
             }
             Ok(())
         }
@@ -568,7 +612,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
             match l {
                 Some(l) => println!(
                     "leader {} (epoch {}, since {})",
-                    l.id,
+                    printable(&l.id),
                     l.epoch,
                     datetime(l.since_ms)
                 ),
@@ -587,7 +631,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
                 "servers: {}   schedules: {}   leader: {}",
                 o.servers,
                 o.schedules,
-                o.leader.map_or("none".to_string(), |l| l.id)
+                printable(&o.leader.map_or("none".to_string(), |l| l.id))
             );
             Ok(())
         }
@@ -609,14 +653,53 @@ async fn act(
             kind: a.kind,
             grep: a.grep,
         };
-        let r = admin.act_all(&a.queue, state, &filter, action).await?;
-        return out.done(
+        // Without a filter the state's count says how much there is to do (one cheap call);
+        // with one, counting would cost a pass of its own: the progress line shows what it
+        // found so far instead.
+        let expected = if filter.is_empty() {
+            Some(
+                admin
+                    .count_matching(&a.queue, state, &filter, 0)
+                    .await?
+                    .matched,
+            )
+        } else {
+            None
+        };
+        let job = BulkJob::new(a.queue.clone(), state, filter, action);
+        let cancel = CancelToken::new();
+        let on_signal = cancel.clone();
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_signal.cancel();
+            }
+        });
+        let mut progress = Progress::new(verb, expected);
+        let r = admin.run_bulk(&job, &cancel, |s| progress.show(s)).await;
+        watcher.abort();
+        progress.end();
+        let r = r?;
+        out.done(
             &serde_json::json!({"action": verb, "queue": a.queue, "state": state.as_str(), "report": r}),
             &format!(
-                "{verb}: {} of {} matching tasks ({} scanned, {} skipped)",
-                r.done, r.matched, r.scanned, r.skipped
+                "{verb}: {} of {} matching tasks ({} read, {} left alone{})",
+                r.done,
+                r.matched,
+                r.scanned,
+                r.skipped,
+                if r.failed > 0 { format!(", {} refused", r.failed) } else { String::new() }
             ),
-        );
+        )?;
+        if r.cancelled {
+            anyhow::bail!(
+                "cancelled: {} matching tasks found but not reached; the state may hold more",
+                r.untouched()
+            );
+        }
+        if let Some(e) = r.error {
+            anyhow::bail!("stopped by an error after {} tasks: {e}", r.done);
+        }
+        return Ok(());
     }
     let id =
         a.id.ok_or_else(|| AdminError::Invalid("give a task id or --all".into()))?;
@@ -645,11 +728,12 @@ impl Out {
         Ok(())
     }
 
+    /// The JSON line, or the text line with its untrusted parts (ids, names) escaped.
     fn done(&self, json: &serde_json::Value, text: &str) -> anyhow::Result<()> {
         if self.json {
             self.line(json)
         } else {
-            println!("{text}");
+            println!("{}", printable(text));
             Ok(())
         }
     }
@@ -702,7 +786,7 @@ fn show_task(t: &TaskRow) {
 fn print_fields(fields: &[(&str, String)]) {
     let w = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in fields {
-        println!("{k:<w$}  {v}");
+        println!("{k:<w$}  {}", printable(v));
     }
 }
 
@@ -743,30 +827,64 @@ fn date(ms: i64) -> String {
     datetime(ms).chars().take(10).collect()
 }
 
-/// The URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{}{}:***@{}", &url[..s + 3], user, &url[at + 1..])
+/// The progress of a bulk action on stderr, so stdout keeps only the result (a JSON line with
+/// `--json`). On a terminal one line rewritten in place (at most ten times a second); otherwise
+/// a line at the first step and then at most every two seconds, for logs.
+struct Progress {
+    verb: &'static str,
+    expected: Option<u64>,
+    tty: bool,
+    last: Option<Instant>,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(verb: &'static str, expected: Option<u64>) -> Self {
+        Self {
+            verb,
+            expected,
+            tty: std::io::stderr().is_terminal(),
+            last: None,
+            shown: false,
         }
-        _ => url.to_string(),
+    }
+
+    fn show(&mut self, s: &BulkStatus) {
+        let every = if self.tty {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(2)
+        };
+        if !s.running() || self.last.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let of = match self.expected {
+            Some(n) => format!(" of about {n}"),
+            None => String::new(),
+        };
+        let line = format!(
+            "{}: {} done{of}, {} matching found, {} read",
+            self.verb, s.done, s.matched, s.scanned
+        );
+        if self.tty {
+            eprint!("\r\x1b[K{line} (Ctrl-C stops)");
+        } else {
+            eprintln!("chronos: {line}");
+        }
+        self.shown = true;
+    }
+
+    fn end(&self) {
+        if self.tty && self.shown {
+            eprintln!();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{clip, datetime, redact};
-
-    #[test]
-    fn passwords_are_redacted_from_urls() {
-        assert_eq!(
-            redact("rediss://ops:s3cret@cache.example:6380/0"),
-            "rediss://ops:***@cache.example:6380/0"
-        );
-        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-    }
+    use super::{clip, datetime};
 
     #[test]
     fn times_and_clipping_render_plainly() {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use chronos_admin::Admin;
+use chronos_admin::{printable, Admin};
 use chronos_broker::RedisBroker;
 use chronos_scheduler::{
     Change, MisfirePolicy, NewSchedule, OverlapPolicy, RuntimeSpec, ScheduleOptions,
@@ -181,7 +181,11 @@ pub(crate) async fn run_now(
             serde_json::json!({"schedule": id, "task": r.task_id, "outcome": outcome})
         );
     } else {
-        println!("schedule {id}: task {} {outcome}", r.task_id);
+        println!(
+            "schedule {}: task {} {outcome}",
+            printable(id),
+            printable(&r.task_id)
+        );
     }
     Ok(())
 }
@@ -194,9 +198,9 @@ fn report(json: bool, id: &str, verb: &str, change: Change) -> anyhow::Result<()
             serde_json::json!({"schedule": id, "action": verb, "changed": changed})
         );
     } else if changed {
-        println!("schedule {id} {verb}");
+        println!("schedule {} {verb}", printable(id));
     } else {
-        println!("schedule {id} already {verb}; nothing changed");
+        println!("schedule {} already {verb}; nothing changed", printable(id));
     }
     Ok(())
 }

@@ -165,7 +165,10 @@ async fn task_actions_on_one_task_and_in_bulk() {
     assert_eq!(e.json(&["task", "run", "mail", id])[0]["changed"], true);
     assert_eq!(e.json(&["task", "show", "mail", id])[0]["state"], "pending");
     assert_eq!(e.json(&["task", "rm", "mail", id])[0]["changed"], true);
-    assert!(e.ok(&["task", "rm", "mail", id]).contains("already gone"));
+    // A second delete (or a mistyped id) is not a success: the task is not there.
+    let out = e.run(&["task", "rm", "mail", id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no task"));
 
     // Errors: one line on stderr, status 1.
     let out = e.run(&["task", "show", "mail", id]);
@@ -433,4 +436,209 @@ async fn runtime_schedules_are_added_listed_paused_run_and_removed() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["id"], "beat");
     assert_eq!(e.run(&["schedule", "rm", "nightly"]).status.code(), Some(1));
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Hostile {
+    note: String,
+}
+
+impl TaskArgs for Hostile {
+    const KIND: &'static str = "evil\x1b]0;owned\x07\x1b[2J";
+}
+
+#[tokio::test]
+async fn a_typo_in_a_queue_name_fails_and_names_the_queue_meant() {
+    let e = env().await;
+    e.fill().await;
+    let out = e.run(&["queue", "pause", "mial"]);
+    assert_eq!(out.status.code(), Some(1), "a typo is not a success");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no queue \"mial\""), "{err}");
+    assert!(err.contains("did you mean \"mail\""), "{err}");
+    assert!(err.contains("known queues: billing, mail"), "{err}");
+    // Nothing was paused, not even the typo.
+    let rows = e.json(&["queue", "ls"]);
+    assert!(rows.iter().all(|r| r["paused"] == false), "{rows:?}");
+    assert_eq!(rows.len(), 2);
+    for args in [
+        vec!["queue", "resume", "nosuchqueue"],
+        vec!["queue", "show", "nosuchqueue"],
+        vec!["queue", "rm", "nosuchqueue", "--force"],
+        vec!["queue", "history", "nosuchqueue"],
+        vec!["task", "ls", "nosuchqueue"],
+        vec!["task", "show", "nosuchqueue", "some-id"],
+        vec!["task", "rm", "nosuchqueue", "--all", "--state", "archived"],
+    ] {
+        let out = e.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no queue \"nosuchqueue\""), "{args:?}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn a_bogus_task_id_fails_for_every_action() {
+    let e = env().await;
+    e.fill().await;
+    for action in ["rm", "run", "archive", "cancel"] {
+        let out = e.run(&["task", action, "mail", "bogus-id"]);
+        assert_eq!(out.status.code(), Some(1), "task {action}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no task \"bogus-id\""), "task {action}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_without_queues_names_the_namespaces_that_hold_some() {
+    let e = env().await;
+    e.fill().await;
+    let out = Command::new(env!("CARGO_BIN_EXE_chronos"))
+        .env("CHRONOS_REDIS_URL", &e.url)
+        .args(["--namespace", &format!("{}-typo", e.ns), "queue", "ls"])
+        .output()
+        .expect("run chronos");
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds no queue"), "{err}");
+    assert!(
+        err.contains(&e.ns),
+        "the namespace with queues is named: {err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_chronos"))
+        .env("CHRONOS_REDIS_URL", &e.url)
+        .args([
+            "--namespace",
+            &format!("{}-typo", e.ns),
+            "queue",
+            "pause",
+            "mail",
+        ])
+        .output()
+        .expect("run chronos");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&e.ns) && err.contains("--namespace"), "{err}");
+}
+
+#[tokio::test]
+async fn task_action_usage_puts_the_queue_before_the_id_and_kind_says_it_matches_exactly() {
+    let e = env().await;
+    for action in ["run", "rm", "archive", "cancel"] {
+        let help = e.ok(&["task", action, "--help"]);
+        let usage = help
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .expect("usage line");
+        assert!(
+            usage.contains(&format!("task {action} [OPTIONS] <QUEUE> <ID>")),
+            "{usage}"
+        );
+        assert!(!help.contains("<ID|--all> <QUEUE>"), "{help}");
+        assert!(help.contains("exactly this kind"), "{help}");
+    }
+    assert!(e
+        .ok(&["task", "ls", "--help"])
+        .contains("exactly this kind"));
+    // A usage error shows the same order.
+    let out = e.run(&["task", "run", "mail"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("<QUEUE> <ID>"), "{err}");
+}
+
+#[tokio::test]
+async fn a_bulk_action_shows_progress_on_stderr_and_keeps_stdout_to_the_result() {
+    let e = env().await;
+    let client = Client::new(e.broker.clone());
+    let all: Vec<Email> = (0..3000)
+        .map(|n| Email {
+            to: format!("bulk{n}@example.com"),
+        })
+        .collect();
+    let opts = EnqueueOptions::new().queue("bulk");
+    for r in client
+        .enqueue_batch(all.iter().map(|t| (t, opts.clone())))
+        .await
+        .expect("enqueue")
+    {
+        r.expect("enqueued");
+    }
+    let out = e.run(&[
+        "--json", "task", "archive", "bulk", "--all", "--state", "pending",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "stdout holds the result only: {stdout}");
+    let r: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+    assert_eq!(r["report"]["done"], 3000);
+    assert_eq!(r["report"]["finished"], true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("archive: ") && err.contains(" done of about 3000"),
+        "progress on stderr: {err}"
+    );
+}
+
+#[tokio::test]
+async fn control_characters_from_tasks_never_reach_the_terminal() {
+    let e = env().await;
+    let client = Client::new(e.broker.clone());
+    client
+        .enqueue(
+            &Hostile {
+                note: "csi\u{9b}31m bidi\u{202e}txt".into(),
+            },
+            EnqueueOptions::new().queue("hostile"),
+        )
+        .await
+        .expect("enqueue");
+    let table = e.ok(&["task", "ls", "hostile"]);
+    assert!(table.contains("evil\\u{1b}]0;owned"), "{table}");
+    for bad in ['\x1b', '\x07', '\u{9b}', '\u{202e}'] {
+        assert!(
+            !table.contains(bad),
+            "{bad:?} reached the terminal: {table:?}"
+        );
+    }
+    let id = e.json(&["task", "ls", "hostile"])[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let shown = e.ok(&["task", "show", "hostile", &id]);
+    for bad in ['\x1b', '\x07', '\u{9b}', '\u{202e}'] {
+        assert!(
+            !shown.contains(bad),
+            "{bad:?} reached the terminal: {shown:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_password_in_the_url_is_never_printed() {
+    let out = Command::new(env!("CARGO_BIN_EXE_chronos"))
+        .args([
+            "--redis",
+            "redis://ops:userinfo-secret@127.0.0.1:1/0?password=query-secret&timeout=1",
+            "queue",
+            "ls",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot connect to redis://ops:***@127.0.0.1:1/0"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("userinfo-secret") && !err.contains("query-secret"),
+        "{err}"
+    );
 }

@@ -28,6 +28,7 @@
     return i === 0 ? n + ' B' : v.toFixed(1) + ' ' + u[i];
   };
   const fmt = {
+    state: (s) => String(s),
     processed_per_min: rate,
     failed_per_min: rate,
     oldest_pending_s: age,
@@ -214,7 +215,26 @@
     if (b && !window.confirm('Delete for good? This cannot be undone.')) ev.preventDefault();
   });
 
+  // A bulk action's progress: counts and bar follow the job; the page reloads once it ended
+  // (to show the final report and drop the cancel button).
+  function jobPage() {
+    const box = document.getElementById('job');
+    if (!box || box.dataset.state !== 'running') return;
+    const id = body.dataset.arg || '';
+    const bar = document.getElementById('job-bar');
+    every(refresh, async () => {
+      const j = await getJSON('/api/jobs/' + encodeURIComponent(id));
+      fill(box, j);
+      if (bar) {
+        bar.max = Math.max(1, j.expected_at_most, j.matched);
+        bar.value = j.done;
+      }
+      if (j.state !== 'running') window.location.reload();
+    });
+  }
+
   if (page === 'overview') overview();
+  if (page === 'job') jobPage();
   if (page === 'queue') queuePage();
   if (page === 'overview' || page === 'queue') chart();
 })();

@@ -1,11 +1,13 @@
 //! The POSTs: pause and resume a queue; run, delete, archive or cancel one task, a selection,
-//! or everything a filter matches (after confirming the count). Each answers with a redirect
-//! back to the page it came from and a one-line notice.
+//! or everything a filter matches (after confirming the count, as a background job with a
+//! progress page). Each answers with a redirect back to the page it came from and a one-line
+//! notice, and leaves one log line: who, what, how many.
 
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::Extension;
 use chronos_admin::{parse_state, verb, AdminError};
 use chronos_broker::{TaskAction, TaskFilter};
 use futures::StreamExt;
@@ -13,10 +15,11 @@ use maud::html;
 
 use crate::error::{DashError, PageError};
 use crate::format;
+use crate::pages::job::job_href;
 use crate::pages::login::safe_next;
 use crate::pages::queue::{listing_href, parse_action, slug};
 use crate::pages::{csrf, layout, queue_href, Nav};
-use crate::security::{encode, CheckedForm};
+use crate::security::{encode, Actor, CheckedForm};
 use crate::state::AppState;
 
 /// Most tasks one selection may name.
@@ -38,10 +41,11 @@ fn back_with(st: &AppState, back: &str, msg: &str) -> Response {
 pub(crate) async fn pause(
     State(st): State<Arc<AppState>>,
     Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
     form: CheckedForm,
 ) -> Result<Response, PageError> {
     st.admin.set_paused(&queue, true).await?;
-    tracing::info!(queue = %queue, "console: queue paused");
+    tracing::info!(who = %who, queue = %queue, "console: queue paused");
     Ok(back_with(
         &st,
         form.get("back").unwrap_or("/"),
@@ -52,10 +56,11 @@ pub(crate) async fn pause(
 pub(crate) async fn resume(
     State(st): State<Arc<AppState>>,
     Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
     form: CheckedForm,
 ) -> Result<Response, PageError> {
     st.admin.set_paused(&queue, false).await?;
-    tracing::info!(queue = %queue, "console: queue resumed");
+    tracing::info!(who = %who, queue = %queue, "console: queue resumed");
     Ok(back_with(
         &st,
         form.get("back").unwrap_or("/"),
@@ -66,11 +71,12 @@ pub(crate) async fn resume(
 pub(crate) async fn one(
     State(st): State<Arc<AppState>>,
     Path((queue, id, action)): Path<(String, String, String)>,
+    Extension(who): Extension<Actor>,
     form: CheckedForm,
 ) -> Result<Response, PageError> {
     let action = action_or_400(&action)?;
     let changed = st.admin.act(&queue, &id, action).await?;
-    tracing::info!(queue = %queue, task_id = %id, action = slug(action), changed, "console: task action");
+    tracing::info!(who = %who, queue = %queue, task_id = %id, action = slug(action), changed, "console: task action");
     let msg = if changed {
         format!("Task {id}: {} done.", verb(action))
     } else {
@@ -87,6 +93,7 @@ pub(crate) async fn one(
 pub(crate) async fn selection(
     State(st): State<Arc<AppState>>,
     Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
     form: CheckedForm,
 ) -> Result<Response, PageError> {
     let action = action_or_400(form.get("action").unwrap_or(""))?;
@@ -101,6 +108,8 @@ pub(crate) async fn selection(
             ids.len()
         )))));
     }
+    // An unknown queue is one 404, not 5,000 refusals.
+    st.admin.require_queue(&queue).await?;
     let owned: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
     let results: Vec<Result<bool, AdminError>> = futures::stream::iter(owned)
         .map(|id| {
@@ -110,13 +119,22 @@ pub(crate) async fn selection(
         .buffer_unordered(32)
         .collect()
         .await;
+    // A selected task deleted meanwhile (by a worker finishing it, or another operator) is
+    // what the operator wanted: counted as already done, not as refused.
+    let gone = |r: &Result<bool, AdminError>| {
+        action == TaskAction::Delete && matches!(r, Err(AdminError::TaskNotFound { .. }))
+    };
     let done = results.iter().filter(|r| matches!(r, Ok(true))).count();
-    let already = results.iter().filter(|r| matches!(r, Ok(false))).count();
+    let already = results
+        .iter()
+        .filter(|r| matches!(r, Ok(false)) || gone(r))
+        .count();
     let failed: Vec<String> = results
         .iter()
+        .filter(|r| !gone(r))
         .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
         .collect();
-    tracing::info!(queue = %queue, action = slug(action), done, already, failed = failed.len(), "console: selection action");
+    tracing::info!(who = %who, queue = %queue, action = slug(action), selected = ids.len(), done, already, failed = failed.len(), "console: selection action");
     let mut msg = format!(
         "{}: {done} of {} selected tasks done",
         verb(action),
@@ -132,11 +150,13 @@ pub(crate) async fn selection(
     Ok(back_with(&st, back, &msg))
 }
 
-/// First POST: counts what the action would take and asks to confirm that count. Second POST
-/// (with `confirm` = the count shown): runs it in the inspector's bounded chunks.
+/// First POST: counts what the action would take and asks to confirm that count (a range when
+/// counting stopped early). Second POST (with `confirm` = the count shown): starts it as a
+/// background job and answers with the job's progress page.
 pub(crate) async fn bulk(
     State(st): State<Arc<AppState>>,
     Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
     form: CheckedForm,
 ) -> Result<Response, PageError> {
     let action = action_or_400(form.get("action").unwrap_or(""))?;
@@ -168,7 +188,20 @@ pub(crate) async fn bulk(
         let n = if count.exact {
             format::thousands(count.matched)
         } else {
-            format!("at least {}", format::thousands(count.matched))
+            format!(
+                "between {} and {}",
+                format::thousands(count.matched),
+                format::thousands(count.at_most)
+            )
+        };
+        let button = if count.exact {
+            format!("{} {}", verb(action), format::thousands(count.matched))
+        } else {
+            format!(
+                "{} up to {}",
+                verb(action),
+                format::thousands(count.at_most)
+            )
         };
         let body = html! {
             h1 { "Confirm" }
@@ -177,7 +210,7 @@ pub(crate) async fn bulk(
             }
             p #confirm-text {
                 (verb(action)) " " strong #confirm-count { (n) } " " (state.as_str()) " task"
-                (if count.matched == 1 { "" } else { "s" }) " of queue " (queue)
+                (if count.at_most == 1 { "" } else { "s" }) " of queue " (queue)
                 @if !filter.is_empty() {
                     " matching"
                     @if let Some(k) = &filter.kind { " kind " code { (k) } }
@@ -186,9 +219,14 @@ pub(crate) async fn bulk(
                 "?"
             }
             @if !count.exact {
-                p.muted { "Counting stopped after " (format::thousands(count.scanned)) " tasks; the action itself goes through them all." }
+                p.muted #count-partial {
+                    "Counting stopped after reading " (format::thousands(count.scanned)) " of the "
+                    (format::thousands(count.in_state)) " " (state.as_str()) " tasks: "
+                    (format::thousands(count.matched)) " matched so far; the rest is not counted. "
+                    "The action goes through all of them and shows its progress as it goes."
+                }
             }
-            p.muted { "Tasks that reach this state while it runs may be included too." }
+            p.muted { "It runs in the background with a progress page and can be cancelled. Tasks that reach this state while it runs may be included too." }
             form #confirm-form method="post" action={(queue_href(&queue)) "/bulk"} {
                 (csrf(&st))
                 input type="hidden" name="action" value=(slug(action));
@@ -196,40 +234,28 @@ pub(crate) async fn bulk(
                 input type="hidden" name="kind" value=(filter.kind.clone().unwrap_or_default());
                 input type="hidden" name="q" value=(filter.grep.clone().unwrap_or_default());
                 input type="hidden" name="confirm" value=(count.matched);
-                button.danger type="submit" #confirm { (verb(action)) " " (n) }
+                button.danger type="submit" #confirm { (button) }
                 " "
                 a href=(listing) { "cancel" }
             }
         };
         return Ok(confirm_page(&st, &queue, body).into_response());
     }
-    // In its own task: a browser that gives up waiting must not stop a bulk action halfway.
-    let report = {
-        let (st, queue, filter) = (st.clone(), queue.clone(), filter.clone());
-        tokio::spawn(async move { st.admin.act_all(&queue, state, &filter, action).await })
-            .await
-            .map_err(|e| {
-                PageError(DashError::Admin(AdminError::Invalid(format!(
-                    "bulk action stopped: {e}"
-                ))))
-            })??
-    };
-    tracing::info!(queue = %queue, action = slug(action), state = state.as_str(), done = report.done, "console: bulk action");
-    let mut msg = format!(
-        "{}: {} of {} matching {} tasks done",
-        verb(action),
-        format::thousands(report.done),
-        format::thousands(report.matched),
-        state.as_str()
+    let job = st
+        .jobs
+        .start(&st, &queue, state, filter, action, count, who.to_string())
+        .map_err(|_| PageError(DashError::Busy))?;
+    tracing::info!(
+        who = %who,
+        job = %job.id,
+        queue = %queue,
+        action = slug(action),
+        state = state.as_str(),
+        expected = count.matched,
+        expected_at_most = count.at_most,
+        "console: bulk action started"
     );
-    if report.skipped > 0 {
-        msg.push_str(&format!(
-            ", {} left alone (gone or moved meanwhile)",
-            format::thousands(report.skipped)
-        ));
-    }
-    msg.push('.');
-    Ok(back_with(&st, &listing, &msg))
+    Ok(Redirect::to(&job_href(&job.id)).into_response())
 }
 
 fn confirm_page(st: &AppState, queue: &str, body: maud::Markup) -> Html<String> {

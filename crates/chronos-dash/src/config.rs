@@ -19,6 +19,15 @@ pub struct DashConfig {
     pub redis_label: String,
     /// Rows per page of a task listing (1..=500).
     pub page_size: usize,
+    /// Mark the session cookie `Secure` (sent over https only) whatever the request says.
+    /// Without it the cookie is `Secure` when a proxy says the request came over https
+    /// (`X-Forwarded-Proto: https` or `Forwarded: proto=https`).
+    pub secure_cookie: bool,
+    /// Tasks per step of a background bulk action (1..=5,000; default 500).
+    pub bulk_chunk: usize,
+    /// A pause after each step of a background bulk action, leaving Redis to the workers
+    /// (default none).
+    pub bulk_pause: Duration,
 }
 
 impl Default for DashConfig {
@@ -30,6 +39,9 @@ impl Default for DashConfig {
             refresh: Duration::from_secs(1),
             redis_label: String::new(),
             page_size: 50,
+            secure_cookie: false,
+            bulk_chunk: chronos_admin::DEFAULT_BULK_CHUNK,
+            bulk_pause: Duration::ZERO,
         }
     }
 }
@@ -44,6 +56,9 @@ impl std::fmt::Debug for DashConfig {
             .field("refresh", &self.refresh)
             .field("redis_label", &self.redis_label)
             .field("page_size", &self.page_size)
+            .field("secure_cookie", &self.secure_cookie)
+            .field("bulk_chunk", &self.bulk_chunk)
+            .field("bulk_pause", &self.bulk_pause)
             .finish()
     }
 }
@@ -73,49 +88,25 @@ impl DashConfig {
         self
     }
 
-    /// Sets the Redis shown in the header; credentials in it are removed.
+    /// Sets the Redis shown in the header; its password and secret query parameters are masked
+    /// ([`chronos_admin::redact_url`]).
     pub fn redis_label(mut self, url: &str) -> Self {
-        self.redis_label = redact_url(url);
+        self.redis_label = chronos_admin::redact_url(url);
         self
     }
-}
 
-/// `url` without user name and password (`redis://user:secret@host:6379/0` becomes
-/// `redis://host:6379/0`), and without a query string (which may hold credentials too).
-pub(crate) fn redact_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    // A password may hold '/', '?' or '#', so credentials end at the last '@' of the whole
-    // rest, not of a parsed authority; what follows is hosts and path (several hosts, comma
-    // separated, for cluster and sentinel URLs), then a query that may hold secrets too.
-    let hosts = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let hosts = hosts.split(['?', '#']).next().unwrap_or("");
-    if scheme.is_empty() {
-        hosts.to_string()
-    } else {
-        format!("{scheme}://{hosts}")
+    /// Marks the session cookie `Secure` on every response (for a console behind an https
+    /// proxy that does not send `X-Forwarded-Proto`).
+    pub fn secure_cookie(mut self, on: bool) -> Self {
+        self.secure_cookie = on;
+        self
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn credentials_never_shown() {
-        assert_eq!(
-            redact_url("redis://127.0.0.1:6379"),
-            "redis://127.0.0.1:6379"
-        );
-        assert_eq!(
-            redact_url("rediss://user:p@ss@redis.example:6380/2"),
-            "rediss://redis.example:6380/2"
-        );
-        assert_eq!(redact_url("redis://:secret@h:1?password=x"), "redis://h:1");
-        assert_eq!(redact_url("user:pw@h"), "h");
-        assert_eq!(
-            redact_url("redis://user:pa/ss@host:1/0"),
-            "redis://host:1/0"
-        );
-        assert_eq!(redact_url("redis://:p#s?s@h:2"), "redis://h:2");
+    /// Sets the pace of background bulk actions: tasks per step (clamped to 1..=5,000) and a
+    /// pause after each step.
+    pub fn bulk_pace(mut self, chunk: usize, pause: Duration) -> Self {
+        self.bulk_chunk = chunk.clamp(1, 5_000);
+        self.bulk_pause = pause;
+        self
     }
 }

@@ -19,6 +19,16 @@ pub enum DashError {
     /// An operation failed (Redis unreachable, a missing task, a refused action).
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// The Redis client is not connected; the reason is its last connection error. Transient:
+    /// the client reconnects by itself.
+    #[error("Redis is unavailable: {0} (the console reconnects by itself)")]
+    RedisUnavailable(String),
+    /// No bulk action of this id (another console's, or ended long ago).
+    #[error("no bulk action {0:?} on this console (its page is kept a while after it ends)")]
+    NoSuchJob(String),
+    /// Too many bulk actions run at once; transient.
+    #[error("too many bulk actions are running; wait for one to end")]
+    Busy,
 }
 
 impl From<BrokerError> for DashError {
@@ -30,7 +40,10 @@ impl From<BrokerError> for DashError {
 impl DashError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            DashError::Admin(AdminError::TaskNotFound { .. }) => StatusCode::NOT_FOUND,
+            DashError::Admin(AdminError::TaskNotFound { .. })
+            | DashError::Admin(AdminError::QueueNotFound(_))
+            | DashError::NoSuchJob(_) => StatusCode::NOT_FOUND,
+            DashError::Busy => StatusCode::TOO_MANY_REQUESTS,
             DashError::Admin(AdminError::Refused { .. }) => StatusCode::CONFLICT,
             DashError::Admin(AdminError::Invalid(_)) => StatusCode::BAD_REQUEST,
             DashError::Admin(AdminError::Broker(e)) if is_bad_input(e) => StatusCode::BAD_REQUEST,
@@ -66,7 +79,10 @@ impl IntoResponse for PageError {
         if status.is_server_error() {
             tracing::warn!(error = %self.0, "console request failed");
         }
-        let body = crate::pages::error_page(status, &self.0.to_string());
+        let body = match &self.0 {
+            DashError::Admin(AdminError::QueueNotFound(q)) => crate::pages::unknown_queue_page(q),
+            e => crate::pages::error_page(status, &e.to_string()),
+        };
         (status, body).into_response()
     }
 }

@@ -12,10 +12,24 @@
 //!   `Authorization: Bearer <token>`;
 //! - a console without a token answers only requests addressed to a loopback host name, so a
 //!   web page that rebinds its DNS name to 127.0.0.1 cannot read it;
-//! - every action is a POST carrying a CSRF token, refused when its `Origin` is another site;
+//! - every action is a POST carrying a CSRF token, refused when its `Origin` is another site,
+//!   and logged (who, what, how many) through `tracing`, as is every refused login;
+//! - login attempts are spaced one second apart after a failure across all connections
+//!   (parallel guesses wait in line), and the token is compared by digest in constant time;
+//! - the session cookie is `Secure` when the console is reached over https (a proxy's
+//!   `X-Forwarded-Proto`) or [`DashConfig::secure_cookie`] says so;
+//! - `/healthz` tells an anonymous visitor only `ok` or `unavailable`; the reason is for those
+//!   logged in;
 //! - [`DashConfig::read_only`] hides every action and refuses its POST;
 //! - a strict Content-Security-Policy (no inline script or style, nothing from elsewhere);
-//! - the Redis URL is shown without its user name and password.
+//! - the Redis URL is shown without its password and secret query parameters
+//!   ([`chronos_admin::redact_url`]).
+//!
+//! Bulk actions ("archive every retry task matching this filter") are confirmed with an honest
+//! count (a range when counting stopped early), then run in the background with a progress page
+//! and a cancel button. With Redis down every page answers at once with the reason (connection
+//! refused, ...) instead of waiting for a timeout. An unknown queue is a 404 naming the queues
+//! that exist.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,6 +51,8 @@ mod api;
 mod config;
 mod error;
 mod format;
+mod health;
+mod jobs;
 mod metrics;
 mod pages;
 mod rates;

@@ -1,9 +1,11 @@
 //! Who may see and do what: login, the host check, origin and CSRF checks, response headers.
 
+use std::fmt;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
@@ -46,12 +48,104 @@ pub(crate) async fn headers(req: Request, next: Next) -> Response {
     res
 }
 
-/// Refuses what this visitor may not do: a foreign host name on a console without a token, a
-/// request without login on a console with one, a POST from another site or to a read-only
-/// console.
-pub(crate) async fn guard(
+/// Who sent a request, for the log lines of actions and logins: how they are let in and from
+/// where. Never holds a secret (no token, no cookie value).
+#[derive(Debug, Clone)]
+pub(crate) struct Actor {
+    /// `bearer` (a token in the header), `session` (logged in with the token), `local` (a
+    /// console without a token, loopback only) or `anonymous` (not logged in).
+    via: &'static str,
+    peer: Option<SocketAddr>,
+    /// The client a proxy says it forwards for (`X-Forwarded-For`), escaped and clipped.
+    forwarded_for: Option<String>,
+}
+
+impl Actor {
+    fn of(state: &AppState, req: &Request) -> Self {
+        let h = req.headers();
+        let via = if state.config.token.is_none() {
+            "local"
+        } else if bearer(h).is_some_and(|t| state.token_matches(t)) {
+            "bearer"
+        } else if cookie(h, COOKIE).is_some_and(|c| state.session_matches(&c)) {
+            "session"
+        } else {
+            "anonymous"
+        };
+        let forwarded_for = h
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                chronos_admin::printable(&v.chars().take(100).collect::<String>()).into_owned()
+            });
+        Actor {
+            via,
+            peer: req
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0),
+            forwarded_for,
+        }
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@", self.via)?;
+        match self.peer {
+            Some(p) => write!(f, "{p}")?,
+            None => write!(f, "unknown")?,
+        }
+        if let Some(x) = &self.forwarded_for {
+            write!(f, " (forwarded for {x})")?;
+        }
+        Ok(())
+    }
+}
+
+/// True when the request reached us over https: a TLS-terminating proxy says so in
+/// `X-Forwarded-Proto` or `Forwarded` (the console itself serves plain HTTP).
+pub(crate) fn over_https(headers: &HeaderMap) -> bool {
+    let xfp = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .next()
+                .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+        });
+    let fwd = headers
+        .get(header::FORWARDED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("proto=https"));
+    xfp || fwd
+}
+
+/// Answers at once with the reason when Redis is unreachable, instead of letting the page's
+/// commands wait for the client's timeout. Pages that need no Redis (login, assets) and the
+/// health probe (which says it its own way) pass.
+pub(crate) async fn redis_gate(
     State(state): State<Arc<AppState>>,
     req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path();
+    if is_open(path) || path == "/logout" {
+        return next.run(req).await;
+    }
+    if let Some(reason) = state.health.down(state.admin.broker()) {
+        return crate::error::PageError(crate::error::DashError::RedisUnavailable(reason))
+            .into_response();
+    }
+    next.run(req).await
+}
+
+/// Refuses what this visitor may not do: a foreign host name on a console without a token, a
+/// request without login on a console with one, a POST from another site or to a read-only
+/// console. Lets the rest through with an [`Actor`] in the request's extensions.
+pub(crate) async fn guard(
+    State(state): State<Arc<AppState>>,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let path = req.uri().path().to_string();
@@ -97,15 +191,23 @@ pub(crate) async fn guard(
                 .into_response();
         }
     }
+    let actor = Actor::of(&state, &req);
+    req.extensions_mut().insert(actor);
     next.run(req).await
 }
 
-fn logged_in(state: &AppState, headers: &HeaderMap) -> bool {
-    let bearer = headers
+/// The bearer token of the request, if it sends one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if bearer.is_some_and(|t| state.token_matches(t.trim())) {
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// True when the request carries the token (bearer) or a session cookie of this console.
+pub(crate) fn logged_in(state: &AppState, headers: &HeaderMap) -> bool {
+    if bearer(headers).is_some_and(|t| state.token_matches(t)) {
         return true;
     }
     cookie(headers, COOKIE).is_some_and(|c| state.session_matches(&c))

@@ -2,7 +2,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::Router;
@@ -27,7 +27,8 @@ impl Dash {
     pub fn new(admin: Admin<RedisBroker>, mut config: DashConfig) -> Result<Self, DashError> {
         // The fields are public: take them through the same rules as the builder methods.
         config.token = config.token.filter(|t| !t.is_empty());
-        config.redis_label = crate::config::redact_url(&config.redis_label);
+        config.redis_label = chronos_admin::redact_url(&config.redis_label);
+        config.bulk_chunk = config.bulk_chunk.clamp(1, 5_000);
         config.refresh = config.refresh.max(std::time::Duration::from_secs(1));
         config.page_size = config.page_size.clamp(1, 500);
         if !config.addr.ip().is_loopback() && config.token.is_none() {
@@ -52,6 +53,9 @@ impl Dash {
             .route("/queues/{queue}/bulk", post(actions::bulk))
             .route("/queues/{queue}/tasks/{id}", get(pages::task::page))
             .route("/queues/{queue}/tasks/{id}/{action}", post(actions::one))
+            .route("/jobs/{id}", get(pages::job::page))
+            .route("/jobs/{id}/cancel", post(pages::job::cancel))
+            .route("/api/jobs/{id}", get(pages::job::api))
             .route("/schedules", get(pages::schedules::page))
             .route("/servers", get(pages::servers::page))
             .route("/login", get(pages::login::page).post(pages::login::submit))
@@ -64,6 +68,11 @@ impl Dash {
             .route("/assets/app.js", get(app_js))
             .route("/assets/app.css", get(app_css))
             .fallback(not_found)
+            // Inside the guard: a visitor who may not see the console learns nothing of Redis.
+            .layer(axum::middleware::from_fn_with_state(
+                self.state.clone(),
+                security::redis_gate,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 self.state.clone(),
                 security::guard,
@@ -94,18 +103,45 @@ impl Dash {
             return Err(DashError::TokenRequired(addr));
         }
         tracing::info!(%addr, read_only = self.state.config.read_only, login = self.state.config.token.is_some(), "console listening");
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await?;
+        // The peer address names who acted in the log lines of actions and logins.
+        axum::serve(
+            listener,
+            self.router()
+                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await?;
         Ok(())
     }
 }
 
-/// 200 when Redis answers, 503 otherwise: for load balancers and Kubernetes probes.
-async fn healthz(State(st): State<Arc<AppState>>) -> impl IntoResponse {
-    match st.admin.broker().paused_queues().await {
-        Ok(_) => (StatusCode::OK, "ok").into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("redis: {e}")).into_response(),
+/// How long the probe waits for Redis to answer a connected client.
+const HEALTH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// 200 `ok` when Redis answers, 503 `unavailable` otherwise, at once when the client knows it is
+/// disconnected and within 2 s otherwise: for load balancers and Kubernetes probes. The reason
+/// (connection refused, ...) is added only for a visitor who may see the console (logged in,
+/// or any visitor of a console without a token, which answers loopback names only): error text
+/// can name hosts and users.
+async fn healthz(State(st): State<Arc<AppState>>, headers: HeaderMap) -> impl IntoResponse {
+    let problem = match st.health.down(st.admin.broker()) {
+        Some(reason) => Some(reason),
+        None => match tokio::time::timeout(HEALTH_TIMEOUT, st.admin.broker().paused_queues()).await
+        {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("no answer within {} s", HEALTH_TIMEOUT.as_secs())),
+        },
+    };
+    let trusted = st.config.token.is_none() || security::logged_in(&st, &headers);
+    match problem {
+        None => (StatusCode::OK, "ok".to_string()).into_response(),
+        Some(reason) if trusted => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unavailable: redis: {}", chronos_admin::printable(&reason)),
+        )
+            .into_response(),
+        Some(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable".to_string()).into_response(),
     }
 }
 

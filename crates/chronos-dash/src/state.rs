@@ -16,6 +16,22 @@ pub(crate) struct AppState {
     pub(crate) metrics_cache: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
     pub(crate) overview_cache:
         tokio::sync::Mutex<Option<(std::time::Instant, crate::api::OverviewData)>>,
+    /// Bulk actions started here, running or ended.
+    pub(crate) jobs: crate::jobs::Jobs,
+    /// Whether Redis is reachable, and why not.
+    pub(crate) health: std::sync::Arc<crate::health::RedisHealth>,
+    /// Login attempts, one at a time, spaced after a failure.
+    pub(crate) login_gate: LoginGate,
+}
+
+/// Spaces login attempts across all connections: parallel guesses queue behind one another
+/// instead of each getting its own delay.
+#[derive(Debug, Default)]
+pub(crate) struct LoginGate {
+    /// Held while an attempt is checked; holds when the last attempt failed.
+    pub(crate) last_failure: tokio::sync::Mutex<Option<std::time::Instant>>,
+    /// Attempts waiting for their turn (or being checked).
+    pub(crate) waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for AppState {
@@ -29,6 +45,8 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     pub(crate) fn new(admin: Admin<RedisBroker>, config: DashConfig) -> Self {
+        let health = std::sync::Arc::new(crate::health::RedisHealth::default());
+        health.watch(admin.broker());
         Self {
             admin,
             config,
@@ -36,6 +54,9 @@ impl AppState {
             rates: Rates::default(),
             metrics_cache: tokio::sync::Mutex::new(None),
             overview_cache: tokio::sync::Mutex::new(None),
+            jobs: crate::jobs::Jobs::default(),
+            health,
+            login_gate: LoginGate::default(),
         }
     }
 
@@ -87,11 +108,17 @@ impl AppState {
         same(self.sign(m).as_bytes(), s.as_bytes()).then_some(m)
     }
 
+    /// Compares SHA-256 digests of the token and the offer, in constant time: both are 32
+    /// bytes whatever was offered, so neither the time taken nor an early length check tells
+    /// anything about the token's length or content.
     pub(crate) fn token_matches(&self, offered: &str) -> bool {
-        self.config
-            .token
-            .as_deref()
-            .is_some_and(|t| same(t.as_bytes(), offered.as_bytes()))
+        self.config.token.as_deref().is_some_and(|t| {
+            let (want, got) = (
+                Sha256::digest(t.as_bytes()),
+                Sha256::digest(offered.as_bytes()),
+            );
+            same(&want, &got)
+        })
     }
 
     pub(crate) fn session_matches(&self, offered: &str) -> bool {

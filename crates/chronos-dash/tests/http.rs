@@ -36,7 +36,12 @@ impl Drop for Console {
 }
 
 async fn console(config: DashConfig) -> Result<Console> {
-    let url = chronos_testkit::shared_url()?;
+    console_at(&chronos_testkit::shared_url()?, config).await
+}
+
+/// A console over the Redis at `url`.
+async fn console_at(url: &str, config: DashConfig) -> Result<Console> {
+    let url = url.to_string();
     let ns = chronos_testkit::namespace();
     let broker = RedisBroker::builder(url.as_str())
         .namespace(ns)
@@ -404,9 +409,38 @@ async fn bulk_actions_confirm_the_count_first() -> Result<()> {
     )
     .await?;
     assert_eq!(done.status, 303);
+    let job = done
+        .header("location")
+        .context("the job's page")?
+        .to_string();
+    assert!(job.starts_with("/jobs/"), "{job}");
+    let end = job_end(c.addr, &job, &[]).await?;
+    assert_eq!(end["state"], "finished");
+    assert_eq!(end["done"], 3);
     let stats = c.broker.queue_stats(&q).await?;
     assert_eq!((stats.archived, stats.pending), (3, 9));
     Ok(())
+}
+
+/// Polls a job's JSON until it is no longer running; answers its last state.
+async fn job_end(
+    addr: SocketAddr,
+    job: &str,
+    headers: &[(&str, &str)],
+) -> Result<serde_json::Value> {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = send(addr, "GET", &format!("/api{job}"), headers, "").await?;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v: serde_json::Value = serde_json::from_str(&r.body)?;
+        if v["state"] != "running" {
+            return Ok(v);
+        }
+        if std::time::Instant::now() > until {
+            bail!("job {job} still running: {v}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -453,8 +487,8 @@ async fn headers_host_check_and_no_secret_shown() -> Result<()> {
 
     let page = send(addr, "GET", "/", &[], "").await?;
     assert_eq!(page.status, 200);
-    assert!(page.body.contains("redis://10.1.2.3:6379/0"));
-    assert!(!page.body.contains("hunter2") && !page.body.contains("admin:"));
+    assert!(page.body.contains("redis://admin:***@10.1.2.3:6379/0"));
+    assert!(!page.body.contains("hunter2"));
     let csp = page.header("content-security-policy").context("CSP")?;
     assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"));
     assert!(!csp.contains("unsafe-inline"));
@@ -690,5 +724,344 @@ async fn the_schedules_page_shows_where_each_schedule_comes_from() -> Result<()>
     assert!(live.contains(">runtime<"), "{live}");
     let paused = row("rt-paused")?;
     assert!(paused.contains(">paused<"), "{paused}");
+    Ok(())
+}
+
+/// `n` pending mails in `queue`, in one batch.
+async fn seed_many(broker: &RedisBroker, queue: &str, n: usize) -> Result<()> {
+    let client = Client::new(broker.clone());
+    let all: Vec<Mail> = (0..n)
+        .map(|i| Mail {
+            to: format!("bulk{i}@example.com"),
+        })
+        .collect();
+    let opts = EnqueueOptions::new().queue(queue);
+    for r in client
+        .enqueue_batch(all.iter().map(|m| (m, opts.clone())))
+        .await?
+    {
+        r?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unknown_queue_is_a_404_naming_the_queues_that_exist() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "critical", 1).await?;
+    seed(&c.broker, "default", 1).await?;
+    let page = send(c.addr, "GET", "/queues/critcal", &[], "").await?;
+    assert_eq!(page.status, 404, "{}", page.body);
+    assert!(page.body.contains("id=\"suggestion\""), "{}", page.body);
+    assert!(
+        page.body.contains("href=\"/queues/critical\""),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("id=\"known-queues\""), "{}", page.body);
+    for path in ["/api/queues/critcal", "/queues/critcal/tasks/some-id"] {
+        assert_eq!(
+            send(c.addr, "GET", path, &[], "").await?.status,
+            404,
+            "{path}"
+        );
+    }
+    let csrf = send(c.addr, "GET", "/queues/critical", &[], "")
+        .await?
+        .csrf()?;
+    let pause = send(
+        c.addr,
+        "POST",
+        "/queues/critcal/pause",
+        &[],
+        &form(&[("csrf", &csrf), ("back", "/")]),
+    )
+    .await?;
+    assert_eq!(pause.status, 404, "a typo pauses nothing");
+    assert!(c.broker.paused_queues().await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_confirmed_bulk_action_runs_in_the_background_and_can_be_cancelled() -> Result<()> {
+    let c = console(DashConfig::default().bulk_pace(100, Duration::from_millis(20))).await?;
+    seed_many(&c.broker, "big", 3000).await?;
+    let csrf = send(c.addr, "GET", "/queues/big", &[], "").await?.csrf()?;
+    let fields = [
+        ("csrf", csrf.as_str()),
+        ("action", "delete"),
+        ("state", "pending"),
+        ("kind", ""),
+        ("q", ""),
+        ("confirm", "3000"),
+    ];
+    let started = std::time::Instant::now();
+    let go = send(c.addr, "POST", "/queues/big/bulk", &[], &form(&fields)).await?;
+    assert_eq!(go.status, 303);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the POST answers before the work is done"
+    );
+    let job = go.header("location").context("job page")?.to_string();
+    let page = send(c.addr, "GET", &job, &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("id=\"job-cancel\""), "{}", page.body);
+    // Progress shows while it runs.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let v: serde_json::Value = serde_json::from_str(
+            &send(c.addr, "GET", &format!("/api{job}"), &[], "")
+                .await?
+                .body,
+        )?;
+        assert_eq!(v["state"], "running", "{v}");
+        if v["done"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "no progress: {v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancel = send(
+        c.addr,
+        "POST",
+        &format!("{job}/cancel"),
+        &[],
+        &form(&[("csrf", &csrf)]),
+    )
+    .await?;
+    assert_eq!(cancel.status, 303);
+    let end = job_end(c.addr, &job, &[]).await?;
+    assert_eq!(end["state"], "cancelled", "{end}");
+    let done = end["done"].as_u64().context("done")?;
+    assert!(done > 0 && done < 3000, "{end}");
+    let left = c.broker.queue_stats(&QueueName::new("big")?).await?.pending;
+    assert_eq!(left, 3000 - done, "the report says what was done");
+    let page = send(c.addr, "GET", &job, &[], "").await?;
+    assert!(page.body.contains("id=\"job-cancelled\""), "{}", page.body);
+    assert!(!page.body.contains("id=\"job-cancel\""));
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_redis_down_pages_and_the_probe_answer_at_once_with_the_cause() -> Result<()> {
+    let mut redis = chronos_testkit::RedisServer::start()?;
+    let open = console_at(&redis.url(), DashConfig::default()).await?;
+    let guarded = console_at(
+        &redis.url(),
+        DashConfig::default().token(Some("s3cret-token".into())),
+    )
+    .await?;
+    seed(&open.broker, "mail", 1).await?;
+    redis.kill();
+    // The client notices the closed connection at once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for path in ["/", "/queues/mail", "/api/overview", "/healthz"] {
+        let t = std::time::Instant::now();
+        let r = send(open.addr, "GET", path, &[], "").await?;
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "{path} took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(r.status, 503, "{path}");
+        assert!(r.body.contains("connection refused"), "{path}: {}", r.body);
+        assert!(!r.body.contains("Timeout"), "{path}: {}", r.body);
+    }
+    let anonymous = send(guarded.addr, "GET", "/healthz", &[], "").await?;
+    assert_eq!(
+        (anonymous.status, anonymous.body.as_str()),
+        (503, "unavailable")
+    );
+    let known = send(
+        guarded.addr,
+        "GET",
+        "/healthz",
+        &[("Authorization", "Bearer s3cret-token")],
+        "",
+    )
+    .await?;
+    assert_eq!(known.status, 503);
+    assert!(known.body.contains("connection refused"), "{}", known.body);
+    Ok(())
+}
+
+#[tokio::test]
+async fn parallel_login_guesses_wait_in_line() -> Result<()> {
+    let c = console(DashConfig::default().token(Some("s3cret-token".into()))).await?;
+    let csrf = send(c.addr, "GET", "/login", &[("Accept", "text/html")], "")
+        .await?
+        .csrf()?;
+    let guess = form(&[("csrf", &csrf), ("token", "guess"), ("next", "/")]);
+    let started = std::time::Instant::now();
+    let replies =
+        futures::future::join_all((0..4).map(|_| send(c.addr, "POST", "/login", &[], &guess)))
+            .await;
+    for r in replies {
+        assert_eq!(r?.status, 401);
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(2900),
+        "four parallel guesses took only {:?}: each must wait a second after the one before",
+        started.elapsed()
+    );
+    // The right token still gets in after the storm (a second after the last failure).
+    let right = send(
+        c.addr,
+        "POST",
+        "/login",
+        &[],
+        &form(&[("csrf", &csrf), ("token", "s3cret-token"), ("next", "/")]),
+    )
+    .await?;
+    assert_eq!(right.status, 303);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_secure_over_https() -> Result<()> {
+    for (config, https, secure) in [
+        (DashConfig::default(), false, false),
+        (DashConfig::default(), true, true),
+        (DashConfig::default().secure_cookie(true), false, true),
+    ] {
+        let c = console(config.token(Some("s3cret-token".into()))).await?;
+        let csrf = send(c.addr, "GET", "/login", &[("Accept", "text/html")], "")
+            .await?
+            .csrf()?;
+        let headers: &[(&str, &str)] = if https {
+            &[("X-Forwarded-Proto", "https")]
+        } else {
+            &[]
+        };
+        let r = send(
+            c.addr,
+            "POST",
+            "/login",
+            headers,
+            &form(&[("csrf", &csrf), ("token", "s3cret-token"), ("next", "/")]),
+        )
+        .await?;
+        let cookie = r.header("set-cookie").context("cookie")?;
+        assert_eq!(
+            cookie.contains("; Secure"),
+            secure,
+            "https {https}: {cookie}"
+        );
+    }
+    Ok(())
+}
+
+/// A writer of log lines into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log buffer")).to_string()
+    }
+}
+
+#[tokio::test]
+async fn actions_and_refused_logins_leave_one_log_line_each_naming_who() -> Result<()> {
+    let logs = Captured::default();
+    let w = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || w.clone())
+        .with_ansi(false)
+        .finish();
+    // Global, not scoped to this thread: a scoped subscriber can miss a log line whose callsite
+    // another test thread registered first. Other tests log into it too: the lines looked for
+    // below name this test's queue.
+    tracing::subscriber::set_global_default(subscriber)?;
+    let c = console(DashConfig::default().token(Some("s3cret-token".into()))).await?;
+    seed(&c.broker, "logged", 3).await?;
+    let csrf = send(c.addr, "GET", "/login", &[("Accept", "text/html")], "")
+        .await?
+        .csrf()?;
+    send(
+        c.addr,
+        "POST",
+        "/login",
+        &[],
+        &form(&[("csrf", &csrf), ("token", "wrong-guess"), ("next", "/")]),
+    )
+    .await?;
+    let bearer = [("Authorization", "Bearer s3cret-token")];
+    let page = send(c.addr, "GET", "/queues/logged", &bearer, "").await?;
+    send(
+        c.addr,
+        "POST",
+        "/queues/logged/pause",
+        &bearer,
+        &form(&[("csrf", &page.csrf()?), ("back", "/")]),
+    )
+    .await?;
+    let go = send(
+        c.addr,
+        "POST",
+        "/queues/logged/bulk",
+        &bearer,
+        &form(&[
+            ("csrf", &page.csrf()?),
+            ("action", "archive"),
+            ("state", "pending"),
+            ("confirm", "3"),
+        ]),
+    )
+    .await?;
+    let job = go.header("location").context("job")?.to_string();
+    job_end(c.addr, &job, &bearer).await?;
+    let text = logs.text();
+    let line = |what: &str| {
+        text.lines()
+            .find(|l| l.contains(what) && (what.contains("login") || l.contains("queue=logged")))
+            .map(str::to_string)
+            .with_context(|| format!("no log line {what:?} in:\n{text}"))
+    };
+    let refused = line("console login refused")?;
+    assert!(refused.contains("who=anonymous@127.0.0.1:"), "{refused}");
+    let paused = line("console: queue paused")?;
+    assert!(paused.contains("who=bearer@127.0.0.1:"), "{paused}");
+    let bulk = line("console: bulk action ended")?;
+    assert!(bulk.contains("who=bearer@127.0.0.1:"), "{bulk}");
+    assert!(
+        bulk.contains("done=3") && bulk.contains("archive"),
+        "{bulk}"
+    );
+    assert!(
+        !text.contains("s3cret-token") && !text.contains("wrong-guess"),
+        "no secret logged"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_empty_namespace_names_the_namespaces_that_hold_queues() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let url = chronos_testkit::shared_url()?;
+    let ns = chronos_testkit::namespace();
+    let other = RedisBroker::builder(url.as_str())
+        .namespace(ns.clone())
+        .connect()
+        .await?;
+    seed(&other, "mail", 1).await?;
+    let page = send(c.addr, "GET", "/", &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("id=\"empty-namespace\""),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(&ns), "{}", page.body);
     Ok(())
 }

@@ -154,7 +154,34 @@ struct Args {
     console: Option<String>,
 }
 
-fn parse_args() -> anyhow::Result<Args> {
+/// What `chronos-demo --help` prints (the image ships this example as `chronos-demo`).
+const HELP: &str = "\
+chronos-demo: the whole chronos-rs system in one process (or one role of it)
+
+A worker pool on weighted queues, a producer, and the cluster scheduler firing a 1 s interval
+schedule, with a progress line a second, until Ctrl-C, SIGTERM or --seconds; then a graceful
+shutdown. Some handlers fail, panic or dead-letter on purpose: that is part of the show.
+
+Usage: chronos-demo [OPTIONS]
+
+Options:
+  --role ROLE      all (default), worker, scheduler or producer; the roles other than all
+                   run one part each and meet in the Redis of CHRONOS_REDIS_URL
+  --rate N         tasks enqueued per second (default 200)
+  --seconds N      stop after N seconds (default: run until Ctrl-C or SIGTERM)
+  --grace SECS     how long running tasks get to finish on shutdown (default: the
+                   library's shutdown timeout)
+  --console ADDR   where role all serves the web console (default 127.0.0.1:8080, a free
+                   port when taken); `off` for none
+  -h, --help       this text
+
+Environment:
+  CHRONOS_REDIS_URL  the Redis to use (a password in it is never printed); without it,
+                     role all starts a throwaway redis-server from PATH
+";
+
+/// The command line, or None when it asked for the help text.
+fn parse_args(argv: impl IntoIterator<Item = String>) -> anyhow::Result<Option<Args>> {
     let mut args = Args {
         seconds: None,
         rate: 200,
@@ -162,7 +189,7 @@ fn parse_args() -> anyhow::Result<Args> {
         grace: ServerConfig::default().shutdown_timeout,
         console: Some("127.0.0.1:8080".into()),
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = argv.into_iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().context("missing value");
         let mut number = || value()?.parse::<u64>().context("not a number");
@@ -175,46 +202,81 @@ fn parse_args() -> anyhow::Result<Args> {
                 let v = value()?;
                 args.console = (v != "off").then_some(v);
             }
+            "-h" | "--help" => return Ok(None),
             other => anyhow::bail!(
                 "unknown argument {other:?} (expected --seconds N, --rate N, \
-                 --role all|worker|scheduler|producer, --grace SECS, --console ADDR|off)"
+                 --role all|worker|scheduler|producer, --grace SECS, --console ADDR|off; \
+                 --help tells more)"
             ),
         }
     }
-    Ok(args)
+    Ok(Some(args))
 }
 
-/// The URL without its password: in a container the URL comes from a secret and the first
-/// line goes to the cluster's logs.
-fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let Some(at) = url[scheme_end..].rfind('@').map(|i| i + scheme_end) else {
-        return url.to_string();
-    };
-    match url[scheme_end..at].find(':').map(|i| i + scheme_end) {
-        Some(colon) => format!("{}:***{}", &url[..colon], &url[at..]),
-        None => url.to_string(),
+/// How the payment handler's deliberate panics start: the panic hook condenses these only.
+const DELIBERATE_PANIC: &str = "card processor returned garbage";
+
+/// Handler panics whose message is printed; the rest are only counted in the progress line.
+const PANICS_SHOWN: u64 = 3;
+
+/// The line (if any) for the `n`-th handler panic: the first few with their message, then one
+/// saying the rest are counted, then silence (at 300 tasks/s the demo panics about three
+/// times a second: a line each would drown the progress lines).
+fn panic_line(n: u64, message: &str) -> Option<String> {
+    let message = chronos_admin::printable(message);
+    match n {
+        n if n <= PANICS_SHOWN => Some(format!(
+            "(demo) handler panic #{n}, caught and retried: {message}"
+        )),
+        n if n == PANICS_SHOWN + 1 => Some(format!(
+            "(demo) handler panic #{n}: further panics are counted in the progress line (\"panics\")"
+        )),
+        _ => None,
     }
 }
 
+/// The URL without its password or secret query parameters: in a container the URL comes
+/// from a secret and the first line goes to the cluster's logs.
+fn redact(url: &str) -> String {
+    chronos_admin::redact_url(url)
+}
+
+/// Handler panics so far (counted by the panic hook, shown in the progress line).
+static PANICS: AtomicU64 = AtomicU64::new(0);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = parse_args()?;
+    let Some(args) = parse_args(std::env::args().skip(1))? else {
+        print!("{HELP}");
+        return Ok(());
+    };
     let role = args.role;
-    // Handler panics are part of the show: one counted line each, the message only (the task is
-    // retried; a backtrace would bury the progress lines).
-    static PANICS: AtomicU64 = AtomicU64::new(0);
+    // Handler panics are part of the show: the first few with their message (the task is
+    // retried; a backtrace would bury the progress lines), then only a count in the progress
+    // line.
     std::panic::set_hook(Box::new(|info| {
-        let n = PANICS.fetch_add(1, Ordering::Relaxed) + 1;
         let payload = info.payload();
         let message = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "(no message)".into());
-        eprintln!("(demo) handler panic #{n}, caught and retried: {message}");
+        // Any other panic is a bug, and always shown in full.
+        if !message.starts_with(DELIBERATE_PANIC) {
+            let at = info
+                .location()
+                .map(|l| format!(" at {l}"))
+                .unwrap_or_default();
+            eprintln!(
+                "(demo) unexpected panic{at}: {}",
+                chronos_admin::printable(&message)
+            );
+            return;
+        }
+        let n = PANICS.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(line) = panic_line(n, &message) {
+            eprintln!("{line}");
+        }
     }));
     let _redis; // keeps a throwaway server alive for the run
     let url = match std::env::var("CHRONOS_REDIS_URL")
@@ -329,7 +391,7 @@ async fn main() -> anyhow::Result<()> {
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stop.notified() => break,
+            _ = stop.wait() => break,
         }
         let secs = started.elapsed().as_secs();
         let leader = scheduler.as_ref().is_some_and(|s| s.is_leader());
@@ -340,12 +402,13 @@ async fn main() -> anyhow::Result<()> {
                 last = (Instant::now(), s.succeeded);
                 if role == Role::All {
                     println!(
-                        "[{:>4}s] enqueued {:>7}  done {:>7}  retried {:>5}  dead {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}{}",
+                        "[{:>4}s] enqueued {:>7}  done {:>7}  retried {:>5}  dead {:>4}  panics {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}{}",
                         secs,
                         enqueued.load(Ordering::Relaxed),
                         s.succeeded,
                         s.failed - s.dead.min(s.failed),
                         s.dead,
+                        PANICS.load(Ordering::Relaxed),
                         s.running,
                         rate,
                         reconciled.load(Ordering::Relaxed),
@@ -353,11 +416,12 @@ async fn main() -> anyhow::Result<()> {
                     );
                 } else {
                     println!(
-                        "[{:>4}s] done {:>7}  retried {:>5}  dead {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}",
+                        "[{:>4}s] done {:>7}  retried {:>5}  dead {:>4}  panics {:>4}  running {:>3}  {:>7.1} tasks/s  scheduled runs {:>3}",
                         secs,
                         s.succeeded,
                         s.failed - s.dead.min(s.failed),
                         s.dead,
+                        PANICS.load(Ordering::Relaxed),
                         s.running,
                         rate,
                         reconciled.load(Ordering::Relaxed),
@@ -463,10 +527,7 @@ fn demo_mux(reconciled: Arc<AtomicU64>) -> anyhow::Result<Mux> {
     // Payments: one in a hundred panics on its first attempt; the panic is caught and retried.
     mux.handle(|ctx: Context, t: Task<ChargeCard>| async move {
         if t.args.n % 100 == 1 && ctx.attempt() == 1 {
-            panic!(
-                "card processor returned garbage for charge {}",
-                t.args.cents
-            );
+            panic!("{DELIBERATE_PANIC} for charge {}", t.args.cents);
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
         Ok(())
@@ -503,10 +564,23 @@ fn demo_mux(reconciled: Arc<AtomicU64>) -> anyhow::Result<Mux> {
     Ok(mux)
 }
 
+/// The demo's stop signal: a flag that stays set, so every loop sees it however busy it was
+/// when it was set (a `Notify` wakes only the tasks waiting at that moment: a producer in the
+/// middle of its enqueues missed it, and the demo never ended).
+#[derive(Clone)]
+struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    /// Completes once the stop was asked for (at once if it already was).
+    async fn wait(&self) {
+        let mut rx = self.0.clone();
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+}
+
 /// Fires after `seconds`, or on Ctrl-C or SIGTERM (what a container runtime sends to stop).
-fn tokio_stop(seconds: Option<u64>) -> Arc<tokio::sync::Notify> {
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let s = stop.clone();
+fn tokio_stop(seconds: Option<u64>) -> Stop {
+    let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         let timer = async {
             match seconds {
@@ -519,11 +593,11 @@ fn tokio_stop(seconds: Option<u64>) -> Arc<tokio::sync::Notify> {
             _ = tokio::signal::ctrl_c() => {}
             _ = sigterm() => {}
         }
-        s.notify_waiters();
-        // A second notify for whoever started waiting late.
-        s.notify_one();
+        let _ = tx.send(true);
+        // Keep the sender: a closed channel would end the waits with an error, not a stop.
+        std::future::pending::<()>().await;
     });
-    stop
+    Stop(rx)
 }
 
 #[cfg(unix)]
@@ -546,7 +620,7 @@ async fn produce(
     client: Client,
     rate: u64,
     enqueued: Arc<AtomicU64>,
-    stop: Arc<tokio::sync::Notify>,
+    stop: Stop,
 ) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let per_tick = (rate / 10).max(1);
@@ -554,7 +628,7 @@ async fn produce(
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stop.notified() => return Ok(()),
+            _ = stop.wait() => return Ok(()),
         }
         for _ in 0..per_tick {
             n += 1;
@@ -607,5 +681,49 @@ async fn produce(
             client.enqueue_group(group).await?;
             enqueued.fetch_add(31, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> anyhow::Result<Option<Args>> {
+        parse_args(a.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn help_is_an_answer_not_an_unknown_argument() {
+        assert!(args(&["--help"]).expect("help").is_none());
+        assert!(args(&["-h"]).expect("help").is_none());
+        assert!(HELP.contains("Usage: chronos-demo") && HELP.contains("--role"));
+        let err = args(&["--frobnicate"]).err().expect("unknown").to_string();
+        assert!(err.contains("--help"), "{err}");
+        let a = args(&["--role", "worker", "--rate", "300"])
+            .expect("args")
+            .expect("not help");
+        assert_eq!((a.role, a.rate), (Role::Worker, 300));
+    }
+
+    #[test]
+    fn only_the_first_panics_get_a_line_the_rest_are_counted() {
+        let lines: Vec<String> = (1..=75).filter_map(|n| panic_line(n, "boom")).collect();
+        assert_eq!(lines.len(), PANICS_SHOWN as usize + 1, "{lines:?}");
+        assert!(lines[0].contains("#1") && lines[0].contains("boom"));
+        assert!(lines
+            .last()
+            .is_some_and(|l| l.contains("counted in the progress line")));
+        assert_eq!(
+            panic_line(2, "evil\x1b[2J")
+                .as_deref()
+                .map(|l| l.contains('\x1b')),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn the_first_line_never_shows_a_password() {
+        let shown = redact("redis://app:hunter2@redis:6379/0?password=hunter2");
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 }

@@ -24,8 +24,24 @@ pub(crate) async fn page(
     Query(p): Query<Params>,
 ) -> Result<Html<String>, PageError> {
     let d = overview_data(&state, true).await?;
+    // An empty namespace is most often the wrong one: say where queues are (a bounded scan, only
+    // when there is nothing to show).
+    let elsewhere = if d.queues.is_empty() {
+        state.admin.other_namespaces().await
+    } else {
+        Vec::new()
+    };
     let body = html! {
         h1 { "Overview" }
+        @if d.queues.is_empty() {
+            p.notice #empty-namespace {
+                "Namespace " code { (state.admin.broker().keyspace().namespace()) } " holds no queue."
+                @if !elsewhere.is_empty() {
+                    " Namespaces with queues on this Redis: " (elsewhere.join(", "))
+                    " (start the console with --namespace)."
+                }
+            }
+        }
         section.cards {
             div.card {
                 h2 { "Tasks" }

@@ -1,0 +1,246 @@
+//! Bulk actions as a run that reports its progress and can be stopped: what the console runs
+//! in the background and the CLI runs behind `--all`.
+//!
+//! The run pages through the state with [`Operate::list_page`] and acts on each page's tasks
+//! with [`Operate::act`] (several at once). It acts on a page only after the next page was
+//! read, so the cursor it reads from always names a task it has not touched yet: a task moved
+//! out of a sorted set would leave a cursor that Redis can only resume by score, skipping the
+//! other tasks of the same score (a bulk archive gives thousands of tasks one died-at time).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronos_broker::{
+    ActionOutcome, Inspect, Operate, QueueName, TaskAction, TaskFilter, TaskState,
+};
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::{verb, Admin, AdminError};
+
+/// Tasks listed and acted on per step of a run, by default.
+pub const DEFAULT_BULK_CHUNK: usize = 500;
+
+/// Actions in flight at once within a step: enough to keep one connection's pipeline full.
+const IN_FLIGHT: usize = 32;
+
+/// A stop signal for a bulk run: clone it, hand one clone to the run, call [`CancelToken::cancel`]
+/// on another. The run stops before its next step (a step in flight finishes, so a run stops
+/// within one chunk of tasks).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token not cancelled yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks every run holding a clone of this token to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`CancelToken::cancel`] was called on any clone.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Which tasks a bulk run takes, what it does to them, and at what pace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkJob {
+    /// The queue.
+    pub queue: String,
+    /// The state whose tasks are taken (one of the action's [`TaskAction::sources`]).
+    pub state: TaskState,
+    /// Only tasks passing this filter.
+    pub filter: TaskFilter,
+    /// What is done to each task.
+    pub action: TaskAction,
+    /// Tasks per step (listed, then acted on), 1..=5,000; default [`DEFAULT_BULK_CHUNK`].
+    pub chunk: usize,
+    /// A pause after each step, leaving Redis to the workers on a busy deployment (default
+    /// none).
+    pub pause: Duration,
+}
+
+impl BulkJob {
+    /// `action` on every task of `queue` in `state` passing `filter`, in default chunks.
+    pub fn new(
+        queue: impl Into<String>,
+        state: TaskState,
+        filter: TaskFilter,
+        action: TaskAction,
+    ) -> Self {
+        Self {
+            queue: queue.into(),
+            state,
+            filter,
+            action,
+            chunk: DEFAULT_BULK_CHUNK,
+            pause: Duration::ZERO,
+        }
+    }
+
+    /// Sets the tasks per step (clamped to 1..=5,000).
+    pub fn chunk(mut self, n: usize) -> Self {
+        self.chunk = n.clamp(1, 5_000);
+        self
+    }
+
+    /// Sets the pause after each step.
+    pub fn pause(mut self, d: Duration) -> Self {
+        self.pause = d;
+        self
+    }
+}
+
+/// Where a bulk run stands: handed to the progress callback after every step, and returned as
+/// the run's report when it ends.
+///
+/// Counts only grow during a run. `matched` counts tasks found; each of them ends up in exactly
+/// one of `done`, `skipped`, `failed`, or (when the run was cancelled or stopped by an error)
+/// [`BulkStatus::untouched`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BulkStatus {
+    /// Tasks read in the state.
+    pub scanned: u64,
+    /// Tasks read that passed the filter.
+    pub matched: u64,
+    /// Tasks the action changed.
+    pub done: u64,
+    /// Matched tasks left alone: gone, moved to another state, or already where the action
+    /// takes them by the time the action reached them.
+    pub skipped: u64,
+    /// Matched tasks the action refused (a corrupt record).
+    pub failed: u64,
+    /// True when the run went through the whole state.
+    pub finished: bool,
+    /// True when the run stopped because its token was cancelled.
+    pub cancelled: bool,
+    /// What stopped the run early (Redis unreachable, ...), when something did.
+    pub error: Option<String>,
+}
+
+impl BulkStatus {
+    /// Matched tasks the run did not reach (after a cancel or an error).
+    pub fn untouched(&self) -> u64 {
+        self.matched
+            .saturating_sub(self.done + self.skipped + self.failed)
+    }
+
+    /// True while the run goes on (neither finished, cancelled nor stopped by an error).
+    pub fn running(&self) -> bool {
+        !self.finished && !self.cancelled && self.error.is_none()
+    }
+}
+
+impl<B: Inspect + Operate + 'static> Admin<B> {
+    /// Runs `job`: lists the state a chunk at a time and applies the action to each task found,
+    /// calling `progress` after every step, until the state is exhausted or `cancel` is
+    /// cancelled. Tasks that reach the state while it runs may be included.
+    ///
+    /// Fails before doing anything when the queue does not exist
+    /// ([`AdminError::QueueNotFound`]) or the action does not take tasks in the state
+    /// ([`AdminError::Invalid`]). An error during the run (Redis unreachable) stops it and is
+    /// reported in [`BulkStatus::error`] with the counts reached, so a caller always learns
+    /// what was done.
+    pub async fn run_bulk<F>(
+        &self,
+        job: &BulkJob,
+        cancel: &CancelToken,
+        mut progress: F,
+    ) -> Result<BulkStatus, AdminError>
+    where
+        F: FnMut(&BulkStatus) + Send,
+    {
+        let q = self.require_queue(&job.queue).await?;
+        if !job.action.sources().contains(&job.state) {
+            return Err(AdminError::Invalid(format!(
+                "cannot {} {} tasks",
+                verb(job.action),
+                job.state.as_str()
+            )));
+        }
+        let mut status = BulkStatus::default();
+        let mut cursor: Option<String> = None;
+        // The page read but not acted on yet.
+        let mut waiting: Vec<String> = Vec::new();
+        loop {
+            if cancel.is_cancelled() {
+                status.cancelled = true;
+                break;
+            }
+            let page = match self
+                .broker
+                .list_page(&q, job.state, &job.filter, cursor.as_deref(), job.chunk)
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    status.error = Some(e.to_string());
+                    break;
+                }
+            };
+            status.scanned += page.scanned;
+            status.matched += page.tasks.len() as u64;
+            let read: Vec<String> = page.tasks.into_iter().map(|t| t.id).collect();
+            let previous = std::mem::replace(&mut waiting, read);
+            if let Err(e) = self.act_many(&q, job.action, previous, &mut status).await {
+                status.error = Some(e.to_string());
+                break;
+            }
+            progress(&status);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => {
+                    let last = std::mem::take(&mut waiting);
+                    if cancel.is_cancelled() {
+                        status.cancelled = true;
+                    } else if let Err(e) = self.act_many(&q, job.action, last, &mut status).await {
+                        status.error = Some(e.to_string());
+                    } else {
+                        status.finished = true;
+                    }
+                    break;
+                }
+            }
+            if !job.pause.is_zero() {
+                tokio::time::sleep(job.pause).await;
+            }
+        }
+        progress(&status);
+        Ok(status)
+    }
+
+    async fn act_many(
+        &self,
+        q: &QueueName,
+        action: TaskAction,
+        ids: Vec<String>,
+        status: &mut BulkStatus,
+    ) -> Result<(), AdminError> {
+        let outcomes: Vec<_> = futures::stream::iter(ids)
+            .map(|id| async move { self.broker.act(q, &id, action).await })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        let mut first_error = None;
+        for o in outcomes {
+            match o {
+                Ok(ActionOutcome::Done) => status.done += 1,
+                Ok(ActionOutcome::Corrupt) => status.failed += 1,
+                Ok(_) => status.skipped += 1,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+}
