@@ -24,7 +24,8 @@
 //!   task is retained ([`EnqueueOptions::retention`]), read or awaited by the producer; the
 //!   [`Results`] capability underneath ([`TaskOutcome`]). A wait is woken by a pub/sub message
 //!   the settling script publishes on the task hash's name (only for retained completions and
-//!   for dead letters, so a plain task pays nothing), never by a polling loop.
+//!   for dead letters, so a plain task pays nothing); while it waits it also re-reads the task
+//!   once a second, which bounds a wake-up lost while the subscriber reconnected.
 //! * Idle cost: [`Consume::watch`] waits for many queues with one blocking read (not on Redis
 //!   Cluster), which an [`Interrupt`] cuts short; [`Maintain::signals`] pushes [`Signal`]s
 //!   (earlier due times, pause changes, a resync after each reconnect) so an idle worker sleeps

@@ -64,7 +64,7 @@ impl<B: Results> Client<B> {
 
     /// Waits up to `timeout` for task `id` of `queue` to finish and returns its result, as
     /// [`Client::result`] reads it. The broker wakes the wait when the task succeeds or is
-    /// dead-lettered (a pub/sub message; no polling loop). [`BrokerError::WaitTimeout`] when it
+    /// dead-lettered (a pub/sub message, plus a re-read once a second in case it was lost). [`BrokerError::WaitTimeout`] when it
     /// did not finish in time; the task itself is not affected.
     pub async fn wait<R: DeserializeOwned>(
         &self,

@@ -329,8 +329,8 @@ pub trait Maintain: Send + Sync {
 
     /// Reclaims up to `limit` deliveries idle longer than `min_idle`, wherever they are in the
     /// queue's pending list: each started one counts as a failed attempt and is re-queued or
-    /// dead-lettered; one never started is re-queued without an attempt, three times per task,
-    /// after which an unstarted loss counts as an attempt too. Every task it
+    /// dead-lettered; one never started is re-queued without an attempt, three times per
+    /// attempt, after which an unstarted loss counts as that attempt. Every task it
     /// dead-letters is also kept for [`Maintain::reclaimed_dead`] until acknowledged, so its
     /// group hears of it even when this answer is lost.
     fn reclaim_idle(

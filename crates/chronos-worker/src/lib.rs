@@ -36,8 +36,8 @@
 //!   worker dies is re-delivered once its lease has been idle for `recover_min_idle`. If its
 //!   start was recorded (a few milliseconds after its handler began), that counts as a failed
 //!   attempt, so a task that keeps killing its workers ends in the dead letters; a delivery not
-//!   recorded as started goes back without one, three times per task, and the fourth such loss
-//!   counts. A task can therefore run more than once: handlers must be idempotent.
+//!   recorded as started goes back without one, three times per attempt, and the fourth such
+//!   loss counts as that attempt. A task can therefore run more than once: handlers must be idempotent.
 //! * A running task's lease is refreshed every `heartbeat_interval`, so a live worker keeps a
 //!   long task. A worker that stalls past `recover_min_idle` (frozen, cut off from Redis) loses
 //!   it to the recoverer: the task runs again elsewhere, and the stalled handler is cancelled

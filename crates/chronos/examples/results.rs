@@ -53,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
             EnqueueOptions::new().retention(Duration::from_secs(3600)),
         )
         .await?;
-    // Woken by Redis when the task finishes; no polling loop.
+    // Woken by Redis when the task finishes (re-read once a second in case the message was lost).
     let resized: Resized = client
         .wait(&info.queue, &info.id, Duration::from_secs(10))
         .await?;
