@@ -61,8 +61,9 @@ async fn state(b: &RedisBroker, queue: &QueueName, id: &str) -> Option<TaskState
     b.task(queue, id).await.expect("task").map(|r| r.state)
 }
 
-#[tokio::test]
-async fn a_task_deleted_while_buffered_does_not_run() {
+/// Applies `action` to a task while it waits in a worker's buffer behind a busy slot, lets the
+/// slot free up, and returns whether the task ran and the state it was left in.
+async fn act_on_a_buffered_task(action: TaskAction) -> (u32, Option<TaskState>) {
     let b = broker().await;
     let client = Client::new(b.clone());
     let queue = q("default");
@@ -98,9 +99,7 @@ async fn a_task_deleted_while_buffered_does_not_run() {
     // on the task waits there, behind the busy slot.
     tokio::time::sleep(BUFFERED).await;
     assert_eq!(
-        b.act(&queue, &victim.id, TaskAction::Delete)
-            .await
-            .expect("delete"),
+        b.act(&queue, &victim.id, action).await.expect("action"),
         ActionOutcome::Done
     );
     gate.store(true, Ordering::SeqCst);
@@ -110,65 +109,23 @@ async fn a_task_deleted_while_buffered_does_not_run() {
     .await;
     // Long enough for the victim to have started had it been run.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(runs[2].load(Ordering::SeqCst), 0, "a deleted task ran");
-    assert_eq!(state(&b, &queue, &victim.id).await, None);
+    let left = state(&b, &queue, &victim.id).await;
     server.shutdown().await;
+    (runs[2].load(Ordering::SeqCst), left)
+}
+
+#[tokio::test]
+async fn a_task_deleted_while_buffered_does_not_run() {
+    let (ran, left) = act_on_a_buffered_task(TaskAction::Delete).await;
+    assert_eq!(ran, 0, "a deleted task ran");
+    assert_eq!(left, None);
 }
 
 #[tokio::test]
 async fn a_task_archived_while_buffered_does_not_run_and_stays_archived() {
-    let b = broker().await;
-    let client = Client::new(b.clone());
-    let queue = q("default");
-    let (gate, runs) = (Arc::new(AtomicBool::new(false)), counters());
-    let config = ServerConfig {
-        concurrency: 1,
-        ..fast_config()
-    };
-    // Both wait before the server starts: the fetcher takes the blocker for the one slot, then
-    // the next one for its buffer, where it waits behind the busy slot.
-    let blocker = client
-        .enqueue(&Job { n: 1, sleep_ms: 0 }, EnqueueOptions::new())
-        .await
-        .expect("enqueue");
-    let victim = client
-        .enqueue(&Job { n: 2, sleep_ms: 0 }, EnqueueOptions::new())
-        .await
-        .expect("enqueue");
-    let server = Server::new(b.clone(), gated_mux(gate.clone(), runs.clone()), config)
-        .expect("server")
-        .start()
-        .await
-        .expect("start");
-    eventually(Duration::from_secs(5), "blocker active", || async {
-        state(&b, &queue, &blocker.id).await == Some(TaskState::Active)
-    })
-    .await;
-    eventually(Duration::from_secs(5), "victim fetched", || async {
-        pending(&b, &queue).await == 2
-    })
-    .await;
-    // The fetch's reply reaches the buffer a moment after Redis counts the delivery; from then
-    // on the task waits there, behind the busy slot.
-    tokio::time::sleep(BUFFERED).await;
-    assert_eq!(
-        b.act(&queue, &victim.id, TaskAction::Archive)
-            .await
-            .expect("archive"),
-        ActionOutcome::Done
-    );
-    gate.store(true, Ordering::SeqCst);
-    eventually(Duration::from_secs(5), "blocker done", || async {
-        runs[1].load(Ordering::SeqCst) == 1 && pending(&b, &queue).await == 0
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(runs[2].load(Ordering::SeqCst), 0, "an archived task ran");
-    assert_eq!(
-        state(&b, &queue, &victim.id).await,
-        Some(TaskState::Archived)
-    );
-    server.shutdown().await;
+    let (ran, left) = act_on_a_buffered_task(TaskAction::Archive).await;
+    assert_eq!(ran, 0, "an archived task ran");
+    assert_eq!(left, Some(TaskState::Archived));
 }
 
 #[tokio::test]

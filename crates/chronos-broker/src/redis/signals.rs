@@ -32,6 +32,10 @@ impl Hub {
         let mut reconnects = sub.reconnect_rx();
         sub.init().await?;
         sub.subscribe(channel.as_str()).await?;
+        // The client answers SUBSCRIBE once written, not once run: a PING behind it on the same
+        // connection returns only when Redis has subscribed, so a push made after `start` is
+        // heard.
+        let _: Value = sub.ping(None).await?;
         // Connections made so far (the first one included) are covered by that subscribe.
         while reconnects.try_recv().is_ok() {}
         let read = {
