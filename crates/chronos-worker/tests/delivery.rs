@@ -14,7 +14,9 @@ use chronos_broker::{
     ActionOutcome, Chain, Client, Enqueue, EnqueueOptions, Inspect, NewTask, Operate, QueueName,
     RedisBroker, TaskAction, TaskArgs, TaskState,
 };
-use chronos_worker::{Context, Mux, QueueLimit, Server, ServerConfig, Task};
+use chronos_worker::{
+    Context, Mux, QueueLimit, Server, ServerConfig, ServerHandle, Task, WorkerBroker,
+};
 use common::faulty::Faulty;
 use common::{broker, eventually, fast_config, q, Job};
 
@@ -37,6 +39,15 @@ fn gated_mux(gate: Arc<AtomicBool>, runs: Arc<[AtomicU32; 8]>) -> Mux {
     })
     .expect("register");
     mux
+}
+
+/// Builds and starts a server on `broker`.
+async fn serve<B: WorkerBroker>(broker: B, mux: Mux, config: ServerConfig) -> ServerHandle {
+    Server::new(broker, mux, config)
+        .expect("server")
+        .start()
+        .await
+        .expect("start")
 }
 
 /// Longer than the worker's confirm threshold (50 ms), with room for a loaded machine.
@@ -82,11 +93,7 @@ async fn act_on_a_buffered_task(action: TaskAction) -> (u32, Option<TaskState>) 
         .enqueue(&Job { n: 2, sleep_ms: 0 }, EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let server = Server::new(b.clone(), gated_mux(gate.clone(), runs.clone()), config)
-        .expect("server")
-        .start()
-        .await
-        .expect("start");
+    let server = serve(b.clone(), gated_mux(gate.clone(), runs.clone()), config).await;
     eventually(Duration::from_secs(5), "blocker active", || async {
         state(&b, &queue, &blocker.id).await == Some(TaskState::Active)
     })
@@ -145,11 +152,7 @@ async fn a_start_answered_lost_cancels_the_running_handler() {
         recover_min_idle: Duration::from_secs(30),
         ..fast_config()
     };
-    let server = Server::new(faulty.clone(), gated_mux(gate, runs.clone()), config)
-        .expect("server")
-        .start()
-        .await
-        .expect("start");
+    let server = serve(faulty.clone(), gated_mux(gate, runs.clone()), config).await;
     let task = client
         .enqueue(
             &Job {
@@ -190,15 +193,12 @@ async fn a_start_mark_that_failed_is_sent_again() {
     let client = Client::new(b.clone());
     let queue = q("default");
     let (gate, runs) = (Arc::new(AtomicBool::new(false)), counters());
-    let server = Server::new(
+    let server = serve(
         faulty.clone(),
         gated_mux(gate.clone(), runs.clone()),
         fast_config(),
     )
-    .expect("server")
-    .start()
-    .await
-    .expect("start");
+    .await;
     let task = client
         .enqueue(&Job { n: 1, sleep_ms: 0 }, EnqueueOptions::new())
         .await
@@ -233,15 +233,12 @@ async fn a_succeeded_task_whose_ack_fails_for_a_while_is_not_dead_lettered() {
         recover_min_idle: Duration::from_secs(1),
         ..fast_config()
     };
-    let server = Server::new(
+    let server = serve(
         faulty.clone(),
         gated_mux(Arc::new(AtomicBool::new(true)), runs.clone()),
         config,
     )
-    .expect("server")
-    .start()
-    .await
-    .expect("start");
+    .await;
     faulty.switches.fail_acks.store(true, Ordering::SeqCst);
     let task = client
         .enqueue(
@@ -286,11 +283,7 @@ async fn the_shared_read_leases_no_more_than_the_free_slots() {
         queues: names.iter().map(|n| (n.clone(), 1)).collect(),
         ..fast_config()
     };
-    let server = Server::new(b.clone(), gated_mux(gate.clone(), runs.clone()), config)
-        .expect("server")
-        .start()
-        .await
-        .expect("start");
+    let server = serve(b.clone(), gated_mux(gate.clone(), runs.clone()), config).await;
     // Every queue parks on the shared read.
     tokio::time::sleep(Duration::from_millis(500)).await;
     // One blocked task per queue, all arriving in one transaction, so the read in flight
@@ -381,15 +374,12 @@ async fn an_entry_that_lost_its_envelope_is_dead_lettered_with_the_reason() {
         .await
         .expect("hset");
     let runs = counters();
-    let server = Server::new(
+    let server = serve(
         b.clone(),
         gated_mux(Arc::new(AtomicBool::new(true)), runs.clone()),
         fast_config(),
     )
-    .expect("server")
-    .start()
-    .await
-    .expect("start");
+    .await;
     eventually(Duration::from_secs(5), "archived", || async {
         state(&b, &queue, &task.id).await == Some(TaskState::Archived)
     })
@@ -434,15 +424,12 @@ async fn a_bad_rate_key_runs_its_task_unkeyed_and_fails_no_other() {
     for r in b.enqueue(tasks).await.expect("enqueue") {
         r.expect("enqueued");
     }
-    let server = Server::new(
+    let server = serve(
         b.clone(),
         gated_mux(Arc::new(AtomicBool::new(true)), runs.clone()),
         config,
     )
-    .expect("server")
-    .start()
-    .await
-    .expect("start");
+    .await;
     eventually(Duration::from_secs(5), "both ran", || async {
         runs[6].load(Ordering::SeqCst) == 1 && runs[7].load(Ordering::SeqCst) == 1
     })
