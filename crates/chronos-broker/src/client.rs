@@ -20,7 +20,7 @@ impl Client<RedisBroker> {
     /// Quits the Redis connection once the replies of commands already sent are in, and does not
     /// reconnect. Every clone of this client, and the [`RedisBroker`] it was built from (with a
     /// server or scheduler running on it), shares that connection: close when all of them are
-    /// done. A call made on one of them afterwards fails with [`BrokerError::Redis`] (a timeout,
+    /// done. A call made on one of them afterwards fails with [`BrokerError::Store`] (a timeout,
     /// after the broker's 10 s command timeout).
     pub async fn close(self) {
         self.broker.close().await
@@ -46,7 +46,7 @@ impl<B: Enqueue> Client<B> {
     ///
     /// Errors: [`BrokerError::InvalidQueue`], [`BrokerError::PayloadTooLarge`],
     /// [`BrokerError::DuplicateTask`], [`BrokerError::TaskIdConflict`] (all permanent, nothing
-    /// written), or [`BrokerError::Redis`] (transient; with an explicit task id a retry is safe).
+    /// written), or [`BrokerError::Store`] (transient; with an explicit task id a retry is safe).
     pub async fn enqueue<T: TaskArgs>(
         &self,
         args: &T,

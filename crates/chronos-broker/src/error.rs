@@ -3,7 +3,8 @@ use std::time::Duration;
 /// Everything that can go wrong in the broker layer.
 ///
 /// Each variant says whether retrying the same call can help: input errors are permanent,
-/// [`BrokerError::Redis`] is transient (the client reconnects on its own).
+/// [`BrokerError::Store`] is transient when [`BrokerError::is_transient`] says so (the client
+/// reconnects on its own).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BrokerError {
@@ -65,11 +66,12 @@ pub enum BrokerError {
     /// An option is out of its range (for example a zero unique TTL). Permanent.
     #[error("invalid option: {0}")]
     InvalidOption(String),
-    /// Redis could not be reached, timed out or refused the command. Transient: the client
-    /// reconnects by itself; whether the command took effect may be unknown, which is why every
-    /// transition is idempotent.
-    #[error("redis error: {0}")]
-    Redis(#[from] fred::error::Error),
+    /// The store could not be reached, timed out or refused the command (for the Redis broker:
+    /// a `fred` error, reachable through [`StoreError::downcast_ref`]). Transient when
+    /// [`StoreError::is_transient`] says so: the client reconnects by itself; whether the
+    /// command took effect may be unknown, which is why every transition is idempotent.
+    #[error("store error: {0}")]
+    Store(StoreError),
     /// Redis answered with a reply this version does not understand (for example keys written by
     /// an incompatible version). Permanent.
     #[error("unexpected reply from redis in {context}: {detail}")]
@@ -170,38 +172,59 @@ pub enum BrokerError {
 }
 
 impl BrokerError {
-    /// True when the same call may succeed later: Redis unreachable, timed out, busy or failing
-    /// over. A malformed URL, bad credentials, a refused command or a reply of the wrong shape
-    /// are permanent: retrying them in a loop would spin forever.
+    /// True when the same call may succeed later: the store unreachable, timed out, busy or
+    /// failing over. A malformed URL, bad credentials, a refused command or a reply of the wrong
+    /// shape are permanent: retrying them in a loop would spin forever.
     pub fn is_transient(&self) -> bool {
-        use fred::error::ErrorKind;
         match self {
-            BrokerError::Redis(e) => match e.kind() {
-                ErrorKind::IO
-                | ErrorKind::Timeout
-                | ErrorKind::Canceled
-                | ErrorKind::Backpressure
-                | ErrorKind::Routing
-                | ErrorKind::Sentinel => true,
-                // Server errors that say "try again": loading, failover, busy script, OOM.
-                ErrorKind::Unknown => {
-                    let d = e.details();
-                    [
-                        "LOADING",
-                        "TRYAGAIN",
-                        "BUSY",
-                        "MASTERDOWN",
-                        "CLUSTERDOWN",
-                        "READONLY",
-                        "OOM",
-                    ]
-                    .iter()
-                    .any(|p| d.starts_with(p))
-                }
-                _ => false,
-            },
+            BrokerError::Store(e) => e.is_transient(),
             _ => false,
         }
+    }
+}
+
+/// A failure of the store underneath a broker, with the driver's own error kept opaque, so the
+/// broker traits do not tie their users to one driver's types and versions. The broker that made
+/// it decided whether it is transient.
+#[derive(Debug)]
+pub struct StoreError {
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    transient: bool,
+}
+
+impl StoreError {
+    /// Wraps a driver's error; `transient` says whether the same call may succeed later.
+    pub fn new(
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+        transient: bool,
+    ) -> Self {
+        Self {
+            source: source.into(),
+            transient,
+        }
+    }
+
+    /// True when the same call may succeed later (see [`BrokerError::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        self.transient
+    }
+
+    /// The driver's error, as the concrete type the broker used (for the Redis broker,
+    /// `fred::error::Error`); `None` for any other type.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.source.downcast_ref::<E>()
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
     }
 }
 

@@ -241,7 +241,7 @@ mod traits;
 pub use chain::Chain;
 pub use client::Client;
 pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
-pub use error::{BrokerError, DecodeError};
+pub use error::{BrokerError, DecodeError, StoreError};
 pub use flow::{
     callback_task_id, chain_successor, flow_task_id, ChainInfo, ChainLink, ChainPosition,
     ChainStatus, Flow, Flows, GroupCallback, GroupCreated, GroupInfo, GroupLink, GroupRecord,

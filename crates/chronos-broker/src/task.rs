@@ -203,7 +203,7 @@ impl EnqueueOptions {
     /// those wait too (about one replica round trip; up to `timeout` when a replica is down). A
     /// producer that enqueues durably at a high rate gives it a broker of its own. If the
     /// connection drops between the enqueue and its `WAIT`, the `WAIT` on the new connection
-    /// cannot see the earlier write and may pass early; a [`BrokerError::Redis`] error there is
+    /// cannot see the earlier write and may pass early; a [`BrokerError::Store`] error there is
     /// safe to retry with the same explicit task id.
     pub fn durable(mut self, replicas: u32, timeout: Duration) -> Self {
         self.durable = Some((replicas, timeout));

@@ -106,7 +106,7 @@ where
     loop {
         tries += 1;
         match call().await {
-            Err(BrokerError::Redis(e)) if tries < 3 => {
+            Err(BrokerError::Store(e)) if tries < 3 => {
                 warn!(error = %e, "workflow bookkeeping failed; trying again");
                 tokio::time::sleep(delay).await;
                 delay *= 4;

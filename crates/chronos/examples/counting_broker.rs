@@ -21,7 +21,9 @@ use std::time::Duration;
 use chronos::fred::error::{Error as RedisError, ErrorKind};
 use chronos::prelude::*;
 use chronos::{Admission, Forwarded, Interrupt, KeyRate, PermitLimit, Permits, QueueSample};
-use chronos::{BrokerError, Completion, Consume, Enqueue, Fetched, LeaderInfo, LeaseId, Maintain};
+use chronos::{
+    BrokerError, Completion, Consume, Enqueue, Fetched, LeaderInfo, LeaseId, Maintain, StoreError,
+};
 use chronos::{DeadOutcome, NewTask, QueueName, QueueStats, Reclaimed, ServerRecord, TaskInfo};
 use chronos::{SampleQueues, Signals, StartOutcome, TaskRecord, TaskState, Throttle};
 
@@ -71,7 +73,8 @@ impl<B> Counting<B> {
             return Ok(());
         }
         *fail = None;
-        Err(RedisError::new(ErrorKind::IO, format!("injected fault in {method}")).into())
+        let e = RedisError::new(ErrorKind::IO, format!("injected fault in {method}"));
+        Err(BrokerError::Store(StoreError::new(e, true)))
     }
 }
 

@@ -30,8 +30,8 @@ pub use chronos_broker::{
     Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError, Enqueue, EnqueueOptions,
     EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain, NewTask, QueueName,
     QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results, ServerRecord, StartOutcome,
-    TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp, Trigger,
-    DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
+    StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp,
+    Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};

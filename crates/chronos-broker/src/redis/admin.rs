@@ -10,6 +10,7 @@ use fred::prelude::*;
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
 use crate::keys::DAY_MS;
+use crate::redis::store::store;
 use crate::{
     duration_ms, now_ms, ActionOutcome, BrokerError, BulkReport, HistoryCounter, HistoryPoint,
     HistorySpan, Inspect, Operate, QueueKeys, QueueName, QueueStats, TaskAction, TaskFilter,
@@ -236,12 +237,14 @@ impl Operate for RedisBroker {
                     .inner
                     .client
                     .srem(self.inner.keys.queues(), queue.as_str())
-                    .await?;
+                    .await
+                    .map_err(store)?;
                 let _: i64 = self
                     .inner
                     .client
                     .srem(self.inner.keys.paused(), queue.as_str())
-                    .await?;
+                    .await
+                    .map_err(store)?;
                 // Servers of a queue created again under this name must not keep it paused.
                 self.signal_paused().await?;
                 self.forget_queues();
@@ -285,7 +288,8 @@ impl Operate for RedisBroker {
                             .inner
                             .client
                             .hgetall(keys.history_minutes(counter, day))
-                            .await?;
+                            .await
+                            .map_err(store)?;
                         for (field, n) in all {
                             let Ok(m) = field.parse::<i64>() else {
                                 continue;
@@ -319,7 +323,8 @@ impl Operate for RedisBroker {
                     let names: Vec<String> =
                         days.iter().map(|d| keys.history_day(counter, *d)).collect();
                     // One slot (the queue's tag), so one MGET is valid on a cluster too.
-                    let values: Vec<Option<i64>> = self.inner.client.mget(names).await?;
+                    let values: Vec<Option<i64>> =
+                        self.inner.client.mget(names).await.map_err(store)?;
                     for (p, v) in out.iter_mut().zip(values) {
                         let n = v.unwrap_or(0).max(0) as u64;
                         match counter {
@@ -407,7 +412,7 @@ impl RedisBroker {
             Ok(v) => v,
             // No stream yet: nothing waits.
             Err(e) if e.details().contains("no such key") => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(store(e)),
         };
         let mut last = None;
         for g in reply::array(groups, "xinfo groups")? {
@@ -425,7 +430,8 @@ impl RedisBroker {
         let start = last.map_or("-".to_string(), |id| format!("({id}"));
         let next: Entries = client
             .xrange(stream.as_str(), start.as_str(), "+", Some(1))
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(next
             .first()
             .and_then(|(mid, _)| mid.split_once('-'))
@@ -446,7 +452,8 @@ impl RedisBroker {
             .inner
             .client
             .zmscore(key, msg_ids.iter().map(String::as_str).collect::<Vec<_>>())
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(msg_ids
             .iter()
             .zip(scores)
@@ -653,7 +660,8 @@ impl RedisBroker {
                 let start = stream_start(cursor)?;
                 let page: Entries = client
                     .xrange(keys.stream(), start.as_str(), "+", Some(n as u64))
-                    .await?;
+                    .await
+                    .map_err(store)?;
                 read = page.len() as u64;
                 exhausted = page.len() < n;
                 end = page.last().map(|(mid, _)| mid.clone());
@@ -678,7 +686,7 @@ impl RedisBroker {
                 {
                     Ok(v) => v,
                     Err(e) if e.details().contains("NOGROUP") => Value::Null,
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(store(e)),
                 };
                 let rows = reply::array(pel, "xpending")?;
                 read = rows.len() as u64;
@@ -702,7 +710,8 @@ impl RedisBroker {
                 }))
                 .await;
                 for (mid, entry) in mids.into_iter().zip(entries) {
-                    let fields = entry?
+                    let fields = entry
+                        .map_err(store)?
                         .into_iter()
                         .next()
                         .map(|(_, f)| f)
@@ -764,7 +773,7 @@ impl RedisBroker {
             let h = match h {
                 Ok(h) => h,
                 Err(e) if e.details().starts_with("WRONGTYPE") => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(store(e)),
             };
             let mut cols = h.into_iter();
             let mut next = || cols.next().unwrap_or(Value::Null);
@@ -820,7 +829,7 @@ impl RedisBroker {
         {
             Ok(v) => v,
             Err(e) if e.details().contains("NOGROUP") => return Ok(HashSet::new()),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(store(e)),
         };
         Ok(reply::array(pel, "xpending")?
             .into_iter()
@@ -849,21 +858,24 @@ impl RedisBroker {
         let Some(c) = cursor else {
             return Ok(client
                 .zrange(z, 0, stop(0), None, false, None, true)
-                .await?);
+                .await
+                .map_err(store)?);
         };
         let Some((score, member)) = zset_cursor(c) else {
             return Err(BrokerError::InvalidOption(format!("bad cursor {c:?}")));
         };
-        let rank: Option<i64> = client.zrank(z, member, false).await?;
+        let rank: Option<i64> = client.zrank(z, member, false).await.map_err(store)?;
         match rank {
             Some(r) => Ok(client
                 .zrange(z, r + 1, stop(r + 1), None, false, None, true)
-                .await?),
+                .await
+                .map_err(store)?),
             None => {
                 let from = format!("({score}");
                 Ok(client
                     .zrangebyscore(z, from.as_str(), "+inf", true, Some((0, n as i64)))
-                    .await?)
+                    .await
+                    .map_err(store)?)
             }
         }
     }
@@ -878,7 +890,8 @@ impl RedisBroker {
         loop {
             let page: Entries = client
                 .xrange(keys.stream(), start.as_str(), "+", Some(1000))
-                .await?;
+                .await
+                .map_err(store)?;
             let Some((last, _)) = page.last() else {
                 return Ok(0);
             };
@@ -902,7 +915,7 @@ impl RedisBroker {
                 .collect();
             if !stray.is_empty() {
                 // One key: the stream. A re-sent XDEL deletes nothing twice.
-                let _: i64 = client.xdel(keys.stream(), stray).await?;
+                let _: i64 = client.xdel(keys.stream(), stray).await.map_err(store)?;
             }
             if !full {
                 return Ok(0);

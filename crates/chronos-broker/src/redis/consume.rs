@@ -4,6 +4,7 @@ use fred::prelude::*;
 
 use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
+use crate::redis::store::{says, store};
 use crate::{
     duration_ms, now_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, DecodeError,
     Fetched, HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName, StartOutcome,
@@ -20,8 +21,10 @@ impl Consume for RedisBroker {
     type Reader = RedisReader;
 
     async fn open_reader(&self) -> Result<RedisReader, BrokerError> {
-        let client = client_builder(self.inner.client.client_config()).build()?;
-        client.init().await?;
+        let client = client_builder(self.inner.client.client_config())
+            .build()
+            .map_err(store)?;
+        client.init().await.map_err(store)?;
         Ok(RedisReader { client })
     }
 
@@ -70,7 +73,7 @@ impl Consume for RedisBroker {
                 self.regroup(queue).await?;
                 return Ok(Fetched::default());
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(store(e)),
         };
         let mut fetched = Fetched::default();
         let mut foreign = Vec::new();
@@ -290,7 +293,7 @@ impl RedisBroker {
         ];
         let rows = match self.run(|s| &s.claim, declared, args).await {
             Ok(v) => reply::array(v, "claim")?,
-            Err(BrokerError::Redis(e)) if e.details().contains("NOGROUP") => {
+            Err(e) if says(&e, "NOGROUP") => {
                 self.regroup(queue).await?;
                 return Ok(Fetched::default());
             }

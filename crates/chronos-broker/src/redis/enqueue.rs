@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use fred::prelude::*;
 
 use super::{reply, RedisBroker};
+use crate::redis::store::store;
 use crate::task::{Due, DEFAULT_MAX_RETRY};
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, Enqueue, NewTask, QueueName, TaskInfo, TaskState,
@@ -365,8 +366,12 @@ impl RedisBroker {
             s.get_server(fred::util::redis_keyslot(key.as_bytes()))
                 .cloned()
         }) {
-            Some(node) => client.with_cluster_node(node).wait(replicas, wait).await?,
-            None => client.wait(replicas, wait).await?,
+            Some(node) => client
+                .with_cluster_node(node)
+                .wait(replicas, wait)
+                .await
+                .map_err(store)?,
+            None => client.wait(replicas, wait).await.map_err(store)?,
         };
         Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
     }

@@ -7,6 +7,7 @@ use fred::types::{ClusterHash, CustomCommand};
 
 use super::{reply, RedisBroker};
 use crate::flow::counts_offset;
+use crate::redis::store::store;
 use crate::task::Due;
 use crate::{
     duration_ms, BrokerError, ChainInfo, ChainStatus, DeadLetter, Flows, GroupCreated, GroupRecord,
@@ -24,7 +25,8 @@ impl RedisBroker {
             .inner
             .client
             .get(self.queue_keys(queue).chain_end(&chain.id))
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(end.map(|end| ChainStatus::Succeeded {
             result: match end.split_first() {
                 Some((b'1', r)) => Some(r.to_vec()),
@@ -103,7 +105,8 @@ impl Flows for RedisBroker {
                 Some(SetOptions::NX),
                 false,
             )
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(())
     }
 
@@ -116,7 +119,8 @@ impl Flows for RedisBroker {
             let step = u32::try_from(i).unwrap_or(u32::MAX);
             let v: Vec<Value> = client
                 .hmget(self.queue_keys(queue).task(id), vec!["s", "err"])
-                .await?;
+                .await
+                .map_err(store)?;
             let mut cols = v.into_iter();
             let state = reply::opt_string(cols.next().unwrap_or(Value::Null), "chain")?;
             let Some(state) = state else {
@@ -249,7 +253,8 @@ impl Flows for RedisBroker {
                 self.queue_keys(queue).group(group),
                 vec!["n", "ok", "ko", "fired", "cbid"],
             )
-            .await?;
+            .await
+            .map_err(store)?;
         let field = |i: usize| v.get(i).cloned().flatten();
         let Some(total) = field(0) else {
             return Ok(None);
@@ -278,7 +283,10 @@ impl Flows for RedisBroker {
             "COUNT".into(),
             i64::try_from(count.clamp(1, 10_000)).unwrap_or(1000).into(),
         ];
-        let reply = reply::array(self.inner.client.custom(cmd, args).await?, "hscan")?;
+        let reply = reply::array(
+            self.inner.client.custom(cmd, args).await.map_err(store)?,
+            "hscan",
+        )?;
         let mut parts = reply.into_iter();
         let next = reply::string(parts.next().unwrap_or(Value::Null), "hscan")?;
         let next: u64 = next

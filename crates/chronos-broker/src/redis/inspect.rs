@@ -3,6 +3,7 @@ use fred::prelude::*;
 
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
+use crate::redis::store::store;
 use crate::{
     now_ms, BrokerError, Inspect, LeaderInfo, QueueKeys, QueueName, QueueStats, Schedules,
     ServerRecord, TaskRecord, TaskState, GROUP,
@@ -17,7 +18,12 @@ const PAGE: u64 = 500;
 
 impl Inspect for RedisBroker {
     async fn queues(&self) -> Result<Vec<QueueName>, BrokerError> {
-        let names: Vec<String> = self.inner.client.smembers(self.inner.keys.queues()).await?;
+        let names: Vec<String> = self
+            .inner
+            .client
+            .smembers(self.inner.keys.queues())
+            .await
+            .map_err(store)?;
         let mut out: Vec<QueueName> = names
             .into_iter()
             .filter_map(|n| QueueName::new(n).ok())
@@ -83,7 +89,8 @@ impl Inspect for RedisBroker {
                     .inner
                     .client
                     .zrange(z, offset as i64, stop, None, false, None, false)
-                    .await?;
+                    .await
+                    .map_err(store)?;
                 ids.into_iter().map(|id| (id, None)).collect()
             }
             None => self.stream_ids(queue, state, offset, limit).await?,
@@ -108,9 +115,17 @@ impl Inspect for RedisBroker {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<(), BrokerError> {
         let key = self.inner.keys.paused();
         let _: i64 = if paused {
-            self.inner.client.sadd(key, queue.as_str()).await?
+            self.inner
+                .client
+                .sadd(key, queue.as_str())
+                .await
+                .map_err(store)?
         } else {
-            self.inner.client.srem(key, queue.as_str()).await?
+            self.inner
+                .client
+                .srem(key, queue.as_str())
+                .await
+                .map_err(store)?
         };
         // After the write, so that a server woken by it reads the new set. A lost message
         // delays the change only until the servers' safety poll.
@@ -118,7 +133,12 @@ impl Inspect for RedisBroker {
     }
 
     async fn paused_queues(&self) -> Result<Vec<QueueName>, BrokerError> {
-        let names: Vec<String> = self.inner.client.smembers(self.inner.keys.paused()).await?;
+        let names: Vec<String> = self
+            .inner
+            .client
+            .smembers(self.inner.keys.paused())
+            .await
+            .map_err(store)?;
         Ok(names
             .into_iter()
             .filter_map(|n| QueueName::new(n).ok())
@@ -133,15 +153,22 @@ impl Inspect for RedisBroker {
             .inner
             .client
             .zremrangebyscore(keys.servers(), f64::NEG_INFINITY, now)
-            .await?;
+            .await
+            .map_err(store)?;
         let ids: Vec<String> = self
             .inner
             .client
             .zrange(keys.servers(), 0, -1, None, false, None, false)
-            .await?;
+            .await
+            .map_err(store)?;
         let mut out = Vec::new();
         for id in ids {
-            let raw: Option<Vec<u8>> = self.inner.client.get(keys.server(&id)).await?;
+            let raw: Option<Vec<u8>> = self
+                .inner
+                .client
+                .get(keys.server(&id))
+                .await
+                .map_err(store)?;
             if let Some(Ok(rec)) = raw.map(|b| ServerRecord::decode(&b)) {
                 out.push(rec);
             }
@@ -173,7 +200,8 @@ impl RedisBroker {
                 .inner
                 .client
                 .hmget(keys.task(id), vec!["s", "e", "r", "err", "f", "m"])
-                .await?;
+                .await
+                .map_err(store)?;
             let mut cols = v.into_iter();
             let mut next = || cols.next().unwrap_or(Value::Null);
             let state = next();
@@ -244,7 +272,8 @@ impl RedisBroker {
                     .inner
                     .client
                     .xrange(keys.stream(), id, id, Some(1))
-                    .await?;
+                    .await
+                    .map_err(store)?;
                 let Some((_, fields)) = entries.into_iter().next() else {
                     return Ok(None);
                 };
@@ -293,7 +322,8 @@ impl RedisBroker {
             .inner
             .client
             .xrange(keys.stream(), mid, mid, Some(1))
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(entries
             .into_iter()
             .flat_map(|(_, fields)| fields)
@@ -321,7 +351,8 @@ impl RedisBroker {
                 .inner
                 .client
                 .xrange(keys.stream(), start.as_str(), "+", Some(PAGE))
-                .await?;
+                .await
+                .map_err(store)?;
             let full = page.len() as u64 == PAGE;
             // The page's states in two round trips whatever its length: one pipelined HGET
             // for the entries that name their task, one XPENDING for plain tasks' entries.
@@ -334,10 +365,10 @@ impl RedisBroker {
                 .collect();
             let pipe = self.inner.client.pipeline();
             for id in named.iter().flatten() {
-                let _: () = pipe.hget(keys.task(id), "s").await?;
+                let _: () = pipe.hget(keys.task(id), "s").await.map_err(store)?;
             }
             let hashed: Vec<Value> = if named.iter().any(Option::is_some) {
-                pipe.all().await?
+                pipe.all().await.map_err(store)?
             } else {
                 Vec::new()
             };

@@ -5,6 +5,7 @@ use fred::types::{ClusterHash, CustomCommand};
 
 use super::consume::decode_envelope;
 use super::{reply, RedisBroker};
+use crate::redis::store::{says, store};
 use crate::{
     duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, Maintain, QueueKeys,
     QueueName, Reclaimed, ServerRecord, Signals, GROUP,
@@ -78,7 +79,7 @@ impl Maintain for RedisBroker {
                 }
             }
             Err(e) if e.details().contains("NOGROUP") => return Ok(out),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(store(e)),
         }
         let mut from = "-".to_string();
         let mut left = limit.max(1);
@@ -92,7 +93,7 @@ impl Maintain for RedisBroker {
                 from.as_str().into(),
             ];
             let listed = match self.run(|s| &s.idle, keys.stream(), args).await {
-                Err(BrokerError::Redis(e)) if e.details().contains("NOGROUP") => return Ok(out),
+                Err(e) if says(&e, "NOGROUP") => return Ok(out),
                 other => reply::array(other?, "idle")?,
             };
             let n = listed.len();
@@ -180,7 +181,7 @@ impl Maintain for RedisBroker {
             Err(e) if e.details().contains("NOGROUP") || e.details().contains("no such key") => {
                 return Ok(Vec::new())
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(store(e)),
         };
         let mut out = Vec::new();
         for c in reply::array(v, "xinfo consumers")? {
@@ -223,7 +224,8 @@ impl Maintain for RedisBroker {
                 None,
                 false,
             )
-            .await?;
+            .await
+            .map_err(store)?;
         let expires = (now_ms() + ms) as f64;
         let _: i64 = self
             .inner
@@ -236,7 +238,8 @@ impl Maintain for RedisBroker {
                 false,
                 (expires, record.id.as_str()),
             )
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(())
     }
 
@@ -250,8 +253,18 @@ impl Maintain for RedisBroker {
 
     async fn remove_server(&self, id: &str) -> Result<(), BrokerError> {
         let keys = &self.inner.keys;
-        let _: i64 = self.inner.client.del(keys.server(id)).await?;
-        let _: i64 = self.inner.client.zrem(keys.servers(), id).await?;
+        let _: i64 = self
+            .inner
+            .client
+            .del(keys.server(id))
+            .await
+            .map_err(store)?;
+        let _: i64 = self
+            .inner
+            .client
+            .zrem(keys.servers(), id)
+            .await
+            .map_err(store)?;
         Ok(())
     }
 
@@ -290,7 +303,10 @@ impl Maintain for RedisBroker {
             "COUNT".into(),
             i64::try_from(limit.clamp(1, 10_000)).unwrap_or(1000).into(),
         ];
-        let reply = reply::array(self.inner.client.custom(cmd, args).await?, "hscan")?;
+        let reply = reply::array(
+            self.inner.client.custom(cmd, args).await.map_err(store)?,
+            "hscan",
+        )?;
         let mut reply = reply.into_iter();
         let next = reply::string(reply.next().unwrap_or(Value::Null), "hscan")?;
         self.inner
@@ -333,7 +349,12 @@ impl Maintain for RedisBroker {
         let key = self.queue_keys(queue).reclaimed();
         let mut n = 0;
         for part in task_ids.chunks(1000) {
-            let got: i64 = self.inner.client.hdel(&key, part.to_vec()).await?;
+            let got: i64 = self
+                .inner
+                .client
+                .hdel(&key, part.to_vec())
+                .await
+                .map_err(store)?;
             n += got.max(0) as u64;
         }
         Ok(n)
@@ -457,7 +478,8 @@ impl Coordinate for RedisBroker {
                 Some(SetOptions::NX),
                 false,
             )
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(got.is_some())
     }
 

@@ -13,6 +13,7 @@ mod sample;
 mod schedules;
 mod scripts;
 mod signals;
+mod store;
 mod throttle;
 mod watch;
 
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
+use crate::redis::store::store;
 use crate::{BrokerError, Keyspace, QueueKeys, QueueName, GROUP};
 use scripts::Scripts;
 
@@ -77,7 +79,7 @@ struct Inner {
 /// An evicted task hash or stream entry is a task lost without a trace, and an evicted leader
 /// lock or dedup key breaks exactly-once firing: no guarantee of chronos-rs holds on a Redis that
 /// evicts. Run it with `maxmemory-policy noeviction` (writes then fail with an error when memory
-/// is full, and callers see [`BrokerError::Redis`]).
+/// is full, and callers see [`BrokerError::Store`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EvictionCheck {
@@ -181,9 +183,9 @@ impl RedisBrokerBuilder {
             #[cfg(feature = "tls")]
             let _ = fred::rustls::crypto::ring::default_provider().install_default();
         }
-        let config = Config::from_url(&self.url)?;
-        let client = client_builder(config).build()?;
-        client.init().await?;
+        let config = Config::from_url(&self.url).map_err(store)?;
+        let client = client_builder(config).build().map_err(store)?;
+        client.init().await.map_err(store)?;
         if self.eviction != EvictionCheck::Skip {
             let policy = eviction_policy(&client).await?;
             if policy.as_deref().is_some_and(|p| p != "noeviction") {
@@ -220,7 +222,10 @@ impl RedisBrokerBuilder {
 /// The server's `maxmemory_policy`, from `INFO memory` (which managed services allow where they
 /// forbid `CONFIG`); None when the server does not say.
 async fn eviction_policy(client: &Client) -> Result<Option<String>, BrokerError> {
-    let info: String = client.info(Some(fred::types::InfoKind::Memory)).await?;
+    let info: String = client
+        .info(Some(fred::types::InfoKind::Memory))
+        .await
+        .map_err(store)?;
     Ok(info
         .lines()
         .find_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
@@ -286,7 +291,7 @@ impl RedisBroker {
     /// that show the Redis they look at. Managed services allow `INFO` where they forbid
     /// `CONFIG`.
     pub async fn info(&self) -> Result<String, BrokerError> {
-        Ok(self.inner.client.info(None).await?)
+        Ok(self.inner.client.info(None).await.map_err(store)?)
     }
 
     /// The configured payload limit.
@@ -325,7 +330,8 @@ impl RedisBroker {
             .inner
             .client
             .sadd(self.inner.keys.queues(), q.as_str())
-            .await?;
+            .await
+            .map_err(store)?;
         if let Ok(mut k) = self.inner.known.lock() {
             k.insert(q.clone());
         }
@@ -342,7 +348,7 @@ impl RedisBroker {
         {
             Ok(()) => Ok(()),
             Err(e) if e.details().starts_with("BUSYGROUP") => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(store(e)),
         }
     }
 

@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{client_builder, reply, RedisBroker};
+use crate::redis::store::store;
 use crate::{BrokerError, QueueName, Results, TaskOutcome, TaskState};
 
 /// How long a waiter sleeps between reads when no message comes: the bound on a wake-up lost
@@ -26,8 +27,10 @@ pub(super) struct Waiters {
 
 impl Waiters {
     async fn start(broker: &RedisBroker) -> Result<Arc<Self>, BrokerError> {
-        let sub = client_builder(broker.inner.client.client_config()).build_subscriber_client()?;
-        sub.init().await?;
+        let sub = client_builder(broker.inner.client.client_config())
+            .build_subscriber_client()
+            .map_err(store)?;
+        sub.init().await.map_err(store)?;
         // Re-subscribes after a reconnect; a message published in the gap is lost, which the
         // waiters' periodic re-read covers.
         let manager = sub.manage_subscriptions();
@@ -86,11 +89,11 @@ impl Waiters {
             notify,
         };
         if first {
-            self.sub.subscribe(channel).await?;
+            self.sub.subscribe(channel).await.map_err(store)?;
             // The client answers SUBSCRIBE once it is written, not once Redis ran it; a PING on
             // the same connection is answered after it, so a message published from here on
             // reaches this waiter.
-            let _: Value = self.sub.ping(None).await?;
+            let _: Value = self.sub.ping(None).await.map_err(store)?;
         }
         Ok(joined)
     }
@@ -162,13 +165,15 @@ impl Results for RedisBroker {
                 .inner
                 .client
                 .hmget(keys.task(id), vec!["s", "res", "err"])
-                .await?;
+                .await
+                .map_err(store)?;
             let mut cols = v.into_iter();
             let mut next = || cols.next().unwrap_or(Value::Null);
             let state = next();
             if state.is_null() {
                 // A discarded dead letter leaves only its marker, for the idempotency window.
-                let marker: Option<String> = self.inner.client.get(keys.done(id)).await?;
+                let marker: Option<String> =
+                    self.inner.client.get(keys.done(id)).await.map_err(store)?;
                 if marker.is_some() {
                     return Ok(TaskOutcome::Failed {
                         error: "dead-lettered and discarded".into(),

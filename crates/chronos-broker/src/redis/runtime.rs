@@ -9,6 +9,7 @@ use tracing::warn;
 
 use super::schedules::{sched, ttl_ms};
 use super::{reply, RedisBroker};
+use crate::redis::store::store;
 use crate::{
     duration_ms, BrokerError, DeadLetter, FireOutcome, ManageSchedules, NewTask, PutOutcome,
     QueueName, ScheduleDef, StoredDef,
@@ -36,12 +37,22 @@ fn stored(id: &str, raw: Vec<u8>) -> Option<StoredDef> {
 
 impl ManageSchedules for RedisBroker {
     async fn schedule_revision(&self) -> Result<u64, BrokerError> {
-        let rev: Option<i64> = self.inner.client.get(self.sched_key("runtime:rev")).await?;
+        let rev: Option<i64> = self
+            .inner
+            .client
+            .get(self.sched_key("runtime:rev"))
+            .await
+            .map_err(store)?;
         Ok(rev.unwrap_or(0).max(0) as u64)
     }
 
     async fn schedule_defs(&self) -> Result<Vec<StoredDef>, BrokerError> {
-        let raw: Vec<(String, Vec<u8>)> = self.inner.client.hgetall(self.runtime_key()).await?;
+        let raw: Vec<(String, Vec<u8>)> = self
+            .inner
+            .client
+            .hgetall(self.runtime_key())
+            .await
+            .map_err(store)?;
         let mut out: Vec<StoredDef> = raw
             .into_iter()
             .filter_map(|(id, bytes)| stored(&id, bytes))
@@ -51,7 +62,12 @@ impl ManageSchedules for RedisBroker {
     }
 
     async fn schedule_def(&self, id: &str) -> Result<Option<StoredDef>, BrokerError> {
-        let raw: Option<Vec<u8>> = self.inner.client.hget(self.runtime_key(), id).await?;
+        let raw: Option<Vec<u8>> = self
+            .inner
+            .client
+            .hget(self.runtime_key(), id)
+            .await
+            .map_err(store)?;
         Ok(raw.and_then(|b| stored(id, b)))
     }
 
@@ -171,7 +187,10 @@ impl ManageSchedules for RedisBroker {
         let keys = self.queue_keys(queue);
         let c = &self.inner.client;
         for name in ["last", "task", "reg"] {
-            let _: i64 = c.hdel(sched(&keys, name), schedule_ids.to_vec()).await?;
+            let _: i64 = c
+                .hdel(sched(&keys, name), schedule_ids.to_vec())
+                .await
+                .map_err(store)?;
         }
         Ok(())
     }

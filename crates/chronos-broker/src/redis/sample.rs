@@ -7,6 +7,7 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use super::RedisBroker;
+use crate::redis::store::store;
 use crate::GROUP;
 use crate::{now_ms, BrokerError, Coordinate, Inspect, QueueName, QueueSample, SampleQueues};
 
@@ -54,7 +55,12 @@ impl RedisBroker {
     /// Redis' clock, the one stream entry ids are stamped with.
     async fn server_time_ms(&self) -> Result<i64, BrokerError> {
         let cmd = CustomCommand::new_static("TIME", ClusterHash::Random, false);
-        let t: Vec<String> = self.inner.client.custom(cmd, Vec::<String>::new()).await?;
+        let t: Vec<String> = self
+            .inner
+            .client
+            .custom(cmd, Vec::<String>::new())
+            .await
+            .map_err(store)?;
         let secs: i64 = t.first().and_then(|s| s.parse().ok()).unwrap_or(0);
         let micros: i64 = t.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         if secs == 0 {
@@ -73,7 +79,7 @@ impl RedisBroker {
             Ok(v) => v,
             // No stream or no group yet: nothing has been delivered, and nothing is pending.
             Err(e) if e.details().contains("no such key") => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(store(e)),
         };
         let last = last_delivered(groups).unwrap_or_else(|| "0-0".to_string());
         let after = format!("({last}");
@@ -81,7 +87,8 @@ impl RedisBroker {
             .inner
             .client
             .xrange(stream.as_str(), after.as_str(), "+", Some(1))
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(first
             .first()
             .and_then(|(id, _)| id.split('-').next())

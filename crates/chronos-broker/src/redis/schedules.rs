@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::{client_builder, reply, RedisBroker};
+use crate::redis::store::store;
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo,
     ManageSchedules, QueueKeys, QueueName, ScheduleDef, ScheduleEntry, SchedulerMetrics, Schedules,
@@ -96,7 +97,12 @@ impl Schedules for RedisBroker {
     }
 
     async fn leader(&self) -> Result<Option<LeaderInfo>, BrokerError> {
-        let holder: Option<String> = self.inner.client.get(self.sched_key("leader")).await?;
+        let holder: Option<String> = self
+            .inner
+            .client
+            .get(self.sched_key("leader"))
+            .await
+            .map_err(store)?;
         if holder.is_none() {
             return Ok(None);
         }
@@ -104,7 +110,8 @@ impl Schedules for RedisBroker {
             .inner
             .client
             .hmget(self.sched_key("leader-info"), vec!["id", "epoch", "since"])
-            .await?;
+            .await
+            .map_err(store)?;
         let field = |i: usize| info.get(i).cloned().flatten();
         Ok(Some(LeaderInfo {
             id: field(0).unwrap_or_default(),
@@ -114,13 +121,17 @@ impl Schedules for RedisBroker {
     }
 
     async fn resignations(&self) -> Result<mpsc::Receiver<()>, BrokerError> {
-        let sub = client_builder(self.inner.client.client_config()).build_subscriber_client()?;
-        sub.init().await?;
+        let sub = client_builder(self.inner.client.client_config())
+            .build_subscriber_client()
+            .map_err(store)?;
+        sub.init().await.map_err(store)?;
         // Re-subscribes after a reconnect; messages published during the gap are lost, which
         // is why followers also poll the lock.
         let manager = sub.manage_subscriptions();
         let mut messages = sub.message_rx();
-        sub.subscribe(self.sched_key("resign")).await?;
+        sub.subscribe(self.sched_key("resign"))
+            .await
+            .map_err(store)?;
         let (tx, rx) = mpsc::channel(8);
         tokio::spawn(async move {
             loop {
@@ -340,7 +351,8 @@ impl Schedules for RedisBroker {
             c.hmget::<Vec<Option<i64>>, _, _>(sched(&keys, "last"), ids.clone()),
             c.hmget::<Vec<Option<String>>, _, _>(sched(&keys, "task"), ids.clone()),
             c.hmget::<Vec<Option<i64>>, _, _>(sched(&keys, "reg"), ids),
-        )?;
+        )
+        .map_err(store)?;
         Ok(last
             .into_iter()
             .zip(task)
@@ -366,7 +378,8 @@ impl Schedules for RedisBroker {
                 .inner
                 .client
                 .hset(self.sched_key("registry:def"), pairs)
-                .await?;
+                .await
+                .map_err(store)?;
         }
         Ok(())
     }
@@ -384,14 +397,18 @@ impl Schedules for RedisBroker {
             .saturating_sub(duration_ms(live_within));
         let instances: Vec<String> = c
             .zrangebyscore(self.sched_key("registry:live"), since, "+inf", false, None)
-            .await?;
+            .await
+            .map_err(store)?;
         let known: std::collections::HashSet<&str> = known.iter().map(String::as_str).collect();
         let mut ids = std::collections::BTreeSet::new();
         let own = self.instance_set(instance);
         for i in instances.iter().filter(|i| i.as_str() != instance) {
             // All instances of one deploy register the same ids: the difference, computed by
             // Redis, is usually empty, so the ids themselves do not travel.
-            let registered: Vec<String> = c.sdiff(vec![self.instance_set(i), own.clone()]).await?;
+            let registered: Vec<String> = c
+                .sdiff(vec![self.instance_set(i), own.clone()])
+                .await
+                .map_err(store)?;
             ids.extend(
                 registered
                     .into_iter()
@@ -403,7 +420,8 @@ impl Schedules for RedisBroker {
         for chunk in ids.chunks(1000) {
             let raw: Vec<Option<Vec<u8>>> = c
                 .hmget(self.sched_key("registry:def"), chunk.to_vec())
-                .await?;
+                .await
+                .map_err(store)?;
             for (id, bytes) in chunk.iter().zip(raw) {
                 let Some(bytes) = bytes else { continue };
                 match ScheduleDef::decode(&bytes) {
@@ -460,7 +478,8 @@ impl Schedules for RedisBroker {
                 None,
                 true,
             )
-            .await?;
+            .await
+            .map_err(store)?;
         // Last seen of each id: the latest of the instances that register it.
         let mut seen: HashMap<String, i64> = HashMap::new();
         let live_at: Vec<i64> = live.iter().map(|(_, score)| *score as i64).collect();
@@ -469,17 +488,21 @@ impl Schedules for RedisBroker {
             if now.saturating_sub(at) > duration_ms(remove_after) {
                 continue;
             }
-            let ids: Vec<String> = c.smembers(self.instance_set(&instance)).await?;
+            let ids: Vec<String> = c
+                .smembers(self.instance_set(&instance))
+                .await
+                .map_err(store)?;
             for id in ids {
                 let e = seen.entry(id).or_insert(at);
                 *e = (*e).max(at);
             }
         }
-        let raw: Vec<(String, Vec<u8>)> = c.hgetall(self.sched_key("registry")).await?;
+        let raw: Vec<(String, Vec<u8>)> =
+            c.hgetall(self.sched_key("registry")).await.map_err(store)?;
         let mut by_queue: BTreeMap<String, Vec<ScheduleEntry>> = BTreeMap::new();
         // Runtime schedules are fired by whichever instance leads: live while a leader holds
         // the lock, else last seen when any instance was.
-        let leading: i64 = c.exists(self.sched_key("leader")).await?;
+        let leading: i64 = c.exists(self.sched_key("leader")).await.map_err(store)?;
         let any_seen = if leading > 0 {
             now
         } else {
@@ -547,7 +570,8 @@ impl Schedules for RedisBroker {
                     None,
                     false,
                 )
-                .await?;
+                .await
+                .map_err(store)?;
             let mut keys = vec![
                 self.sched_key("registry"),
                 self.sched_key("registry:live"),
@@ -590,7 +614,10 @@ impl Schedules for RedisBroker {
             };
             let keys = self.queue_keys(&q);
             for name in ["last", "task", "reg"] {
-                let _: i64 = c.hdel(sched(&keys, name), qids.clone()).await?;
+                let _: i64 = c
+                    .hdel(sched(&keys, name), qids.clone())
+                    .await
+                    .map_err(store)?;
             }
         }
         Ok(ids)
@@ -598,7 +625,7 @@ impl Schedules for RedisBroker {
 
     async fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError> {
         let c = &self.inner.client;
-        let queues: Vec<String> = c.smembers(self.inner.keys.queues()).await?;
+        let queues: Vec<String> = c.smembers(self.inner.keys.queues()).await.map_err(store)?;
         let mut keys = vec![self.sched_key("metrics")];
         for q in queues {
             if let Ok(q) = QueueName::new(q) {
@@ -609,7 +636,7 @@ impl Schedules for RedisBroker {
             c.hmget::<Vec<Option<u64>>, _, _>(k.as_str(), vec!["fired", "missed", "suppressed"])
         });
         let mut m = SchedulerMetrics::default();
-        for v in futures::future::try_join_all(reads).await? {
+        for v in futures::future::try_join_all(reads).await.map_err(store)? {
             let get = |i: usize| v.get(i).copied().flatten().unwrap_or(0);
             m.fired = m.fired.saturating_add(get(0));
             m.missed = m.missed.saturating_add(get(1));
@@ -634,7 +661,8 @@ impl RedisBroker {
                 ),
                 Vec::<String>::new(),
             )
-            .await?;
+            .await
+            .map_err(store)?;
         let part = |i: usize| t.get(i).and_then(|s| s.parse::<i64>().ok());
         match (part(0), part(1)) {
             (Some(s), Some(us)) => Ok(s.saturating_mul(1000).saturating_add(us / 1000)),

@@ -5,6 +5,7 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::RedisBroker;
+use crate::redis::store::store;
 use crate::BrokerError;
 
 macro_rules! scripts {
@@ -77,7 +78,7 @@ impl Scripts {
     /// SCRIPT LOAD of every script on every primary, so the first EVALSHA of each already hits.
     pub(crate) async fn load_all(&self, client: &Client) -> Result<(), BrokerError> {
         for (_, s) in self.all() {
-            s.load(client).await?;
+            s.load(client).await.map_err(store)?;
         }
         Ok(())
     }
@@ -96,7 +97,8 @@ impl RedisBroker {
         let s = script(&self.inner.scripts);
         Ok(
             s.evalsha_with_reload::<Value, _, _>(&self.inner.client, keys, args)
-                .await?,
+                .await
+                .map_err(store)?,
         )
     }
 

@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 use tracing::warn;
 
 use super::{client_builder, RedisBroker};
+use crate::redis::store::store;
 use crate::{BrokerError, QueueName, Signal, Signals};
 
 /// Signals buffered per receiver before it lags (a lag becomes one [`Signal::Resync`]).
@@ -25,17 +26,19 @@ pub(super) struct Hub {
 impl Hub {
     async fn start(broker: &RedisBroker) -> Result<Arc<Self>, BrokerError> {
         let channel = broker.inner.keys.signal();
-        let sub = client_builder(broker.inner.client.client_config()).build_subscriber_client()?;
+        let sub = client_builder(broker.inner.client.client_config())
+            .build_subscriber_client()
+            .map_err(store)?;
         let (tx, _) = broadcast::channel(BUFFER);
         // Listeners before the first connection, so that no message or reconnect is missed.
         let mut messages = sub.message_rx();
         let mut reconnects = sub.reconnect_rx();
-        sub.init().await?;
-        sub.subscribe(channel.as_str()).await?;
+        sub.init().await.map_err(store)?;
+        sub.subscribe(channel.as_str()).await.map_err(store)?;
         // The client answers SUBSCRIBE once written, not once run: a PING behind it on the same
         // connection returns only when Redis has subscribed, so a push made after `start` is
         // heard.
-        let _: Value = sub.ping(None).await?;
+        let _: Value = sub.ping(None).await.map_err(store)?;
         // Connections made so far (the first one included) are covered by that subscribe.
         while reconnects.try_recv().is_ok() {}
         let read = {
@@ -143,7 +146,8 @@ impl RedisBroker {
             .inner
             .client
             .publish(self.inner.keys.signal(), "p")
-            .await?;
+            .await
+            .map_err(store)?;
         Ok(())
     }
 }

@@ -13,6 +13,7 @@ use tracing::warn;
 
 use super::consume::{lease_of_entry, ReadReply};
 use super::RedisBroker;
+use crate::redis::store::store;
 use crate::{BrokerError, Fetched, Interrupt, QueueName, GROUP};
 
 /// Longest block of one watch: under the command timeout with room to spare. Longer than a
@@ -60,7 +61,7 @@ pub(super) async fn watch(
             }
             return Ok(Some(Vec::new()));
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(store(e)),
     };
     let mut out = Vec::new();
     for (key, entries) in reply {

@@ -42,11 +42,11 @@ impl Faulty {
 }
 
 fn cut(what: &str) -> BrokerError {
-    RedisError::new(
+    let e = RedisError::new(
         ErrorKind::IO,
         format!("injected: connection cut during {what}"),
-    )
-    .into()
+    );
+    BrokerError::Store(StoreError::new(e, true))
 }
 
 macro_rules! forward {
