@@ -100,6 +100,8 @@ pub mod guide {
     pub mod runtime_schedules {}
 }
 
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 /// The repository README's examples, compiled as doctests so they cannot drift from the API.

@@ -350,7 +350,7 @@ impl RedisBroker {
     fn result_arg(&self, c: &Completion) -> Value {
         match (&c.retention, &c.result) {
             (Some(_), Some(r)) if r.len() > self.inner.max_payload => {
-                let mut note = vec![crate::outcome::OVERSIZED_RESULT];
+                let mut note = vec![crate::OVERSIZED_RESULT];
                 note.extend_from_slice(
                     format!(
                         "result of {} bytes is over the limit of {} bytes",

@@ -4,10 +4,10 @@ use fred::prelude::*;
 
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
-use crate::task::{Due, DEFAULT_MAX_RETRY};
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, Enqueue, NewTask, QueueName, TaskInfo, TaskState,
 };
+use crate::{Due, DEFAULT_MAX_RETRY};
 
 /// The name of one enqueue call's receipt: random per call and the same in a client's re-send
 /// of it, so a re-send (its first reply lost on a reconnect) answers from the receipt without
@@ -248,7 +248,7 @@ impl RedisBroker {
             if let Some((k, _)) = &unique {
                 locks.push(k.clone());
             }
-            let (at, delay) = match task.due {
+            let (at, delay) = match task.due() {
                 Due::Now => (0, 0),
                 Due::At(at) => (at.max(1), 0),
                 Due::In(d) => (0, d.max(0)),
@@ -260,7 +260,7 @@ impl RedisBroker {
             args.push(unique.map_or(0, |(_, ttl)| ttl).into());
             args.push(i64::from(env.max_retry).into());
             args.push(reply::flag(env.dead_letter == DeadLetter::Discard));
-            args.push(if task.explicit_id {
+            args.push(if task.explicit_id() {
                 task.fingerprint().into()
             } else {
                 "".into()
@@ -300,7 +300,7 @@ impl RedisBroker {
                 }
                 v => {
                     let code = reply::int(&v, "enqueue")?;
-                    let (at, state) = match (code, task.due) {
+                    let (at, state) = match (code, task.due()) {
                         (3, Due::At(at)) => (at, TaskState::Scheduled),
                         (3, Due::In(d)) => (now.saturating_add(d), TaskState::Scheduled),
                         _ => (now, TaskState::Pending),
@@ -308,7 +308,7 @@ impl RedisBroker {
                     (code, at, state)
                 }
             };
-            let wanted = task.durable.map(|(n, _)| n);
+            let wanted = task.durable().map(|(n, _)| n);
             let env = task.envelope;
             let r = match code {
                 1..=3 if wanted.is_some_and(|w| replicated < w) => {
@@ -355,7 +355,7 @@ impl RedisBroker {
     ) -> Result<u32, BrokerError> {
         let Some((replicas, wait)) = sent
             .iter()
-            .filter_map(|(_, t)| t.durable)
+            .filter_map(|(_, t)| t.durable())
             .reduce(|(n, a), (m, b)| (n.max(m), a.max(b)))
         else {
             return Ok(0);

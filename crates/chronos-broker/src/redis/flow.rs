@@ -6,9 +6,9 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use super::{reply, RedisBroker};
-use crate::flow::counts_offset;
+use crate::counts_offset;
 use crate::redis::store::store;
-use crate::task::Due;
+use crate::Due;
 use crate::{
     duration_ms, BrokerError, ChainInfo, ChainStatus, DeadLetter, Flows, GroupCreated, GroupRecord,
     GroupState, MemberOutcome, MemberPage, MemberReport, MemberResult, NewTask, QueueName,
@@ -42,7 +42,7 @@ impl Flows for RedisBroker {
         let bytes = self.encode_task(&task)?;
         let keys = self.queue_keys(&queue);
         let env = &task.envelope;
-        let (at, delay) = match task.due {
+        let (at, delay) = match task.due() {
             Due::Now => (0, 0),
             Due::At(at) => (at.max(1), 0),
             Due::In(d) => (0, d.max(0)),

@@ -26,11 +26,8 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use crate::redis::store::store;
-use crate::{BrokerError, Keyspace, QueueKeys, QueueName, GROUP};
+use crate::{BrokerError, Keyspace, QueueKeys, QueueName, DEFAULT_MAX_PAYLOAD, GROUP};
 use scripts::Scripts;
-
-/// Default limit on the encoded payload of one task (1 MiB).
-pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
 
 /// Longest time any command may take before it fails with a timeout. Blocking reads must stay
 /// well below it (a client-side timeout does not cancel a block on the server).

@@ -9,7 +9,7 @@ use crate::{BrokerError, Client, DecodeError, QueueName, Results, TaskState};
 /// First byte of a stored result that is not a result but a note that the handler's result was
 /// too large to keep. MessagePack never starts a value with 0xc1 (the one byte it leaves unused),
 /// so the note cannot be mistaken for a result.
-pub(crate) const OVERSIZED_RESULT: u8 = 0xc1;
+pub const OVERSIZED_RESULT: u8 = 0xc1;
 
 /// Where a task stands, read by [`crate::Results::outcome`].
 #[derive(Debug, Clone, PartialEq, Eq)]

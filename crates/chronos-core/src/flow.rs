@@ -34,7 +34,7 @@ pub const SUCCESSOR_MARKER_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// numbers around a colon, so the script replaces bytes in place without re-encoding.
 const COUNTS_LEN: usize = 21;
 /// What the counts text holds until the callback fires.
-pub(crate) const COUNTS_PLACEHOLDER: &str = "??????????:??????????";
+pub const COUNTS_PLACEHOLDER: &str = "??????????:??????????";
 
 /// A task's place in a workflow; `None` in a plain task's envelope.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,7 +187,7 @@ impl StepSpec {
             ));
         }
         if let Some(key) = &opts.rate_key {
-            crate::keys::check_rate_key(key)?;
+            crate::names::check_rate_key(key)?;
         }
         Ok(Self {
             kind: kind.to_string(),
@@ -503,7 +503,7 @@ pub trait Flows: Send + Sync {
 /// Where the counts text starts in a group callback's encoded envelope, so the firing script
 /// can overwrite it in place: the last occurrence of the placeholder (the counts are the
 /// last field of the flow, after the payload and headers).
-pub(crate) fn counts_offset(bytes: &[u8]) -> Option<usize> {
+pub fn counts_offset(bytes: &[u8]) -> Option<usize> {
     let needle = COUNTS_PLACEHOLDER.as_bytes();
     debug_assert_eq!(needle.len(), COUNTS_LEN);
     bytes.windows(needle.len()).rposition(|w| w == needle)

@@ -97,7 +97,7 @@ impl<B: Enqueue + Flows> Client<B> {
         let mut steps = Vec::with_capacity(specs.len());
         for (i, spec) in specs.iter_mut().enumerate() {
             let task_id = flow_task_id(&id, i as u64);
-            crate::keys::check_explicit_id(&task_id)?;
+            crate::names::check_explicit_id(&task_id)?;
             steps.push((QueueName::new(spec.queue.as_str())?, task_id));
             spec.retention_ms
                 .get_or_insert(duration_ms(DEFAULT_CHAIN_RETENTION) as u64);

@@ -1,27 +1,39 @@
+use std::future::Future;
+
 use crate::{
-    encode_args, now_ms, BrokerError, Enqueue, EnqueueOptions, NewTask, RedisBroker, TaskArgs,
-    TaskInfo,
+    encode_args, now_ms, BrokerError, Enqueue, EnqueueOptions, NewTask, TaskArgs, TaskInfo,
 };
 
 /// The typed producer API: enqueues values of [`TaskArgs`] types.
 ///
-/// Cheap to clone when the broker is (a [`RedisBroker`] is).
+/// Cheap to clone when the broker is (the Redis broker is). `chronos-broker` names it with the
+/// Redis broker as the default type, so `Client::connect(url)` needs no annotation there.
 #[derive(Debug, Clone)]
-pub struct Client<B = RedisBroker> {
+pub struct Client<B> {
     broker: B,
 }
 
-impl Client<RedisBroker> {
+/// A broker that opens itself from a URL and can be closed: what [`Client::connect`] and
+/// [`Client::close`] need.
+pub trait Connect: Sized + Send + Sync {
+    /// Connects to `url` with the default settings.
+    fn connect(url: String) -> impl Future<Output = Result<Self, BrokerError>> + Send;
+
+    /// Closes the connection once the replies of commands already sent are in; a call made on
+    /// the broker (or a clone sharing its connection) afterwards fails.
+    fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+impl<B: Connect + Enqueue> Client<B> {
     /// Connects a client to `url` with the default namespace.
     pub async fn connect(url: impl Into<String>) -> Result<Self, BrokerError> {
-        Ok(Self::new(RedisBroker::connect(url).await?))
+        Ok(Self::new(B::connect(url.into()).await?))
     }
 
-    /// Quits the Redis connection once the replies of commands already sent are in, and does not
-    /// reconnect. Every clone of this client, and the [`RedisBroker`] it was built from (with a
+    /// Closes the broker's connection once the replies of commands already sent are in, and
+    /// does not reconnect. Every clone of this client, and the broker it was built from (with a
     /// server or scheduler running on it), shares that connection: close when all of them are
-    /// done. A call made on one of them afterwards fails with [`BrokerError::Store`] (a timeout,
-    /// after the broker's 10 s command timeout).
+    /// done. A call made on one of them afterwards fails with [`BrokerError::Store`].
     pub async fn close(self) {
         self.broker.close().await
     }

@@ -302,6 +302,10 @@ impl TaskState {
     }
 }
 
+/// Default limit on the encoded payload of one task (1 MiB); a broker may be configured with
+/// another.
+pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+
 /// What an enqueue produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskInfo {
@@ -339,6 +343,17 @@ pub struct NewTask {
 }
 
 impl NewTask {
+    /// The run time the producer asked for, as it asked.
+    pub fn due(&self) -> Due {
+        self.due
+    }
+
+    /// True when the producer chose the task id ([`EnqueueOptions::task_id`]): an enqueue of an
+    /// id already in use is then compared by [`NewTask::fingerprint`], not refused.
+    pub fn explicit_id(&self) -> bool {
+        self.explicit_id
+    }
+
     /// The replicas this task's enqueue waits for and how long ([`EnqueueOptions::durable`]);
     /// None when it does not wait.
     pub fn durable(&self) -> Option<(u32, Duration)> {
@@ -349,7 +364,7 @@ impl NewTask {
     /// that entry's (see `RedisBroker`'s storage notes). True when nothing asks for a record:
     /// no explicit id, no unique key, no retention, no rate key, no workflow, no delay, no
     /// replication wait.
-    pub(crate) fn is_plain(&self) -> bool {
+    pub fn is_plain(&self) -> bool {
         let env = &self.envelope;
         !self.explicit_id
             && matches!(self.due, Due::Now)
@@ -362,11 +377,15 @@ impl NewTask {
     }
 }
 
-/// When a new task is due, as its producer asked.
+/// When a new task is due, as its producer asked: a store decides "now" by its own clock, so
+/// producers with skewed clocks agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Due {
+pub enum Due {
+    /// Ready at once.
     Now,
+    /// At this unix time (ms).
     At(i64),
+    /// This many ms after the store's now.
     In(i64),
 }
 
@@ -381,11 +400,11 @@ impl NewTask {
     ) -> Result<Self, BrokerError> {
         let explicit_id = opts.task_id.is_some();
         if let Some(key) = &opts.rate_key {
-            crate::keys::check_rate_key(key)?;
+            crate::names::check_rate_key(key)?;
         }
         let id = match opts.task_id {
             Some(id) => {
-                crate::keys::check_explicit_id(&id)?;
+                crate::names::check_explicit_id(&id)?;
                 id
             }
             None => new_task_id(),

@@ -165,8 +165,8 @@ impl<B: Enqueue + Flows> Client<B> {
         let queue = QueueName::new(callback.envelope.queue.as_str())?;
         let total = group.members.len() as u64;
         let callback_id = callback_task_id(&id);
-        crate::keys::check_explicit_id(&callback_id)?;
-        crate::keys::check_explicit_id(&flow_task_id(&id, total))?;
+        crate::names::check_explicit_id(&callback_id)?;
+        crate::names::check_explicit_id(&flow_task_id(&id, total))?;
         callback.envelope.id = callback_id.clone();
         callback.explicit_id = true;
         callback.envelope.flow = Some(Box::new(Flow {

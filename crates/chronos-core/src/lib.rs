@@ -1,0 +1,125 @@
+//! The core of chronos-rs: what a task is, what a broker can do, and the typed client, with no
+//! store driver underneath.
+//!
+//! Who should depend on this crate directly: implementers and wrappers of a broker (metrics,
+//! fault injection, an in-memory store for tests, another store), and libraries that produce
+//! tasks without choosing the store. Its dependency tree holds no Redis client: the Redis broker
+//! is `chronos-broker`, and applications usually depend on the `chronos` facade, which
+//! re-exports both.
+//!
+//! # Tour
+//! * [`TaskArgs`]: a serde type with a stable kind; [`Client::enqueue`] and
+//!   [`Client::enqueue_batch`] write it with [`EnqueueOptions`].
+//! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
+//! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`],
+//!   [`Schedules`], [`ManageSchedules`] (schedules stored at run time, [`ScheduleDef`]); [`Broker`] is all of them, but each runtime asks only for what it uses (the
+//!   worker's server: `Consume + Maintain + Inspect + SampleQueues + Flows + Throttle`, see
+//!   [`SampleQueues`], [`Flows`], [`Throttle`]). `chronos-broker`'s `RedisBroker`
+//!   implements them over fred for standalone Redis, Sentinel and Redis Cluster. Each is also implemented for `&T`,
+//!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
+//!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
+//!   [`NewTask`], [`Trigger`], ...) here.
+//! * [`Throttle`]: rate limits (starts per period) and concurrency limits of a queue, and
+//!   rate limits per rate key ([`EnqueueOptions::rate_key`]), counted in the store for the
+//!   whole cluster; the worker calls it only for queues it limits.
+//! * [`Client::result`] and [`Client::wait`]: a handler's result, kept with its task while the
+//!   task is retained ([`EnqueueOptions::retention`]), read or awaited by the producer; the
+//!   [`Results`] capability underneath ([`TaskOutcome`]). A wait is woken by a pub/sub message
+//!   the settling script publishes on the task hash's name (only for retained completions and
+//!   for dead letters, so a plain task pays nothing); while it waits it also re-reads the task
+//!   once a second, which bounds a wake-up lost while the subscriber reconnected.
+//! * Idle cost: [`Consume::watch`] waits for many queues with one blocking read (not on Redis
+//!   Cluster), which an [`Interrupt`] cuts short; [`Maintain::signals`] pushes [`Signal`]s
+//!   (earlier due times, pause changes, a resync after each reconnect) so an idle worker sleeps
+//!   instead of polling, and [`Maintain::forward_due_next`] says when the next task is due.
+//! * [`SampleQueues`]: queue gauges (counts by state, oldest pending task's age) for metrics,
+//!   sampled by one process of the cluster that holds a short lease.
+//! * [`Inspect`]: the read side for dashboards and CLIs (queue counts, tasks by state or id,
+//!   pausing, live servers, the scheduler leader).
+//! * [`Operate`]: operator actions ([`TaskAction`]: run now, delete, archive, cancel) on one
+//!   task or on every task of a state matching a [`TaskFilter`] (kind, payload substring), in
+//!   bounded chunks; listing by cursor ([`TaskPage`]); queue deletion; per-queue history
+//!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
+//! * Workflows: [`Chain`] (steps that run one after another, each reading the previous one's
+//!   result; [`Client::enqueue_chain`], [`Client::chain_status`]) and [`Group`] (fan-out /
+//!   fan-in: members and a callback enqueued exactly once when all finished;
+//!   [`Client::enqueue_group`], [`Client::group_results`]). The worker moves them on through
+//!   the [`Flows`] capability, only for tasks that carry a [`Flow`]: a plain task pays nothing.
+//!   See "Chains and groups" below.
+//! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
+//! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
+//!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
+//!   set a `traceparent` header), and the worker links its span to it.
+//! * [`testing::Recorder`]: an in-memory [`Enqueue`] that records instead of writing, so a
+//!   producer's tests run `Client<Recorder>` without Redis and assert on what was enqueued.
+//!
+//! # Errors
+//! Every fallible call answers a [`BrokerError`]. Input errors are permanent; a failure of the
+//! store underneath is a [`BrokerError::Store`] holding an opaque [`StoreError`] (the driver's
+//! own error stays reachable through [`StoreError::downcast_ref`]), transient or not as the
+//! broker that made it decided: [`BrokerError::is_transient`] is what retry loops ask.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod chain;
+mod client;
+mod envelope;
+mod error;
+mod flow;
+mod forward;
+mod group;
+pub mod names;
+mod outcome;
+mod payload;
+mod sample;
+mod schedule;
+mod schedule_def;
+mod server_record;
+mod signal;
+mod task;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
+mod throttle;
+mod trace_context;
+mod traits;
+
+pub use chain::Chain;
+pub use client::{Client, Connect};
+pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
+pub use error::{BrokerError, DecodeError, StoreError};
+pub use flow::{
+    callback_task_id, chain_successor, counts_offset, flow_task_id, ChainInfo, ChainLink,
+    ChainPosition, ChainStatus, Flow, Flows, GroupCallback, GroupCreated, GroupInfo, GroupLink,
+    GroupRecord, GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult,
+    StepSpec, COUNTS_PLACEHOLDER, DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL, SUCCESSOR_MARKER_TTL,
+};
+pub use group::Group;
+pub use names::{QueueName, MAX_NAME_LEN};
+pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
+pub use payload::payload_json;
+pub use sample::{QueueSample, SampleQueues};
+pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
+pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef};
+pub use server_record::ServerRecord;
+pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
+pub use task::{
+    decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, Due, EnqueueOptions,
+    NewTask, TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_RETRY,
+    SCHEDULE_HEADER, TRIGGER_HEADER,
+};
+pub use throttle::{Admission, KeyRate, PermitLimit, Permits, Throttle};
+#[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+pub use trace_context::{current_trace_context, parse_trace_context};
+pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
+pub use traits::{
+    ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
+    DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
+    ManageSchedules, Operate, QueueStats, Reclaimed, Results, Schedules, StartOutcome, TaskAction,
+    TaskFilter, TaskPage, TaskRecord,
+};
+
+/// Re-exported so users can build the [`time::OffsetDateTime`] that
+/// [`EnqueueOptions::process_at`] and [`EnqueueOptions::deadline`] take without a direct
+/// dependency.
+pub use time;
