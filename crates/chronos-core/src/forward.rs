@@ -1,148 +1,251 @@
-//! Every capability trait is implemented for `&T`, `Arc<T>` and `Box<T>` when `T` has it, by
-//! calling `T`. So a runtime can be handed a shared broker (`Arc<MyBroker>`) or a borrowed one
-//! without a wrapper type, and a wrapper that adds metrics or faults can hold its inner broker
-//! behind any of the three.
+//! One forwarding macro for every capability: the `&T`, `Arc<T>` and `Box<T>` impls below, and
+//! any wrapper that passes a capability to a broker it holds ([`crate::forward!`]). The method
+//! lists live here once; the traits have no default bodies, so a wrapper that forgets a method,
+//! or a capability, does not compile.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::{
-    ActionOutcome, BrokerError, BulkReport, ChainInfo, ChainStatus, Completion, Consume,
-    Coordinate, DeadOutcome, DeadTask, Enqueue, Fetched, FireOutcome, FireState, Flows, Forwarded,
-    GroupCreated, GroupRecord, GroupState, HistoryPoint, HistorySpan, Inspect, Interrupt,
-    LeaderInfo, LeaseId, Maintain, ManageSchedules, MemberOutcome, MemberPage, MemberReport,
-    NewTask, Operate, PutOutcome, QueueName, QueueStats, Reclaimed, Results, ScheduleDef,
-    ScheduleEntry, SchedulerMetrics, Schedules, ServerRecord, Signals, StartOutcome, StoredDef,
-    TaskAction, TaskFilter, TaskInfo, TaskOutcome, TaskPage, TaskRecord, TaskState, Trigger,
-};
-
-/// Writes one trait's forwarding impls for `&T`, `Arc<T>` and `Box<T>` from its method list:
-/// each method passes its arguments to `(**self)`, the `T` behind the pointer.
+/// Writes the methods of one capability trait inside an `impl` block, each passing its
+/// arguments to the broker the wrapper holds.
+///
+/// * `forward!(Consume => inner)`: every method calls `self.inner` (write the associated
+///   `type Reader = B::Reader;` yourself).
+/// * `forward!(Consume => inner, before hook)`: each method that answers a `Result` first calls
+///   `self.hook("method_name")?` (`fn hook(&self, method: &'static str) -> Result<(), BrokerError>`),
+///   so a wrapper can count calls or inject a failure; the others just forward.
+///
+/// A wrapper that changes one method of a capability writes that `impl` by hand; the compiler
+/// then lists any method it forgot.
+///
+/// ```
+/// use chronos_core::{forward, BrokerError, Enqueue, Inspect};
+///
+/// /// Counts the calls that reach the broker it wraps.
+/// struct Counting<B> {
+///     inner: B,
+///     calls: std::sync::atomic::AtomicU64,
+/// }
+///
+/// impl<B> Counting<B> {
+///     fn count(&self, _method: &'static str) -> Result<(), BrokerError> {
+///         self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+///         Ok(())
+///     }
+/// }
+///
+/// impl<B: Enqueue> Enqueue for Counting<B> {
+///     forward!(Enqueue => inner, before count);
+/// }
+///
+/// impl<B: Inspect> Inspect for Counting<B> {
+///     forward!(Inspect => inner);
+/// }
+/// ```
+#[macro_export]
 macro_rules! forward {
-    ($trait:ident { $($items:tt)* }) => {
-        impl<T: $trait + ?Sized> $trait for &T {
-            forward!(@items $($items)*);
-        }
-        impl<T: $trait + ?Sized> $trait for Arc<T> {
-            forward!(@items $($items)*);
-        }
-        impl<T: $trait + ?Sized> $trait for Box<T> {
-            forward!(@items $($items)*);
-        }
+    ($trait:ident => $field:ident) => {
+        $crate::forward!(@methods $trait, (field $field));
     };
-    (@items) => {};
-    (@items type $assoc:ident; $($rest:tt)*) => {
+    ($trait:ident => $field:ident, before $hook:ident) => {
+        $crate::forward!(@methods $trait, (hook $field $hook));
+    };
+    (@methods Enqueue, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn enqueue(&self, tasks: Vec<$crate::NewTask>) -> Result<Vec<Result<$crate::TaskInfo, $crate::BrokerError>>, $crate::BrokerError>;
+        );
+    };
+    (@methods Results, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn outcome(&self, queue: &$crate::QueueName, id: &str) -> Result<$crate::TaskOutcome, $crate::BrokerError>;
+            fn wait_outcome(&self, queue: &$crate::QueueName, id: &str, timeout: ::std::time::Duration) -> Result<$crate::TaskOutcome, $crate::BrokerError>;
+        );
+    };
+    (@methods Consume, $how:tt) => {
+        $crate::forward!(@emit $how
+            type Reader;
+            fn open_reader(&self) -> Result<Self::Reader, $crate::BrokerError>;
+            plain fn close_reader(&self, reader: Self::Reader) -> ();
+            fn ensure_queue(&self, queue: &$crate::QueueName) -> Result<(), $crate::BrokerError>;
+            fn fetch(&self, reader: &mut Self::Reader, queue: &$crate::QueueName, consumer: &str, count: usize, block: ::std::time::Duration) -> Result<$crate::Fetched, $crate::BrokerError>;
+            fn start(&self, queue: &$crate::QueueName, leases: &[$crate::LeaseId]) -> Result<Vec<$crate::StartOutcome>, $crate::BrokerError>;
+            fn complete(&self, queue: &$crate::QueueName, done: &[$crate::Completion]) -> Result<u64, $crate::BrokerError>;
+            fn retry(&self, lease: &$crate::LeaseId, delay: ::std::time::Duration, error: &str) -> Result<bool, $crate::BrokerError>;
+            fn dead_letter(&self, lease: &$crate::LeaseId, error: &str, count_attempt: bool) -> Result<$crate::DeadOutcome, $crate::BrokerError>;
+            fn requeue(&self, queue: &$crate::QueueName, leases: &[$crate::LeaseId]) -> Result<u64, $crate::BrokerError>;
+            fn watch(&self, reader: &mut Self::Reader, queues: &[$crate::QueueName], consumer: &str, count: usize, block: ::std::time::Duration) -> Result<Option<Vec<(usize, $crate::Fetched)>>, $crate::BrokerError>;
+            plain fn interrupter(&self, reader: &Self::Reader) -> Option<$crate::Interrupt>;
+        );
+    };
+    (@methods Maintain, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn forward_due(&self, queue: &$crate::QueueName, limit: usize) -> Result<u64, $crate::BrokerError>;
+            fn reclaim_idle(&self, queue: &$crate::QueueName, min_idle: ::std::time::Duration, limit: usize) -> Result<$crate::Reclaimed, $crate::BrokerError>;
+            fn extend_leases(&self, queue: &$crate::QueueName, consumer: &str, msg_ids: &[String]) -> Result<Vec<String>, $crate::BrokerError>;
+            fn trim(&self, queue: &$crate::QueueName, archive_max_age: ::std::time::Duration, archive_max_len: u64, limit: usize) -> Result<u64, $crate::BrokerError>;
+            fn consumers(&self, queue: &$crate::QueueName) -> Result<Vec<(String, u64, u64)>, $crate::BrokerError>;
+            fn publish_server(&self, record: &$crate::ServerRecord, ttl: ::std::time::Duration) -> Result<(), $crate::BrokerError>;
+            fn remove_server(&self, id: &str) -> Result<(), $crate::BrokerError>;
+            fn remove_consumer(&self, queue: &$crate::QueueName, consumer: &str) -> Result<bool, $crate::BrokerError>;
+            fn cancel_requested(&self, queue: &$crate::QueueName, msg_ids: &[String]) -> Result<Vec<String>, $crate::BrokerError>;
+            fn reclaimed_dead(&self, queue: &$crate::QueueName, limit: usize) -> Result<Vec<$crate::DeadTask>, $crate::BrokerError>;
+            fn ack_reclaimed(&self, queue: &$crate::QueueName, task_ids: &[String]) -> Result<u64, $crate::BrokerError>;
+            fn forward_due_next(&self, queue: &$crate::QueueName, limit: usize) -> Result<$crate::Forwarded, $crate::BrokerError>;
+            fn signals(&self) -> Result<Option<$crate::Signals>, $crate::BrokerError>;
+        );
+    };
+    (@methods Coordinate, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn try_lock(&self, key: &str, token: &str, ttl: ::std::time::Duration) -> Result<bool, $crate::BrokerError>;
+            fn renew_lock(&self, key: &str, token: &str, ttl: ::std::time::Duration) -> Result<bool, $crate::BrokerError>;
+            fn release_lock(&self, key: &str, token: &str, channel: Option<&str>) -> Result<bool, $crate::BrokerError>;
+        );
+    };
+    (@methods Inspect, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn queues(&self) -> Result<Vec<$crate::QueueName>, $crate::BrokerError>;
+            fn queue_stats(&self, queue: &$crate::QueueName) -> Result<$crate::QueueStats, $crate::BrokerError>;
+            fn task(&self, queue: &$crate::QueueName, id: &str) -> Result<Option<$crate::TaskRecord>, $crate::BrokerError>;
+            fn list_tasks(&self, queue: &$crate::QueueName, state: $crate::TaskState, offset: usize, limit: usize) -> Result<Vec<$crate::TaskRecord>, $crate::BrokerError>;
+            fn set_paused(&self, queue: &$crate::QueueName, paused: bool) -> Result<(), $crate::BrokerError>;
+            fn paused_queues(&self) -> Result<Vec<$crate::QueueName>, $crate::BrokerError>;
+            fn servers(&self) -> Result<Vec<$crate::ServerRecord>, $crate::BrokerError>;
+            fn scheduler_leader(&self) -> Result<Option<$crate::LeaderInfo>, $crate::BrokerError>;
+        );
+    };
+    (@methods Schedules, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn acquire_leadership(&self, token: &str, instance: &str, ttl: ::std::time::Duration, min_epoch: u64) -> Result<Option<u64>, $crate::BrokerError>;
+            fn renew_leadership(&self, token: &str, ttl: ::std::time::Duration) -> Result<bool, $crate::BrokerError>;
+            fn resign_leadership(&self, token: &str) -> Result<bool, $crate::BrokerError>;
+            fn leader(&self) -> Result<Option<$crate::LeaderInfo>, $crate::BrokerError>;
+            fn resignations(&self) -> Result<$crate::__private::Receiver<()>, $crate::BrokerError>;
+            fn fence(&self, queue: &$crate::QueueName, epoch: u64) -> Result<u64, $crate::BrokerError>;
+            fn register_schedules(&self, queue: &$crate::QueueName, schedule_ids: &[String]) -> Result<Vec<i64>, $crate::BrokerError>;
+            fn fire(&self, queue: &$crate::QueueName, epoch: u64, triggers: Vec<$crate::Trigger>, dedup_ttl: ::std::time::Duration, missed: u64) -> Result<Vec<$crate::FireOutcome>, $crate::BrokerError>;
+            fn fire_state(&self, queue: &$crate::QueueName, schedule_ids: &[String]) -> Result<Vec<$crate::FireState>, $crate::BrokerError>;
+            fn publish_schedules(&self, instance: &str, entries: &[$crate::ScheduleEntry]) -> Result<bool, $crate::BrokerError>;
+            fn publish_schedule_defs(&self, defs: &[$crate::ScheduleDef]) -> Result<(), $crate::BrokerError>;
+            fn registered_defs(&self, instance: &str, live_within: ::std::time::Duration, known: &[String]) -> Result<Vec<$crate::ScheduleDef>, $crate::BrokerError>;
+            fn schedules(&self, stale_after: ::std::time::Duration, remove_after: ::std::time::Duration) -> Result<Vec<$crate::ScheduleEntry>, $crate::BrokerError>;
+            fn prune_schedules(&self, remove_after: ::std::time::Duration, full: bool) -> Result<Vec<String>, $crate::BrokerError>;
+            fn scheduler_metrics(&self) -> Result<$crate::SchedulerMetrics, $crate::BrokerError>;
+        );
+    };
+    (@methods ManageSchedules, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn schedule_revision(&self) -> Result<u64, $crate::BrokerError>;
+            fn schedule_defs(&self) -> Result<Vec<$crate::StoredDef>, $crate::BrokerError>;
+            fn schedule_def(&self, id: &str) -> Result<Option<$crate::StoredDef>, $crate::BrokerError>;
+            fn put_schedule_def(&self, id: &str, expected: Option<&[u8]>, new: Option<&$crate::ScheduleDef>) -> Result<$crate::PutOutcome, $crate::BrokerError>;
+            fn run_schedule(&self, queue: &$crate::QueueName, schedule_id: &str, request: &str, task: $crate::NewTask) -> Result<$crate::FireOutcome, $crate::BrokerError>;
+            fn forget_fire_state(&self, queue: &$crate::QueueName, schedule_ids: &[String]) -> Result<(), $crate::BrokerError>;
+        );
+    };
+    (@methods Operate, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn act(&self, queue: &$crate::QueueName, id: &str, action: $crate::TaskAction) -> Result<$crate::ActionOutcome, $crate::BrokerError>;
+            fn act_all(&self, queue: &$crate::QueueName, state: $crate::TaskState, filter: &$crate::TaskFilter, action: $crate::TaskAction, chunk: usize) -> Result<$crate::BulkReport, $crate::BrokerError>;
+            fn list_page(&self, queue: &$crate::QueueName, state: $crate::TaskState, filter: &$crate::TaskFilter, cursor: Option<&str>, limit: usize) -> Result<$crate::TaskPage, $crate::BrokerError>;
+            fn delete_queue(&self, queue: &$crate::QueueName, force: bool) -> Result<u64, $crate::BrokerError>;
+            fn history(&self, queue: &$crate::QueueName, span: $crate::HistorySpan) -> Result<Vec<$crate::HistoryPoint>, $crate::BrokerError>;
+            fn all_queue_stats(&self) -> Result<Vec<($crate::QueueName, $crate::QueueStats)>, $crate::BrokerError>;
+        );
+    };
+    (@methods Flows, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn enqueue_successor(&self, task: $crate::NewTask) -> Result<bool, $crate::BrokerError>;
+            fn finish_chain(&self, queue: &$crate::QueueName, chain_id: &str, result: Option<Vec<u8>>, keep: ::std::time::Duration) -> Result<(), $crate::BrokerError>;
+            fn chain_state(&self, chain: &$crate::ChainInfo) -> Result<$crate::ChainStatus, $crate::BrokerError>;
+            fn open_group(&self, group: &$crate::GroupRecord) -> Result<$crate::GroupCreated, $crate::BrokerError>;
+            fn report_member(&self, report: &$crate::MemberReport) -> Result<$crate::MemberOutcome, $crate::BrokerError>;
+            fn group_state(&self, queue: &$crate::QueueName, group: &str) -> Result<Option<$crate::GroupState>, $crate::BrokerError>;
+            fn group_results(&self, queue: &$crate::QueueName, group: &str, cursor: u64, count: usize) -> Result<$crate::MemberPage, $crate::BrokerError>;
+        );
+    };
+    (@methods Throttle, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn acquire_permits(&self, queue: &$crate::QueueName, holder: &str, want: usize, limit: &$crate::PermitLimit) -> Result<$crate::Permits, $crate::BrokerError>;
+            fn return_permits(&self, queue: &$crate::QueueName, holder: &str, limit: &$crate::PermitLimit, grant: Option<(&str, usize)>, tokens: &[String]) -> Result<u64, $crate::BrokerError>;
+            fn keep_permits(&self, queue: &$crate::QueueName, tokens: &[String], ttl: ::std::time::Duration) -> Result<u64, $crate::BrokerError>;
+            fn admit(&self, queue: &$crate::QueueName, deliveries: &[($crate::LeaseId, String)], limit: &$crate::KeyRate) -> Result<Vec<$crate::Admission>, $crate::BrokerError>;
+        );
+    };
+    (@methods SampleQueues, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn sampler_lease(&self, holder: &str, ttl: ::std::time::Duration) -> Result<bool, $crate::BrokerError>;
+            fn release_sampler_lease(&self, holder: &str) -> Result<(), $crate::BrokerError>;
+            fn sample_queue(&self, queue: &$crate::QueueName) -> Result<$crate::QueueSample, $crate::BrokerError>;
+        );
+    };
+    (@emit $how:tt) => {};
+    (@emit (ptr) type $assoc:ident; $($rest:tt)*) => {
         type $assoc = T::$assoc;
-        forward!(@items $($rest)*);
+        $crate::forward!(@emit (ptr) $($rest)*);
     };
-    (@items fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty; $($rest:tt)*) => {
-        fn $name(&self $(, $arg: $ty)*) -> impl Future<Output = $out> + Send {
+    (@emit $how:tt type $assoc:ident; $($rest:tt)*) => {
+        $crate::forward!(@emit $how $($rest)*);
+    };
+    (@emit $how:tt plain fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty; $($rest:tt)*) => {
+        $crate::forward!(@call $how, $name, ($($arg: $ty),*), $out);
+        $crate::forward!(@emit $how $($rest)*);
+    };
+    (@emit (hook $field:ident $hook:ident) fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty; $($rest:tt)*) => {
+        fn $name(&self $(, $arg: $ty)*) -> impl ::std::future::Future<Output = $out> + Send {
+            async move {
+                self.$hook(stringify!($name))?;
+                self.$field.$name($($arg),*).await
+            }
+        }
+        $crate::forward!(@emit (hook $field $hook) $($rest)*);
+    };
+    (@emit $how:tt fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty; $($rest:tt)*) => {
+        $crate::forward!(@call $how, $name, ($($arg: $ty),*), $out);
+        $crate::forward!(@emit $how $($rest)*);
+    };
+    (@call (ptr), $name:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
+        fn $name(&self $(, $arg: $ty)*) -> impl ::std::future::Future<Output = $out> + Send {
             (**self).$name($($arg),*)
         }
-        forward!(@items $($rest)*);
+    };
+    (@call (field $field:ident), $name:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
+        fn $name(&self $(, $arg: $ty)*) -> impl ::std::future::Future<Output = $out> + Send {
+            self.$field.$name($($arg),*)
+        }
+    };
+    (@call (hook $field:ident $hook:ident), $name:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
+        fn $name(&self $(, $arg: $ty)*) -> impl ::std::future::Future<Output = $out> + Send {
+            self.$field.$name($($arg),*)
+        }
     };
 }
 
-forward!(Enqueue {
-    fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<Result<TaskInfo, BrokerError>>, BrokerError>;
-});
+/// Implements a capability for `&T`, `Arc<T>` and `Box<T>` when `T` has it, so a runtime can be
+/// handed a shared or borrowed broker without a wrapper type.
+macro_rules! pointers {
+    ($($trait:ident),*) => {$(
+        impl<T: $crate::$trait + ?Sized> $crate::$trait for &T {
+            $crate::forward!(@methods $trait, (ptr));
+        }
+        impl<T: $crate::$trait + ?Sized> $crate::$trait for Arc<T> {
+            $crate::forward!(@methods $trait, (ptr));
+        }
+        impl<T: $crate::$trait + ?Sized> $crate::$trait for Box<T> {
+            $crate::forward!(@methods $trait, (ptr));
+        }
+    )*};
+}
 
-forward!(Results {
-    fn outcome(&self, queue: &QueueName, id: &str) -> Result<TaskOutcome, BrokerError>;
-    fn wait_outcome(&self, queue: &QueueName, id: &str, timeout: Duration) -> Result<TaskOutcome, BrokerError>;
-});
-
-forward!(Consume {
-    type Reader;
-    fn open_reader(&self) -> Result<Self::Reader, BrokerError>;
-    fn close_reader(&self, reader: Self::Reader) -> ();
-    fn ensure_queue(&self, queue: &QueueName) -> Result<(), BrokerError>;
-    fn fetch(&self, reader: &mut Self::Reader, queue: &QueueName, consumer: &str, count: usize, block: Duration) -> Result<Fetched, BrokerError>;
-    fn start(&self, queue: &QueueName, leases: &[LeaseId]) -> Result<Vec<StartOutcome>, BrokerError>;
-    fn complete(&self, queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError>;
-    fn retry(&self, lease: &LeaseId, delay: Duration, error: &str) -> Result<bool, BrokerError>;
-    fn dead_letter(&self, lease: &LeaseId, error: &str, count_attempt: bool) -> Result<DeadOutcome, BrokerError>;
-    fn requeue(&self, queue: &QueueName, leases: &[LeaseId]) -> Result<u64, BrokerError>;
-    fn watch(&self, reader: &mut Self::Reader, queues: &[QueueName], consumer: &str, count: usize, block: Duration) -> Result<Option<Vec<(usize, Fetched)>>, BrokerError>;
-    fn interrupter(&self, reader: &Self::Reader) -> Option<Interrupt>;
-});
-
-forward!(Maintain {
-    fn forward_due(&self, queue: &QueueName, limit: usize) -> Result<u64, BrokerError>;
-    fn reclaim_idle(&self, queue: &QueueName, min_idle: Duration, limit: usize) -> Result<Reclaimed, BrokerError>;
-    fn extend_leases(&self, queue: &QueueName, consumer: &str, msg_ids: &[String]) -> Result<Vec<String>, BrokerError>;
-    fn trim(&self, queue: &QueueName, archive_max_age: Duration, archive_max_len: u64, limit: usize) -> Result<u64, BrokerError>;
-    fn consumers(&self, queue: &QueueName) -> Result<Vec<(String, u64, u64)>, BrokerError>;
-    fn publish_server(&self, record: &ServerRecord, ttl: Duration) -> Result<(), BrokerError>;
-    fn remove_server(&self, id: &str) -> Result<(), BrokerError>;
-    fn remove_consumer(&self, queue: &QueueName, consumer: &str) -> Result<bool, BrokerError>;
-    fn cancel_requested(&self, queue: &QueueName, msg_ids: &[String]) -> Result<Vec<String>, BrokerError>;
-    fn reclaimed_dead(&self, queue: &QueueName, limit: usize) -> Result<Vec<DeadTask>, BrokerError>;
-    fn ack_reclaimed(&self, queue: &QueueName, task_ids: &[String]) -> Result<u64, BrokerError>;
-    fn forward_due_next(&self, queue: &QueueName, limit: usize) -> Result<Forwarded, BrokerError>;
-    fn signals(&self) -> Result<Option<Signals>, BrokerError>;
-});
-
-forward!(Coordinate {
-    fn try_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, BrokerError>;
-    fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, BrokerError>;
-    fn release_lock(&self, key: &str, token: &str, channel: Option<&str>) -> Result<bool, BrokerError>;
-});
-
-forward!(Inspect {
-    fn queues(&self) -> Result<Vec<QueueName>, BrokerError>;
-    fn queue_stats(&self, queue: &QueueName) -> Result<QueueStats, BrokerError>;
-    fn task(&self, queue: &QueueName, id: &str) -> Result<Option<TaskRecord>, BrokerError>;
-    fn list_tasks(&self, queue: &QueueName, state: TaskState, offset: usize, limit: usize) -> Result<Vec<TaskRecord>, BrokerError>;
-    fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<(), BrokerError>;
-    fn paused_queues(&self) -> Result<Vec<QueueName>, BrokerError>;
-    fn servers(&self) -> Result<Vec<ServerRecord>, BrokerError>;
-    fn scheduler_leader(&self) -> Result<Option<LeaderInfo>, BrokerError>;
-});
-
-forward!(Schedules {
-    fn acquire_leadership(&self, token: &str, instance: &str, ttl: Duration, min_epoch: u64) -> Result<Option<u64>, BrokerError>;
-    fn renew_leadership(&self, token: &str, ttl: Duration) -> Result<bool, BrokerError>;
-    fn resign_leadership(&self, token: &str) -> Result<bool, BrokerError>;
-    fn leader(&self) -> Result<Option<LeaderInfo>, BrokerError>;
-    fn resignations(&self) -> Result<tokio::sync::mpsc::Receiver<()>, BrokerError>;
-    fn fence(&self, queue: &QueueName, epoch: u64) -> Result<u64, BrokerError>;
-    fn register_schedules(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<Vec<i64>, BrokerError>;
-    fn fire(&self, queue: &QueueName, epoch: u64, triggers: Vec<Trigger>, dedup_ttl: Duration, missed: u64) -> Result<Vec<FireOutcome>, BrokerError>;
-    fn fire_state(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<Vec<FireState>, BrokerError>;
-    fn publish_schedules(&self, instance: &str, entries: &[ScheduleEntry]) -> Result<bool, BrokerError>;
-    fn publish_schedule_defs(&self, defs: &[ScheduleDef]) -> Result<(), BrokerError>;
-    fn registered_defs(&self, instance: &str, live_within: Duration, known: &[String]) -> Result<Vec<ScheduleDef>, BrokerError>;
-    fn schedules(&self, stale_after: Duration, remove_after: Duration) -> Result<Vec<ScheduleEntry>, BrokerError>;
-    fn prune_schedules(&self, remove_after: Duration, full: bool) -> Result<Vec<String>, BrokerError>;
-    fn scheduler_metrics(&self) -> Result<SchedulerMetrics, BrokerError>;
-});
-
-forward!(ManageSchedules {
-    fn schedule_revision(&self) -> Result<u64, BrokerError>;
-    fn schedule_defs(&self) -> Result<Vec<StoredDef>, BrokerError>;
-    fn schedule_def(&self, id: &str) -> Result<Option<StoredDef>, BrokerError>;
-    fn put_schedule_def(&self, id: &str, expected: Option<&[u8]>, new: Option<&ScheduleDef>) -> Result<PutOutcome, BrokerError>;
-    fn run_schedule(&self, queue: &QueueName, schedule_id: &str, request: &str, task: NewTask) -> Result<FireOutcome, BrokerError>;
-    fn forget_fire_state(&self, queue: &QueueName, schedule_ids: &[String]) -> Result<(), BrokerError>;
-});
-
-forward!(Operate {
-    fn act(&self, queue: &QueueName, id: &str, action: TaskAction) -> Result<ActionOutcome, BrokerError>;
-    fn act_all(&self, queue: &QueueName, state: TaskState, filter: &TaskFilter, action: TaskAction, chunk: usize) -> Result<BulkReport, BrokerError>;
-    fn list_page(&self, queue: &QueueName, state: TaskState, filter: &TaskFilter, cursor: Option<&str>, limit: usize) -> Result<TaskPage, BrokerError>;
-    fn delete_queue(&self, queue: &QueueName, force: bool) -> Result<u64, BrokerError>;
-    fn history(&self, queue: &QueueName, span: HistorySpan) -> Result<Vec<HistoryPoint>, BrokerError>;
-    fn all_queue_stats(&self) -> Result<Vec<(QueueName, QueueStats)>, BrokerError>;
-});
-
-forward!(Flows {
-    fn enqueue_successor(&self, task: NewTask) -> Result<bool, BrokerError>;
-    fn finish_chain(&self, queue: &QueueName, chain_id: &str, result: Option<Vec<u8>>, keep: Duration) -> Result<(), BrokerError>;
-    fn chain_state(&self, chain: &ChainInfo) -> Result<ChainStatus, BrokerError>;
-    fn open_group(&self, group: &GroupRecord) -> Result<GroupCreated, BrokerError>;
-    fn report_member(&self, report: &MemberReport) -> Result<MemberOutcome, BrokerError>;
-    fn group_state(&self, queue: &QueueName, group: &str) -> Result<Option<GroupState>, BrokerError>;
-    fn group_results(&self, queue: &QueueName, group: &str, cursor: u64, count: usize) -> Result<MemberPage, BrokerError>;
-});
+pointers!(
+    Enqueue,
+    Results,
+    Consume,
+    Maintain,
+    Coordinate,
+    Inspect,
+    Schedules,
+    ManageSchedules,
+    Operate,
+    Flows,
+    Throttle,
+    SampleQueues
+);

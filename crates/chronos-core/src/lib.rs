@@ -60,16 +60,20 @@
 //! broker that made it decided: [`BrokerError::is_transient`] is what retry loops ask.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod capability;
 mod chain;
 mod client;
+mod delivery;
 mod envelope;
 mod error;
 mod flow;
 mod forward;
 mod group;
 pub mod names;
+mod operate;
 mod outcome;
 mod payload;
+mod record;
 mod sample;
 mod schedule;
 mod schedule_def;
@@ -81,23 +85,33 @@ mod task;
 pub mod testing;
 mod throttle;
 mod trace_context;
-mod traits;
 
+pub use capability::{
+    Broker, Consume, Coordinate, Enqueue, Flows, Inspect, Maintain, ManageSchedules, Operate,
+    Results, SampleQueues, Schedules, Throttle,
+};
 pub use chain::Chain;
 pub use client::{Client, Connect};
+pub use delivery::{
+    Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, StartOutcome,
+};
 pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};
 pub use flow::{
     callback_task_id, chain_successor, counts_offset, flow_task_id, ChainInfo, ChainLink,
-    ChainPosition, ChainStatus, Flow, Flows, GroupCallback, GroupCreated, GroupInfo, GroupLink,
+    ChainPosition, ChainStatus, Flow, GroupCallback, GroupCreated, GroupInfo, GroupLink,
     GroupRecord, GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult,
     StepSpec, COUNTS_PLACEHOLDER, DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL, SUCCESSOR_MARKER_TTL,
 };
 pub use group::Group;
 pub use names::{QueueName, MAX_NAME_LEN};
+pub use operate::{
+    ActionOutcome, BulkReport, HistoryPoint, HistorySpan, TaskAction, TaskFilter, TaskPage,
+};
 pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
 pub use payload::payload_json;
-pub use sample::{QueueSample, SampleQueues};
+pub use record::{QueueStats, TaskRecord};
+pub use sample::QueueSample;
 pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
 pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef};
 pub use server_record::ServerRecord;
@@ -107,17 +121,17 @@ pub use task::{
     NewTask, TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_RETRY,
     SCHEDULE_HEADER, TRIGGER_HEADER,
 };
-pub use throttle::{Admission, KeyRate, PermitLimit, Permits, Throttle};
+pub use throttle::{Admission, KeyRate, PermitLimit, Permits};
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub use trace_context::{current_trace_context, parse_trace_context};
 pub use trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
-pub use traits::{
-    ActionOutcome, Attempt, Broker, BulkReport, Completion, Consume, Coordinate, DeadOutcome,
-    DeadTask, Enqueue, Fetched, HistoryPoint, HistorySpan, Inspect, Lease, LeaseId, Maintain,
-    ManageSchedules, Operate, QueueStats, Reclaimed, Results, Schedules, StartOutcome, TaskAction,
-    TaskFilter, TaskPage, TaskRecord,
-};
+
+/// What [`forward!`] names in the code it writes; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use tokio::sync::mpsc::Receiver;
+}
 
 /// Re-exported so users can build the [`time::OffsetDateTime`] that
 /// [`EnqueueOptions::process_at`] and [`EnqueueOptions::deadline`] take without a direct

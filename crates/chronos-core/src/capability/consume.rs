@@ -1,0 +1,112 @@
+//! The worker's capability: fetching deliveries and settling them.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::{
+    BrokerError, Completion, DeadOutcome, Fetched, Interrupt, LeaseId, QueueName, StartOutcome,
+};
+
+/// Delivers tasks to workers and settles them.
+pub trait Consume: Send + Sync {
+    /// A connection reserved for blocking reads (a blocking read stalls every other command on
+    /// its connection, so it never shares one).
+    type Reader: Send + 'static;
+
+    /// Opens a reader.
+    fn open_reader(&self) -> impl Future<Output = Result<Self::Reader, BrokerError>> + Send;
+
+    /// Closes a reader (waits at most for its current block to end).
+    fn close_reader(&self, reader: Self::Reader) -> impl Future<Output = ()> + Send;
+
+    /// Makes sure the queue can be consumed (creates its stream and group when missing).
+    fn ensure_queue(
+        &self,
+        queue: &QueueName,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Reads up to `count` new tasks of `queue` for `consumer`, waiting up to `block` when none
+    /// is ready (`Duration::ZERO`: return at once). Each returned lease is held by `consumer` until
+    /// it is settled or reclaimed, but it is not an attempt yet: call [`Consume::start`] right
+    /// before running it. A delivery fetched and never started (a crash, a lost reply) is
+    /// re-delivered later without spending an attempt. A fetch that finds work at once and is
+    /// re-sent by the client after a lost reply returns the same deliveries again; the reply of
+    /// a blocking wait lost on a reconnect leaves its deliveries to the recoverer (no attempt
+    /// spent, re-delivered after `recover_min_idle`).
+    fn fetch(
+        &self,
+        reader: &mut Self::Reader,
+        queue: &QueueName,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> impl Future<Output = Result<Fetched, BrokerError>> + Send;
+
+    /// Marks fetched deliveries of one queue as started, in one round trip; one outcome per
+    /// lease, in order. Re-sending is harmless (a started delivery stays started).
+    fn start(
+        &self,
+        queue: &QueueName,
+        leases: &[LeaseId],
+    ) -> impl Future<Output = Result<Vec<StartOutcome>, BrokerError>> + Send;
+
+    /// Acknowledges succeeded tasks of one queue in one round trip; returns how many were
+    /// settled (stale leases are skipped).
+    fn complete(
+        &self,
+        queue: &QueueName,
+        done: &[Completion],
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Records a failed attempt and schedules the next one `delay` from now (by the store's
+    /// clock). False when the lease was stale; a re-sent call whose first run took effect answers
+    /// true.
+    fn retry(
+        &self,
+        lease: &LeaseId,
+        delay: Duration,
+        error: &str,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Dead-letters the task (archive, or discard when it asked so) and releases its unique lock.
+    /// `count_attempt` says whether this failure counts as an attempt. A re-sent call whose
+    /// first run took effect answers what that run did (never `Stale`).
+    fn dead_letter(
+        &self,
+        lease: &LeaseId,
+        error: &str,
+        count_attempt: bool,
+    ) -> impl Future<Output = Result<DeadOutcome, BrokerError>> + Send;
+
+    /// Puts fetched but unstarted tasks back at the end of their queue without counting an
+    /// attempt. Returns how many were re-queued.
+    fn requeue(
+        &self,
+        queue: &QueueName,
+        leases: &[LeaseId],
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// Waits up to `block` for new tasks of any of `queues` with one blocking read on `reader`,
+    /// taking up to `count` per queue, with the guarantees of a blocking [`Consume::fetch`]
+    /// (each lease held by `consumer`, not an attempt yet; a reply lost on a reconnect leaves
+    /// its deliveries to the recoverer, unspent). Returns `(index into queues, fetched)` for
+    /// each queue that had something. An empty `queues` returns at once, so a caller can probe
+    /// support. None: this store cannot read these queues together (the default, and Redis
+    /// Cluster, where streams of different slots cannot share a read): block per queue with
+    /// [`Consume::fetch`] instead.
+    fn watch(
+        &self,
+        reader: &mut Self::Reader,
+        queues: &[QueueName],
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> impl Future<Output = Result<Option<Vec<(usize, Fetched)>>, BrokerError>> + Send;
+
+    /// A handle that ends a blocking read in flight on `reader` early, as a timeout would (so
+    /// nothing is taken or stranded); None when the store has none (the default), or when it
+    /// refuses this connection the means (Redis: an ACL user without `CLIENT UNBLOCK`). The
+    /// worker then reads no queues together ([`Consume::watch`]): each queue blocks on its own
+    /// reader, so a task never waits for another queue's block to end.
+    fn interrupter(&self, reader: &Self::Reader) -> impl Future<Output = Option<Interrupt>> + Send;
+}

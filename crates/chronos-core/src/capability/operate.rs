@@ -1,0 +1,72 @@
+//! Operator actions on tasks and queues.
+
+use std::future::Future;
+
+use crate::{
+    ActionOutcome, BrokerError, BulkReport, HistoryPoint, HistorySpan, QueueName, QueueStats,
+    TaskAction, TaskFilter, TaskPage, TaskState,
+};
+
+/// Operator actions for the inspector, CLI and console: task actions (one task or all tasks of
+/// a state matching a filter, in bounded chunks), paged listing by cursor, queue deletion and
+/// history. (The worker's side of cancellation is [`Maintain::cancel_requested`].)
+pub trait Operate: Send + Sync {
+    /// Applies `action` to task `id` in one atomic script. Re-sending is harmless (answers
+    /// [`ActionOutcome::Already`] or [`ActionOutcome::NotFound`] after a first run did it).
+    fn act(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        action: TaskAction,
+    ) -> impl Future<Output = Result<ActionOutcome, BrokerError>> + Send;
+
+    /// Applies `action` to every task of `queue` in `state` that passes `filter`, reading and
+    /// acting on at most `chunk` tasks per script call (clamped to 1..=5,000), so no call holds
+    /// Redis long: chunks also shrink below `chunk` while calls take longer than about 5 ms. Tasks that reach the state while it runs may or may not be included.
+    /// Fails with [`BrokerError::InvalidOption`] when `state` is not one of
+    /// [`TaskAction::sources`].
+    fn act_all(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        filter: &TaskFilter,
+        action: TaskAction,
+        chunk: usize,
+    ) -> impl Future<Output = Result<BulkReport, BrokerError>> + Send;
+
+    /// Up to `limit` tasks of `queue` in `state` passing `filter`, from `cursor` (None: the
+    /// start). Reads at most a bounded number of tasks per call (about 10 times `limit`, at
+    /// least 1,000), never the whole queue: with a selective filter a page may come back short
+    /// with a `next` cursor to go on from.
+    fn list_page(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<TaskPage, BrokerError>> + Send;
+
+    /// Deletes a queue: its tasks (only with `force`; otherwise a queue holding any task is
+    /// refused with [`BrokerError::QueueNotEmpty`]), its keys, its pause flag and its entry in
+    /// the queue list. Returns how many tasks were deleted. Workers still consuming the queue
+    /// re-create it.
+    fn delete_queue(
+        &self,
+        queue: &QueueName,
+        force: bool,
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+
+    /// The queue's processed and failed counts per minute or per day, oldest first, ending
+    /// with the current bucket.
+    fn history(
+        &self,
+        queue: &QueueName,
+        span: HistorySpan,
+    ) -> impl Future<Output = Result<Vec<HistoryPoint>, BrokerError>> + Send;
+
+    /// Counts of every queue, one script call per queue (all sent at once).
+    fn all_queue_stats(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(QueueName, QueueStats)>, BrokerError>> + Send;
+}

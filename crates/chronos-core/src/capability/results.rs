@@ -1,0 +1,28 @@
+//! Reading and awaiting a task's result.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::{BrokerError, QueueName, TaskOutcome};
+
+/// Reads what became of a task and waits for it: the producer's side of results.
+pub trait Results: Send + Sync {
+    /// Where task `id` of `queue` stands now. A succeeded task is known (with its result) only
+    /// while it is retained ([`crate::EnqueueOptions::retention`]); after that, or without a
+    /// retention, it is [`TaskOutcome::NotFound`].
+    fn outcome(
+        &self,
+        queue: &QueueName,
+        id: &str,
+    ) -> impl Future<Output = Result<TaskOutcome, BrokerError>> + Send;
+
+    /// Waits until task `id` of `queue` has a final outcome, or `timeout` passed (then answers
+    /// its [`TaskOutcome::Unfinished`] state). Woken by the store when the task succeeds or is
+    /// dead-lettered, not by polling; a wake-up lost on a reconnect costs at most a second.
+    fn wait_outcome(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<TaskOutcome, BrokerError>> + Send;
+}

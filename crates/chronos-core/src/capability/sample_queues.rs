@@ -1,0 +1,39 @@
+//! Queue gauges for metrics, sampled by one process of the cluster at a time.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::{BrokerError, Inspect, QueueName, QueueSample};
+
+/// What a metrics sampler needs of a broker: a short lease that elects one sampling process
+/// among many, and a cheap read of one queue's gauges.
+///
+/// Both methods have defaults, so a wrapper around a broker (metrics, fault injection) gets
+/// them with an empty `impl SampleQueues for MyWrapper {}`: every process may then sample
+/// (the lease is always granted) and the sample carries the counts of
+/// [`Inspect::queue_stats`] without the oldest pending task's age. Implemented for `&T`,
+/// `Arc<T>` and `Box<T>` when `T` has it.
+pub trait SampleQueues: Inspect {
+    /// Takes, or keeps, the cluster-wide sampler lease for `holder` for `ttl`: true when
+    /// `holder` holds it now. The holder renews it every sampling period; when it dies, another
+    /// process takes over within `ttl`.
+    fn sampler_lease(
+        &self,
+        holder: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Gives the lease up if `holder` holds it (at shutdown), so another process samples from
+    /// its next period on instead of after the lease's TTL.
+    fn release_sampler_lease(
+        &self,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// The gauges of one queue. The Redis broker reads them with a constant number of cheap
+    /// commands (no scan, no `MEMORY USAGE`, no `KEYS`), whatever the queue's length.
+    fn sample_queue(
+        &self,
+        queue: &QueueName,
+    ) -> impl Future<Output = Result<QueueSample, BrokerError>> + Send;
+}

@@ -1,0 +1,137 @@
+//! What a worker holds while it runs a task: a delivery ([`Lease`], [`LeaseId`]), what a fetch
+//! returns, how its start and its end are reported, and what recovery finds.
+
+use std::time::Duration;
+
+use crate::{DecodeError, QueueName, TaskEnvelope};
+
+/// Identifies one delivery of a task: what a worker needs to settle it. Settling with a stale
+/// lease (the task was reclaimed and delivered again) is a no-op, never a double transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseId {
+    /// Queue of the task.
+    pub queue: QueueName,
+    /// Task id.
+    pub task_id: String,
+    /// Stream entry id of this delivery.
+    pub msg_id: String,
+    /// The task's unique key (the content hash of [`TaskEnvelope::unique_key`]; None for a task
+    /// that is not unique, or whose envelope did not decode and was not started yet). Settling
+    /// releases the lock only when it is named here: a script touches only the keys its caller
+    /// declared.
+    pub unique_key: Option<String>,
+}
+
+impl LeaseId {
+    /// The lease of delivery `msg_id` of task `task_id` in `queue`, with no unique key known.
+    pub fn new(queue: QueueName, task_id: impl Into<String>, msg_id: impl Into<String>) -> Self {
+        Self {
+            queue,
+            task_id: task_id.into(),
+            msg_id: msg_id.into(),
+            unique_key: None,
+        }
+    }
+
+    /// True for the delivery of a plain task: one stored as its stream entry alone, with no
+    /// task record (no explicit id, no unique key, no retention, no rate key, no delay at
+    /// enqueue, and not failed yet), whose task id is that entry's id. Settling it costs an
+    /// ack and nothing more; a retry, dead letter or reclaim first gives it a record, and its
+    /// later deliveries are not plain.
+    pub fn is_plain(&self) -> bool {
+        self.task_id == self.msg_id
+    }
+}
+
+/// What the task record says about a delivery at its start, merged into the envelope the worker
+/// read with the entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Failed attempts so far.
+    pub retried: u32,
+    /// Retries allowed after the first attempt (from the record, so it is known even when the
+    /// envelope does not decode).
+    pub max_retry: u32,
+    /// Message of the last failure.
+    pub last_error: Option<String>,
+    /// When the last failure happened (unix ms).
+    pub last_failed_at_ms: Option<i64>,
+    /// The task's unique key (content hash), if it holds a lock.
+    pub unique_key: Option<String>,
+}
+
+/// What [`Consume::start`] found for one delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartOutcome {
+    /// Marked active: the handler may run. From now on a lost worker costs an attempt.
+    Started(Attempt),
+    /// The delivery is no longer current (the task was deleted, settled or reclaimed): do not
+    /// run it. Its stream entry was removed.
+    Lost,
+    /// The task record is corrupt (the reason says how); nothing was written. Dead-letter it
+    /// without counting an attempt.
+    Corrupt(String),
+}
+
+/// A task handed to a worker. The envelope is a `Result` so that a task whose bytes do not decode
+/// still comes with a lease and can be dead-lettered instead of blocking the queue.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// What settles this delivery.
+    pub id: LeaseId,
+    /// The decoded envelope (with the current attempt count and last error), or why it failed.
+    pub envelope: Result<TaskEnvelope, DecodeError>,
+}
+
+/// A batch of deliveries read from one queue.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// Tasks to run.
+    pub leases: Vec<Lease>,
+    /// Stream entries that carried no live task (deleted task, foreign entry); they were acked
+    /// and removed so they never block the queue.
+    pub dropped: usize,
+}
+
+/// A succeeded task to acknowledge.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The delivery.
+    pub lease: LeaseId,
+    /// Keep the task as completed for this long (None: delete at once).
+    pub retention: Option<Duration>,
+    /// The handler's result (MessagePack), kept in the task's record while it is retained, so
+    /// that [`crate::Client::result`] can read it. Ignored without a retention.
+    pub result: Option<Vec<u8>>,
+}
+
+/// What a dead-letter call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadOutcome {
+    /// Moved to the archive.
+    Archived,
+    /// Dropped, as the task asked.
+    Discarded,
+    /// The lease was stale: nothing changed.
+    Stale,
+}
+
+/// A task the recoverer dead-lettered.
+#[derive(Debug, Clone)]
+pub struct DeadTask {
+    /// Task id.
+    pub task_id: String,
+    /// The envelope, or why it did not decode.
+    pub envelope: Result<TaskEnvelope, DecodeError>,
+    /// Dropped rather than archived.
+    pub discarded: bool,
+}
+
+/// What one reclaim pass did.
+#[derive(Debug, Default)]
+pub struct Reclaimed {
+    /// Tasks put back in the stream for another attempt.
+    pub requeued: u64,
+    /// Tasks that had no attempt left.
+    pub dead: Vec<DeadTask>,
+}
