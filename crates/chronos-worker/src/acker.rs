@@ -8,10 +8,14 @@ use chronos_broker::{Completion, QueueName};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::runtime::{batches, Runtime};
+use crate::backoff::Backoff;
+use crate::loops::batches;
+use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
 const MAX_BATCH: usize = 512;
+/// The waits between tries of a failing ack: 50 ms, doubling up to 2 s.
+const RETRY: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 
 pub(crate) async fn run<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
@@ -38,7 +42,7 @@ pub(crate) async fn run<B: WorkerBroker>(
 /// the tasks are re-delivered after recovery (at-least-once).
 async fn ack<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, done: Vec<(usize, Completion)>) {
     let (slots, done): (Vec<usize>, Vec<Completion>) = done.into_iter().unzip();
-    let mut delay = Duration::from_millis(50);
+    let mut backoff = RETRY;
     let mut attempt = 0u32;
     loop {
         attempt += 1;
@@ -51,10 +55,9 @@ async fn ack<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, done: Vec<(usi
                     break;
                 }
                 tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
+                    _ = tokio::time::sleep(backoff.next()) => {}
                     _ = rt.stop_maintenance.cancelled() => {}
                 }
-                delay = (delay * 2).min(Duration::from_secs(2));
             }
         }
     }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::runtime::{every, Runtime};
+use crate::loops::every;
+use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
 /// How often running deliveries are checked: a cancel is seen well within a second. Costs one
@@ -19,7 +20,8 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
 }
 
 async fn poll<B: WorkerBroker>(rt: &Runtime<B>) {
-    for (q, (queue, _)) in rt.queues.iter().enumerate() {
+    for (q, slot) in rt.queues.iter().enumerate() {
+        let queue = &slot.name;
         let ids = rt.running_ids(q);
         if ids.is_empty() {
             continue;

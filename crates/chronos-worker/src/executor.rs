@@ -10,8 +10,10 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info_span, warn, Instrument, Span};
 
-use crate::config::{DeadLetterEvent, TaskFailure, UnrunnablePolicy};
-use crate::metrics::{self, Ended, KindMetrics};
+use crate::backoff::Backoff;
+use crate::config::UnrunnablePolicy;
+use crate::ended::{self, End, Failure};
+use crate::metrics::{self, KindMetrics};
 use crate::mux::Unrunnable;
 use crate::runtime::Runtime;
 use crate::starter;
@@ -124,14 +126,16 @@ async fn confirm<B: WorkerBroker>(
         }
         Some(StartOutcome::Corrupt(reason)) => {
             rt.release(q, &lease.id.msg_id);
-            rt.counters.failed.fetch_add(1, Ordering::Relaxed);
             // The record's attempt count is unreadable; the envelope's is the best guess.
             let attempt = lease
                 .envelope
                 .as_ref()
                 .map_or(1, |e| e.retried.saturating_add(1));
-            m.ended(Ended::DeadLettered);
-            report_failure(rt, lease, attempt, &reason);
+            let failure = Failure {
+                attempt,
+                message: &reason,
+            };
+            ended::attempt(rt, lease, m, End::DeadLettered(failure));
             dead_letter(rt, lease, &reason, false).await;
             None
         }
@@ -155,20 +159,24 @@ async fn confirm<B: WorkerBroker>(
     }
 }
 
+/// The waits between the three tries of [`start_with_retries`]: 100 ms, then 400 ms.
+const START_RETRY: Backoff =
+    Backoff::new(Duration::from_millis(100), Duration::from_millis(400)).growing(4);
+
 /// Marks the delivery started, trying again on a Redis error (the mark is idempotent) while the
-/// lease stays held and refreshed. None when Redis did not answer in three tries.
+/// lease stays held and refreshed. None when Redis did not answer in three tries (100 ms, then
+/// 400 ms apart).
 async fn start_with_retries<B: WorkerBroker>(
     rt: &Runtime<B>,
     lease: &LeaseId,
 ) -> Option<StartOutcome> {
-    let mut delay = Duration::from_millis(100);
+    let mut backoff = START_RETRY;
     for last in [false, false, true] {
         if let Some(outcome) = starter::start(rt, lease).await {
             return Some(outcome);
         }
         if !last {
-            tokio::time::sleep(delay).await;
-            delay *= 4;
+            tokio::time::sleep(backoff.next()).await;
         }
     }
     None
@@ -306,11 +314,11 @@ async fn settle<B: WorkerBroker>(
     let env = lease.envelope.as_ref().ok();
     match outcome {
         Outcome::LeaseLost => {
-            m.ended(Ended::LeaseLost);
+            ended::attempt(rt, lease, m, End::LeaseLost);
             warn!("lease lost (reclaimed, or the task was deleted or archived by an operator); this attempt's result is dropped")
         }
         Outcome::Requeue => {
-            m.ended(Ended::Requeued);
+            ended::attempt(rt, lease, m, End::Requeued);
             warn!("cancelled by shutdown; returning the task to its queue");
             if let Err(e) = rt
                 .broker
@@ -321,8 +329,7 @@ async fn settle<B: WorkerBroker>(
             }
         }
         Outcome::Succeeded(output) => {
-            rt.counters.succeeded.fetch_add(1, Ordering::Relaxed);
-            m.ended(Ended::Succeeded);
+            ended::attempt(rt, lease, m, End::Succeeded);
             // A chain step or group member: its bookkeeping goes before the ack, so a crash in
             // between re-runs it instead of losing it. Not acked when it failed: the recoverer
             // delivers the task again.
@@ -360,31 +367,30 @@ async fn settle<B: WorkerBroker>(
             }
         }
         Outcome::Dead(reason) => {
-            rt.counters.failed.fetch_add(1, Ordering::Relaxed);
-            m.ended(Ended::DeadLettered);
-            report_failure(rt, lease, tries.retried.saturating_add(1), &reason);
+            let failure = Failure {
+                attempt: tries.retried.saturating_add(1),
+                message: &reason,
+            };
+            ended::attempt(rt, lease, m, End::DeadLettered(failure));
             dead_letter(rt, lease, &reason, false).await;
         }
         Outcome::Failed(err) => {
-            rt.counters.failed.fetch_add(1, Ordering::Relaxed);
-            report_failure(rt, lease, tries.retried.saturating_add(1), err.message());
             let retried = tries.retried.saturating_add(1);
-            let max_retry = tries.max_retry;
+            let failure = Failure {
+                attempt: retried,
+                message: err.message(),
+            };
+            if err.kind() == FailureKind::SkipRetry || retried > tries.max_retry {
+                ended::attempt(rt, lease, m, End::DeadLettered(failure));
+                dead_letter(rt, lease, err.message(), true).await;
+                return true;
+            }
+            // Recorded before the retry delay is asked for: the error hook runs first.
+            ended::attempt(rt, lease, m, End::Retried(failure));
             let delay = match err.kind() {
-                FailureKind::SkipRetry => {
-                    m.ended(Ended::DeadLettered);
-                    dead_letter(rt, lease, err.message(), true).await;
-                    return true;
-                }
-                _ if retried > max_retry => {
-                    m.ended(Ended::DeadLettered);
-                    dead_letter(rt, lease, err.message(), true).await;
-                    return true;
-                }
                 FailureKind::RetryAfter(d) => d,
                 _ => (rt.config.retry_delay)(retried, &err),
             };
-            m.ended(Ended::Retried);
             let scheduled = persist(rt, q, &lease.id.msg_id, "retry", || {
                 rt.broker.retry(&lease.id, delay, err.message())
             })
@@ -397,10 +403,8 @@ async fn settle<B: WorkerBroker>(
     true
 }
 
-/// First wait before a failed settlement step is tried again; it doubles up to
-/// [`MAX_SETTLE_BACKOFF`].
-const FIRST_SETTLE_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_SETTLE_BACKOFF: Duration = Duration::from_secs(2);
+/// The waits before a failed settlement step is tried again: 100 ms, doubling up to 2 s.
+const SETTLE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 
 /// Runs an idempotent settlement step again while its error is transient (a failover, a cut
 /// connection) and the delivery is still held here: the heartbeat keeps the lease meanwhile, so
@@ -418,35 +422,19 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, chronos_broker::BrokerError>>,
 {
-    let mut delay = FIRST_SETTLE_BACKOFF;
+    let mut backoff = SETTLE_BACKOFF;
     loop {
         match call().await {
             Err(e) if e.is_transient() && rt.holds(q, msg_id) && !rt.hard_cancel.is_cancelled() => {
+                let delay = backoff.next();
                 warn!(error = %e, ?delay, "{what} failed; trying again while the lease is held");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = rt.hard_cancel.cancelled() => {}
                 }
-                delay = (delay * 2).min(MAX_SETTLE_BACKOFF);
             }
             r => return r,
         }
-    }
-}
-
-/// Reports a failed attempt. `attempt` comes from the task record (1 for the first), so it is
-/// right even for a task whose envelope does not decode.
-fn report_failure<B: WorkerBroker>(rt: &Runtime<B>, lease: &Lease, attempt: u32, message: &str) {
-    warn!(error = message, "task failed");
-    if let Some(hook) = &rt.config.on_error {
-        let env = lease.envelope.as_ref().ok();
-        hook(&TaskFailure {
-            task_id: lease.id.task_id.clone(),
-            queue: lease.id.queue.to_string(),
-            kind: env.map(|e| e.kind.clone()).unwrap_or_default(),
-            attempt,
-            message: message.to_string(),
-        });
     }
 }
 
@@ -492,7 +480,7 @@ async fn dead_letter<B: WorkerBroker>(
         Ok(DeadOutcome::Stale) => {}
         Ok(outcome) => {
             let discarded = outcome == DeadOutcome::Discarded;
-            notify_dead(
+            ended::dead_lettered(
                 rt,
                 &lease.id,
                 lease.envelope.as_ref().ok().cloned(),
@@ -503,41 +491,6 @@ async fn dead_letter<B: WorkerBroker>(
         }
         Err(e) => {
             error!(error = %e, "could not dead-letter; the recoverer will re-deliver the task")
-        }
-    }
-}
-
-/// Counts a dead task and awaits the server's hook, for at most its timeout.
-pub(crate) async fn notify_dead<B: WorkerBroker>(
-    rt: &Runtime<B>,
-    id: &LeaseId,
-    envelope: Option<TaskEnvelope>,
-    reason: &str,
-    discarded: bool,
-) {
-    rt.counters.dead.fetch_add(1, Ordering::Relaxed);
-    metrics::dead_lettered(
-        id.queue.as_str(),
-        envelope.as_ref().map(|e| e.kind.as_str()),
-        discarded,
-    );
-    warn!(task_id = %id.task_id, queue = %id.queue, reason, discarded, "task dead-lettered");
-    if let Some(hook) = &rt.config.on_dead_letter {
-        let event = DeadLetterEvent {
-            task_id: id.task_id.clone(),
-            queue: id.queue.to_string(),
-            kind: envelope.as_ref().map(|e| e.kind.clone()),
-            envelope,
-            reason: reason.to_string(),
-            discarded,
-        };
-        let limit = rt.config.dead_letter_hook_timeout;
-        // A panicking hook must not take the worker's task (and its slot) down with it.
-        let call = AssertUnwindSafe(async { hook(event).await }).catch_unwind();
-        match tokio::time::timeout(limit, call).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => warn!("the dead-letter hook panicked"),
-            Err(_) => warn!(?limit, "the dead-letter hook timed out; it was dropped"),
         }
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::WorkerBroker;
 use tracing::{debug, warn};
 
+use crate::backoff::Backoff;
 use crate::limiter;
 use crate::runtime::Runtime;
 
@@ -19,19 +20,20 @@ use crate::runtime::Runtime;
 const BLOCK: Duration = Duration::from_millis(1000);
 /// Most tasks taken by one read.
 const MAX_BATCH: usize = 128;
+/// The waits between tries of a failing open or read: 100 ms, doubling up to 2 s.
+const RETRY: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
-    let queue = rt.queues[q].0.clone();
-    let mut backoff = Duration::from_millis(100);
+    let queue = rt.queues[q].name.clone();
+    let mut backoff = RETRY;
     let mut reader = loop {
         match rt.broker.open_reader().await {
             Ok(r) => break r,
             Err(e) => {
                 warn!(queue = %queue, error = %e, "could not open a reader; retrying");
-                if sleep_or_stop(&rt, backoff).await {
+                if sleep_or_stop(&rt, backoff.next()).await {
                     return;
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         }
     };
@@ -60,16 +62,15 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             continue;
         }
         let count = free.clamp(1, MAX_BATCH);
-        if let Some(limit) = rt.limits[q] {
+        if let Some(limit) = rt.queues[q].limit {
             match limiter::round(&rt, &mut reader, q, limit, count, BLOCK, &mut waiting).await {
-                Ok(()) => backoff = Duration::from_millis(100),
+                Ok(()) => backoff.reset(),
                 Err(e) => {
                     warn!(queue = %queue, error = %e, "fetch of a limited queue failed; retrying");
                     rt.mark_drained(q);
-                    if sleep_or_stop(&rt, backoff).await {
+                    if sleep_or_stop(&rt, backoff.next()).await {
                         break;
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }
             continue;
@@ -85,9 +86,9 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             if rt.watching.load(Ordering::Relaxed) {
                 // The shared read waits for this queue (with every other idle one) and puts
                 // what it reads in this queue's buffer; then read on from here.
-                rt.park.park(q);
+                rt.park.park(&rt.queues, q);
                 tokio::select! {
-                    _ = rt.park.wait(q) => {}
+                    _ = rt.queues[q].woken.notified() => {}
                     _ = rt.stop_fetch.cancelled() => break,
                 }
                 continue;
@@ -99,7 +100,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
         }
         match result {
             Ok(fetched) => {
-                backoff = Duration::from_millis(100);
+                backoff.reset();
                 if fetched.dropped > 0 {
                     warn!(queue = %queue, dropped = fetched.dropped, "dropped stream entries with no live task");
                 }
@@ -113,10 +114,9 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
                 // Until a read succeeds this queue has nothing to offer: a dispatcher waiting
                 // for it must draw another, or one unreachable queue would stall them all.
                 rt.mark_drained(q);
-                if sleep_or_stop(&rt, backoff).await {
+                if sleep_or_stop(&rt, backoff.next()).await {
                     break;
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         }
     }

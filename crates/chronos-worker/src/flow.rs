@@ -12,6 +12,8 @@ use chronos_broker::{
 };
 use tracing::{debug, warn};
 
+use crate::backoff::Backoff;
+
 /// Longest error message a group keeps per failed member: 100k members must stay small.
 const MAX_ERROR: usize = 1024;
 
@@ -95,21 +97,24 @@ async fn report<B: Flows>(
     Ok(())
 }
 
+/// The waits between the three tries of [`again`]: 100 ms, then 400 ms.
+const AGAIN: Backoff =
+    Backoff::new(Duration::from_millis(100), Duration::from_millis(400)).growing(4);
+
 /// Runs an idempotent call up to three times on Redis errors.
 async fn again<T, F, Fut>(mut call: F) -> Result<T, BrokerError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, BrokerError>>,
 {
-    let mut delay = Duration::from_millis(100);
+    let mut backoff = AGAIN;
     let mut tries = 0;
     loop {
         tries += 1;
         match call().await {
             Err(BrokerError::Store(e)) if tries < 3 => {
                 warn!(error = %e, "workflow bookkeeping failed; trying again");
-                tokio::time::sleep(delay).await;
-                delay *= 4;
+                tokio::time::sleep(backoff.next()).await;
             }
             r => return r,
         }

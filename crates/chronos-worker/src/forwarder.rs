@@ -15,7 +15,8 @@ use chronos_broker::{Forwarded, Signal, Signals};
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::runtime::{every, Runtime};
+use crate::loops::every;
+use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
 /// Tasks moved per script call; more calls follow at once while a backlog remains.
@@ -48,7 +49,7 @@ async fn forward<B: WorkerBroker>(rt: &Runtime<B>) {
 
 /// Forwards what is due in queue `q`; None on an error (logged).
 async fn forward_one<B: WorkerBroker>(rt: &Runtime<B>, q: usize) -> Option<Forwarded> {
-    let queue = &rt.queues[q].0;
+    let queue = &rt.queues[q].name;
     let mut last = Forwarded::default();
     for _ in 0..ROUNDS {
         match rt.broker.forward_due_next(queue, LIMIT).await {
@@ -80,7 +81,7 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
             s = signals.recv() => {
                 match s {
                     Some(Signal::Due { queue, after }) => {
-                        if let Some(q) = rt.queues.iter().position(|(n, _)| *n == queue) {
+                        if let Some(q) = rt.queue_index(&queue) {
                             due[q] = due[q].min(Instant::now() + after);
                         }
                     }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use chronos_broker::{now_ms, ServerRecord};
 use tracing::warn;
 
-use crate::runtime::{every, Runtime};
+use crate::loops::every;
+use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
@@ -14,7 +15,8 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
 }
 
 pub(crate) async fn beat<B: WorkerBroker>(rt: &Runtime<B>) {
-    for (q, (queue, _)) in rt.queues.iter().enumerate() {
+    for (q, slot) in rt.queues.iter().enumerate() {
+        let queue = &slot.name;
         let ids = rt.held_ids(q);
         if ids.is_empty() {
             continue;
@@ -49,7 +51,11 @@ fn record<B: WorkerBroker>(rt: &Runtime<B>) -> ServerRecord {
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_default(),
         pid: std::process::id(),
-        queues: rt.queues.iter().map(|(q, w)| (q.to_string(), *w)).collect(),
+        queues: rt
+            .queues
+            .iter()
+            .map(|s| (s.name.to_string(), s.weight))
+            .collect(),
         concurrency: u32::try_from(rt.config.concurrency).unwrap_or(u32::MAX),
         started_at_ms: rt.started_at_ms,
         running: u32::try_from(rt.running_count()).unwrap_or(u32::MAX),

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use crate::WorkerBroker;
 use tracing::{debug, warn};
 
-use crate::runtime::{every, Runtime};
+use crate::loops::every;
+use crate::runtime::Runtime;
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     every(&rt, rt.config.janitor_interval, || sweep(&rt)).await
@@ -53,7 +54,8 @@ pub(crate) async fn sweep<B: WorkerBroker>(rt: &Runtime<B>) {
             return;
         }
     };
-    for (queue, _) in &rt.queues {
+    for slot in &rt.queues {
+        let queue = &slot.name;
         trim(rt, queue).await;
         let consumers = match rt.broker.consumers(queue).await {
             Ok(c) => c,

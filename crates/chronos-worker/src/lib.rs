@@ -98,9 +98,12 @@
 )]
 
 mod acker;
+mod backoff;
+mod broker;
 mod canceller;
 mod config;
 mod dispatcher;
+mod ended;
 mod error;
 mod executor;
 mod fetcher;
@@ -110,13 +113,17 @@ mod heartbeat;
 mod janitor;
 mod limit;
 mod limiter;
+mod loops;
+mod mark;
 pub mod metrics;
 mod mux;
 mod outcome;
+mod park;
 mod recoverer;
 mod runtime;
 mod sampler;
 mod server;
+mod slot;
 mod starter;
 mod task;
 pub mod testing;
@@ -124,6 +131,7 @@ pub mod testing;
 mod trace;
 mod watcher;
 
+pub use broker::WorkerBroker;
 pub use config::{
     dead_letter_hook, default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook,
     RetryDelayFn, ServerConfig, TaskFailure, UnrunnablePolicy, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
@@ -133,7 +141,7 @@ pub use error::WorkerError;
 pub use limit::QueueLimit;
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};
-pub use server::{Server, ServerHandle, ServerStats, WorkerBroker};
+pub use server::{Server, ServerHandle, ServerStats};
 pub use task::{Context, Task};
 
 /// Re-exported for implementing [`Middleware`] and [`Handler`] by hand (`#[async_trait]` on the

@@ -11,8 +11,9 @@ use chronos_broker::{Admission, BrokerError, Consume, Lease, QueueName};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
+use crate::loops::batches;
 use crate::metrics;
-use crate::runtime::{batches, Runtime};
+use crate::runtime::Runtime;
 use crate::{QueueLimit, WorkerBroker};
 
 /// Most tokens given back by one call.
@@ -30,7 +31,7 @@ pub(crate) async fn round<B: WorkerBroker>(
     block: Duration,
     waiting: &mut Vec<Lease>,
 ) -> Result<(), BrokerError> {
-    let queue = &rt.queues[q].0;
+    let queue = &rt.queues[q].name;
     let spec = limit.permits(rt.config.recover_min_idle);
     let permits = if limit.needs_permits() {
         let want = if waiting.is_empty() {
@@ -135,7 +136,7 @@ async fn admit<B: WorkerBroker>(
     if keyed.is_empty() {
         return Ok(leases);
     }
-    let queue = &rt.queues[q].0;
+    let queue = &rt.queues[q].name;
     let answers = match rt.broker.admit(queue, &keyed, &key_rate).await {
         Ok(a) => a,
         Err(e) => return Err((e, leases)),
@@ -193,7 +194,7 @@ pub(crate) async fn hand_back<B: WorkerBroker>(rt: &Runtime<B>, q: usize, waitin
     if waiting.is_empty() {
         return;
     }
-    let queue = &rt.queues[q].0;
+    let queue = &rt.queues[q].name;
     let ids: Vec<_> = waiting.iter().map(|l| l.id.clone()).collect();
     if let Err(e) = rt.broker.requeue(queue, &ids).await {
         warn!(queue = %queue, error = %e, "could not return waiting tasks; they will be recovered");
@@ -220,8 +221,8 @@ pub(crate) async fn run<B: WorkerBroker>(
                 let spec = rt
                     .queues
                     .iter()
-                    .position(|(q, _)| *q == queue)
-                    .and_then(|q| rt.limits[q])
+                    .find(|s| s.name == queue)
+                    .and_then(|s| s.limit)
                     .unwrap_or_default()
                     .permits(rt.config.recover_min_idle);
                 if let Err(e) = rt
@@ -239,8 +240,9 @@ pub(crate) async fn run<B: WorkerBroker>(
 
 /// Keeps the concurrency tokens of the deliveries held in limited queues alive (heartbeat).
 pub(crate) async fn keep<B: WorkerBroker>(rt: &Runtime<B>) {
-    for (q, (queue, _)) in rt.queues.iter().enumerate() {
-        if rt.limits[q].is_none_or(|l| l.concurrency.is_none()) {
+    for (q, slot) in rt.queues.iter().enumerate() {
+        let queue = &slot.name;
+        if !slot.has_tokens() {
             continue;
         }
         let tokens = rt.tokens_of(q);

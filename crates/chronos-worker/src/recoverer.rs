@@ -7,8 +7,9 @@ use std::sync::Arc;
 use chronos_broker::{DecodeError, LeaseId, QueueName, TaskEnvelope};
 use tracing::{debug, info, warn};
 
-use crate::executor::notify_dead;
-use crate::runtime::{every, Runtime};
+use crate::ended;
+use crate::loops::every;
+use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
 /// Most deliveries reclaimed per queue per pass (in pages of 100): a server that crashed holding
@@ -20,7 +21,8 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
 }
 
 async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
-    for (queue, _) in &rt.queues {
+    for slot in &rt.queues {
+        let queue = &slot.name;
         let mut reported = Vec::new();
         match rt
             .broker
@@ -37,7 +39,7 @@ async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
                     if count_failed(rt, &id.task_id, &dead.envelope).await {
                         reported.push(id.task_id.clone());
                     }
-                    notify_dead(rt, &id, dead.envelope.ok(), LOST, dead.discarded).await;
+                    ended::dead_lettered(rt, &id, dead.envelope.ok(), LOST, dead.discarded).await;
                 }
             }
             Err(e) => warn!(queue = %queue, error = %e, "recovery failed"),

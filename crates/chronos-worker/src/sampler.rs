@@ -7,7 +7,8 @@ use std::time::Duration;
 use chronos_broker::QueueName;
 use tracing::{debug, warn};
 
-use crate::runtime::{every, Runtime};
+use crate::loops::every;
+use crate::runtime::Runtime;
 use crate::{metrics, WorkerBroker};
 
 /// Queues sampled concurrently (their reads share the pipelined connection).

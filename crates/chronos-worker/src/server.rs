@@ -2,9 +2,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{
-    Consume, Flows, Inspect, LeaseId, Maintain, QueueName, SampleQueues, Signal, Throttle,
-};
+use chronos_broker::{LeaseId, QueueName, Signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -14,37 +12,13 @@ use crate::{
     acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, recoverer,
     sampler, starter, watcher,
 };
-use crate::{Mux, ServerConfig, WorkerError};
+use crate::{Mux, ServerConfig, WorkerBroker, WorkerError};
 
 /// How often the paused-queue set is read when the broker pushes no signals: pausing takes
 /// effect within this time. With signals, a pause takes effect when its push arrives, and the
 /// set is read only at start, after each reconnect of the subscriber, and every
 /// [`ServerConfig::safety_interval`].
 const PAUSE_POLL: Duration = Duration::from_millis(500);
-
-/// What a [`Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
-/// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records),
-/// [`Inspect`] (paused queues, live servers for the janitor), [`SampleQueues`] (queue gauges
-/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`),
-/// [`Flows`] (chains and groups: called only for tasks that are chain steps or group members)
-/// and [`Throttle`] (rate and concurrency limits; called only for queues a
-/// [`crate::QueueLimit`] limits, and a wrapper that limits nothing writes `impl Throttle for W {}`).
-/// It asks for neither [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
-/// [`chronos_broker::Coordinate`], so a wrapper for metrics or fault injection implements only
-/// these; the broker is shared by the server's loops behind an `Arc`, so it need not be
-/// `Clone`.
-///
-/// Implemented for every type with the six capabilities; never implement it by hand. `&T`,
-/// `Arc<T>` and `Box<T>` have them when `T` does.
-pub trait WorkerBroker:
-    Consume + Maintain + Inspect + SampleQueues + Flows + Throttle + 'static
-{
-}
-
-impl<T: Consume + Maintain + Inspect + SampleQueues + Flows + Throttle + 'static> WorkerBroker
-    for T
-{
-}
 
 /// Runs the handlers of a [`Mux`] on tasks from a broker. Configure, then [`Server::start`].
 pub struct Server<B: WorkerBroker> {
@@ -131,7 +105,7 @@ impl<B: WorkerBroker> Server<B> {
         let mut fetchers = Vec::new();
         // The shared read of idle queues, when the broker can do it; waited for at shutdown
         // with the fetchers, since what its last read took goes into their buffers.
-        if rt.limits.iter().any(Option::is_none) {
+        if rt.queues.iter().any(|s| s.limit.is_none()) {
             if let Some(reader) = watcher::open(&rt.broker, &rt.id).await {
                 rt.watching.store(true, Ordering::Relaxed);
                 fetchers.push(tokio::spawn(watcher::run(rt.clone(), reader)));
@@ -154,14 +128,15 @@ impl<B: WorkerBroker> Server<B> {
         ];
         if let Some(returns) = rt
             .take_returns()
-            .filter(|_| rt.limits.iter().any(Option::is_some))
+            .filter(|_| rt.queues.iter().any(|s| s.limit.is_some()))
         {
             maintenance.push(tokio::spawn(limiter::run(rt.clone(), returns)));
         }
         if let Some(period) = rt.config.sample_queues {
             maintenance.push(tokio::spawn(sampler::run(rt.clone(), period)));
         }
-        info!(server = %id, queues = ?rt.queues, concurrency = rt.config.concurrency, "server started");
+        let queues: Vec<_> = rt.queues.iter().map(|s| (&s.name, s.weight)).collect();
+        info!(server = %id, ?queues, concurrency = rt.config.concurrency, "server started");
         let handle_rt = rt.clone();
         let stop = rt.stop_fetch.clone();
         #[cfg(feature = "prometheus")]
@@ -262,8 +237,9 @@ async fn shut_down<B: WorkerBroker>(
             continue;
         }
         let ids: Vec<LeaseId> = leases.into_iter().map(|l| l.id).collect();
-        match rt.broker.requeue(&rt.queues[q].0, &ids).await {
-            Ok(n) => info!(queue = %rt.queues[q].0, n, "returned unstarted tasks to the queue"),
+        let queue = &rt.queues[q].name;
+        match rt.broker.requeue(queue, &ids).await {
+            Ok(n) => info!(queue = %queue, n, "returned unstarted tasks to the queue"),
             Err(e) => warn!(error = %e, "could not return unstarted tasks; they will be recovered"),
         }
     }
@@ -339,9 +315,8 @@ async fn refresh_paused<B: WorkerBroker>(rt: &Runtime<B>) {
     match rt.broker.paused_queues().await {
         Ok(paused) => {
             let mut changed = false;
-            for (i, (q, _)) in rt.queues.iter().enumerate() {
-                let now = paused.contains(q);
-                changed |= rt.paused[i].swap(now, Ordering::Relaxed) != now;
+            for slot in &rt.queues {
+                changed |= slot.set_paused(paused.contains(&slot.name));
             }
             if changed {
                 // The shared read must stop (or start) watching the queues that changed.

@@ -25,35 +25,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::mark::{StartRequest, RESEND};
 use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
 const MAX_BATCH: usize = 512;
 
-/// One delivery about to start, and where its outcome goes (None: Redis could not be reached).
-/// Without a reply channel the loop acts on the outcome itself: `Lost` cancels the attempt, and
-/// a mark that could not be sent is sent again until it lands or the attempt ends.
-#[derive(Debug)]
-pub(crate) struct StartRequest {
-    pub(crate) lease: LeaseId,
-    pub(crate) reply: Option<oneshot::Sender<Option<StartOutcome>>>,
-    /// Set by the executor when the attempt has ended: a mark not sent by then is not needed.
-    pub(crate) ended: Option<Arc<AtomicBool>>,
-    /// The running attempt's token, cancelled when the mark finds the delivery gone (an
-    /// operator deleted or archived the task while it was being fetched).
-    pub(crate) lost: Option<CancellationToken>,
-    /// How long to wait before sending this mark again if it fails.
-    pub(crate) backoff: Duration,
-}
-
 /// How long an unawaited mark waits before it is sent. A handler that ends sooner is settled
 /// without one (its settlement says everything a mark would), so quick tasks cost no start call
 /// at all; a crash inside this window costs the task one of its free re-deliveries.
 const MARK_DELAY: Duration = Duration::from_millis(2);
-
-/// The first wait before a failed mark is sent again; it doubles up to [`MAX_RESEND`].
-const FIRST_RESEND: Duration = Duration::from_millis(100);
-const MAX_RESEND: Duration = Duration::from_secs(2);
 
 /// Sends marks in batches until the maintenance loops stop (after every handler has finished),
 /// then sends what is still queued and returns. Requests that arrive together share one delay
@@ -139,20 +120,21 @@ async fn start_batch<B: WorkerBroker>(
 /// Sends failed marks again after their backoff, unless their attempt ended meanwhile: until
 /// its mark lands, a running task lists as pending, can be deleted under its handler and
 /// cannot be cancelled.
-fn schedule_resend<B: WorkerBroker>(rt: &Runtime<B>, requests: Vec<StartRequest>) {
+fn schedule_resend<B: WorkerBroker>(rt: &Runtime<B>, mut requests: Vec<StartRequest>) {
     let starts = rt.starts.clone();
+    // Each mark's waits grow on their own; the batch goes again after the shortest (never
+    // empty: only failed marks come here).
     let wait = requests
-        .iter()
-        .map(|r| r.backoff)
+        .iter_mut()
+        .map(|r| r.backoff.next())
         .min()
-        .unwrap_or(FIRST_RESEND);
+        .unwrap_or_default();
     tokio::spawn(async move {
         tokio::time::sleep(wait).await;
-        for mut r in requests {
+        for r in requests {
             if r.ended.as_ref().is_some_and(|e| e.load(Ordering::Acquire)) {
                 continue;
             }
-            r.backoff = (r.backoff * 2).min(MAX_RESEND);
             if starts.send(r).is_err() {
                 // The loop stopped: every handler has finished, no mark is needed.
                 return;
@@ -175,7 +157,7 @@ pub(crate) fn request<B: WorkerBroker>(
         reply: None,
         ended: Some(ended),
         lost: Some(lost),
-        backoff: FIRST_RESEND,
+        backoff: RESEND,
     };
     // The loop stops only after every handler has finished (the last step of shutdown), so a
     // send fails only for a task that will not run; without the mark it costs no attempt.
@@ -195,7 +177,7 @@ pub(crate) async fn start<B: WorkerBroker>(
         reply: Some(tx),
         ended: None,
         lost: None,
-        backoff: FIRST_RESEND,
+        backoff: RESEND,
     };
     if rt.starts.send(request).is_ok() {
         if let Ok(outcome) = rx.await {

@@ -11,13 +11,13 @@
 //! is stranded. A broker without an interrupt gets no shared read: each queue blocks alone.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use chronos_broker::{Interrupt, QueueName};
-use tokio::sync::Notify;
 use tracing::{debug, warn};
 
+use crate::backoff::Backoff;
+use crate::park::Park;
 use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
@@ -26,106 +26,21 @@ use crate::WorkerBroker;
 const BLOCK: Duration = Duration::from_secs(5);
 /// Most tasks taken per queue by one read (and never more in all than the free slots).
 const MAX_BATCH: usize = 128;
+/// The waits between tries of a failing shared read: 100 ms, doubling up to 2 s.
+const RETRY: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+/// The pauses between tries of a cut the store did not accept yet: 2 ms, doubling up to 200 ms.
+const CUT_RETRY: Backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(200));
 
-/// The parked queues and the read in flight, shared by the fetchers and the watcher.
-pub(crate) struct Park {
-    state: Mutex<State>,
-    /// Wakes the watcher: the parked set changed while it waited for one.
-    changed: Notify,
-    /// Asks the watcher to cut its read in flight short.
-    cut: Notify,
-    /// One per queue: wakes a parked fetcher (its queue got tasks, or the watcher gave up).
-    woken: Vec<Notify>,
-}
-
-#[derive(Default)]
-struct State {
-    parked: Vec<bool>,
-    /// The queues the read in flight covers, while one is.
-    reading: Option<Vec<usize>>,
-}
-
-impl Park {
-    pub(crate) fn new(n: usize) -> Self {
-        Self {
-            state: Mutex::new(State {
-                parked: vec![false; n],
-                reading: None,
-            }),
-            changed: Notify::new(),
-            cut: Notify::new(),
-            woken: (0..n).map(|_| Notify::new()).collect(),
-        }
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Queue `q` has nothing ready: leave its blocking wait to the watcher. The read in flight
-    /// is cut when it does not cover `q`, so a task sent to `q` now is not left waiting for
-    /// the end of a block.
-    pub(crate) fn park(&self, q: usize) {
-        let mut st = self.state();
-        st.parked[q] = true;
-        let stale = st.reading.as_ref().is_some_and(|r| !r.contains(&q));
-        drop(st);
-        self.changed.notify_one();
-        if stale {
-            self.cut.notify_one();
-        }
-    }
-
-    /// Waits until the watcher wakes queue `q`'s fetcher.
-    pub(crate) async fn wait(&self, q: usize) {
-        self.woken[q].notified().await;
-    }
-
-    /// Something other than a fetcher changed which queues to watch (a pause or resume).
-    pub(crate) fn refresh(&self) {
-        let reading = self.state().reading.is_some();
-        self.changed.notify_one();
-        if reading {
-            self.cut.notify_one();
-        }
-    }
-
-    fn unpark(&self, q: usize) {
-        self.state().parked[q] = false;
-        self.woken[q].notify_one();
-    }
-
-    /// Wakes every parked fetcher (they fall back to reading for themselves).
-    fn release_all(&self) {
-        let mut st = self.state();
-        let parked: Vec<usize> = (0..st.parked.len()).filter(|&q| st.parked[q]).collect();
-        for &q in &parked {
-            st.parked[q] = false;
-        }
-        drop(st);
-        for q in parked {
-            self.woken[q].notify_one();
-        }
-    }
-}
-
+/// Reads every parked queue's stream at once, until fetching stops or the broker turns out
+/// unable to.
 pub(crate) async fn run<B: WorkerBroker>(
     rt: std::sync::Arc<Runtime<B>>,
     (mut reader, interrupt): (B::Reader, Interrupt),
 ) {
     let park = &rt.park;
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = RETRY;
     while !rt.stop_fetch.is_cancelled() {
-        // Which queues to read, decided under the lock together with marking the read in
-        // flight, so that a queue parked after this point sees the read and cuts it.
-        let watched: Vec<usize> = {
-            let mut st = park.state();
-            let w: Vec<usize> = (0..st.parked.len())
-                .filter(|&q| st.parked[q] && !rt.is_paused(q))
-                .collect();
-            st.reading = (!w.is_empty()).then(|| w.clone());
-            w
-        };
+        let watched = park.begin(&rt.queues);
         if watched.is_empty() {
             tokio::select! {
                 _ = park.changed.notified() => {}
@@ -137,7 +52,7 @@ pub(crate) async fn run<B: WorkerBroker>(
         if budget == 0 {
             // Every slot is busy or already has a task waiting: reading now would only lease
             // tasks that other servers could start at once.
-            park.state().reading = None;
+            park.end();
             tokio::select! {
                 _ = rt.space.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
@@ -145,47 +60,46 @@ pub(crate) async fn run<B: WorkerBroker>(
             }
             continue;
         }
-        let queues: Vec<QueueName> = watched.iter().map(|&q| rt.queues[q].0.clone()).collect();
+        let queues: Vec<QueueName> = watched.iter().map(|&q| rt.queues[q].name.clone()).collect();
         // COUNT applies to each stream: share the budget out, at least one each.
         let count = (budget / watched.len()).clamp(1, MAX_BATCH);
         let result = read(&rt, park, &interrupt, &mut reader, &queues, count).await;
-        park.state().reading = None;
+        park.end();
         match result {
             Ok(Some(mut got)) => {
-                backoff = Duration::from_millis(100);
+                backoff.reset();
                 hand_back_surplus(&rt, &watched, &mut got, budget).await;
                 for (i, fetched) in got {
                     let Some(&q) = watched.get(i) else { continue };
                     if fetched.dropped > 0 {
-                        warn!(queue = %rt.queues[q].0, dropped = fetched.dropped, "dropped stream entries with no live task");
+                        warn!(queue = %rt.queues[q].name, dropped = fetched.dropped, "dropped stream entries with no live task");
                     }
                     if !fetched.leases.is_empty() {
-                        debug!(queue = %rt.queues[q].0, n = fetched.leases.len(), "fetched by the shared read");
+                        debug!(queue = %rt.queues[q].name, n = fetched.leases.len(), "fetched by the shared read");
                         rt.push(q, fetched.leases);
                     }
-                    park.unpark(q);
+                    park.unpark(&rt.queues, q);
                 }
             }
             Ok(None) => {
                 // The broker cannot read these together after all: every fetcher reads alone.
                 warn!("the broker cannot watch queues together; each queue blocks on its own");
                 rt.watching.store(false, Ordering::Relaxed);
-                park.release_all();
+                park.release_all(&rt.queues);
                 break;
             }
             Err(e) => {
                 warn!(error = %e, "shared read of idle queues failed; retrying");
                 // Let the fetchers retry their own reads meanwhile (each backs off alone).
-                park.release_all();
+                park.release_all(&rt.queues);
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(backoff.next()) => {}
                     _ = rt.stop_fetch.cancelled() => break,
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         }
     }
-    park.release_all();
+    park.release_all(&rt.queues);
     rt.broker.close_reader(reader).await;
 }
 
@@ -210,7 +124,7 @@ async fn hand_back_surplus<B: WorkerBroker>(
     let total: usize = got.iter().map(|(_, f)| f.leases.len()).sum();
     let mut surplus = total.saturating_sub(budget);
     while surplus > 0 {
-        let weight = |i: usize| watched.get(i).map_or(0, |&q| rt.queues[q].1);
+        let weight = |i: usize| watched.get(i).map_or(0, |&q| rt.queues[q].weight);
         let Some((i, fetched)) = got
             .iter_mut()
             .filter(|(_, f)| !f.leases.is_empty())
@@ -227,7 +141,7 @@ async fn hand_back_surplus<B: WorkerBroker>(
             .map(|l| l.id)
             .collect();
         surplus -= n;
-        let queue = &rt.queues[q].0;
+        let queue = &rt.queues[q].name;
         debug!(queue = %queue, n, "shared read took more than the free slots; handing the rest back");
         if let Err(e) = rt.broker.requeue(queue, &back).await {
             // Held by no one here: the recoverer re-delivers them, without an attempt.
@@ -255,7 +169,9 @@ async fn read<B: WorkerBroker>(
     // The store accepts the cut only once the read has reached it, so a cut asked for early
     // is retried, with a growing pause, until it lands or the read ends on its own.
     let mut wanted = false;
-    let mut retry = Duration::from_millis(2);
+    let mut backoff = CUT_RETRY;
+    // Taken ahead: the sleep below is built on every turn, polled only once a cut is wanted.
+    let mut retry = backoff.next();
     loop {
         tokio::select! {
             biased;
@@ -267,7 +183,7 @@ async fn read<B: WorkerBroker>(
                     // Ended: its (empty) answer comes next.
                     return read.await;
                 }
-                retry = (retry * 2).min(Duration::from_millis(200));
+                retry = backoff.next();
             }
         }
     }
