@@ -60,7 +60,7 @@ pub struct Attempt {
     pub unique_key: Option<String>,
 }
 
-/// What [`Consume::start`] found for one delivery.
+/// What [`Consume::start`](crate::Consume::start) found for one delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartOutcome {
     /// Marked active: the handler may run. From now on a lost worker costs an attempt.

@@ -82,7 +82,7 @@ pub enum BrokerError {
         detail: String,
     },
     /// Redis may evict keys (`maxmemory-policy` is not `noeviction`), which can lose tasks and
-    /// break exactly-once firing; see [`crate::EvictionCheck`]. Permanent until the server's
+    /// break exactly-once firing; see `EvictionCheck`. Permanent until the server's
     /// policy changes.
     #[error(
         "redis maxmemory-policy is {policy:?}: evicting keys can lose tasks; set it to \

@@ -50,7 +50,7 @@
 //! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
 //!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
 //!   set a `traceparent` header), and the worker links its span to it.
-//! * [`testing::Recorder`]: an in-memory [`Enqueue`] that records instead of writing, so a
+//! * `Recorder`: an in-memory [`Enqueue`] that records instead of writing, so a
 //!   producer's tests run `Client<Recorder>` without Redis and assert on what was enqueued.
 //!
 //! # Errors

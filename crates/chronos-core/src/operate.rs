@@ -2,7 +2,7 @@
 
 use crate::{DecodeError, TaskEnvelope, TaskRecord, TaskState};
 
-/// An inspector action on tasks (see [`Operate`]).
+/// An inspector action on tasks (see [`Operate`](crate::Operate)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskAction {
     /// Scheduled, retry or archived -> pending, at the end of the stream. A dead letter run

@@ -16,7 +16,7 @@ use crate::{BrokerError, DeadLetter, DecodeError, TaskEnvelope};
 /// use serde::{Deserialize, Serialize};
 /// #[derive(Serialize, Deserialize)]
 /// struct EmailArgs { to: String }
-/// impl chronos_broker::TaskArgs for EmailArgs { const KIND: &'static str = "email:send"; }
+/// impl chronos_core::TaskArgs for EmailArgs { const KIND: &'static str = "email:send"; }
 /// ```
 pub trait TaskArgs: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Stable kind string, unique across the application.

@@ -9,8 +9,8 @@
 //! every clone sees the same record.
 //!
 //! ```
-//! use chronos_broker::testing::Recorder;
-//! use chronos_broker::{BrokerError, Client, Enqueue, EnqueueOptions, TaskArgs};
+//! use chronos_core::testing::Recorder;
+//! use chronos_core::{BrokerError, Client, Enqueue, EnqueueOptions, TaskArgs};
 //! use serde::{Deserialize, Serialize};
 //! use std::time::Duration;
 //!

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-/// The limits of one queue that [`Throttle::acquire_permits`] enforces.
+/// The limits of one queue that [`Throttle::acquire_permits`](crate::Throttle::acquire_permits) enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PermitLimit {
     /// At most this many starts per period, cluster-wide (None: no rate limit): starts are
@@ -19,7 +19,7 @@ pub struct PermitLimit {
     /// At most this many tasks held at once, cluster-wide (None: no limit). Each granted start
     /// holds a token until it is given back or expires.
     pub concurrency: Option<u32>,
-    /// How long a concurrency token lives unless kept ([`Throttle::keep_permits`]): a worker
+    /// How long a concurrency token lives unless kept ([`Throttle::keep_permits`](crate::Throttle::keep_permits)): a worker
     /// that dies without giving its tokens back frees them after this (use the lease's
     /// recovery idle time, so they come back when its tasks would be reclaimed).
     pub token_ttl: Duration,
@@ -28,7 +28,7 @@ pub struct PermitLimit {
     pub poll: Duration,
 }
 
-/// What [`Throttle::acquire_permits`] granted.
+/// What [`Throttle::acquire_permits`](crate::Throttle::acquire_permits) granted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Permits {
     /// Starts granted now (at most the number asked for); zero when a limit is full.
@@ -37,9 +37,9 @@ pub struct Permits {
     /// for the next start, or [`PermitLimit::poll`] when only the concurrency limit is full).
     pub wait: Duration,
     /// One concurrency token per start granted (empty without a concurrency limit): hold one
-    /// per task until it ends, then give it back with [`Throttle::return_permits`].
+    /// per task until it ends, then give it back with [`Throttle::return_permits`](crate::Throttle::return_permits).
     pub tokens: Vec<String>,
-    /// Names this grant for [`Throttle::return_permits`].
+    /// Names this grant for [`Throttle::return_permits`](crate::Throttle::return_permits).
     pub grant: String,
 }
 
@@ -53,7 +53,7 @@ pub struct KeyRate {
     pub period: Duration,
 }
 
-/// What [`Throttle::admit`] decided for one delivery.
+/// What [`Throttle::admit`](crate::Throttle::admit) decided for one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
     /// Its key had room and the start is counted: run it.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Completion, QueueName};
+use chronos_core::{Completion, QueueName};
 use tokio::sync::mpsc;
 use tracing::warn;
 

@@ -1,21 +1,62 @@
 //! What the server asks of its broker: one name for the capabilities its loops use.
 
-use chronos_broker::{Consume, Flows, Inspect, Maintain, SampleQueues, Throttle};
+use chronos_core::{Consume, Flows, Inspect, Maintain, SampleQueues, Throttle};
 
-/// What a [`crate::Server`] needs of its broker, and nothing more: [`Consume`] (read, ack, retry,
-/// dead-letter, requeue), [`Maintain`] (forward due tasks, reclaim, leases, server records),
-/// [`Inspect`] (paused queues, live servers for the janitor), [`SampleQueues`] (queue gauges
-/// for metrics; every method has a default, so a wrapper writes `impl SampleQueues for W {}`),
-/// [`Flows`] (chains and groups: called only for tasks that are chain steps or group members)
-/// and [`Throttle`] (rate and concurrency limits; called only for queues a
-/// [`crate::QueueLimit`] limits, and a wrapper that limits nothing writes `impl Throttle for W {}`).
-/// It asks for neither [`chronos_broker::Enqueue`] nor [`chronos_broker::Schedules`] nor
-/// [`chronos_broker::Coordinate`], so a wrapper for metrics or fault injection implements only
-/// these; the broker is shared by the server's loops behind an `Arc`, so it need not be
-/// `Clone`.
+/// What a [`crate::Server`] needs of its broker, and nothing more; this is the one place that
+/// lists it:
 ///
-/// Implemented for every type with the six capabilities; never implement it by hand. `&T`,
-/// `Arc<T>` and `Box<T>` have them when `T` does.
+/// * [`Consume`]: read, start, ack, retry, dead-letter, requeue, the shared blocking read;
+/// * [`Maintain`]: forward due tasks, reclaim, leases, server records, signals, cancellation;
+/// * [`Inspect`]: paused queues, live servers for the janitor;
+/// * [`SampleQueues`]: queue gauges for metrics;
+/// * [`Flows`]: chains and groups, called only for tasks that are chain steps or group members
+///   (which producers decide, so every server must be able to move them on);
+/// * [`Throttle`]: rate and concurrency limits, called only for queues a [`crate::QueueLimit`]
+///   limits or that carry rate keys.
+///
+/// It asks for neither `Enqueue` nor `Schedules` nor `Coordinate`. The traits have no default
+/// bodies: a store without limits answers [`chronos_core::BrokerError::Unsupported`] in its
+/// `Throttle` methods, in so many words, and a wrapper that forgets to forward a method does not
+/// compile. The broker is shared by the server's loops behind an `Arc`, so it need not be
+/// `Clone`. Implemented for every type with the six capabilities; never implement it by hand.
+/// `&T`, `Arc<T>` and `Box<T>` have them when `T` does.
+///
+/// A wrapper that forwards these six, and nothing else, is a broker a server runs on:
+///
+/// ```
+/// use chronos_core::{forward, Consume, Flows, Inspect, Maintain, SampleQueues, Throttle};
+/// use chronos_worker::WorkerBroker;
+///
+/// struct Logged<B> {
+///     inner: B,
+/// }
+///
+/// impl<B: Consume> Consume for Logged<B> {
+///     type Reader = B::Reader;
+///     forward!(Consume => inner);
+/// }
+/// impl<B: Maintain> Maintain for Logged<B> {
+///     forward!(Maintain => inner);
+/// }
+/// impl<B: Inspect> Inspect for Logged<B> {
+///     forward!(Inspect => inner);
+/// }
+/// impl<B: SampleQueues> SampleQueues for Logged<B> {
+///     forward!(SampleQueues => inner);
+/// }
+/// impl<B: Flows> Flows for Logged<B> {
+///     forward!(Flows => inner);
+/// }
+/// impl<B: Throttle> Throttle for Logged<B> {
+///     forward!(Throttle => inner);
+/// }
+///
+/// fn serves<B: WorkerBroker>(_: &B) {}
+///
+/// fn wrap<B: WorkerBroker>(broker: B) {
+///     serves(&Logged { inner: broker });
+/// }
+/// ```
 pub trait WorkerBroker:
     Consume + Maintain + Inspect + SampleQueues + Flows + Throttle + 'static
 {

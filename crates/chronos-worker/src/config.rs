@@ -3,7 +3,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, QueueName, TaskEnvelope};
+use chronos_core::{BrokerError, QueueName, TaskEnvelope};
 use futures::future::BoxFuture;
 
 use crate::{QueueLimit, TaskError, WorkerError};
@@ -109,7 +109,7 @@ pub struct ServerConfig {
     /// that no push asked for: tasks due soon after a pass may wait up to this long, as when
     /// polling.
     pub forward_interval: Duration,
-    /// With a broker that pushes signals ([`chronos_broker::Maintain::signals`]): the longest a
+    /// With a broker that pushes signals ([`chronos_core::Maintain::signals`]): the longest a
     /// lost push can delay what it announced. Each queue is forwarded at least this often, and
     /// the paused set read at least this often (besides at start and after each reconnect of
     /// the subscriber, which re-reads everything). Default 10 s. It bounds the cost of an idle

@@ -5,7 +5,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 
-use chronos_broker::{Lease, LeaseId, TaskEnvelope};
+use chronos_core::{Lease, LeaseId, TaskEnvelope};
 use futures::FutureExt;
 use tracing::warn;
 

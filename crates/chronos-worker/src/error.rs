@@ -27,5 +27,5 @@ pub enum WorkerError {
     Metrics(String),
     /// The broker failed (see its own error for permanent or transient).
     #[error(transparent)]
-    Broker(#[from] chronos_broker::BrokerError),
+    Broker(#[from] chronos_core::BrokerError),
 }

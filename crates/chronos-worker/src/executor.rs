@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chronos_broker::{now_ms, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope};
+use chronos_core::{now_ms, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info_span, warn, Instrument, Span};
@@ -116,7 +116,7 @@ async fn confirm<B: WorkerBroker>(
     q: usize,
     lease: &Lease,
     m: &KindMetrics,
-) -> Option<chronos_broker::Attempt> {
+) -> Option<chronos_core::Attempt> {
     match start_with_retries(rt, &lease.id).await {
         Some(StartOutcome::Started(a)) => Some(a),
         Some(StartOutcome::Lost) => {
@@ -416,11 +416,11 @@ pub(crate) async fn persist<B, T, F, Fut>(
     msg_id: &str,
     what: &str,
     mut call: F,
-) -> Result<T, chronos_broker::BrokerError>
+) -> Result<T, chronos_core::BrokerError>
 where
     B: WorkerBroker,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, chronos_broker::BrokerError>>,
+    Fut: std::future::Future<Output = Result<T, chronos_core::BrokerError>>,
 {
     let mut backoff = SETTLE_BACKOFF;
     loop {

@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use chronos_broker::{
+use chronos_core::{
     chain_successor, now_ms, BrokerError, Flows, MemberReport, QueueName, TaskEnvelope,
     DEFAULT_CHAIN_RETENTION,
 };
@@ -91,7 +91,7 @@ async fn report<B: Flows>(
     };
     let outcome = again(|| broker.report_member(&report)).await?;
     debug!(group = %link.id, member = link.index, ?outcome, "group member reported");
-    if outcome == chronos_broker::MemberOutcome::UnknownGroup {
+    if outcome == chronos_core::MemberOutcome::UnknownGroup {
         warn!(group = %link.id, "group member finished, but its group is gone (expired?)");
     }
     Ok(())

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Forwarded, Signal, Signals};
+use chronos_core::{Forwarded, Signal, Signals};
 use tokio::time::Instant;
 use tracing::warn;
 

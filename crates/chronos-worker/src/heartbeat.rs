@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use chronos_broker::{now_ms, ServerRecord};
+use chronos_core::{now_ms, ServerRecord};
 use tracing::warn;
 
 use crate::loops::every;

@@ -20,7 +20,7 @@ const MAX_CHUNKS: usize = 2000;
 
 /// Trims the queue's archive and retained tasks until nothing more is due: a dead-letter or
 /// retention rate of any size is trimmed back to the caps each sweep, in bounded chunks.
-async fn trim<B: WorkerBroker>(rt: &Runtime<B>, queue: &chronos_broker::QueueName) {
+async fn trim<B: WorkerBroker>(rt: &Runtime<B>, queue: &chronos_core::QueueName) {
     for _ in 0..MAX_CHUNKS {
         match rt
             .broker

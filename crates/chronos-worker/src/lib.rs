@@ -6,7 +6,7 @@
 //!
 //! # Tour
 //! * [`Handler`]: any `async fn(Context, Task<T>) -> Result<R, TaskError>` with a serde `R`
-//!   (`()` for none); [`Mux::handle`] registers one per [`chronos_broker::TaskArgs`] kind. The
+//!   (`()` for none); [`Mux::handle`] registers one per [`chronos_core::TaskArgs`] kind. The
 //!   result goes with the acknowledgement and is kept while the task is retained, for
 //!   `Client::result` and `Client::wait`. (A handler that never returns `Ok` names its `R`:
 //!   `Err::<(), _>(...)`.)
@@ -89,13 +89,7 @@
 //! `metrics` facade, and can sample queue depths cluster-wide; the `prometheus` feature adds
 //! a page to scrape with one line of config, `ServerConfig::metrics_addr`. The names are
 //! listed in [`metrics`].
-#![forbid(unsafe_code)]
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acker;
 mod backoff;
@@ -126,6 +120,8 @@ mod server;
 mod slot;
 mod starter;
 mod task;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 #[cfg(feature = "opentelemetry")]
 mod trace;

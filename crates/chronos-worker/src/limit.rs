@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use chronos_broker::{KeyRate, PermitLimit};
+use chronos_core::{KeyRate, PermitLimit};
 
 use crate::WorkerError;
 
@@ -24,7 +24,7 @@ use crate::WorkerError;
 ///   worker that dies without giving its permits back frees them after `recover_min_idle`,
 ///   when its tasks would be reclaimed.
 /// * [`QueueLimit::per_key_rate`]: at most `n` starts per `period` per rate key
-///   ([`chronos_broker::EnqueueOptions::rate_key`]). A fetched task whose key is full is not
+///   ([`chronos_core::EnqueueOptions::rate_key`]). A fetched task whose key is full is not
 ///   run: it goes to the queue's scheduled set until its key's next window, without spending
 ///   an attempt and without an error, while tasks of other keys keep running. Tasks without a
 ///   key are not limited by it.

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{Admission, BrokerError, Consume, Lease, QueueName};
+use chronos_core::{Admission, BrokerError, Consume, Lease, QueueName};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -126,7 +126,7 @@ async fn admit<B: WorkerBroker>(
     let Some(key_rate) = limit.key_rate() else {
         return Ok(leases);
     };
-    let keyed: Vec<(chronos_broker::LeaseId, String)> = leases
+    let keyed: Vec<(chronos_core::LeaseId, String)> = leases
         .iter()
         .filter_map(|l| {
             let key = l.envelope.as_ref().ok()?.rate_key.clone()?;
@@ -168,8 +168,8 @@ async fn admit<B: WorkerBroker>(
 async fn give_back<B: WorkerBroker>(
     rt: &Runtime<B>,
     queue: &QueueName,
-    spec: &chronos_broker::PermitLimit,
-    permits: Option<&chronos_broker::Permits>,
+    spec: &chronos_core::PermitLimit,
+    permits: Option<&chronos_core::Permits>,
     used: usize,
 ) {
     let Some(p) = permits else { return };

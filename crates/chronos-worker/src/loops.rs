@@ -1,7 +1,7 @@
 //! The two shapes of the server's background loops: a step run at a fixed period, and a
 //! channel drained in batches grouped by queue. Both end when the maintenance loops stop.
 
-use chronos_broker::QueueName;
+use chronos_core::QueueName;
 use tokio::sync::mpsc;
 
 use crate::runtime::Runtime;

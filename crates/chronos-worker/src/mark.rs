@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{LeaseId, StartOutcome};
+use chronos_core::{LeaseId, StartOutcome};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 

@@ -212,7 +212,7 @@ pub(crate) fn running(n: usize) {
 }
 
 /// Sets the cluster-wide gauges of one queue from a sample.
-pub(crate) fn queue_sample(queue: &str, sample: &chronos_broker::QueueSample, paused: bool) {
+pub(crate) fn queue_sample(queue: &str, sample: &chronos_core::QueueSample, paused: bool) {
     let s = &sample.stats;
     for (state, n) in [
         ("pending", s.pending),

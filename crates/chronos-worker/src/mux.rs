@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chronos_broker::{decode_args, DecodeError, TaskArgs, TaskEnvelope};
+use chronos_core::{decode_args, DecodeError, TaskArgs, TaskEnvelope};
 use futures::future::BoxFuture;
 use serde::Serialize;
 

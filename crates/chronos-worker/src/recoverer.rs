@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use chronos_broker::{DecodeError, LeaseId, QueueName, TaskEnvelope};
+use chronos_core::{DecodeError, LeaseId, QueueName, TaskEnvelope};
 use tracing::{debug, info, warn};
 
 use crate::ended;

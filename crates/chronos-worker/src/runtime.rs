@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chronos_broker::{Completion, Lease, QueueName};
+use chronos_core::{Completion, Lease, QueueName};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -116,7 +116,7 @@ impl<B: WorkerBroker> Runtime<B> {
             hard_cancel: CancellationToken::new(),
             stop_maintenance: CancellationToken::new(),
             running: TaskTracker::new(),
-            started_at_ms: chronos_broker::now_ms(),
+            started_at_ms: chronos_core::now_ms(),
             park: Park::default(),
             watching: AtomicBool::new(false),
             awaiting_task: AtomicBool::new(false),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::QueueName;
+use chronos_core::QueueName;
 use tracing::{debug, warn};
 
 use crate::loops::every;

@@ -2,7 +2,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{LeaseId, QueueName, Signal};
+use chronos_core::{LeaseId, QueueName, Signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use chronos_broker::{Lease, QueueName};
+use chronos_core::{Lease, QueueName};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 

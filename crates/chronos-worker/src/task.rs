@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use chronos_broker::{
+use chronos_core::{
     ChainPosition, DecodeError, Flow, GroupSummary, TaskEnvelope, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 use serde::de::DeserializeOwned;
@@ -113,7 +113,7 @@ impl Context {
     }
 
     /// The rate key the task was enqueued with
-    /// ([`chronos_broker::EnqueueOptions::rate_key`]), if any.
+    /// ([`chronos_core::EnqueueOptions::rate_key`]), if any.
     pub fn rate_key(&self) -> Option<&str> {
         self.rate_key.as_deref()
     }

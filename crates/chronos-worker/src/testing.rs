@@ -1,7 +1,7 @@
 //! Testing handlers without Redis: build the [`Context`] of an attempt with [`TestContext`],
 //! then run a typed handler on a typed task ([`run_handler`]), a task through a whole [`Mux`]
 //! with its middleware ([`run_mux`]), or a stored envelope, such as one a
-//! `chronos_broker::testing::Recorder` recorded ([`run_envelope`]).
+//! `chronos_core::testing::Recorder` recorded ([`run_envelope`]).
 //!
 //! Each runner does what the server's executor does around one attempt, in process:
 //! * the arguments go through their MessagePack encoding and back, so the handler sees what a
@@ -29,7 +29,7 @@
 //!
 //! #[derive(Serialize, Deserialize)]
 //! struct Resize { width: u32 }
-//! impl chronos_broker::TaskArgs for Resize { const KIND: &'static str = "image:resize"; }
+//! impl chronos_core::TaskArgs for Resize { const KIND: &'static str = "image:resize"; }
 //!
 //! async fn resize(ctx: Context, task: Task<Resize>) -> Result<u32, TaskError> {
 //!     if task.args.width == 0 {
@@ -51,7 +51,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use chronos_broker::{
+use chronos_core::{
     encode_args, new_task_id, now_ms, DecodeError, EnqueueOptions, NewTask, TaskArgs, TaskEnvelope,
     Timestamp, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
@@ -80,7 +80,7 @@ pub struct TestContext {
     deadline_ms: Option<i64>,
     enqueued_at_ms: Option<i64>,
     cancel: CancellationToken,
-    flow: Option<chronos_broker::Flow>,
+    flow: Option<chronos_core::Flow>,
 }
 
 impl Default for TestContext {
@@ -185,7 +185,7 @@ impl TestContext {
         parent: &R,
     ) -> Self {
         let flow = self.flow.get_or_insert_with(Default::default);
-        flow.chain = Some(chronos_broker::ChainLink {
+        flow.chain = Some(chronos_core::ChainLink {
             id: id.into(),
             step,
             total,
@@ -200,7 +200,7 @@ impl TestContext {
     /// `succeeded` and `failed` counts: [`Context::group`] reports them.
     pub fn group_callback(mut self, id: impl Into<String>, succeeded: u64, failed: u64) -> Self {
         let flow = self.flow.get_or_insert_with(Default::default);
-        flow.callback = Some(chronos_broker::GroupCallback {
+        flow.callback = Some(chronos_core::GroupCallback {
             id: id.into(),
             total: succeeded.saturating_add(failed),
             collect: false,
@@ -296,7 +296,7 @@ pub async fn run_handler<T: TaskArgs, H: Handler<T>>(
     let env = ctx.envelope(T::KIND, payload);
     let now = now_ms();
     refuse_past_deadline(&env, now)?;
-    let args: T = chronos_broker::decode_args(&env.payload).map_err(unrunnable)?;
+    let args: T = chronos_core::decode_args(&env.payload).map_err(unrunnable)?;
     let task = Task {
         args,
         headers: env.headers.clone(),

@@ -1,7 +1,7 @@
 //! The OpenTelemetry side of the task span (feature `opentelemetry`): messaging attributes and
 //! a link to the producer's trace context.
 
-use chronos_broker::{parse_trace_context, Lease};
+use chronos_core::{parse_trace_context, Lease};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 

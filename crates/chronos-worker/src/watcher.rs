@@ -1,4 +1,4 @@
-//! One blocking read for every idle queue of the server ([`chronos_broker::Consume::watch`]):
+//! One blocking read for every idle queue of the server ([`chronos_core::Consume::watch`]):
 //! a fetcher whose queue ran dry parks here instead of blocking on its own connection, so an
 //! idle server costs one read per block time whatever the number of its queues.
 //!
@@ -7,13 +7,13 @@
 //! serves buffers by weight or strict priority as before. Limited queues keep their own path
 //! (limiter.rs) and never park. When the set of parked queues changes (a queue runs dry, a
 //! pause or resume) or the server stops, the read in flight is cut short through the broker's
-//! [`chronos_broker::Interrupt`], which ends it as a timeout would: no entry is taken, so none
+//! [`chronos_core::Interrupt`], which ends it as a timeout would: no entry is taken, so none
 //! is stranded. A broker without an interrupt gets no shared read: each queue blocks alone.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use chronos_broker::{Interrupt, QueueName};
+use chronos_core::{Interrupt, QueueName};
 use tracing::{debug, warn};
 
 use crate::backoff::Backoff;
@@ -118,7 +118,7 @@ fn budget<B: WorkerBroker>(rt: &Runtime<B>) -> usize {
 async fn hand_back_surplus<B: WorkerBroker>(
     rt: &Runtime<B>,
     watched: &[usize],
-    got: &mut Vec<(usize, chronos_broker::Fetched)>,
+    got: &mut Vec<(usize, chronos_core::Fetched)>,
     budget: usize,
 ) {
     let total: usize = got.iter().map(|(_, f)| f.leases.len()).sum();
@@ -163,7 +163,7 @@ async fn read<B: WorkerBroker>(
     reader: &mut B::Reader,
     queues: &[QueueName],
     count: usize,
-) -> Result<Option<Vec<(usize, chronos_broker::Fetched)>>, chronos_broker::BrokerError> {
+) -> Result<Option<Vec<(usize, chronos_core::Fetched)>>, chronos_core::BrokerError> {
     let read = rt.broker.watch(reader, queues, &rt.id, count, BLOCK);
     tokio::pin!(read);
     // The store accepts the cut only once the read has reached it, so a cut asked for early

@@ -26,12 +26,12 @@
 
 #[doc(inline)]
 pub use chronos_broker::{
-    decode_args, encode_args, fred, time, Attempt, Broker, BrokerError, Client, Completion,
-    Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError, Enqueue, EnqueueOptions,
-    EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain, NewTask, QueueName,
-    QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results, ServerRecord, StartOutcome,
-    StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp,
-    Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
+    decode_args, encode_args, forward, fred, time, Attempt, Broker, BrokerError, Client,
+    Completion, Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError, Enqueue,
+    EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain, NewTask,
+    QueueName, QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results, ServerRecord,
+    StartOutcome, StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome, TaskRecord, TaskState,
+    Timestamp, Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};

@@ -856,10 +856,10 @@ impl RedisBroker {
         let client = &self.inner.client;
         let stop = |from: i64| from + n as i64 - 1;
         let Some(c) = cursor else {
-            return Ok(client
+            return client
                 .zrange(z, 0, stop(0), None, false, None, true)
                 .await
-                .map_err(store)?);
+                .map_err(store);
         };
         let Some((score, member)) = zset_cursor(c) else {
             return Err(BrokerError::InvalidOption(format!("bad cursor {c:?}")));

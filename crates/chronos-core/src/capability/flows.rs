@@ -8,14 +8,14 @@ use crate::{
     MemberPage, MemberReport, NewTask, QueueName,
 };
 
-/// What moves chains and groups on. Implemented for [`crate::RedisBroker`], and for `&T`,
+/// What moves chains and groups on. Implemented for `RedisBroker`, and for `&T`,
 /// `Arc<T>` and `Box<T>`. The worker calls the chain and member methods only for tasks that
-/// carry a [`Flow`], before it acknowledges or dead-letters them; every method is idempotent.
+/// carry a [`Flow`](crate::Flow), before it acknowledges or dead-letters them; every method is idempotent.
 /// Every method defaults to [`BrokerError::Unsupported`], so a wrapper written for plain tasks
 /// compiles as `impl Flows for W {}`; a wrapper whose tasks use chains or groups must forward
 /// them.
 pub trait Flows: Send + Sync {
-    /// Enqueues a chain's next step (built by [`chain_successor`]) unless it was enqueued
+    /// Enqueues a chain's next step (built by [`chain_successor`](crate::chain_successor)) unless it was enqueued
     /// before: true when written now, false when it had been (the step ran twice, or the call
     /// was re-sent), even if the successor already completed and was deleted.
     fn enqueue_successor(

@@ -45,7 +45,7 @@ pub trait Inspect: Send + Sync {
     fn servers(&self) -> impl Future<Output = Result<Vec<ServerRecord>, BrokerError>> + Send;
 
     /// The scheduler leader now, if any instance holds the leader lock: the same answer as
-    /// [`Schedules::leader`], offered here so that an inspector needs only this trait (named
+    /// [`Schedules::leader`](crate::Schedules::leader), offered here so that an inspector needs only this trait (named
     /// apart from it so that a type with both traits in scope has no ambiguous `leader`).
     fn scheduler_leader(
         &self,

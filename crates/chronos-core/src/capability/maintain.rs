@@ -89,7 +89,7 @@ pub trait Maintain: Send + Sync {
     fn signals(&self) -> impl Future<Output = Result<Option<Signals>, BrokerError>> + Send;
 
     /// Which of `msg_ids` (stream entry ids of deliveries this worker runs) an operator asked
-    /// to cancel ([`TaskAction::Cancel`]). A worker polls it for the tasks it runs, a few times
+    /// to cancel ([`TaskAction::Cancel`](crate::TaskAction::Cancel)). A worker polls it for the tasks it runs, a few times
     /// a second. The default answers none: a store without operator cancellation, or a
     /// wrapper written before it existed (a wrapper should forward it).
     fn cancel_requested(

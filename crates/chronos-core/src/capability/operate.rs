@@ -9,7 +9,7 @@ use crate::{
 
 /// Operator actions for the inspector, CLI and console: task actions (one task or all tasks of
 /// a state matching a filter, in bounded chunks), paged listing by cursor, queue deletion and
-/// history. (The worker's side of cancellation is [`Maintain::cancel_requested`].)
+/// history. (The worker's side of cancellation is [`Maintain::cancel_requested`](crate::Maintain::cancel_requested).)
 pub trait Operate: Send + Sync {
     /// Applies `action` to task `id` in one atomic script. Re-sending is harmless (answers
     /// [`ActionOutcome::Already`] or [`ActionOutcome::NotFound`] after a first run did it).

@@ -49,24 +49,65 @@ fn cut(what: &str) -> BrokerError {
     BrokerError::Store(StoreError::new(e, true))
 }
 
-macro_rules! forward {
-    ($($name:ident($($arg:ident: $ty:ty),*) -> $ok:ty;)*) => {$(
-        fn $name(&self, $($arg: $ty),*) -> impl Future<Output = Result<$ok, BrokerError>> + Send {
-            self.inner.$name($($arg),*)
-        }
-    )*};
-}
-
 impl Consume for Faulty {
+    // Hand-written: `start` and `complete` carry the switches; the compiler lists any method
+    // left out.
     type Reader = <RedisBroker as Consume>::Reader;
-    forward! {
-        open_reader() -> Self::Reader;
-        ensure_queue(q: &QueueName) -> ();
-        fetch(r: &mut Self::Reader, q: &QueueName, c: &str, n: usize, block: Duration) -> Fetched;
-        retry(lease: &LeaseId, delay: Duration, error: &str) -> bool;
-        dead_letter(lease: &LeaseId, error: &str, count: bool) -> DeadOutcome;
-        requeue(q: &QueueName, leases: &[LeaseId]) -> u64;
-        watch(r: &mut Self::Reader, qs: &[QueueName], c: &str, n: usize, block: Duration) -> Option<Vec<(usize, Fetched)>>;
+
+    fn open_reader(&self) -> impl Future<Output = Result<Self::Reader, BrokerError>> + Send {
+        self.inner.open_reader()
+    }
+
+    fn ensure_queue(&self, q: &QueueName) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        self.inner.ensure_queue(q)
+    }
+
+    fn fetch(
+        &self,
+        r: &mut Self::Reader,
+        q: &QueueName,
+        c: &str,
+        n: usize,
+        block: Duration,
+    ) -> impl Future<Output = Result<Fetched, BrokerError>> + Send {
+        self.inner.fetch(r, q, c, n, block)
+    }
+
+    fn retry(
+        &self,
+        lease: &LeaseId,
+        delay: Duration,
+        error: &str,
+    ) -> impl Future<Output = Result<bool, BrokerError>> + Send {
+        self.inner.retry(lease, delay, error)
+    }
+
+    fn dead_letter(
+        &self,
+        lease: &LeaseId,
+        error: &str,
+        count: bool,
+    ) -> impl Future<Output = Result<DeadOutcome, BrokerError>> + Send {
+        self.inner.dead_letter(lease, error, count)
+    }
+
+    fn requeue(
+        &self,
+        q: &QueueName,
+        leases: &[LeaseId],
+    ) -> impl Future<Output = Result<u64, BrokerError>> + Send {
+        self.inner.requeue(q, leases)
+    }
+
+    fn watch(
+        &self,
+        r: &mut Self::Reader,
+        qs: &[QueueName],
+        c: &str,
+        n: usize,
+        block: Duration,
+    ) -> impl Future<Output = Result<Option<Vec<(usize, Fetched)>>, BrokerError>> + Send {
+        self.inner.watch(r, qs, c, n, block)
     }
 
     fn close_reader(&self, reader: Self::Reader) -> impl Future<Output = ()> + Send {
@@ -108,61 +149,21 @@ impl Consume for Faulty {
 }
 
 impl Maintain for Faulty {
-    forward! {
-        forward_due(q: &QueueName, limit: usize) -> u64;
-        reclaim_idle(q: &QueueName, min_idle: Duration, limit: usize) -> Reclaimed;
-        extend_leases(q: &QueueName, c: &str, ids: &[String]) -> Vec<String>;
-        trim(q: &QueueName, max_age: Duration, max_len: u64, limit: usize) -> u64;
-        consumers(q: &QueueName) -> Vec<(String, u64, u64)>;
-        publish_server(record: &ServerRecord, ttl: Duration) -> ();
-        remove_server(id: &str) -> ();
-        remove_consumer(q: &QueueName, c: &str) -> bool;
-        cancel_requested(q: &QueueName, ids: &[String]) -> Vec<String>;
-        reclaimed_dead(q: &QueueName, limit: usize) -> Vec<DeadTask>;
-        ack_reclaimed(q: &QueueName, ids: &[String]) -> u64;
-        forward_due_next(q: &QueueName, limit: usize) -> Forwarded;
-        signals() -> Option<Signals>;
-    }
+    chronos_broker::forward!(Maintain => inner);
 }
 
 impl Inspect for Faulty {
-    forward! {
-        queues() -> Vec<QueueName>;
-        queue_stats(q: &QueueName) -> QueueStats;
-        task(q: &QueueName, id: &str) -> Option<TaskRecord>;
-        list_tasks(q: &QueueName, s: TaskState, offset: usize, limit: usize) -> Vec<TaskRecord>;
-        set_paused(q: &QueueName, paused: bool) -> ();
-        paused_queues() -> Vec<QueueName>;
-        servers() -> Vec<ServerRecord>;
-        scheduler_leader() -> Option<LeaderInfo>;
-    }
+    chronos_broker::forward!(Inspect => inner);
 }
 
 impl SampleQueues for Faulty {
-    forward! {
-        sampler_lease(holder: &str, ttl: Duration) -> bool;
-        release_sampler_lease(holder: &str) -> ();
-        sample_queue(q: &QueueName) -> QueueSample;
-    }
+    chronos_broker::forward!(SampleQueues => inner);
 }
 
 impl Throttle for Faulty {
-    forward! {
-        acquire_permits(q: &QueueName, holder: &str, want: usize, limit: &PermitLimit) -> Permits;
-        return_permits(q: &QueueName, holder: &str, limit: &PermitLimit, grant: Option<(&str, usize)>, tokens: &[String]) -> u64;
-        keep_permits(q: &QueueName, tokens: &[String], ttl: Duration) -> u64;
-        admit(q: &QueueName, deliveries: &[(LeaseId, String)], limit: &KeyRate) -> Vec<Admission>;
-    }
+    chronos_broker::forward!(Throttle => inner);
 }
 
 impl Flows for Faulty {
-    forward! {
-        enqueue_successor(task: NewTask) -> bool;
-        finish_chain(q: &QueueName, chain: &str, result: Option<Vec<u8>>, keep: Duration) -> ();
-        chain_state(chain: &ChainInfo) -> ChainStatus;
-        open_group(group: &GroupRecord) -> GroupCreated;
-        report_member(report: &MemberReport) -> MemberOutcome;
-        group_state(q: &QueueName, group: &str) -> Option<GroupState>;
-        group_results(q: &QueueName, group: &str, cursor: u64, count: usize) -> MemberPage;
-    }
+    chronos_broker::forward!(Flows => inner);
 }
