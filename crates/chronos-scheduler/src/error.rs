@@ -1,4 +1,4 @@
-use crate::SpecError;
+use crate::spec::SpecError;
 
 /// Errors of the scheduler's API. Registration errors are permanent; [`SchedulerError::Broker`]
 /// may be transient (see [`chronos_broker::BrokerError::is_transient`]).
