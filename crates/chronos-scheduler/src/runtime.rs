@@ -15,12 +15,17 @@ use crate::error::SchedulerError;
 use crate::id::check_id;
 use crate::metrics;
 use crate::options::ScheduleOptions;
-use crate::spec::Spec;
+use crate::spec::{Spec, SpecError};
 
 /// Compare-and-set rounds before a change gives up on a definition that keeps changing.
 const CAS_ROUNDS: usize = 5;
 
-/// When a runtime schedule fires, before validation.
+/// When a runtime schedule fires, before validation: the form [`NewSchedule::raw`] took before
+/// it took a [`Spec`].
+///
+/// Deprecated: build a [`Spec`] ([`Spec::interval`], [`Spec::cron`]) and pass that, so one type
+/// says when a schedule fires wherever the API asks. Still accepted by [`NewSchedule::raw`] and
+/// converted with `Spec::try_from`, which validates exactly as the constructors do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeSpec {
     /// Every period (at least 1 s, a whole number of milliseconds), aligned to the unix epoch.
@@ -32,6 +37,17 @@ pub enum RuntimeSpec {
         /// The zone.
         zone: Option<String>,
     },
+}
+
+impl TryFrom<RuntimeSpec> for Spec {
+    type Error = SpecError;
+
+    fn try_from(spec: RuntimeSpec) -> Result<Self, SpecError> {
+        match spec {
+            RuntimeSpec::Every(every) => Spec::interval(every),
+            RuntimeSpec::Cron { expr, zone } => Spec::cron(&expr, zone.as_deref().unwrap_or("UTC")),
+        }
+    }
 }
 
 /// A validated runtime schedule, ready to be stored by [`RuntimeSchedules::add`] or
@@ -58,13 +74,8 @@ impl NewSchedule {
             enqueue: T::default_options().merge(opts.enqueue.clone()),
             ..opts
         };
-        Self::build(
-            id.into(),
-            T::KIND,
-            encode_args(task)?,
-            RuntimeSpec::Every(every),
-            opts,
-        )
+        let payload = encode_args(task)?;
+        Self::build(id.into(), T::KIND, payload, || Spec::interval(every), opts)
     }
 
     /// Enqueues `task` at the times of a cron expression, in the options' zone (default UTC).
@@ -74,28 +85,37 @@ impl NewSchedule {
         task: &T,
         opts: ScheduleOptions,
     ) -> Result<Self, SchedulerError> {
-        let spec = RuntimeSpec::Cron {
-            expr: expr.to_string(),
-            zone: opts.zone.clone(),
-        };
+        let zone = opts.zone.clone();
         let opts = ScheduleOptions {
             enqueue: T::default_options().merge(opts.enqueue.clone()),
             ..opts
         };
-        Self::build(id.into(), T::KIND, encode_args(task)?, spec, opts)
+        let payload = encode_args(task)?;
+        Self::build(
+            id.into(),
+            T::KIND,
+            payload,
+            || Spec::cron(expr, zone.as_deref().unwrap_or("UTC")),
+            opts,
+        )
     }
 
     /// A schedule of a task given by kind and JSON payload (converted to MessagePack, as a
     /// serde type with the same fields would be encoded): what a CLI or an HTTP API has.
-    /// The kind's default options are not known here; give them in `opts`. A zone in `opts`
-    /// is ignored (give it in the spec).
-    pub fn raw(
+    /// `spec` is a [`Spec`] (a deprecated [`RuntimeSpec`] is still accepted, and validated
+    /// here). The kind's default options are not known here; give them in `opts`. A zone in
+    /// `opts` is ignored (give it in the spec).
+    pub fn raw<S>(
         id: impl Into<String>,
         kind: &str,
         payload: &serde_json::Value,
-        spec: RuntimeSpec,
+        spec: S,
         opts: ScheduleOptions,
-    ) -> Result<Self, SchedulerError> {
+    ) -> Result<Self, SchedulerError>
+    where
+        S: TryInto<Spec>,
+        SchedulerError: From<S::Error>,
+    {
         if kind.is_empty() || kind.len() > 200 || kind.chars().any(char::is_control) {
             return Err(SchedulerError::InvalidOption(format!(
                 "task kind {kind:?} must be 1 to 200 characters"
@@ -103,23 +123,23 @@ impl NewSchedule {
         }
         let payload = rmp_serde::to_vec_named(payload)
             .map_err(|e| SchedulerError::InvalidOption(format!("payload: {e}")))?;
-        Self::build(id.into(), kind, payload, spec, opts)
+        Self::build(id.into(), kind, payload, || spec.try_into(), opts)
     }
 
-    fn build(
+    /// Validates the id, then the spec (so a bad id is reported first, as it always was), then
+    /// the rest, the way the leader will read the stored definition back.
+    fn build<E>(
         id: String,
         kind: &str,
         payload: Vec<u8>,
-        spec: RuntimeSpec,
+        spec: impl FnOnce() -> Result<Spec, E>,
         opts: ScheduleOptions,
-    ) -> Result<Self, SchedulerError> {
+    ) -> Result<Self, SchedulerError>
+    where
+        SchedulerError: From<E>,
+    {
         check_id(&id)?;
-        let spec = match spec {
-            RuntimeSpec::Every(every) => Spec::interval(every)?,
-            RuntimeSpec::Cron { expr, zone } => {
-                Spec::cron(&expr, &zone.unwrap_or_else(|| "UTC".into()))?
-            }
-        };
+        let spec = spec()?;
         let def = def_of(
             id,
             kind,
@@ -394,5 +414,62 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
             }
         }
         Err(SchedulerError::Contended(id.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw<S>(id: &str, spec: S) -> Result<NewSchedule, SchedulerError>
+    where
+        S: TryInto<Spec>,
+        SchedulerError: From<S::Error>,
+    {
+        let payload = serde_json::json!({"n": 1});
+        NewSchedule::raw(id, "ping", &payload, spec, ScheduleOptions::new())
+    }
+
+    #[test]
+    fn a_spec_and_a_runtime_spec_store_the_same_definition() {
+        let every = Duration::from_secs(30);
+        assert_eq!(
+            raw("a", Spec::interval(every).expect("valid")).expect("spec"),
+            raw("a", RuntimeSpec::Every(every)).expect("runtime spec"),
+        );
+        let berlin = RuntimeSpec::Cron {
+            expr: "0 9 * * MON".into(),
+            zone: Some("Europe/Berlin".into()),
+        };
+        assert_eq!(
+            raw(
+                "b",
+                Spec::cron("0 9 * * MON", "Europe/Berlin").expect("valid")
+            )
+            .expect("spec"),
+            raw("b", berlin).expect("runtime spec"),
+        );
+        // A runtime spec without a zone is UTC.
+        let utc = RuntimeSpec::Cron {
+            expr: "0 3 * * *".into(),
+            zone: None,
+        };
+        assert_eq!(
+            raw("c", Spec::cron("0 3 * * *", "UTC").expect("valid")).expect("spec"),
+            raw("c", utc).expect("runtime spec"),
+        );
+    }
+
+    #[test]
+    fn a_bad_runtime_spec_is_a_spec_error_and_a_bad_id_is_reported_first() {
+        let bad = || RuntimeSpec::Cron {
+            expr: "not cron".into(),
+            zone: None,
+        };
+        assert!(matches!(raw("x", bad()), Err(SchedulerError::Spec(_))));
+        assert!(matches!(
+            raw("has space", bad()),
+            Err(SchedulerError::InvalidOption(_))
+        ));
     }
 }
