@@ -180,6 +180,7 @@ fn spec_of(def: &ScheduleDef) -> Result<Spec, SchedulerError> {
     })
 }
 
+/// A misfire policy's stored form.
 fn misfire_def(p: MisfirePolicy) -> DefMisfire {
     match p {
         MisfirePolicy::FireAll { window, max } => DefMisfire::FireAll {
@@ -191,6 +192,7 @@ fn misfire_def(p: MisfirePolicy) -> DefMisfire {
     }
 }
 
+/// The misfire policy a stored definition names.
 fn misfire_of(d: Option<DefMisfire>) -> MisfirePolicy {
     match d {
         None => MisfirePolicy::default(),
