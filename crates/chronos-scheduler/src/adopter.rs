@@ -19,16 +19,12 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use chronos_broker::{ManageSchedules, ScheduleDef, Schedules};
+use chronos_broker::{ManageSchedules, Schedules};
 use tracing::{info, warn};
 
+use crate::def::schedule_of;
 use crate::metrics;
-use crate::runtime::schedule_of;
-use crate::schedule::Schedule;
-use crate::scheduler::Shared;
-
-/// Schedules registered by other live instances, each with the definition it was built from.
-pub(crate) type Adopted = Arc<Vec<(ScheduleDef, Schedule)>>;
+use crate::shared::Shared;
 
 /// Reads the definitions of live schedules this instance does not fire otherwise, and replaces
 /// the adopted set when they changed.

@@ -1,4 +1,6 @@
-use crate::SpecError;
+use std::convert::Infallible;
+
+use crate::spec::SpecError;
 
 /// Errors of the scheduler's API. Registration errors are permanent; [`SchedulerError::Broker`]
 /// may be transient (see [`chronos_broker::BrokerError::is_transient`]).
@@ -38,4 +40,12 @@ pub enum SchedulerError {
     /// The broker failed.
     #[error(transparent)]
     Broker(#[from] chronos_broker::BrokerError),
+}
+
+// Lets `NewSchedule::raw` take a `Spec` (which converts to itself and cannot fail) as well as a
+// deprecated `RuntimeSpec`, through one `TryInto<Spec>` bound.
+impl From<Infallible> for SchedulerError {
+    fn from(never: Infallible) -> Self {
+        match never {}
+    }
 }

@@ -175,8 +175,14 @@
 )]
 
 mod adopter;
+mod batch;
+mod catchup;
 mod config;
+mod def;
+mod election;
 mod error;
+mod firing;
+mod id;
 mod leader;
 pub mod metrics;
 mod misfire;
@@ -185,14 +191,18 @@ mod registry;
 mod runtime;
 mod schedule;
 mod scheduler;
+mod shared;
 mod spec;
+mod stats;
 mod watcher;
 
 pub use config::{Clock, SchedulerConfig, SystemClock};
+pub use def::next_run;
 pub use error::SchedulerError;
 pub use misfire::MisfirePolicy;
 pub use options::{OverlapPolicy, ScheduleOptions};
 pub use registry::list_schedules;
-pub use runtime::{next_run, Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec};
-pub use scheduler::{Scheduler, SchedulerHandle, SchedulerStats};
+pub use runtime::{Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec};
+pub use scheduler::{Scheduler, SchedulerHandle};
 pub use spec::{Spec, SpecError};
+pub use stats::SchedulerStats;

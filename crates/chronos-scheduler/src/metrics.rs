@@ -20,26 +20,31 @@ pub const LEADER: &str = "chronos_scheduler_leader";
 /// version lacks them: a rolling deploy in progress), as last read; 0 after a term ends.
 pub const ADOPTED_SCHEDULES: &str = "chronos_scheduler_adopted_schedules";
 
+/// Sets the [`LEADER`] gauge.
 pub(crate) fn leader(is: bool) {
     gauge!(LEADER).set(if is { 1.0 } else { 0.0 });
 }
 
+/// Counts one fired trigger and records its lateness.
 pub(crate) fn fired(queue: &str, lateness_ms: i64) {
     counter!(TRIGGERS_FIRED, "queue" => queue.to_string()).increment(1);
     histogram!(TRIGGER_LATENESS, "queue" => queue.to_string())
         .record(lateness_ms.max(0) as f64 / 1000.0);
 }
 
+/// Counts one suppressed trigger.
 pub(crate) fn suppressed(queue: &str) {
     counter!(TRIGGERS_SUPPRESSED, "queue" => queue.to_string()).increment(1);
 }
 
+/// Counts `n` missed triggers.
 pub(crate) fn missed(queue: &str, n: u64) {
     if n > 0 {
         counter!(TRIGGERS_MISSED, "queue" => queue.to_string()).increment(n);
     }
 }
 
+/// Sets the [`ADOPTED_SCHEDULES`] gauge.
 pub(crate) fn adopted(n: usize) {
     gauge!(ADOPTED_SCHEDULES).set(n as f64);
 }

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use chronos_broker::EnqueueOptions;
 
-use crate::MisfirePolicy;
+use crate::misfire::MisfirePolicy;
 
 /// What a trigger does while the schedule's previous run is still pending or running.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -19,8 +19,10 @@ use std::time::Duration;
 use chronos_broker::{BrokerError, ScheduleDef, ScheduleEntry, Schedules};
 use tracing::{info, warn};
 
-use crate::scheduler::Shared;
-use crate::SchedulerConfig;
+use crate::config::SchedulerConfig;
+use crate::def::published;
+use crate::schedule::Schedule;
+use crate::shared::Shared;
 
 /// Entries per registry write, so one call never carries megabytes.
 const CHUNK: usize = 1000;
@@ -41,7 +43,7 @@ struct Written {
 #[derive(Debug, Default)]
 pub(crate) struct Publisher {
     written: HashMap<String, Written>,
-    /// Schedules whose definition is stored (or cannot be: see `Schedule::def`).
+    /// Schedules whose definition is stored (or cannot be: see `def::published`).
     defs_written: HashSet<String>,
     ticks: u64,
     pruned_once: bool,
@@ -107,7 +109,7 @@ impl Publisher {
         // After the entries: an id in an instance's set may lack its definition for a moment
         // (the leader then skips it until its next read), but a prune running in between can
         // never drop a definition whose id is registered.
-        let unwritten: Vec<&crate::schedule::Schedule> = sh
+        let unwritten: Vec<&Schedule> = sh
             .schedules
             .iter()
             .filter(|s| !self.defs_written.contains(&s.id))
@@ -116,7 +118,7 @@ impl Publisher {
             let defs: Vec<ScheduleDef> = unwritten
                 .iter()
                 .filter_map(|s| {
-                    let def = s.def();
+                    let def = published(s);
                     if def.is_none() {
                         warn!(schedule = %s.id, "its options (a rate key, an absolute deadline) \
                               cannot be stored, so only leaders that register it fire it");
@@ -155,6 +157,7 @@ impl Publisher {
     }
 }
 
+/// Publishes once per `publish_interval` until the scheduler stops.
 pub(crate) async fn run<B: Schedules>(sh: Arc<Shared<B>>, mut publisher: Publisher) {
     loop {
         tokio::select! {

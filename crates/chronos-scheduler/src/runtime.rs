@@ -1,22 +1,31 @@
 //! Schedules changed at run time: a validated front over [`ManageSchedules`] (add, update,
-//! pause, resume, remove, run now), and the conversion of a stored definition into a schedule
-//! the leader fires like one registered in code.
+//! pause, resume, remove, run now). What is stored, and how a leader reads it back into a
+//! schedule it fires like one registered in code, is `def`'s business.
 
 use std::time::Duration;
 
 use chronos_broker::{
-    duration_ms, encode_args, new_task_id, now_ms, DeadLetter, DefMisfire, DefSpec, EnqueueOptions,
-    FireOutcome, ManageSchedules, NewTask, PutOutcome, QueueName, ScheduleDef, StoredDef, TaskArgs,
+    encode_args, new_task_id, now_ms, FireOutcome, ManageSchedules, PutOutcome, QueueName,
+    ScheduleDef, StoredDef, TaskArgs,
 };
 use tracing::{info, instrument};
 
-use crate::schedule::{check_id, Schedule};
-use crate::{MisfirePolicy, OverlapPolicy, ScheduleOptions, SchedulerError, Spec};
+use crate::def::{def_of, schedule_of};
+use crate::error::SchedulerError;
+use crate::id::check_id;
+use crate::metrics;
+use crate::options::ScheduleOptions;
+use crate::spec::{Spec, SpecError};
 
 /// Compare-and-set rounds before a change gives up on a definition that keeps changing.
 const CAS_ROUNDS: usize = 5;
 
-/// When a runtime schedule fires, before validation.
+/// When a runtime schedule fires, before validation: the form [`NewSchedule::raw`] took before
+/// it took a [`Spec`].
+///
+/// Deprecated: build a [`Spec`] ([`Spec::interval`], [`Spec::cron`]) and pass that, so one type
+/// says when a schedule fires wherever the API asks. Still accepted by [`NewSchedule::raw`] and
+/// converted with `Spec::try_from`, which validates exactly as the constructors do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeSpec {
     /// Every period (at least 1 s, a whole number of milliseconds), aligned to the unix epoch.
@@ -28,6 +37,17 @@ pub enum RuntimeSpec {
         /// The zone.
         zone: Option<String>,
     },
+}
+
+impl TryFrom<RuntimeSpec> for Spec {
+    type Error = SpecError;
+
+    fn try_from(spec: RuntimeSpec) -> Result<Self, SpecError> {
+        match spec {
+            RuntimeSpec::Every(every) => Spec::interval(every),
+            RuntimeSpec::Cron { expr, zone } => Spec::cron(&expr, zone.as_deref().unwrap_or("UTC")),
+        }
+    }
 }
 
 /// A validated runtime schedule, ready to be stored by [`RuntimeSchedules::add`] or
@@ -54,13 +74,8 @@ impl NewSchedule {
             enqueue: T::default_options().merge(opts.enqueue.clone()),
             ..opts
         };
-        Self::build(
-            id.into(),
-            T::KIND,
-            encode_args(task)?,
-            RuntimeSpec::Every(every),
-            opts,
-        )
+        let payload = encode_args(task)?;
+        Self::build(id.into(), T::KIND, payload, || Spec::interval(every), opts)
     }
 
     /// Enqueues `task` at the times of a cron expression, in the options' zone (default UTC).
@@ -70,28 +85,37 @@ impl NewSchedule {
         task: &T,
         opts: ScheduleOptions,
     ) -> Result<Self, SchedulerError> {
-        let spec = RuntimeSpec::Cron {
-            expr: expr.to_string(),
-            zone: opts.zone.clone(),
-        };
+        let zone = opts.zone.clone();
         let opts = ScheduleOptions {
             enqueue: T::default_options().merge(opts.enqueue.clone()),
             ..opts
         };
-        Self::build(id.into(), T::KIND, encode_args(task)?, spec, opts)
+        let payload = encode_args(task)?;
+        Self::build(
+            id.into(),
+            T::KIND,
+            payload,
+            || Spec::cron(expr, zone.as_deref().unwrap_or("UTC")),
+            opts,
+        )
     }
 
     /// A schedule of a task given by kind and JSON payload (converted to MessagePack, as a
     /// serde type with the same fields would be encoded): what a CLI or an HTTP API has.
-    /// The kind's default options are not known here; give them in `opts`. A zone in `opts`
-    /// is ignored (give it in the spec).
-    pub fn raw(
+    /// `spec` is a [`Spec`] (a deprecated [`RuntimeSpec`] is still accepted, and validated
+    /// here). The kind's default options are not known here; give them in `opts`. A zone in
+    /// `opts` is ignored (give it in the spec).
+    pub fn raw<S>(
         id: impl Into<String>,
         kind: &str,
         payload: &serde_json::Value,
-        spec: RuntimeSpec,
+        spec: S,
         opts: ScheduleOptions,
-    ) -> Result<Self, SchedulerError> {
+    ) -> Result<Self, SchedulerError>
+    where
+        S: TryInto<Spec>,
+        SchedulerError: From<S::Error>,
+    {
         if kind.is_empty() || kind.len() > 200 || kind.chars().any(char::is_control) {
             return Err(SchedulerError::InvalidOption(format!(
                 "task kind {kind:?} must be 1 to 200 characters"
@@ -99,23 +123,23 @@ impl NewSchedule {
         }
         let payload = rmp_serde::to_vec_named(payload)
             .map_err(|e| SchedulerError::InvalidOption(format!("payload: {e}")))?;
-        Self::build(id.into(), kind, payload, spec, opts)
+        Self::build(id.into(), kind, payload, || spec.try_into(), opts)
     }
 
-    fn build(
+    /// Validates the id, then the spec (so a bad id is reported first, as it always was), then
+    /// the rest, the way the leader will read the stored definition back.
+    fn build<E>(
         id: String,
         kind: &str,
         payload: Vec<u8>,
-        spec: RuntimeSpec,
+        spec: impl FnOnce() -> Result<Spec, E>,
         opts: ScheduleOptions,
-    ) -> Result<Self, SchedulerError> {
+    ) -> Result<Self, SchedulerError>
+    where
+        SchedulerError: From<E>,
+    {
         check_id(&id)?;
-        let spec = match spec {
-            RuntimeSpec::Every(every) => Spec::interval(every)?,
-            RuntimeSpec::Cron { expr, zone } => {
-                Spec::cron(&expr, &zone.unwrap_or_else(|| "UTC".into()))?
-            }
-        };
+        let spec = spec()?;
         let def = def_of(
             id,
             kind,
@@ -140,158 +164,6 @@ impl NewSchedule {
     pub fn id(&self) -> &str {
         &self.def.id
     }
-}
-
-/// The stored form of a schedule (timestamps zero): a runtime schedule's, or the definition a
-/// code schedule publishes so that a leader which does not register it can fire it. Refuses
-/// what a stored definition cannot carry: [`EnqueueOptions::durable`]
-/// ([`SchedulerError::DurableSchedule`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn def_of(
-    id: String,
-    kind: &str,
-    payload: Vec<u8>,
-    spec: &Spec,
-    enqueue: EnqueueOptions,
-    deadline_after: Option<Duration>,
-    misfire: MisfirePolicy,
-    overlap: OverlapPolicy,
-) -> Result<ScheduleDef, SchedulerError> {
-    let def_spec = match spec {
-        Spec::Interval { .. } => DefSpec::Every {
-            every_ms: spec.every_ms().ok_or_else(|| {
-                SchedulerError::InvalidOption(format!("{} out of range", spec.describe()))
-            })?,
-        },
-        Spec::Cron {
-            expr, zone_name, ..
-        } => DefSpec::Cron {
-            expr: expr.clone(),
-            zone: zone_name.clone(),
-        },
-    };
-    // The options as one task would carry them: the envelope is the only public view of
-    // enqueue options, and building it validates them (a zero unique TTL, say).
-    let task = NewTask::build(kind, payload.clone(), enqueue, 0)?;
-    if task.durable().is_some() {
-        return Err(SchedulerError::DurableSchedule(id));
-    }
-    let env = &task.envelope;
-    let queue = QueueName::new(env.queue.clone())?;
-    let mut headers = env.headers.clone();
-    headers.remove(chronos_broker::SCHEDULE_HEADER);
-    headers.remove(chronos_broker::TRIGGER_HEADER);
-    Ok(ScheduleDef {
-        id,
-        queue: queue.to_string(),
-        kind: kind.to_string(),
-        payload,
-        describe: spec.describe(),
-        spec: def_spec,
-        max_retry: Some(env.max_retry),
-        timeout_ms: env.timeout_ms,
-        unique_ms: task
-            .unique_ttl
-            .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
-        retention_ms: env.retention_ms,
-        deadline_after_ms: deadline_after
-            .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
-        discard_on_dead_letter: env.dead_letter == DeadLetter::Discard,
-        headers,
-        misfire: Some(misfire_def(misfire)),
-        forbid_overlap: overlap == OverlapPolicy::Forbid,
-        paused: false,
-        created_ms: 0,
-        updated_ms: 0,
-        active_since_ms: 0,
-    })
-}
-
-fn misfire_def(p: MisfirePolicy) -> DefMisfire {
-    match p {
-        MisfirePolicy::FireAll { window, max } => DefMisfire::FireAll {
-            window_ms: u64::try_from(duration_ms(window)).unwrap_or(u64::MAX),
-            max,
-        },
-        MisfirePolicy::FireLatest => DefMisfire::FireLatest,
-        MisfirePolicy::Skip => DefMisfire::Skip,
-    }
-}
-
-fn misfire_of(d: Option<DefMisfire>) -> MisfirePolicy {
-    match d {
-        None => MisfirePolicy::default(),
-        Some(DefMisfire::FireAll { window_ms, max }) => MisfirePolicy::FireAll {
-            window: Duration::from_millis(window_ms),
-            max,
-        },
-        Some(DefMisfire::FireLatest) => MisfirePolicy::FireLatest,
-        Some(DefMisfire::Skip) => MisfirePolicy::Skip,
-        Some(_) => MisfirePolicy::default(),
-    }
-}
-
-/// The schedule a stored definition describes, validated as at registration.
-pub(crate) fn schedule_of(def: &ScheduleDef) -> Result<Schedule, SchedulerError> {
-    check_id(&def.id)?;
-    let spec = match &def.spec {
-        DefSpec::Every { every_ms } => Spec::interval(Duration::from_millis(*every_ms))?,
-        DefSpec::Cron { expr, zone } => Spec::cron(expr, zone)?,
-        _ => {
-            return Err(SchedulerError::InvalidOption(format!(
-                "schedule {:?} has a spec this version does not know",
-                def.id
-            )))
-        }
-    };
-    let queue = QueueName::new(def.queue.clone())?;
-    let mut enqueue = EnqueueOptions::new().queue(def.queue.clone());
-    if let Some(n) = def.max_retry {
-        enqueue = enqueue.max_retry(n);
-    }
-    if let Some(ms) = def.timeout_ms {
-        enqueue = enqueue.timeout(Duration::from_millis(ms));
-    }
-    if let Some(ms) = def.unique_ms {
-        enqueue = enqueue.unique(Duration::from_millis(ms));
-    }
-    if let Some(ms) = def.retention_ms {
-        enqueue = enqueue.retention(Duration::from_millis(ms));
-    }
-    if def.discard_on_dead_letter {
-        enqueue = enqueue.discard_on_dead_letter();
-    }
-    for (k, v) in &def.headers {
-        enqueue = enqueue.header(k.clone(), v.clone());
-    }
-    let s = Schedule {
-        id: def.id.clone(),
-        spec,
-        kind: def.kind.clone(),
-        payload: def.payload.clone(),
-        queue,
-        enqueue,
-        deadline_after: def.deadline_after_ms.map(Duration::from_millis),
-        misfire: misfire_of(def.misfire),
-        overlap: if def.forbid_overlap {
-            OverlapPolicy::Forbid
-        } else {
-            OverlapPolicy::Allow
-        },
-        since_ms: (def.active_since_ms > 0).then_some(def.active_since_ms),
-    };
-    s.trigger(0, 0, None)?;
-    Ok(s)
-}
-
-/// The next trigger of a stored schedule strictly after `after_ms` (None when paused, invalid,
-/// or beyond the representable range): what listings show for runtime cron schedules, whose
-/// next run the broker cannot evaluate.
-pub fn next_run(def: &ScheduleDef, after_ms: i64) -> Option<i64> {
-    if def.paused {
-        return None;
-    }
-    schedule_of(def).ok()?.spec.next_after(after_ms)
 }
 
 /// What a change did.
@@ -470,7 +342,7 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
     /// triggers alone. Works for runtime schedules only: the payload of a schedule registered
     /// in code lives in its process, not in Redis.
     ///
-    /// It ignores the schedule's [`OverlapPolicy::Forbid`]: the task is enqueued even while the
+    /// It ignores the schedule's [`OverlapPolicy::Forbid`](crate::OverlapPolicy::Forbid): the task is enqueued even while the
     /// schedule's last task is still pending or running, and regular triggers do not wait for a
     /// run-now task either (their overlap check looks at the last regular task only). The
     /// unique lock of a unique schedule does apply ([`FireOutcome::Unique`]).
@@ -506,7 +378,7 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
             .run_schedule(&s.queue, id, &request, task)
             .await?;
         if outcome == FireOutcome::Fired {
-            crate::metrics::fired(s.queue.as_str(), 0);
+            metrics::fired(s.queue.as_str(), 0);
         }
         info!(task = %task_id, outcome = ?outcome, "ran schedule now");
         Ok(RunNow { task_id, outcome })
@@ -542,5 +414,62 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
             }
         }
         Err(SchedulerError::Contended(id.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw<S>(id: &str, spec: S) -> Result<NewSchedule, SchedulerError>
+    where
+        S: TryInto<Spec>,
+        SchedulerError: From<S::Error>,
+    {
+        let payload = serde_json::json!({"n": 1});
+        NewSchedule::raw(id, "ping", &payload, spec, ScheduleOptions::new())
+    }
+
+    #[test]
+    fn a_spec_and_a_runtime_spec_store_the_same_definition() {
+        let every = Duration::from_secs(30);
+        assert_eq!(
+            raw("a", Spec::interval(every).expect("valid")).expect("spec"),
+            raw("a", RuntimeSpec::Every(every)).expect("runtime spec"),
+        );
+        let berlin = RuntimeSpec::Cron {
+            expr: "0 9 * * MON".into(),
+            zone: Some("Europe/Berlin".into()),
+        };
+        assert_eq!(
+            raw(
+                "b",
+                Spec::cron("0 9 * * MON", "Europe/Berlin").expect("valid")
+            )
+            .expect("spec"),
+            raw("b", berlin).expect("runtime spec"),
+        );
+        // A runtime spec without a zone is UTC.
+        let utc = RuntimeSpec::Cron {
+            expr: "0 3 * * *".into(),
+            zone: None,
+        };
+        assert_eq!(
+            raw("c", Spec::cron("0 3 * * *", "UTC").expect("valid")).expect("spec"),
+            raw("c", utc).expect("runtime spec"),
+        );
+    }
+
+    #[test]
+    fn a_bad_runtime_spec_is_a_spec_error_and_a_bad_id_is_reported_first() {
+        let bad = || RuntimeSpec::Cron {
+            expr: "not cron".into(),
+            zone: None,
+        };
+        assert!(matches!(raw("x", bad()), Err(SchedulerError::Spec(_))));
+        assert!(matches!(
+            raw("has space", bad()),
+            Err(SchedulerError::InvalidOption(_))
+        ));
     }
 }

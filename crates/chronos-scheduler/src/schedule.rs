@@ -1,33 +1,50 @@
+//! A schedule as the leader fires it: what to enqueue, when, and with which options, built
+//! from a registration in code or from a stored definition (see `def`).
+
 use std::time::Duration;
 
 use chronos_broker::{
-    duration_ms, encode_args, EnqueueOptions, NewTask, QueueName, ScheduleDef, ScheduleEntry,
-    TaskArgs, Trigger,
+    duration_ms, encode_args, EnqueueOptions, NewTask, QueueName, ScheduleEntry, TaskArgs, Trigger,
 };
 
-use crate::{MisfirePolicy, OverlapPolicy, SchedulerError, Spec};
+use crate::error::SchedulerError;
+use crate::id::{check_id, derived_id};
+use crate::misfire::MisfirePolicy;
+use crate::options::{OverlapPolicy, ScheduleOptions};
+use crate::spec::Spec;
 
 /// A registered schedule: what to enqueue and when.
 #[derive(Debug, Clone)]
 pub(crate) struct Schedule {
+    /// The id (given or derived): names the fire state, dedup keys and task ids.
     pub(crate) id: String,
+    /// When it fires.
     pub(crate) spec: Spec,
+    /// The task kind.
     pub(crate) kind: String,
+    /// The task payload, encoded.
     pub(crate) payload: Vec<u8>,
+    /// The queue its tasks go to (and where its fire state lives).
     pub(crate) queue: QueueName,
+    /// The enqueue options of every fired task, the kind's defaults merged in.
     pub(crate) enqueue: EnqueueOptions,
+    /// Each task's deadline, counted from its trigger.
     pub(crate) deadline_after: Option<Duration>,
+    /// What a leader does with triggers that fell due while none fired.
     pub(crate) misfire: MisfirePolicy,
+    /// What a trigger does while the previous task is unfinished.
     pub(crate) overlap: OverlapPolicy,
     /// A runtime schedule's activation (added or resumed): catch-up never reaches before it.
     pub(crate) since_ms: Option<i64>,
 }
 
 impl Schedule {
+    /// A schedule registered in code, validated as `register_*` promises: a bad id, queue or
+    /// option, or `durable`, is an error here.
     pub(crate) fn new<T: TaskArgs>(
         spec: Spec,
         task: &T,
-        opts: crate::ScheduleOptions,
+        opts: ScheduleOptions,
     ) -> Result<Self, SchedulerError> {
         let payload = encode_args(task)?;
         let enqueue = T::default_options().merge(opts.enqueue);
@@ -104,29 +121,7 @@ impl Schedule {
         Ok(task)
     }
 
-    /// The definition this code schedule publishes, so that a leader which does not register
-    /// it fires it with the same task and options. None when its options hold what a stored
-    /// definition cannot carry (a rate key, an absolute deadline): such a schedule is fired
-    /// only by leaders that register it themselves.
-    pub(crate) fn def(&self) -> Option<ScheduleDef> {
-        let t = self.trigger(0, 0, None).ok()?;
-        let env = &t.task.envelope;
-        if env.rate_key.is_some() || (self.deadline_after.is_none() && env.deadline_ms.is_some()) {
-            return None;
-        }
-        crate::runtime::def_of(
-            self.id.clone(),
-            &self.kind,
-            self.payload.clone(),
-            &self.spec,
-            self.enqueue.clone(),
-            self.deadline_after,
-            self.misfire,
-            self.overlap,
-        )
-        .ok()
-    }
-
+    /// The registry entry this instance publishes for the schedule at `now`.
     pub(crate) fn entry(&self, instance: &str, now: i64) -> ScheduleEntry {
         ScheduleEntry {
             id: self.id.clone(),
@@ -145,45 +140,4 @@ impl Schedule {
             paused: false,
         }
     }
-}
-
-/// Ids name keys (`sched:d:<id>:<secs>`) and task ids, so they are bounded and carry no
-/// whitespace or hash-tag braces.
-pub(crate) fn check_id(id: &str) -> Result<(), SchedulerError> {
-    if id.is_empty()
-        || id.len() > 200
-        || id
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '{' || c == '}')
-    {
-        return Err(SchedulerError::InvalidOption(format!(
-            "schedule id {id:?} must be 1 to 200 characters without whitespace or braces"
-        )));
-    }
-    Ok(())
-}
-
-/// `<kind>:<16 hex of sha256(kind, spec, zone, queue)>`: the same on every instance that
-/// registers the schedule, and unchanged when only the payload changes (a rolling deploy that
-/// changes the payload must not start the schedule afresh under a new id while the old
-/// instances still fire the old one).
-fn derived_id(kind: &str, spec: &Spec, queue: &QueueName) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    for part in [
-        kind.as_bytes(),
-        spec.describe().as_bytes(),
-        spec.zone_name().as_bytes(),
-        queue.as_str().as_bytes(),
-    ] {
-        h.update((part.len() as u64).to_le_bytes());
-        h.update(part);
-    }
-    let hex: String = h
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("{kind}:{hex}")
 }

@@ -1,17 +1,26 @@
+//! The scheduler's front: registration before start, then the handle of a running instance.
+//! `start` builds the shared state and spawns the loops (`leader`, `registry`, `watcher`,
+//! `adopter`); none of them reaches back here.
+
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, ManageSchedules, QueueName, Schedules, TaskArgs};
+use chronos_broker::{ManageSchedules, QueueName, Schedules, TaskArgs};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::adopter::{self, Adopted};
+use crate::config::SchedulerConfig;
+use crate::error::SchedulerError;
+use crate::options::ScheduleOptions;
 use crate::schedule::Schedule;
-use crate::{leader, registry, watcher, ScheduleOptions, SchedulerConfig, SchedulerError, Spec};
+use crate::shared::{ResignRequest, Shared};
+use crate::spec::Spec;
+use crate::stats::{Counters, SchedulerStats};
+use crate::{adopter, leader, registry, watcher};
 
 /// Registers schedules, then runs them: every instance of a service may run one; the instances
 /// elect one leader that enqueues each trigger exactly once across the cluster.
@@ -34,62 +43,6 @@ impl<B: Schedules + ManageSchedules + Clone + 'static> std::fmt::Debug for Sched
                 &self.schedules.iter().map(|s| &s.id).collect::<Vec<_>>(),
             )
             .finish()
-    }
-}
-
-/// Counters of one scheduler instance since it started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SchedulerStats {
-    /// Whether this instance leads now.
-    pub is_leader: bool,
-    /// Its epoch while leading (0 when following).
-    pub epoch: u64,
-    /// Times it became leader.
-    pub elections_won: u64,
-    /// Triggers it enqueued.
-    pub fired: u64,
-    /// Triggers its misfire policies skipped (catch-up after a gap, or a backlog after a clock
-    /// jump or suspend), plus triggers skipped because their deadline had passed.
-    pub missed: u64,
-    /// Triggers it found already fired, or skipped by the overlap policy or a held unique lock.
-    pub suppressed: u64,
-    /// Fire calls it made (one round trip each, for any number of triggers of one queue).
-    pub fire_calls: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) is_leader: AtomicBool,
-    pub(crate) epoch: AtomicU64,
-    pub(crate) elections_won: AtomicU64,
-    pub(crate) fired: AtomicU64,
-    pub(crate) missed: AtomicU64,
-    pub(crate) suppressed: AtomicU64,
-    pub(crate) fire_calls: AtomicU64,
-}
-
-pub(crate) struct Shared<B> {
-    pub(crate) broker: B,
-    pub(crate) config: SchedulerConfig,
-    pub(crate) schedules: Vec<Schedule>,
-    /// The active runtime schedules as last loaded (see `watcher`).
-    pub(crate) runtime: watch::Sender<Arc<Vec<Schedule>>>,
-    /// The live schedules that only other instances register, as the leader last read them
-    /// (see `adopter`).
-    pub(crate) adopted: watch::Sender<Adopted>,
-    pub(crate) instance: String,
-    pub(crate) counters: Counters,
-    /// Stops everything (shutdown).
-    pub(crate) stop: CancellationToken,
-    /// Asks the leader loop to end the current term (resign_leadership); the answer says
-    /// whether this instance led and released the lock.
-    pub(crate) resign: mpsc::Sender<oneshot::Sender<Result<bool, BrokerError>>>,
-}
-
-impl<B> Shared<B> {
-    /// Now, by the configured clock.
-    pub(crate) fn now(&self) -> i64 {
-        self.config.clock.now_ms()
     }
 }
 
@@ -246,10 +199,14 @@ impl std::fmt::Debug for SchedulerHandle {
 
 /// The broker-independent view the handle needs.
 trait HandleView: Send + Sync {
+    /// This instance's id.
     fn instance(&self) -> &str;
+    /// Its counters.
     fn counters(&self) -> &Counters;
+    /// Stops every loop.
     fn stop(&self) -> &CancellationToken;
-    fn resign(&self) -> &mpsc::Sender<oneshot::Sender<Result<bool, BrokerError>>>;
+    /// Reaches the leader loop.
+    fn resign(&self) -> &mpsc::Sender<ResignRequest>;
 }
 
 impl<B: Schedules + ManageSchedules + Clone + 'static> HandleView for Shared<B> {
@@ -262,7 +219,7 @@ impl<B: Schedules + ManageSchedules + Clone + 'static> HandleView for Shared<B> 
     fn stop(&self) -> &CancellationToken {
         &self.stop
     }
-    fn resign(&self) -> &mpsc::Sender<oneshot::Sender<Result<bool, BrokerError>>> {
+    fn resign(&self) -> &mpsc::Sender<ResignRequest> {
         &self.resign
     }
 }
@@ -275,16 +232,7 @@ impl SchedulerHandle {
 
     /// Counters since start.
     pub fn stats(&self) -> SchedulerStats {
-        let c = self.shared.counters();
-        SchedulerStats {
-            is_leader: c.is_leader.load(Ordering::SeqCst),
-            epoch: c.epoch.load(Ordering::SeqCst),
-            elections_won: c.elections_won.load(Ordering::Relaxed),
-            fired: c.fired.load(Ordering::Relaxed),
-            missed: c.missed.load(Ordering::Relaxed),
-            suppressed: c.suppressed.load(Ordering::Relaxed),
-            fire_calls: c.fire_calls.load(Ordering::Relaxed),
-        }
+        self.shared.counters().snapshot()
     }
 
     /// Whether this instance leads now.

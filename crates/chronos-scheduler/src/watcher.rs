@@ -7,9 +7,9 @@ use std::sync::Arc;
 use chronos_broker::{ManageSchedules, StoredDef};
 use tracing::{info, warn};
 
-use crate::runtime::schedule_of;
+use crate::def::schedule_of;
 use crate::schedule::Schedule;
-use crate::scheduler::Shared;
+use crate::shared::Shared;
 
 /// The active (not paused) runtime schedules, by id, minus those whose id a schedule
 /// registered in code on this instance uses (code wins, so one id never fires twice here).
@@ -62,6 +62,7 @@ pub(crate) async fn refresh<B: ManageSchedules>(sh: &Shared<B>, seen: &mut Optio
     }
 }
 
+/// Polls the revision once per `runtime_poll` until the scheduler stops (never, without one).
 pub(crate) async fn run<B: ManageSchedules>(sh: Arc<Shared<B>>, mut seen: Option<u64>) {
     let Some(every) = sh.config.runtime_poll else {
         return;

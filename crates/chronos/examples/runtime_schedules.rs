@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use chronos::prelude::*;
-use chronos::{Change, NewSchedule, RuntimeSchedules, RuntimeSpec};
+use chronos::{Change, NewSchedule, RuntimeSchedules, Spec};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -67,10 +67,7 @@ async fn main() -> anyhow::Result<()> {
         "ops-digest",
         Digest::KIND,
         &serde_json::json!({ "team": "ops" }),
-        RuntimeSpec::Cron {
-            expr: "0 9 * * MON".into(),
-            zone: Some("Europe/Berlin".into()),
-        },
+        Spec::cron("0 9 * * MON", "Europe/Berlin")?,
         ScheduleOptions::new().queue("mail"),
     )?;
     schedules.update(weekly).await?;
