@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use chronos_broker::{ManageSchedules, Schedules};
+use chronos_core::{ManageSchedules, Schedules};
 use tracing::{info, warn};
 
 use crate::def::schedule_of;

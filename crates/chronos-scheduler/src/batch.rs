@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use chronos_broker::{FireOutcome, QueueName, Schedules, Trigger};
+use chronos_core::{FireOutcome, QueueName, Schedules, Trigger};
 use tracing::warn;
 
 use crate::metrics;

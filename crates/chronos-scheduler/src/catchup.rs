@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use chronos_broker::{QueueName, Schedules};
+use chronos_core::{QueueName, Schedules};
 use tracing::{info, warn};
 
 use crate::batch::{fire, FireError};

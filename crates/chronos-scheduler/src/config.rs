@@ -15,7 +15,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        chronos_broker::now_ms()
+        chronos_core::now_ms()
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use chronos_broker::{
+use chronos_core::{
     duration_ms, DeadLetter, DefMisfire, DefSpec, EnqueueOptions, NewTask, QueueName, ScheduleDef,
 };
 
@@ -44,8 +44,8 @@ pub(crate) fn def_of(
     let env = &task.envelope;
     let queue = QueueName::new(env.queue.clone())?;
     let mut headers = env.headers.clone();
-    headers.remove(chronos_broker::SCHEDULE_HEADER);
-    headers.remove(chronos_broker::TRIGGER_HEADER);
+    headers.remove(chronos_core::SCHEDULE_HEADER);
+    headers.remove(chronos_core::TRIGGER_HEADER);
     Ok(ScheduleDef {
         id,
         queue: queue.to_string(),

@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, QueueName, Schedules};
+use chronos_core::{BrokerError, QueueName, Schedules};
 use tokio::time::Instant;
 use tracing::{info, warn};
 

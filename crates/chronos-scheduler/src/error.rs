@@ -39,7 +39,7 @@ pub enum SchedulerError {
     DurableSchedule(String),
     /// The broker failed.
     #[error(transparent)]
-    Broker(#[from] chronos_broker::BrokerError),
+    Broker(#[from] chronos_core::BrokerError),
 }
 
 // Lets `NewSchedule::raw` take a `Spec` (which converts to itself and cannot fail) as well as a

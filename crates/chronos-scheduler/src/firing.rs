@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use chronos_broker::{ManageSchedules, QueueName, ScheduleDef, Schedules};
+use chronos_core::{ManageSchedules, QueueName, ScheduleDef, Schedules};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info, warn};

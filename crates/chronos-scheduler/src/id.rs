@@ -2,7 +2,7 @@
 //! cluster and across deploys, so it is either given by the user or derived the same way on
 //! every instance.
 
-use chronos_broker::QueueName;
+use chronos_core::QueueName;
 
 use crate::error::SchedulerError;
 use crate::spec::Spec;

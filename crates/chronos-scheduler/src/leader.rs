@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use chronos_broker::{ManageSchedules, Schedules};
+use chronos_core::{ManageSchedules, Schedules};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info_span, warn, Instrument};

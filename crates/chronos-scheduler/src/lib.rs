@@ -95,7 +95,7 @@
 //! * **Two sources, one id each.** An id that a running instance registers in code is refused
 //!   ([`SchedulerError::CodeSchedule`]); a code registration that later takes a runtime id wins
 //!   on the instances that register it. The registry lists both, with
-//!   [`chronos_broker::ScheduleEntry::source`] and `paused`.
+//!   [`chronos_core::ScheduleEntry::source`] and `paused`.
 //!
 //! # Redis failover
 //! Exactly once holds across leader crashes, pauses and hand-overs, and across a Redis restart
@@ -166,13 +166,6 @@
 //! handle.shutdown().await;
 //! # Ok(()) }
 //! ```
-#![forbid(unsafe_code)]
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
 
 mod adopter;
 mod batch;

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use chronos_broker::EnqueueOptions;
+use chronos_core::EnqueueOptions;
 
 use crate::misfire::MisfirePolicy;
 

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{BrokerError, ScheduleDef, ScheduleEntry, Schedules};
+use chronos_core::{BrokerError, ScheduleDef, ScheduleEntry, Schedules};
 use tracing::{info, warn};
 
 use crate::config::SchedulerConfig;

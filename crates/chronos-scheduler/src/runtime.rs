@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use chronos_broker::{
+use chronos_core::{
     encode_args, new_task_id, now_ms, FireOutcome, ManageSchedules, PutOutcome, QueueName,
     ScheduleDef, StoredDef, TaskArgs,
 };

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use chronos_broker::{
+use chronos_core::{
     duration_ms, encode_args, EnqueueOptions, NewTask, QueueName, ScheduleEntry, TaskArgs, Trigger,
 };
 
@@ -87,8 +87,8 @@ impl Schedule {
             .enqueue
             .clone()
             .task_id(format!("{}:{}", self.id, at_ms.div_euclid(1000)))
-            .header(chronos_broker::SCHEDULE_HEADER, self.id.clone())
-            .header(chronos_broker::TRIGGER_HEADER, at_ms.to_string());
+            .header(chronos_core::SCHEDULE_HEADER, self.id.clone())
+            .header(chronos_core::TRIGGER_HEADER, at_ms.to_string());
         let mut task = NewTask::build(&self.kind, self.payload.clone(), opts, now_ms)?;
         // Fired tasks are ready at their trigger, whatever process-at the options carried.
         task.run_at_ms = now_ms;
@@ -111,8 +111,8 @@ impl Schedule {
             .enqueue
             .clone()
             .task_id(format!("{}:run:{request}", self.id))
-            .header(chronos_broker::SCHEDULE_HEADER, self.id.clone())
-            .header(chronos_broker::TRIGGER_HEADER, now_ms.to_string());
+            .header(chronos_core::SCHEDULE_HEADER, self.id.clone())
+            .header(chronos_core::TRIGGER_HEADER, now_ms.to_string());
         let mut task = NewTask::build(&self.kind, self.payload.clone(), opts, now_ms)?;
         task.run_at_ms = now_ms;
         if let Some(d) = self.deadline_after {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{ManageSchedules, QueueName, Schedules, TaskArgs};
+use chronos_core::{ManageSchedules, QueueName, Schedules, TaskArgs};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

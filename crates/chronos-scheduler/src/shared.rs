@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use chronos_broker::{BrokerError, ScheduleDef};
+use chronos_core::{BrokerError, ScheduleDef};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 

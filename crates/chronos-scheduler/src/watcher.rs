@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use chronos_broker::{ManageSchedules, StoredDef};
+use chronos_core::{ManageSchedules, StoredDef};
 use tracing::{info, warn};
 
 use crate::def::schedule_of;

@@ -1,7 +1,7 @@
 //! A schedule's next triggers from a chosen instant, for tests and previews.
 
-use chronos_broker::time::{OffsetDateTime, UtcOffset};
-use chronos_broker::Timestamp;
+use chronos_core::time::{OffsetDateTime, UtcOffset};
+use chronos_core::Timestamp;
 
 use super::Spec;
 
