@@ -1,5 +1,4 @@
 //! Shared pieces of the end-to-end tests and their helper binaries.
-#![forbid(unsafe_code)]
 
 use chronos::TaskArgs;
 use serde::{Deserialize, Serialize};

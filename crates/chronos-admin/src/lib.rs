@@ -12,13 +12,6 @@
 //! }
 //! # Ok(()) }
 //! ```
-#![forbid(unsafe_code)]
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
 
 mod bulk;
 mod lookup;

@@ -27,13 +27,6 @@
 //! let ns = chronos_testkit::namespace();
 //! println!("{url} {ns}");
 //! ```
-#![forbid(unsafe_code)]
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
 
 #[cfg(feature = "browser")]
 mod browser;

@@ -16,13 +16,7 @@
 //! [`testing`] runs handlers (alone or through a whole [`Mux`]) in process, records what
 //! producer code enqueues, and lists a schedule's next triggers, all without Redis; the
 //! [`guide::testing`] page shows the pattern.
-#![forbid(unsafe_code)]
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(inline)]
 pub use chronos_broker::{

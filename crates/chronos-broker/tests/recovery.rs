@@ -1,4 +1,6 @@
-//! Defects found by a close read of the broker, each pinned by a test that failed before its fix.
+//! Recovery and edge cases of the broker: lost and re-sent replies, corrupt and foreign records,
+//! reclaiming behind many live deliveries, the free re-deliveries of unstarted work, idempotent
+//! enqueues, the server clock, and scripts that declare every key; each test failed before its fix.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Worker-level tests of the hardening fixes: a real `Server` against a real Redis for each
+//! Recovery at the worker level: a real `Server` against a real Redis for each
 //! defect the broker and worker fixes closed (idle running count, janitor caps, undecodable and
 //! corrupt tasks, unstarted prefetches of a crashed worker, recovery behind many live
 //! deliveries, a lost dead-letter reply).
