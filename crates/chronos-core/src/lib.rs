@@ -13,8 +13,9 @@
 //! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
 //! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`],
 //!   [`Schedules`], [`ManageSchedules`] (schedules stored at run time, [`ScheduleDef`]); [`Broker`] is all of them, but each runtime asks only for what it uses (the
-//!   worker's server: `Consume + Maintain + Inspect + SampleQueues + Flows + Throttle`, see
-//!   [`SampleQueues`], [`Flows`], [`Throttle`]). `chronos-broker`'s `RedisBroker`
+//!   worker's server names its set `chronos_worker::WorkerBroker`; see also
+//!   [`SampleQueues`], [`Flows`], [`Throttle`]). No trait has default bodies: a store states
+//!   every answer, and [`forward!`] writes a wrapper's. `chronos-broker`'s `RedisBroker`
 //!   implements them over fred for standalone Redis, Sentinel and Redis Cluster. Each is also implemented for `&T`,
 //!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
 //!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],

@@ -22,9 +22,8 @@
 //! * [`QueueLimit`] through [`ServerConfig::limit`]: cluster-wide rate limits (task starts per
 //!   period), concurrency limits (tasks at once) and per-key rate limits of a queue, counted in
 //!   Redis; a task held back waits without spending an attempt and without a busy loop.
-//! * [`WorkerBroker`]: what the server needs of its broker, `Consume + Maintain + Inspect +
-//!   SampleQueues + Flows + Throttle`, so a wrapper (metrics, fault injection) implements those,
-//!   not the whole broker.
+//! * [`WorkerBroker`]: what the server needs of its broker (the one place that lists it), so a
+//!   wrapper (metrics, fault injection) implements those capabilities, not the whole broker.
 //! * Workflows: a chain step reads the previous step's result with [`Context::parent_result`]
 //!   and its place with [`Context::chain`]; a group's callback reads the counts with
 //!   [`Context::group`] (and the members' results with `Client::group_results`).

@@ -1,7 +1,6 @@
 //! A broker wrapper that counts every call a `Server` makes, per method, and can fail the next
-//! call of a chosen method: the shape of a metrics or fault-injection layer. A `Server` needs
-//! `Consume + Maintain + Inspect + SampleQueues + Flows + Throttle` (`WorkerBroker`), so that is
-//! what the wrapper implements (plus `Enqueue`, so a `Client` can use it too).
+//! call of a chosen method: the shape of a metrics or fault-injection layer. It implements what a
+//! `Server` needs (`WorkerBroker` lists it) plus `Enqueue`, so a `Client` can use it too.
 //!
 //! `chronos::forward!` writes every method of a capability; the traits have no default bodies,
 //! so a wrapper that left one out would not compile (before 0.2.0, a forgotten `signals` or
