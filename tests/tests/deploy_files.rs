@@ -891,7 +891,7 @@ fn compose_durations_parse() {
 #[test]
 fn the_cli_accepts_the_dash_flags_deploy_uses() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cli = std::fs::read_to_string(root.join("crates/chronos-cli/src/main.rs")).expect("cli");
+    let cli = std::fs::read_to_string(root.join("crates/chronos-cli/src/dash.rs")).expect("cli");
     for needle in [
         "env = \"CHRONOS_DASH_ADDR\"",
         "env = \"CHRONOS_DASH_TOKEN\"",

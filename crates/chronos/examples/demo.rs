@@ -16,6 +16,11 @@ use anyhow::Context as _;
 use chronos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+// The CLI's tables, so the demo's closing table is the one `chronos queue ls` prints.
+#[allow(dead_code)]
+#[path = "../../chronos-cli/src/table.rs"]
+mod table;
+
 #[derive(Serialize, Deserialize)]
 struct SendEmail {
     n: u64,
@@ -474,7 +479,7 @@ async fn main() -> anyhow::Result<()> {
     if role == Role::All {
         // The same table as `chronos stats` prints.
         let queues = chronos_admin::Admin::new(broker.clone()).queues().await?;
-        print!("{}", chronos_admin::queue_table(&queues, None));
+        print!("{}", table::queue_table(&queues, None));
     } else {
         println!("stopped");
     }
