@@ -1,6 +1,9 @@
 //! Shared pieces of the end-to-end tests and their helper binaries.
 #![forbid(unsafe_code)]
 
+pub mod failover;
+pub mod procs;
+
 use chronos::TaskArgs;
 use serde::{Deserialize, Serialize};
 
