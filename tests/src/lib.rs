@@ -1,5 +1,8 @@
 //! Shared pieces of the end-to-end tests and their helper binaries.
 
+pub mod failover;
+pub mod procs;
+
 use chronos::TaskArgs;
 use serde::{Deserialize, Serialize};
 

@@ -4,36 +4,14 @@
 
 mod failover;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_testkit::{RedisCluster, ReplicationCut};
+use chronos_testkit::RedisCluster;
+use chronos_tests::failover::Cluster;
 
 /// The hash tag of the scheduler's keys (leader lock, last fired, registry).
 const SCHEDULER_TAG: &str = "scheduler";
-
-struct Cluster {
-    fixture: RedisCluster,
-    queue: String,
-    old: Mutex<Option<u16>>,
-}
-
-impl failover::Deployment for Cluster {
-    fn cut(&self) -> anyhow::Result<ReplicationCut> {
-        let primary = self.fixture.primary_for(&self.queue)?;
-        *self.old.lock().expect("old") = Some(primary);
-        Ok(ReplicationCut::start(
-            primary,
-            &self.fixture.replicas_of(primary)?,
-        )?)
-    }
-
-    fn wait_promoted(&self, within: Duration) -> anyhow::Result<()> {
-        let old = self.old.lock().expect("old").expect("cut first");
-        self.fixture.wait_promoted(&self.queue, old, within)?;
-        Ok(())
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_failover_mid_run_loses_only_writes_acknowledged_during_the_cut() {
@@ -50,7 +28,7 @@ async fn cluster_failover_mid_run_loses_only_writes_acknowledged_during_the_cut(
     let dep = Arc::new(Cluster {
         fixture,
         queue: queue.clone(),
-        old: Mutex::new(None),
+        also: Vec::new(),
     });
     let books = failover::run("cluster", url, &queue, dep, false).await;
     assert!(books.promotion < Duration::from_secs(15), "{books:?}");

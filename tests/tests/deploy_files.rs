@@ -763,7 +763,6 @@ fn the_image_builds_and_installs_what_the_commands_run() {
     for needed in ["chronos", "chronos-demo"] {
         assert!(image.binaries.contains(needed), "the image lacks {needed}");
     }
-    // `--example` alone would select the example only, and the CLI binary would not be built.
     let build = text
         .lines()
         .find(|l| l.contains("cargo build"))
@@ -772,9 +771,9 @@ fn the_image_builds_and_installs_what_the_commands_run() {
         "--release",
         "--locked",
         "-p chronos-cli",
-        "-p chronos-rs",
-        "--bin chronos",
-        "--example demo",
+        "-p chronos-demo",
+        "--bin chronos ",
+        "--bin chronos-demo",
     ] {
         assert!(build.contains(arg), "the cargo build lacks {arg}: {build}");
     }
@@ -783,7 +782,7 @@ fn the_image_builds_and_installs_what_the_commands_run() {
         "copies the CLI out"
     );
     assert!(
-        text.contains("target/release/examples/demo "),
+        text.contains("target/release/chronos-demo "),
         "copies the demo out"
     );
     assert!(
@@ -858,14 +857,22 @@ fn the_image_builds_and_installs_what_the_commands_run() {
 /// The test's idea of the demo's flags follows the demo itself.
 #[test]
 fn the_demo_accepts_the_flags_deploy_uses() {
-    let demo = read(&root().join("crates/chronos/examples/demo.rs"));
+    // The demo's sources, read as one text: its flags, roles and signals live in several files.
+    let src = root().join("crates/chronos-demo/src");
+    let mut files: Vec<_> = std::fs::read_dir(&src)
+        .expect("crates/chronos-demo/src")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    files.sort();
+    let demo: String = files.iter().map(|p| read(p)).collect();
     for flag in ["\"--role\"", "\"--grace\"", "\"--rate\"", "\"--seconds\""] {
-        assert!(demo.contains(flag), "demo.rs parses no {flag}");
+        assert!(demo.contains(flag), "chronos-demo parses no {flag}");
     }
     for role in DEMO_ROLES {
         assert!(
             demo.contains(&format!("\"{role}\" => Role::")),
-            "demo.rs knows no role {role}"
+            "chronos-demo knows no role {role}"
         );
     }
     assert!(
@@ -891,7 +898,7 @@ fn compose_durations_parse() {
 #[test]
 fn the_cli_accepts_the_dash_flags_deploy_uses() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cli = std::fs::read_to_string(root.join("crates/chronos-cli/src/main.rs")).expect("cli");
+    let cli = std::fs::read_to_string(root.join("crates/chronos-cli/src/dash.rs")).expect("cli");
     for needle in [
         "env = \"CHRONOS_DASH_ADDR\"",
         "env = \"CHRONOS_DASH_TOKEN\"",

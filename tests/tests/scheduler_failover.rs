@@ -2,17 +2,19 @@
 //! paused past their TTL (SIGSTOP): every 1 s trigger is enqueued, and none twice.
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chronos::{Inspect, QueueName, RedisBroker, Schedules, TaskState};
+use chronos_tests::procs::Proc;
 
 const TTL_MS: u64 = 2000;
 
+/// Scheduler processes (`chronos-test-scheduler`, instance id `pid-<pid>`), killed on drop.
 struct Fleet {
     url: String,
     ns: String,
-    children: Vec<Child>,
+    procs: Vec<Proc>,
 }
 
 impl Fleet {
@@ -22,7 +24,7 @@ impl Fleet {
         let mut fleet = Self {
             url,
             ns,
-            children: Vec::new(),
+            procs: Vec::new(),
         };
         for _ in 0..n {
             fleet.spawn();
@@ -38,7 +40,8 @@ impl Fleet {
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn scheduler");
-        self.children.push(child);
+        let id = format!("pid-{}", child.id());
+        self.procs.push(Proc::new(child, id, None));
     }
 
     async fn broker(&self) -> RedisBroker {
@@ -50,49 +53,36 @@ impl Fleet {
     }
 
     fn signal(&self, pid: u32, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill {sig} {pid}");
+        let p = self
+            .procs
+            .iter()
+            .find(|p| p.pid() == pid)
+            .expect("one of ours");
+        p.signal(sig).unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// SIGTERM to all at once (they resign together), then waits for each to exit.
     fn stop_all(&mut self) {
-        for c in &mut self.children {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
+        for p in &self.procs {
+            p.terminate();
         }
-        for c in &mut self.children {
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
+        for p in &mut self.procs {
+            p.wait_exit(Duration::from_secs(30));
         }
     }
 }
 
 /// The leader's pid and epoch, waiting up to `within` for one that is not `not`.
 async fn leader(b: &RedisBroker, not: Option<u32>, within: Duration) -> (u32, u64, Instant) {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if let Ok(Some(l)) = b.leader().await {
-            if let Some(pid) = l.id.strip_prefix("pid-").and_then(|p| p.parse().ok()) {
-                if Some(pid) != not {
-                    return (pid, l.epoch, Instant::now());
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("no new leader within {within:?}");
+    let not = not.map(|pid| format!("pid-{pid}"));
+    let l = chronos_tests::procs::leader(b, not.as_deref(), within)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pid =
+        l.id.strip_prefix("pid-")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("leader {} is no test scheduler", l.id));
+    (pid, l.epoch, Instant::now())
 }
 
 /// Trigger seconds of every enqueued tick, asserting none is doubled or missing.

@@ -5,28 +5,11 @@
 
 mod failover;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_testkit::{RedisSentinel, ReplicationCut};
-
-struct Sentinel {
-    fixture: RedisSentinel,
-    old: Mutex<Option<u16>>,
-}
-
-impl failover::Deployment for Sentinel {
-    fn cut(&self) -> anyhow::Result<ReplicationCut> {
-        *self.old.lock().expect("old") = Some(self.fixture.primary()?);
-        Ok(self.fixture.cut_replication()?)
-    }
-
-    fn wait_promoted(&self, within: Duration) -> anyhow::Result<()> {
-        let old = self.old.lock().expect("old").expect("cut first");
-        self.fixture.wait_promoted(old, within)?;
-        Ok(())
-    }
-}
+use chronos_testkit::RedisSentinel;
+use chronos_tests::failover::Sentinel;
 
 async fn scenario(durable: bool) -> failover::Books {
     // Durable enqueues wait for one replica, and the promoted primary needs one too: the second
@@ -34,10 +17,7 @@ async fn scenario(durable: bool) -> failover::Books {
     let replicas = if durable { 2 } else { 1 };
     let fixture = RedisSentinel::with_replicas(replicas).expect("sentinel fixture");
     let url = fixture.url();
-    let dep = Arc::new(Sentinel {
-        fixture,
-        old: Mutex::new(None),
-    });
+    let dep = Arc::new(Sentinel(fixture));
     let name = "sentinel";
     let books = failover::run(name, url, "default", dep, durable).await;
     assert!(books.promotion < Duration::from_secs(15), "{books:?}");

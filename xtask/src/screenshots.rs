@@ -17,19 +17,9 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
         Some(s) => Duration::from_secs(s.parse().context("warm-up seconds")?),
         None => WARM_UP,
     };
-    crate::run_cmd(
-        "cargo",
-        &[
-            "build",
-            "--release",
-            "-p",
-            "chronos-rs",
-            "--example",
-            "demo",
-        ],
-    )?;
+    crate::run_cmd("cargo", &["build", "--release", "-p", "chronos-demo"])?;
     let root = crate::root();
-    let mut demo = Command::new(root.join("target/release/examples/demo"))
+    let mut demo = Command::new(root.join("target/release/chronos-demo"))
         .args(["--console", "127.0.0.1:0", "--seconds"])
         .arg((warm.as_secs() + 60).to_string())
         .env_remove("CHRONOS_REDIS_URL")

@@ -15,11 +15,12 @@ use maud::html;
 
 use crate::error::{DashError, PageError};
 use crate::format;
+use crate::href::{encode, queue_href};
 use crate::pages::job::job_href;
 use crate::pages::login::safe_next;
 use crate::pages::queue::{listing_href, parse_action, slug};
-use crate::pages::{csrf, layout, queue_href, Nav};
-use crate::security::{encode, Actor, CheckedForm};
+use crate::pages::{csrf, layout, Nav};
+use crate::security::{Actor, CheckedForm};
 use crate::state::AppState;
 
 /// Most tasks one selection may name.
@@ -243,7 +244,16 @@ pub(crate) async fn bulk(
     }
     let job = st
         .jobs
-        .start(&st, &queue, state, filter, action, count, who.to_string())
+        .start(
+            &st.admin,
+            &st.config,
+            &queue,
+            state,
+            filter,
+            action,
+            count,
+            who.to_string(),
+        )
         .map_err(|_| PageError(DashError::Busy))?;
     tracing::info!(
         who = %who,

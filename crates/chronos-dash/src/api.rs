@@ -6,37 +6,12 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use chronos_admin::{LeaderRow, QueueRow, RedisInfo};
 use chronos_broker::HistorySpan;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DashError, PageError};
+use crate::live::{OverviewData, QueueLive};
 use crate::state::AppState;
-
-/// One queue as the overview shows it.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct QueueLive {
-    #[serde(flatten)]
-    pub(crate) row: QueueRow,
-    /// Tasks completed per minute, over the last minute the console watched.
-    pub(crate) processed_per_min: Option<f64>,
-    /// Failed attempts per minute, likewise.
-    pub(crate) failed_per_min: Option<f64>,
-    /// Age of the oldest waiting task, seconds.
-    pub(crate) oldest_pending_s: Option<i64>,
-}
-
-/// Everything the overview shows.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct OverviewData {
-    pub(crate) queues: Vec<QueueLive>,
-    pub(crate) total: QueueLive,
-    pub(crate) servers: usize,
-    pub(crate) schedules: usize,
-    pub(crate) leader: Option<LeaderRow>,
-    pub(crate) redis: RedisInfo,
-    pub(crate) now_ms: i64,
-}
 
 /// The overview, at most a second old unless `fresh`: the polls of every open tab and every
 /// scraper share one read of Redis (the lock makes it single-flight); a page rendered after an

@@ -3,6 +3,8 @@ use axum::response::{IntoResponse, Response};
 use chronos_admin::AdminError;
 use chronos_broker::BrokerError;
 
+use crate::error_page::{error_page, unknown_queue_page};
+
 /// What can stop the console or one of its requests.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -80,8 +82,8 @@ impl IntoResponse for PageError {
             tracing::warn!(error = %self.0, "console request failed");
         }
         let body = match &self.0 {
-            DashError::Admin(AdminError::QueueNotFound(q)) => crate::pages::unknown_queue_page(q),
-            e => crate::pages::error_page(status, &e.to_string()),
+            DashError::Admin(AdminError::QueueNotFound(q)) => unknown_queue_page(q),
+            e => error_page(status, &e.to_string()),
         };
         (status, body).into_response()
     }

@@ -5,11 +5,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use chronos_admin::{verb, BulkJob, BulkStatus, CancelToken, MatchCount};
-use chronos_broker::{TaskAction, TaskFilter, TaskState};
+use chronos_admin::{verb, Admin, BulkJob, BulkStatus, CancelToken, MatchCount};
+use chronos_broker::{RedisBroker, TaskAction, TaskFilter, TaskState};
 use serde::Serialize;
 
-use crate::state::AppState;
+use crate::config::DashConfig;
 
 /// Jobs kept for their progress pages; the oldest ended one goes first.
 const KEPT: usize = 50;
@@ -26,7 +26,7 @@ pub(crate) struct Job {
     pub(crate) filter: TaskFilter,
     /// The count the operator confirmed.
     pub(crate) expected: MatchCount,
-    /// Who started it (see [`crate::security::Actor`]).
+    /// Who started it (the request's `Actor`).
     pub(crate) who: String,
     pub(crate) started_ms: i64,
     pub(crate) cancel: CancelToken,
@@ -109,11 +109,13 @@ impl Jobs {
         self.all.lock().ok()?.iter().find(|j| j.id == id).cloned()
     }
 
-    /// Starts `job` in the background for `who`.
+    /// Starts `job` in the background for `who`. Takes the console's parts rather than its
+    /// state, which holds the jobs: the registry stays below the state it is part of.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         &self,
-        st: &Arc<AppState>,
+        admin: &Admin<RedisBroker>,
+        config: &DashConfig,
         queue: &str,
         state: TaskState,
         filter: TaskFilter,
@@ -149,15 +151,11 @@ impl Jobs {
             all.push_back(job.clone());
         }
         let bulk = BulkJob::new(queue, state, filter, action)
-            .chunk(st.config.bulk_chunk)
-            .pause(st.config.bulk_pause);
-        let (st, j) = (st.clone(), job.clone());
+            .chunk(config.bulk_chunk)
+            .pause(config.bulk_pause);
+        let (admin, j) = (admin.clone(), job.clone());
         tokio::spawn(async move {
-            let end = match st
-                .admin
-                .run_bulk(&bulk, &j.cancel, |s| j.set(s.clone()))
-                .await
-            {
+            let end = match admin.run_bulk(&bulk, &j.cancel, |s| j.set(s.clone())).await {
                 Ok(s) => s,
                 Err(e) => BulkStatus {
                     error: Some(e.to_string()),

@@ -11,6 +11,7 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
+use crate::href::encode;
 use crate::state::AppState;
 
 /// The session cookie's name.
@@ -258,11 +259,6 @@ fn cross_site(headers: &HeaderMap) -> bool {
         .unwrap_or("");
     let origin_host = origin.split_once("://").map_or("", |(_, h)| h);
     origin == "null" || !origin_host.eq_ignore_ascii_case(host)
-}
-
-/// Percent-encodes a path for a query parameter.
-pub(crate) fn encode(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 /// A POSTed form whose CSRF token was checked: fields in order, repeated names kept (a

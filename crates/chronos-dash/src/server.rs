@@ -148,7 +148,7 @@ async fn healthz(State(st): State<Arc<AppState>>, headers: HeaderMap) -> impl In
 async fn not_found() -> impl IntoResponse {
     (
         StatusCode::NOT_FOUND,
-        pages::error_page(StatusCode::NOT_FOUND, "No such page."),
+        crate::error_page::error_page(StatusCode::NOT_FOUND, "No such page."),
     )
 }
 

@@ -15,7 +15,7 @@ pub(crate) struct AppState {
     pub(crate) rates: Rates,
     pub(crate) metrics_cache: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
     pub(crate) overview_cache:
-        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::OverviewData)>>,
+        tokio::sync::Mutex<Option<(std::time::Instant, crate::live::OverviewData)>>,
     /// Bulk actions started here, running or ended.
     pub(crate) jobs: crate::jobs::Jobs,
     /// Whether Redis is reachable, and why not.

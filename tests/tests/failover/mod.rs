@@ -3,7 +3,9 @@
 //! two workers, a scheduler firing every second; replication to the replica is cut on purpose,
 //! the primary is killed (SIGKILL) a moment later and its replica is promoted. Then the books:
 //! every acknowledged enqueue ran, or was acknowledged inside the cut and is gone from Redis
-//! (lost by asynchronous replication); nothing is left stuck; duplicates are counted.
+//! (lost by asynchronous replication); nothing is left stuck; duplicates are counted. The
+//! deployments and their cut are the harness shared with the chaos scenarios
+//! (`chronos_tests::failover`); the load here runs in this process.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,23 +14,11 @@ use std::time::{Duration, Instant};
 
 use chronos::prelude::*;
 use chronos::{Inspect, QueueName};
-use chronos_testkit::ReplicationCut;
+use chronos_tests::failover::{Deployment, CUT, LATE_REPLY};
 use chronos_tests::{Tick, Work};
-
-/// How long replication stays cut before the primary is killed: the window in which an
-/// acknowledged enqueue can be lost.
-const CUT: Duration = Duration::from_millis(300);
 
 /// The delay of every fourth task.
 const DELAY: Duration = Duration::from_secs(1);
-
-/// A deployment whose primary can be cut off from its replica and killed.
-pub(crate) trait Deployment: Send + Sync + 'static {
-    /// Freezes the replica of the primary that serves the queue and drops its link.
-    fn cut(&self) -> anyhow::Result<ReplicationCut>;
-    /// Blocks until the replica has been promoted and clients can find it.
-    fn wait_promoted(&self, within: Duration) -> anyhow::Result<()>;
-}
 
 /// The figures of one run, for RELIABILITY.md.
 #[derive(Debug)]
@@ -185,7 +175,7 @@ pub(crate) async fn run(
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let d = dep.clone();
-    let cut = tokio::task::spawn_blocking(move || d.cut())
+    let (cut, old, _) = tokio::task::spawn_blocking(move || d.cut())
         .await
         .expect("join")
         .expect("cut replication");
@@ -196,12 +186,10 @@ pub(crate) async fn run(
         .expect("join")
         .expect("kill primary");
     let kill_at = Instant::now();
-    // A reply the dead primary sent just before the kill may still be read a moment after it;
-    // no promoted replica can answer this early (a failure is declared after 1 s at the
-    // soonest), so an acknowledgement this close to the kill came from the dead primary.
-    let cut_end = kill_at + Duration::from_millis(100);
+    // An acknowledgement this close after the kill came from the dead primary (see LATE_REPLY).
+    let cut_end = kill_at + LATE_REPLY;
     let d = dep.clone();
-    tokio::task::spawn_blocking(move || d.wait_promoted(Duration::from_secs(30)))
+    tokio::task::spawn_blocking(move || d.wait_promoted(old, Duration::from_secs(30)))
         .await
         .expect("join")
         .expect("promotion");

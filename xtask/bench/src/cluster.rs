@@ -23,7 +23,7 @@ use chronos::prelude::*;
 use chronos_testkit::{RedisCluster, RedisServer};
 
 use crate::cost::{self, Cost, Snap};
-use crate::enqueue::{payload, Payload};
+use crate::fixture::{payload, Payload};
 
 const PRIMARIES: usize = 3;
 const QUEUES_PER_SHARD: usize = 2;

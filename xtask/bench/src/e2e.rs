@@ -8,7 +8,7 @@ use chronos::Inspect;
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{self, Cost};
-use crate::enqueue::{payload, Payload};
+use crate::fixture::{payload, Payload};
 use crate::peers::{field, Peers};
 use crate::report::{median, percentile, row};
 

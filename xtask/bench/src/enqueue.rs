@@ -2,36 +2,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use chronos::fred::prelude::*;
-use chronos::fred::types::InfoKind;
-use chronos::{Client, EnqueueOptions, RedisBroker, TaskArgs};
-use serde::{Deserialize, Serialize};
+use chronos::{Client, EnqueueOptions};
 
 use crate::cost;
+use crate::fixture::{connect, fill, flush, payload, used_memory};
 use crate::memory::{self, Kept};
 use crate::peers::{field, Peers};
 use crate::report::{median, row};
 
 const N: usize = 100_000;
 const PRODUCERS: usize = 50;
-const BATCH: usize = 1000;
 const RUNS: usize = 3;
-
-/// A task with a 100-byte payload body, as in the peers' runs.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Payload {
-    pub(crate) body: String,
-}
-
-impl TaskArgs for Payload {
-    const KIND: &'static str = "bench";
-}
-
-pub(crate) fn payload() -> Payload {
-    Payload {
-        body: "x".repeat(100),
-    }
-}
 
 /// Enqueue throughput (single with 50 producers, batches of 1000) and Redis bytes per pending,
 /// retained completed and archived task.
@@ -109,17 +90,6 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     Ok(())
 }
 
-pub(crate) async fn connect(url: &str, ns: &str) -> Result<Client> {
-    Ok(Client::new(
-        RedisBroker::builder(url).namespace(ns).connect().await?,
-    ))
-}
-
-pub(crate) async fn flush(client: &Client) -> Result<()> {
-    let _: () = client.broker().client().flushall(false).await?;
-    Ok(())
-}
-
 async fn single_c50(client: &Client) -> Result<f64> {
     let client = Arc::new(client.clone());
     let args = Arc::new(payload());
@@ -146,21 +116,6 @@ async fn batched(client: &Client) -> Result<f64> {
     Ok(N as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Enqueues `n` payload tasks with `opts`, in batches of [`BATCH`].
-pub(crate) async fn fill(client: &Client, n: usize, opts: &EnqueueOptions) -> Result<()> {
-    let args = payload();
-    for _ in 0..n / BATCH {
-        let results = client
-            .enqueue_batch((0..BATCH).map(|_| (&args, opts.clone())))
-            .await?;
-        anyhow::ensure!(
-            results.iter().all(|r| r.is_ok()),
-            "batch enqueue refused a task"
-        );
-    }
-    Ok(())
-}
-
 /// INFO memory `used_memory` before and after 100k pending tasks, per task.
 async fn bytes_per_task(url: &str) -> Result<f64> {
     let client = connect(url, "bench-mem").await?;
@@ -172,16 +127,4 @@ async fn bytes_per_task(url: &str) -> Result<f64> {
     let after = used_memory(&client).await?;
     flush(&client).await?;
     Ok((after - before) / N as f64)
-}
-
-pub(crate) async fn used_memory(client: &Client) -> Result<f64> {
-    let info: String = client
-        .broker()
-        .client()
-        .info(Some(InfoKind::Memory))
-        .await?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .context("used_memory missing from INFO")
 }

@@ -5,7 +5,7 @@ use chronos::fred::interfaces::ClientLike;
 use chronos::prelude::*;
 
 use crate::cost;
-use crate::enqueue::Payload;
+use crate::fixture::Payload;
 
 const QUEUES: [usize; 3] = [1, 10, 100];
 const SETTLE: Duration = Duration::from_secs(3);

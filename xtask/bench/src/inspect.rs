@@ -8,7 +8,7 @@ use chronos_broker::{
     TaskFilter, TaskState,
 };
 
-use crate::enqueue::payload;
+use crate::fixture::payload;
 use crate::report::{median, row};
 
 const BIG: usize = 1_000_000;

@@ -23,6 +23,7 @@ mod cluster;
 mod cost;
 mod e2e;
 mod enqueue;
+mod fixture;
 mod idle;
 mod inspect;
 mod memory;

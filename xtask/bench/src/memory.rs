@@ -12,7 +12,7 @@ use anyhow::Result;
 use chronos::prelude::*;
 use chronos::{ServerHandle, ServerStats};
 
-use crate::enqueue::{connect, fill, flush, payload, used_memory, Payload};
+use crate::fixture::{connect, fill, flush, payload, used_memory, Payload};
 
 /// How long a completed task is kept: longer than the bench, so nothing expires in between.
 const RETENTION: Duration = Duration::from_secs(3600);

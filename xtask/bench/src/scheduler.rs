@@ -6,7 +6,7 @@ use chronos::fred::interfaces::{ClientLike, StreamsInterface};
 use chronos::prelude::*;
 use chronos::{Inspect, QueueName, Schedules};
 
-use crate::enqueue::payload;
+use crate::fixture::payload;
 use crate::report::{median, percentile};
 
 const SCHEDULES: usize = 10_000;

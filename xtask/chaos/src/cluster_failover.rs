@@ -7,60 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use chronos_testkit::{RedisCluster, ReplicationCut};
+use chronos_testkit::RedisCluster;
+use chronos_tests::failover::Cluster;
 
-use crate::failover::{self, link_up, Deployment, Plan};
+use crate::failover::{self, Plan};
 use crate::procs::{runs_key, TICK_QUEUE, WORK_QUEUE};
 use crate::report::Row;
 
 /// The hash tag of the scheduler's keys (leader lock, last fired, registry).
 const SCHEDULER_TAG: &str = "scheduler";
-
-struct Cluster(RedisCluster);
-
-impl Deployment for Cluster {
-    fn cut(&self) -> Result<(ReplicationCut, u16, String)> {
-        let primary = self.0.primary_for(WORK_QUEUE)?;
-        let replicas = self.0.replicas_of(primary)?;
-        let also = self.also_on(primary);
-        Ok((ReplicationCut::start(primary, &replicas)?, primary, also))
-    }
-
-    fn wait_promoted(&self, old: u16, within: Duration) -> Result<()> {
-        self.0.wait_promoted(WORK_QUEUE, old, within)?;
-        Ok(())
-    }
-
-    fn wait_replicated(&self, within: Duration) -> Result<()> {
-        let start = std::time::Instant::now();
-        while start.elapsed() < within {
-            let primary = self.0.primary_for(WORK_QUEUE)?;
-            if self.0.replicas_of(primary)?.into_iter().any(link_up) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        anyhow::bail!("the work queue's primary has no replica in sync")
-    }
-}
-
-impl Cluster {
-    /// What the primary on `port` serves besides the work queue.
-    fn also_on(&self, port: u16) -> String {
-        let runs = runs_key("chaos");
-        let keys = [
-            ("tick queue", TICK_QUEUE),
-            ("scheduler keys", SCHEDULER_TAG),
-            ("runs hash", runs.as_str()),
-        ];
-        let on: Vec<&str> = keys
-            .iter()
-            .filter(|(_, k)| self.0.primary_for(k).ok() == Some(port))
-            .map(|(what, _)| *what)
-            .collect();
-        format!("work queue, {}", on.join(", "))
-    }
-}
 
 pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     let fixture = RedisCluster::with_replicas().context("cluster with replicas")?;
@@ -83,6 +38,21 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
         }
     };
     Ok(vec![
-        failover::run(url, Arc::new(Cluster(fixture)), plan).await?,
+        failover::run(url, Arc::new(cluster(fixture)), plan).await?,
     ])
+}
+
+/// The deployment: the work queue's primary is the one cut and killed; the note names what
+/// else it serves.
+fn cluster(fixture: RedisCluster) -> Cluster {
+    let also = [
+        ("tick queue", TICK_QUEUE.to_string()),
+        ("scheduler keys", SCHEDULER_TAG.to_string()),
+        ("runs hash", runs_key("chaos")),
+    ];
+    Cluster {
+        fixture,
+        queue: WORK_QUEUE.to_string(),
+        also: also.into_iter().map(|(w, k)| (w.to_string(), k)).collect(),
+    }
 }

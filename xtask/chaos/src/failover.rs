@@ -4,6 +4,8 @@
 //! Redis), three worker processes, two scheduler processes firing a 1 s schedule. Each failover
 //! cuts replication on purpose (replicas frozen, their links dropped), lets the primary
 //! acknowledge writes alone for [`CUT`], SIGKILLs it and waits for its replica's promotion.
+//! The deployments and their cut are the harness shared with the tests
+//! (`chronos_tests::failover`).
 //!
 //! What a failover of an asynchronous replica may break, and what it may not: a write
 //! acknowledged during the cut is on the dead primary only, so an enqueue acknowledged then may
@@ -20,37 +22,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use chronos::prelude::*;
 use chronos::{Inspect, QueueName};
-use chronos_testkit::ReplicationCut;
+use chronos_tests::failover::{Deployment, CUT, LATE_REPLY};
 
 use crate::books;
 use crate::procs::{leader, spawn_scheduler, spawn_worker, Job, Proc, WorkerOpts, WORK_QUEUE};
 use crate::report::Row;
 use crate::scheduler_storm::TTL;
 
-/// How long replication stays cut before the primary is killed: the window in which an
-/// acknowledged write can be lost.
-pub(crate) const CUT: Duration = Duration::from_millis(300);
-
-/// A reply the dead primary sent just before the kill may be read a moment after it; no
-/// promoted replica answers this early (a failure is declared after a second at the soonest),
-/// so an acknowledgement this close after the kill still counts as inside the cut.
-const LATE_REPLY: Duration = Duration::from_millis(100);
-
 const WORKERS: usize = 3;
 const SCHEDULERS: usize = 2;
-
-/// A deployment whose primary can be cut off from its replicas and killed.
-pub(crate) trait Deployment: Send + Sync + 'static {
-    /// Freezes the replicas of the primary that serves the work queue and drops their links;
-    /// returns the cut, the primary's port and what else it serves (for the row's note, asked
-    /// before the cut while every node still answers).
-    fn cut(&self) -> Result<(ReplicationCut, u16, String)>;
-    /// Blocks until a replica of `old` has been promoted and clients can find it.
-    fn wait_promoted(&self, old: u16, within: Duration) -> Result<()>;
-    /// Blocks until the primary serving the work queue has a replica in sync again (for a
-    /// second failover); an error when none comes within `within`.
-    fn wait_replicated(&self, within: Duration) -> Result<()>;
-}
 
 /// The shape of one run.
 #[derive(Debug, Clone)]
@@ -314,15 +294,6 @@ async fn produce(
         }
     }
     Ok(())
-}
-
-/// `redis-cli -p <port> info replication` says the link to its primary is up.
-pub(crate) fn link_up(port: u16) -> bool {
-    std::process::Command::new("redis-cli")
-        .args(["-p", &port.to_string(), "info", "replication"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("master_link_status:up"))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -1,15 +1,19 @@
-//! The processes a scenario runs (this binary in its hidden modes), and signals to them.
+//! The processes a scenario runs (this binary in its hidden modes). The handle of a child
+//! process, its signals and the wait for a leader are the harness shared with the tests
+//! (`chronos_tests::procs`).
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use chronos::fred::interfaces::HashesInterface;
 use chronos::prelude::*;
-use chronos::{Clock, Schedules, SystemClock};
+use chronos::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
+
+pub(crate) use chronos_tests::procs::{leader, Proc};
 
 /// The queue the worker processes serve.
 pub(crate) const WORK_QUEUE: &str = "default";
@@ -49,69 +53,6 @@ pub(crate) struct WorkerOpts {
     pub(crate) recover_min_idle: Duration,
 }
 
-/// A child process of a scenario: killed on drop.
-#[derive(Debug)]
-pub(crate) struct Proc {
-    child: Child,
-    /// Kept open so that the child never writes to a closed pipe.
-    _stdout: Option<BufReader<ChildStdout>>,
-    /// The worker's server id (its consumer name), or the scheduler's instance id.
-    pub(crate) id: String,
-    /// A scheduler's clock offset, for a respawn in the same slot.
-    pub(crate) offset_ms: i64,
-}
-
-impl Proc {
-    /// This process's pid.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Sends `sig` (`-KILL`, `-STOP`, `-CONT`, `-TERM`) through kill(1), which keeps this crate
-    /// free of unsafe code.
-    pub(crate) fn signal(&self, sig: &str) -> Result<()> {
-        let ok = Command::new("kill")
-            .args([sig, &self.pid().to_string()])
-            // A process that already exited is no news worth a line.
-            .stderr(Stdio::null())
-            .status()
-            .context("kill(1)")?
-            .success();
-        if !ok {
-            bail!("kill {sig} {} failed", self.pid());
-        }
-        Ok(())
-    }
-
-    /// SIGKILL, and reaps it.
-    pub(crate) fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM (a graceful stop: a worker finishes its tasks, a scheduler resigns) and waits
-    /// up to `within` for it to exit, then kills it.
-    pub(crate) fn stop(&mut self, within: Duration) {
-        let _ = self.signal("-CONT");
-        let _ = self.signal("-TERM");
-        let start = Instant::now();
-        while start.elapsed() < within {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.kill();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.signal("-CONT");
-        self.kill();
-    }
-}
-
 /// Starts a worker process on `url` and waits for its `ready <server id>` line.
 pub(crate) fn spawn_worker(url: &str, ns: &str, opts: &WorkerOpts) -> Result<Proc> {
     let exe = std::env::current_exe()?;
@@ -133,12 +74,7 @@ pub(crate) fn spawn_worker(url: &str, ns: &str, opts: &WorkerOpts) -> Result<Pro
         let _ = child.kill();
         bail!("worker process did not start: {line:?}");
     };
-    Ok(Proc {
-        id: id.to_string(),
-        child,
-        _stdout: Some(stdout),
-        offset_ms: 0,
-    })
+    Ok(Proc::new(child, id.to_string(), Some(stdout)))
 }
 
 /// Starts a scheduler process (instance id `pid-<pid>`) whose clock runs `offset_ms` off.
@@ -155,36 +91,16 @@ pub(crate) fn spawn_scheduler(url: &str, ns: &str, ttl: Duration, offset_ms: i64
         .stdout(Stdio::null())
         .spawn()
         .context("spawn scheduler process")?;
-    Ok(Proc {
-        id: format!("pid-{}", child.id()),
-        child,
-        _stdout: None,
-        offset_ms,
-    })
-}
-
-/// The leader's instance id, waiting up to `within` for one that is not `not`.
-pub(crate) async fn leader(
-    broker: &RedisBroker,
-    not: Option<&str>,
-    within: Duration,
-) -> Result<String> {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if let Ok(Some(l)) = broker.leader().await {
-            if Some(l.id.as_str()) != not {
-                return Ok(l.id);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    bail!("no leader other than {not:?} within {within:?}")
+    let id = format!("pid-{}", child.id());
+    let mut proc = Proc::new(child, id, None);
+    proc.offset_ms = offset_ms;
+    Ok(proc)
 }
 
 /// The current leader's id and its index in `fleet` (the scheduler processes this scenario
 /// started); an error when none leads within 10 s or the leader is not one of them.
 pub(crate) async fn leading(broker: &RedisBroker, fleet: &[Proc]) -> Result<(String, usize)> {
-    let current = leader(broker, None, Duration::from_secs(10)).await?;
+    let current = leader(broker, None, Duration::from_secs(10)).await?.id;
     let i = fleet
         .iter()
         .position(|p| p.id == current)

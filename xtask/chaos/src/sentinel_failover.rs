@@ -8,36 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use chronos_testkit::{RedisSentinel, ReplicationCut};
+use chronos_testkit::RedisSentinel;
+use chronos_tests::failover::Sentinel;
 
-use crate::failover::{self, link_up, Deployment, Plan};
+use crate::failover::{self, Plan};
 use crate::report::Row;
-
-struct Sentinel(RedisSentinel);
-
-impl Deployment for Sentinel {
-    fn cut(&self) -> Result<(ReplicationCut, u16, String)> {
-        let primary = self.0.primary()?;
-        let also = "every key (one primary)".to_string();
-        Ok((self.0.cut_replication()?, primary, also))
-    }
-
-    fn wait_promoted(&self, old: u16, within: Duration) -> Result<()> {
-        self.0.wait_promoted(old, within)?;
-        Ok(())
-    }
-
-    fn wait_replicated(&self, within: Duration) -> Result<()> {
-        let start = std::time::Instant::now();
-        while start.elapsed() < within {
-            if self.0.replicas()?.into_iter().any(link_up) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        anyhow::bail!("the new primary has no replica in sync")
-    }
-}
 
 pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     let (replicas, plan) = if short {

@@ -13,8 +13,9 @@ use super::queue::listing_href;
 use super::{csrf, layout, Nav};
 use crate::error::{DashError, PageError};
 use crate::format;
+use crate::href::encode;
 use crate::jobs::{phase, Job, JobView};
-use crate::security::{encode, Actor, CheckedForm};
+use crate::security::{Actor, CheckedForm};
 use crate::state::AppState;
 
 /// The path of a job's page.

@@ -7,10 +7,12 @@ use axum::response::Html;
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::{csrf, layout, queue_href, Nav};
-use crate::api::{overview_data, QueueLive};
+use super::{csrf, layout, Nav};
+use crate::api::overview_data;
 use crate::error::PageError;
 use crate::format;
+use crate::href::queue_href;
+use crate::live::QueueLive;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]

@@ -10,10 +10,10 @@ use chronos_broker::{TaskAction, TaskFilter, TaskState};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::{csrf, layout, queue_href, task_href, Nav};
+use super::{csrf, layout, Nav};
 use crate::error::PageError;
 use crate::format;
-use crate::security::encode;
+use crate::href::{encode, queue_href, task_href};
 use crate::state::AppState;
 
 /// The states a queue page has a tab for, in the order of a task's life.

@@ -8,9 +8,10 @@ use chronos_broker::Schedules;
 use maud::html;
 use serde::Deserialize;
 
-use super::{layout, queue_href, task_href, Nav};
+use super::{layout, Nav};
 use crate::error::{DashError, PageError};
 use crate::format;
+use crate::href::{queue_href, task_href};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]

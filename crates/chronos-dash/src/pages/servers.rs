@@ -6,9 +6,10 @@ use axum::extract::State;
 use axum::response::Html;
 use maud::html;
 
-use super::{layout, queue_href, Nav};
+use super::{layout, Nav};
 use crate::error::PageError;
 use crate::format;
+use crate::href::queue_href;
 use crate::state::AppState;
 
 pub(crate) async fn page(State(st): State<Arc<AppState>>) -> Result<Html<String>, PageError> {

@@ -10,9 +10,10 @@ use maud::html;
 use serde::Deserialize;
 
 use super::queue::{actions_for, slug};
-use super::{csrf, layout, queue_href, task_href, Nav};
+use super::{csrf, layout, Nav};
 use crate::error::PageError;
 use crate::format;
+use crate::href::{queue_href, task_href};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,145 @@
+//! `chronos queue ...`: queue counts, pausing, deleting and history, and the hint a listing
+//! of no queue prints.
+
+use chronos_admin::{printable, Admin};
+use chronos_broker::{HistorySpan, RedisBroker};
+use clap::{Subcommand, ValueEnum};
+
+use crate::dates::{date, datetime};
+use crate::out::Out;
+use crate::table::print_table;
+
+/// The `queue` subcommands.
+#[derive(Subcommand, Debug)]
+pub(crate) enum QueueCmd {
+    /// Every queue with its counts.
+    Ls,
+    /// One queue's counts and today's history.
+    Show { queue: String },
+    /// Workers stop fetching from the queue.
+    Pause { queue: String },
+    /// Workers fetch from the queue again.
+    Resume { queue: String },
+    /// Deletes the queue (refused while it holds tasks, unless --force).
+    Rm {
+        queue: String,
+        /// Delete its tasks too, in every state.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Processed and failed per day (last 90 days) or per minute (last 24 hours).
+    History {
+        queue: String,
+        /// Bucket size.
+        #[arg(long, value_enum, default_value_t = By::Day)]
+        by: By,
+        /// Show only the last N buckets (default: 14 days, or 60 minutes).
+        #[arg(long)]
+        last: Option<usize>,
+    },
+}
+
+/// The bucket of `queue history`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum By {
+    Day,
+    Minute,
+}
+
+/// Runs one `queue` subcommand.
+pub(crate) async fn run(
+    admin: &Admin<RedisBroker>,
+    out: &Out,
+    cmd: QueueCmd,
+) -> anyhow::Result<()> {
+    match cmd {
+        QueueCmd::Ls => out.queues(&admin.queues().await?),
+        QueueCmd::Show { queue } => {
+            let row = admin.queue(&queue).await?;
+            let today = admin
+                .history(&queue, HistorySpan::Days)
+                .await?
+                .last()
+                .copied();
+            if out.json {
+                out.line(&serde_json::json!({ "queue": row, "today": today }))
+            } else {
+                out.queues(std::slice::from_ref(&row))?;
+                if let Some(t) = today {
+                    println!("today: processed {}, failed {}", t.processed, t.failed);
+                }
+                Ok(())
+            }
+        }
+        QueueCmd::Pause { queue } => {
+            admin.set_paused(&queue, true).await?;
+            out.done(
+                &serde_json::json!({"queue": queue, "paused": true}),
+                &format!("queue {queue} paused"),
+            )
+        }
+        QueueCmd::Resume { queue } => {
+            admin.set_paused(&queue, false).await?;
+            out.done(
+                &serde_json::json!({"queue": queue, "paused": false}),
+                &format!("queue {queue} resumed"),
+            )
+        }
+        QueueCmd::Rm { queue, force } => {
+            let n = admin.delete_queue(&queue, force).await?;
+            out.done(
+                &serde_json::json!({"queue": queue, "deleted": true, "tasks_deleted": n}),
+                &format!("queue {queue} deleted ({n} tasks deleted)"),
+            )
+        }
+        QueueCmd::History { queue, by, last } => {
+            let (span, default) = match by {
+                By::Day => (HistorySpan::Days, 14),
+                By::Minute => (HistorySpan::Minutes, 60),
+            };
+            let rows = admin.history(&queue, span).await?;
+            let n = last.unwrap_or(default).min(rows.len());
+            let rows = rows.get(rows.len() - n..).unwrap_or_default();
+            if out.json {
+                return rows.iter().try_for_each(|r| out.line(r));
+            }
+            let table: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    let at = if by == By::Day {
+                        date(r.start_ms)
+                    } else {
+                        datetime(r.start_ms)
+                    };
+                    vec![at, r.processed.to_string(), r.failed.to_string()]
+                })
+                .collect();
+            print_table(
+                &[
+                    if by == By::Day { "DAY" } else { "MINUTE" },
+                    "PROCESSED",
+                    "FAILED",
+                ],
+                &table,
+            );
+            Ok(())
+        }
+    }
+}
+
+/// After a listing that showed no queue: says the namespace is empty and where queues are, since
+/// an empty listing is the sign of a wrong or forgotten --namespace.
+pub(crate) async fn hint_if_empty(admin: &Admin<RedisBroker>) {
+    if admin.queues().await.is_ok_and(|q| q.is_empty()) {
+        let ns = admin.broker().keyspace().namespace().to_string();
+        let others = admin.other_namespaces().await;
+        if others.is_empty() {
+            eprintln!("chronos: namespace {ns:?} holds no queue");
+        } else {
+            eprintln!(
+                "chronos: namespace {ns:?} holds no queue; namespaces with queues on this Redis: {} (pass --namespace NAME)",
+                printable(&others.join(", "))
+            );
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `chronos task ...`: listing and showing tasks, and acting on one task or all in a state.
+
+use chronos_admin::{printable, Admin, AdminError, BulkJob, CancelToken, TaskRow};
+use chronos_broker::{RedisBroker, TaskAction, TaskFilter, TaskState};
+use clap::{Args, Subcommand};
+
+use crate::dates::datetime;
+use crate::out::Out;
+use crate::progress::Progress;
+use crate::table::{clip, print_fields, print_table};
+
+/// The `task` subcommands.
+#[derive(Subcommand, Debug)]
+pub(crate) enum TaskCmd {
+    /// Tasks of a queue in one state, a page at a time.
+    Ls {
+        queue: String,
+        /// State to list.
+        #[arg(long, value_parser = parse_state, default_value = "pending")]
+        state: TaskState,
+        /// Only tasks of exactly this kind (`email:send`; no prefix or pattern matching:
+        /// `email` matches no task of kind `email:send`).
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only tasks whose payload (as JSON) contains this text.
+        #[arg(long)]
+        grep: Option<String>,
+        /// Tasks per page.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Where to start (the `next` cursor a previous page printed).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// One task with its payload.
+    Show { queue: String, id: String },
+    /// Run now: scheduled, retry or archived -> pending.
+    // The queue comes first, then one id or --all: clap would print the required group first,
+    // the reverse of what the command takes.
+    #[command(
+        override_usage = "chronos task run [OPTIONS] <QUEUE> <ID>\n       chronos task run [OPTIONS] <QUEUE> --all --state <STATE>"
+    )]
+    Run(ActArgs),
+    /// Delete (any state but active).
+    #[command(
+        override_usage = "chronos task rm [OPTIONS] <QUEUE> <ID>\n       chronos task rm [OPTIONS] <QUEUE> --all --state <STATE>"
+    )]
+    Rm(ActArgs),
+    /// Archive: pending, scheduled or retry -> archived.
+    #[command(
+        override_usage = "chronos task archive [OPTIONS] <QUEUE> <ID>\n       chronos task archive [OPTIONS] <QUEUE> --all --state <STATE>"
+    )]
+    Archive(ActArgs),
+    /// Cancel an active task (its handler's context is cancelled).
+    #[command(
+        override_usage = "chronos task cancel [OPTIONS] <QUEUE> <ID>\n       chronos task cancel [OPTIONS] <QUEUE> --all --state active"
+    )]
+    Cancel(ActArgs),
+}
+
+/// One task or, with --all, every task of a state: what an action applies to.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["id", "all"])))]
+pub(crate) struct ActArgs {
+    queue: String,
+    /// The task id.
+    id: Option<String>,
+    /// Every task of --state (matching --kind and --grep). Shows its progress on stderr;
+    /// Ctrl-C stops it after the current step and reports what was done.
+    #[arg(long, requires = "state")]
+    all: bool,
+    /// State of the tasks to act on, with --all.
+    #[arg(long, value_parser = parse_state, requires = "all")]
+    state: Option<TaskState>,
+    /// With --all: only tasks of exactly this kind (`email:send`; no prefix or pattern
+    /// matching: `email` matches no task of kind `email:send`).
+    #[arg(long, requires = "all")]
+    kind: Option<String>,
+    /// With --all: only tasks whose payload (as JSON) contains this text.
+    #[arg(long, requires = "all")]
+    grep: Option<String>,
+}
+
+/// Runs one `task` subcommand.
+pub(crate) async fn run(admin: &Admin<RedisBroker>, out: &Out, cmd: TaskCmd) -> anyhow::Result<()> {
+    match cmd {
+        TaskCmd::Ls {
+            queue,
+            state,
+            kind,
+            grep,
+            limit,
+            cursor,
+        } => {
+            let filter = TaskFilter { kind, grep };
+            let page = admin
+                .tasks(&queue, state, &filter, cursor.as_deref(), limit)
+                .await?;
+            if out.json {
+                page.tasks.iter().try_for_each(|t| out.line(t))?;
+                if let Some(next) = &page.next {
+                    out.line(&serde_json::json!({ "next": next }))?;
+                }
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = page
+                .tasks
+                .iter()
+                .map(|t| {
+                    vec![
+                        t.id.clone(),
+                        t.kind.clone(),
+                        t.state.clone(),
+                        format!("{}/{}", t.retried, t.max_retry),
+                        clip(&t.payload.to_string(), 60),
+                        clip(t.last_error.as_deref().unwrap_or(""), 40),
+                    ]
+                })
+                .collect();
+            print_table(
+                &["ID", "KIND", "STATE", "RETRIED", "PAYLOAD", "LAST ERROR"],
+                &rows,
+            );
+            if let Some(next) = page.next {
+                println!("next page: --cursor '{}'", printable(&next));
+            }
+            Ok(())
+        }
+        TaskCmd::Show { queue, id } => {
+            let t = admin.task(&queue, &id).await?;
+            if out.json {
+                out.line(&t)
+            } else {
+                show_task(&t);
+                Ok(())
+            }
+        }
+        TaskCmd::Run(a) => act(admin, out, a, TaskAction::RunNow).await,
+        TaskCmd::Rm(a) => act(admin, out, a, TaskAction::Delete).await,
+        TaskCmd::Archive(a) => act(admin, out, a, TaskAction::Archive).await,
+        TaskCmd::Cancel(a) => act(admin, out, a, TaskAction::Cancel).await,
+    }
+}
+
+async fn act(
+    admin: &Admin<RedisBroker>,
+    out: &Out,
+    a: ActArgs,
+    action: TaskAction,
+) -> anyhow::Result<()> {
+    let verb = chronos_admin::verb(action);
+    if a.all {
+        let state = a
+            .state
+            .ok_or_else(|| AdminError::Invalid("--all needs --state".into()))?;
+        let filter = TaskFilter {
+            kind: a.kind,
+            grep: a.grep,
+        };
+        // Without a filter the state's count says how much there is to do (one cheap call);
+        // with one, counting would cost a pass of its own: the progress line shows what it
+        // found so far instead.
+        let expected = if filter.is_empty() {
+            Some(
+                admin
+                    .count_matching(&a.queue, state, &filter, 0)
+                    .await?
+                    .matched,
+            )
+        } else {
+            None
+        };
+        let job = BulkJob::new(a.queue.clone(), state, filter, action);
+        let cancel = CancelToken::new();
+        let on_signal = cancel.clone();
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_signal.cancel();
+            }
+        });
+        let mut progress = Progress::new(verb, expected);
+        let r = admin.run_bulk(&job, &cancel, |s| progress.show(s)).await;
+        watcher.abort();
+        progress.end();
+        let r = r?;
+        out.done(
+            &serde_json::json!({"action": verb, "queue": a.queue, "state": state.as_str(), "report": r}),
+            &format!(
+                "{verb}: {} of {} matching tasks ({} read, {} left alone{})",
+                r.done,
+                r.matched,
+                r.scanned,
+                r.skipped,
+                if r.failed > 0 { format!(", {} refused", r.failed) } else { String::new() }
+            ),
+        )?;
+        if r.cancelled {
+            anyhow::bail!(
+                "cancelled: {} matching tasks found but not reached; the state may hold more",
+                r.untouched()
+            );
+        }
+        if let Some(e) = r.error {
+            anyhow::bail!("stopped by an error after {} tasks: {e}", r.done);
+        }
+        return Ok(());
+    }
+    let id =
+        a.id.ok_or_else(|| AdminError::Invalid("give a task id or --all".into()))?;
+    let changed = admin.act(&a.queue, &id, action).await?;
+    let text = match (action, changed) {
+        (_, true) if action == TaskAction::Cancel => format!("task {id}: cancel requested"),
+        (_, true) => format!("task {id}: {verb} done"),
+        (TaskAction::Delete, false) => format!("task {id}: already gone"),
+        (_, false) => format!("task {id}: nothing to do (already done)"),
+    };
+    out.done(
+        &serde_json::json!({"action": verb, "queue": a.queue, "id": id, "changed": changed}),
+        &text,
+    )
+}
+fn show_task(t: &TaskRow) {
+    let mut fields = vec![
+        ("id", t.id.clone()),
+        ("queue", t.queue.clone()),
+        ("state", t.state.clone()),
+        ("kind", t.kind.clone()),
+        ("payload", t.payload.to_string()),
+        ("retried", format!("{}/{}", t.retried, t.max_retry)),
+        (
+            "enqueued",
+            t.enqueued_at_ms.map(datetime).unwrap_or_default(),
+        ),
+        ("last error", t.last_error.clone().unwrap_or_default()),
+        (
+            "last failed",
+            t.last_failed_at_ms.map(datetime).unwrap_or_default(),
+        ),
+    ];
+    for (k, v) in &t.headers {
+        fields.push(("header", format!("{k}={v}")));
+    }
+    if let Some(e) = &t.decode_error {
+        fields.push(("decode error", e.clone()));
+    }
+    print_fields(&fields);
+}
+
+fn parse_state(s: &str) -> Result<TaskState, String> {
+    chronos_admin::parse_state(s).map_err(|e| e.to_string())
+}
