@@ -837,7 +837,7 @@ impl RedisBroker {
                 let cols = reply::array(row, "xpending").ok()?;
                 let count = cols.get(3)?.as_i64()?;
                 let mid = cols.into_iter().next()?;
-                (count >= super::inspect::PLAIN_STARTED)
+                (count >= super::protocol::STARTED)
                     .then(|| reply::string(mid, "xpending").ok())
                     .flatten()
             })

@@ -255,7 +255,8 @@ impl RedisBroker {
         let (plain, hashed): (Vec<&Completion>, Vec<&Completion>) = done
             .iter()
             .partition(|c| c.lease.is_plain() && c.retention.is_none());
-        let mut args: Vec<Value> = Vec::with_capacity(2 + 4 * hashed.len() + plain.len());
+        let mut args: Vec<Value> =
+            Vec::with_capacity(2 + super::protocol::COMPLETE_STRIDE * hashed.len() + plain.len());
         args.push(GROUP.into());
         args.push((hashed.len() as i64).into());
         for c in hashed {

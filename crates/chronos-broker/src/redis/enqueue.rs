@@ -228,7 +228,8 @@ impl RedisBroker {
         declared.push(keys.enqueue_receipt(&token));
         // Lock keys follow all task keys, one per unique task only.
         let mut locks = Vec::new();
-        let mut args: Vec<Value> = Vec::with_capacity(1 + 8 * chunk.len());
+        let mut args: Vec<Value> =
+            Vec::with_capacity(1 + super::protocol::ENQUEUE_STRIDE * chunk.len());
         args.push(duration_ms(self.inner.idempotency_window).into());
         for (i, task) in chunk {
             let bytes = match self.encode_task(&task) {

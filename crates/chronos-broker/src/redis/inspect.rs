@@ -9,10 +9,6 @@ use crate::{
     ServerRecord, TaskRecord, TaskState, GROUP,
 };
 
-/// The delivery count start.lua sets on a started plain task's pending entry (lib.lua's
-/// STARTED).
-pub(super) const PLAIN_STARTED: i64 = 1_000_000;
-
 /// Stream entries read per page when listing pending or active tasks.
 const PAGE: u64 = 500;
 

@@ -6,6 +6,7 @@ mod enqueue;
 mod flow;
 mod inspect;
 mod maintain;
+mod protocol;
 mod reply;
 mod results;
 mod runtime;

@@ -38,9 +38,6 @@ use crate::{
 /// Hash tag of the scheduler's own keys (lock, epoch, registry).
 const TAG: &str = "scheduler";
 
-/// Values per trigger in a fire call (see fire.lua).
-const FIRE_STRIDE: usize = 12;
-
 impl RedisBroker {
     pub(super) fn sched_key(&self, name: &str) -> String {
         self.inner.keys.tagged(TAG, name)
@@ -247,7 +244,8 @@ impl Schedules for RedisBroker {
             index.insert(k, key_list.len());
             key_list.len()
         };
-        let mut args: Vec<Value> = Vec::with_capacity(3 + FIRE_STRIDE * sent.len());
+        let mut args: Vec<Value> =
+            Vec::with_capacity(3 + super::protocol::FIRE_STRIDE * sent.len());
         args.push(epoch_arg(epoch).into());
         args.push(ttl.into());
         args.push(i64::try_from(missed).unwrap_or(i64::MAX).into());

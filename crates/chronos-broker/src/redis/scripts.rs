@@ -1,10 +1,11 @@
 //! The Lua scripts, one per atomic transition, embedded from `src/scripts/<capability>/*.lua`,
-//! each with the shared helpers of `src/scripts/lib.lua` prepended.
+//! each with the constants of the protocol (generated from `protocol.rs`) and the shared helpers
+//! of `src/scripts/lib.lua` prepended.
 
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::RedisBroker;
+use super::{protocol, RedisBroker};
 use crate::redis::store::store;
 use crate::BrokerError;
 
@@ -17,9 +18,10 @@ macro_rules! scripts {
 
         impl Scripts {
             pub(crate) fn new() -> Self {
+                let head = format!("{}{}", protocol::prologue(), include_str!("../scripts/lib.lua"));
                 Self {
-                    $($($name: Script::from_lua(concat!(
-                        include_str!("../scripts/lib.lua"),
+                    $($($name: Script::from_lua(format!(
+                        "{head}{}",
                         include_str!(concat!(
                             "../scripts/", stringify!($dir), "/", stringify!($name), ".lua"
                         )),

@@ -4,8 +4,8 @@
 --          then 2 keys per task: task hash, unique lock (the task hash again when the caller
 --          knows of none)
 -- ARGV[1]  consumer group, ARGV[2] how many tasks have a hash (n)
--- then 4 values per such task: task id, stream entry id, retention ms (0 = delete at once), the
---          handler's result ('' for none; kept as `res` only with a retention); then the entry
+-- then COMPLETE_STRIDE (4) values per such task: task id, stream entry id, retention ms (0 =
+--          delete at once), the handler's result ('' for none; kept as `res` only with a retention); then the entry
 --          ids of plain tasks (lib.lua: no hash, no lock, no retention), which need nothing but
 --          their entry acked and deleted
 -- Returns: how many of the tasks are completed by this delivery, counting retained ones a first
@@ -20,7 +20,7 @@ local now = now_ms()
 -- A plain task is completed by its ack: XACK counts only deliveries still pending, so a stale
 -- or re-sent one counts nothing.
 local plain, acked_plain = {}, 0
-for i = 3 + 4 * n, #ARGV do plain[#plain + 1] = ARGV[i] end
+for i = 3 + COMPLETE_STRIDE * n, #ARGV do plain[#plain + 1] = ARGV[i] end
 if #plain > 0 then
   for i = 1, #plain, 1000 do
     local part = {unpack(plain, i, math.min(i + 999, #plain))}
@@ -31,7 +31,7 @@ end
 -- Reads first, so a corrupt record fails only itself and nothing errors after a write.
 local live, before = {}, 0
 for t = 0, n - 1 do
-  local a, k = 2 + t * 4, 5 + t * 2
+  local a, k = 2 + t * COMPLETE_STRIDE, 5 + t * 2
   local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
   -- A plain task completed with a retention (its caller asked for one) needs its record.
   materialize_if_plain(KEYS[1], group, KEYS[k + 1], id, mid)

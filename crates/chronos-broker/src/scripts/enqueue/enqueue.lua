@@ -2,9 +2,9 @@
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then the
 --          task hash of each task in order, then the unique lock of each unique task in order
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
--- then 8 values per task: id, envelope bytes, run-at ms (0 = none), delay ms, unique TTL ms
---          (0 = not unique: then it has no lock key), max retry, dead-letter discard ('1'/'0'),
---          fingerprint ('' = none)
+-- then ENQUEUE_STRIDE (8) values per task: id, envelope bytes, run-at ms (0 = none), delay
+--          ms, unique TTL ms (0 = not unique: then it has no lock key), max retry, dead-letter
+--          discard ('1'/'0'), fingerprint ('' = none)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
 -- member in the scheduled set. Due means run-at (or now + delay) is after Redis's clock.
@@ -24,7 +24,7 @@
 --   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
 local now = now_ms()
 local out = {now}
-local n = (#ARGV - 1) / 8
+local n = (#ARGV - 1) / ENQUEUE_STRIDE
 
 -- The state an existing task is in, with its run-at when it waits in the scheduled set.
 local function state_of(tkey, id)
@@ -39,7 +39,7 @@ if type(receipt) == 'string' then
   -- A re-send: the first run's codes, one character per task ('1', '2', 'u', 'c').
   for t = 0, n - 1 do
     local c = string.sub(receipt, t + 1, t + 1)
-    local id = ARGV[2 + t * 8]
+    local id = ARGV[2 + t * ENQUEUE_STRIDE]
     if c == 'u' then
       out[#out + 1] = -1
     elseif c == 'k' then
@@ -65,7 +65,7 @@ end
 -- Checks first: every number parses. (The queue's keys are not type-checked on this hot path:
 -- a write to a corrupt one is caught with pcall below and undone for its task.)
 for t = 0, n - 1 do
-  local a = 1 + t * 8
+  local a = 1 + t * ENQUEUE_STRIDE
   for _, j in ipairs({3, 4, 5, 6}) do
     if not tonumber(ARGV[a + j]) then return redis.error_reply('E_ARGS bad number') end
   end
@@ -74,7 +74,7 @@ end
 local codes = {}
 local next_lock = 4 + n
 for t = 0, n - 1 do
-  local a = 1 + t * 8
+  local a = 1 + t * ENQUEUE_STRIDE
   local id, env = ARGV[a + 1], ARGV[a + 2]
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local maxr, discard, fp = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
