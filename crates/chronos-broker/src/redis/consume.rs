@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
+use super::record::Entry;
 use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
@@ -430,10 +431,9 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
 /// is [`DecodeError::Missing`].
 pub(super) fn lease_of_entry(queue: &QueueName, mid: String, fields: Fields) -> Option<Lease> {
     let fields = fields?;
-    let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-    let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
-    let env = field("e");
-    let id = match field("i") {
+    let entry = Entry::of(&fields);
+    let env = entry.envelope;
+    let id = match entry.task_id {
         // Neither a task id nor an envelope: not ours.
         Some(i) if i.is_empty() && env.is_none() => return None,
         Some(i) => String::from_utf8(i.to_vec()).ok()?,
@@ -448,9 +448,9 @@ pub(super) fn lease_of_entry(queue: &QueueName, mid: String, fields: Fields) -> 
         id,
         mid,
         envelope,
-        text("r"),
-        text("err"),
-        text("f"),
+        Entry::text(entry.retried),
+        Entry::text(entry.error),
+        Entry::text(entry.failed_at),
     ))
 }
 

@@ -5,6 +5,10 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
+use super::protocol::{
+    ERROR, GROUP_CALLBACK_ID, GROUP_FIRED, GROUP_KO, GROUP_OK, GROUP_SIZE, STATE,
+};
+use super::record::Record;
 use super::{reply, RedisBroker};
 use crate::flow::counts_offset;
 use crate::redis::store::store;
@@ -117,19 +121,17 @@ impl Flows for RedisBroker {
         }
         for (i, (queue, id)) in chain.steps.iter().enumerate() {
             let step = u32::try_from(i).unwrap_or(u32::MAX);
-            let v: Vec<Value> = client
-                .hmget(self.queue_keys(queue).task(id), vec!["s", "err"])
+            let rec = Record::read(client, self.queue_keys(queue).task(id), &[STATE, ERROR])
                 .await
                 .map_err(store)?;
-            let mut cols = v.into_iter();
-            let state = reply::opt_string(cols.next().unwrap_or(Value::Null), "chain")?;
+            let state = rec.text(STATE, "chain")?;
             let Some(state) = state else {
                 return Ok(ChainStatus::Unknown);
             };
             match TaskState::parse(&state) {
                 Some(TaskState::Completed) => continue,
                 Some(TaskState::Archived) => {
-                    let error = reply::opt_string(cols.next().unwrap_or(Value::Null), "chain")?;
+                    let error = rec.text(ERROR, "chain")?;
                     return Ok(ChainStatus::Failed {
                         step,
                         error: error.unwrap_or_default(),
@@ -251,7 +253,13 @@ impl Flows for RedisBroker {
             .client
             .hmget(
                 self.queue_keys(queue).group(group),
-                vec!["n", "ok", "ko", "fired", "cbid"],
+                vec![
+                    GROUP_SIZE,
+                    GROUP_OK,
+                    GROUP_KO,
+                    GROUP_FIRED,
+                    GROUP_CALLBACK_ID,
+                ],
             )
             .await
             .map_err(store)?;

@@ -4,6 +4,8 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use super::consume::decode_envelope;
+use super::protocol::UNIQUE;
+use super::record::Record;
 use super::{reply, RedisBroker};
 use crate::redis::store::{says, store};
 use crate::{
@@ -414,14 +416,13 @@ impl RedisBroker {
             if id.is_empty() {
                 return None;
             }
-            let u: Option<String> = self
-                .inner
-                .client
-                .hget(keys.task(id), "u")
+            let rec = Record::read(&self.inner.client, keys.task(id), &[UNIQUE])
                 .await
+                .ok()?;
+            rec.text(UNIQUE, "reclaim")
                 .ok()
-                .flatten();
-            u.filter(|k| keys.owns(k))
+                .flatten()
+                .filter(|k| keys.owns(k))
         }))
         .await;
         let mut declared = vec![keys.stream(), keys.archived(), keys.failed()];

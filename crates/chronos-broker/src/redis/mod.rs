@@ -7,6 +7,7 @@ mod flow;
 mod inspect;
 mod maintain;
 mod protocol;
+mod record;
 mod reply;
 mod results;
 mod runtime;
@@ -292,7 +293,7 @@ impl RedisBroker {
     /// that show the Redis they look at. Managed services allow `INFO` where they forbid
     /// `CONFIG`.
     pub async fn info(&self) -> Result<String, BrokerError> {
-        Ok(self.inner.client.info(None).await.map_err(store)?)
+        self.inner.client.info(None).await.map_err(store)
     }
 
     /// The configured payload limit.

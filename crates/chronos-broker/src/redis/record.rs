@@ -46,14 +46,18 @@ impl Record {
     /// Takes the value of `field` out (Null afterwards), for bytes such as the envelope.
     pub(crate) fn take(&mut self, field: &str) -> Value {
         match self.fields.iter().position(|f| *f == field) {
-            Some(i) if i < self.values.len() => std::mem::take(&mut self.values[i]),
+            Some(i) if i < self.values.len() => std::mem::replace(&mut self.values[i], Value::Null),
             _ => Value::Null,
         }
     }
 
     /// A text field: None when absent or empty; a field that is not text is a protocol error
     /// named by `context`.
-    pub(crate) fn text(&self, field: &str, context: &'static str) -> Result<Option<String>, BrokerError> {
+    pub(crate) fn text(
+        &self,
+        field: &str,
+        context: &'static str,
+    ) -> Result<Option<String>, BrokerError> {
         reply::opt_string(self.value(field).clone(), context)
     }
 

@@ -96,11 +96,9 @@ impl RedisBroker {
         args: Vec<Value>,
     ) -> Result<Value, BrokerError> {
         let s = script(&self.inner.scripts);
-        Ok(
-            s.evalsha_with_reload::<Value, _, _>(&self.inner.client, keys, args)
-                .await
-                .map_err(store)?,
-        )
+        s.evalsha_with_reload::<Value, _, _>(&self.inner.client, keys, args)
+            .await
+            .map_err(store)
     }
 
     /// The names and SHA1s of every script, as loaded.
