@@ -70,10 +70,11 @@ local function count_of(v)
   return nil
 end
 
--- Adds a delivery entry for task `id`: `i`, `e` and, once the task has failed before, its
--- attempt count and last error (`r`, `err`, `f`, the task's current values), so a worker knows
--- them without reading the task hash. Returns the new entry id.
-local function add_entry(stream, id, env, r, err, f)
+-- The XADD arguments of a delivery entry for task `id`: `i`, `e` and, once the task has failed
+-- before, its attempt count and last error (`r`, `err`, `f`, the task's current values), so a
+-- worker knows them without reading the task hash. Every entry of a task with a record is
+-- written from here (plain tasks' entries only by push.lua).
+local function entry_args(stream, id, env, r, err, f)
   local args = {stream, '*', F_TASK_ID, id}
   if env then args[#args + 1] = F_ENVELOPE; args[#args + 1] = env end
   if (count_of(r) or 0) > 0 then
@@ -81,7 +82,28 @@ local function add_entry(stream, id, env, r, err, f)
     args[#args + 1] = F_ERROR; args[#args + 1] = err or ''
     args[#args + 1] = F_FAILED_AT; args[#args + 1] = f or '0'
   end
-  return redis.call('XADD', unpack(args))
+  return args
+end
+
+-- Adds a delivery entry for task `id` (see entry_args). Returns the new entry id.
+local function add_entry(stream, id, env, r, err, f)
+  return redis.call('XADD', unpack(entry_args(stream, id, env, r, err, f)))
+end
+
+-- Writes the record (hash `tkey`) of a task written fresh, in one HSET: no failed attempt yet,
+-- max retry `maxr`, the key of the unique lock it holds (`ukey`; false: none), `discard` '1'
+-- to drop it when it dies, the producer's fingerprint `fp` ('' or nil: none), state `s`, and
+-- where the task is: `where` = F_DELIVERY with its entry id (in the stream), or F_ENVELOPE with
+-- its envelope (out of it, scheduled). Every script that creates a task record writes it here,
+-- so a field added to a new record is added once.
+local function new_record(tkey, maxr, ukey, discard, fp, s, where, value)
+  local h = {tkey, F_RETRIED, '0', F_MAX_RETRY, maxr}
+  if ukey then h[#h + 1] = F_UNIQUE; h[#h + 1] = ukey end
+  if discard == '1' then h[#h + 1] = F_DISCARD; h[#h + 1] = '1' end
+  if fp and fp ~= '' then h[#h + 1] = F_FINGERPRINT; h[#h + 1] = fp end
+  h[#h + 1] = F_STATE; h[#h + 1] = s
+  h[#h + 1] = where; h[#h + 1] = value
+  redis.call('HSET', unpack(h))
 end
 
 -- Puts task `id` (hash `tkey`) back at the end of `stream` as a new delivery with its envelope
@@ -188,10 +210,8 @@ end
 -- plain_state), as enqueue.lua writes one for other tasks: attempt count 0, its max retry and
 -- discard, delivery `id`.
 local function materialize(tkey, id, s, fields)
-  local h = {tkey, F_RETRIED, '0', F_MAX_RETRY, field_of(fields, F_MAX_RETRY) or PLAIN_MAX_RETRY,
-    F_STATE, s, F_DELIVERY, id}
-  if field_of(fields, F_DISCARD) == '1' then h[#h + 1] = F_DISCARD; h[#h + 1] = '1' end
-  redis.call('HSET', unpack(h))
+  new_record(tkey, field_of(fields, F_MAX_RETRY) or PLAIN_MAX_RETRY, false,
+    field_of(fields, F_DISCARD), nil, s, F_DELIVERY, id)
 end
 
 -- Gives plain task `id` its hash when its entry `mid` is live and it has none; a no-op for any

@@ -108,24 +108,15 @@ for t = 0, n - 1 do
     out[#out + 1] = -1
     codes[#codes + 1] = 'u'
   else
-    -- One HSET per task with every field: the hash is written once.
-    local fields = {tkey, 'r', '0', 'x', maxr}
-    if uttl > 0 then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
-    if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-    if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
-    fields[#fields + 1] = 's'
-    local placed
+    -- One HSET per task with every field (new_record): the hash is written once.
+    local placed, s, where, value
     if run_at > now then
-      fields[#fields + 1] = 'scheduled'
-      fields[#fields + 1] = 'e'
-      fields[#fields + 1] = env
+      s, where, value = 'scheduled', F_ENVELOPE, env
       wake(KEYS[2], run_at)
       placed = redis.pcall('ZADD', KEYS[2], run_at, id)
     else
-      fields[#fields + 1] = 'pending'
-      fields[#fields + 1] = 'm'
-      placed = redis.pcall('XADD', KEYS[1], '*', 'i', id, 'e', env)
-      fields[#fields + 1] = placed
+      placed = redis.pcall('XADD', unpack(entry_args(KEYS[1], id, env)))
+      s, where, value = 'pending', F_DELIVERY, placed
     end
     if type(placed) == 'table' and placed.err then
       -- The queue's stream or scheduled set is of the wrong type: nothing of this task stays.
@@ -133,7 +124,7 @@ for t = 0, n - 1 do
       out[#out + 1] = -3
       codes[#codes + 1] = 'k'
     else
-      redis.call('HSET', unpack(fields))
+      new_record(tkey, maxr, ukey, discard, fp, s, where, value)
       if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
       codes[#codes + 1] = '1'
     end

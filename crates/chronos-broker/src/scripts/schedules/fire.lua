@@ -117,11 +117,8 @@ for j = 0, n - 1 do
       code = -4
     else
       -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
-      local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
-      local fields = {tkey, 'r', '0', 'x', maxr, 's', 'pending', 'm', mid}
-      if ukey then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
-      if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-      redis.call('HSET', unpack(fields))
+      local mid = add_entry(KEYS[1], id, env)
+      new_record(tkey, maxr, ukey, discard, nil, 'pending', F_DELIVERY, mid)
       redis.call('HSET', KEYS[4], sid, id)
       prev_key_of[sid] = tkey
       code = 1
