@@ -10,6 +10,7 @@ use fred::prelude::*;
 use super::consume::decode_envelope;
 use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, RETRIED, STATE, UNIQUE};
 use super::record::{Entry, Record};
+use super::reply::ActionCode;
 use super::{reply, RedisBroker};
 use crate::keys::DAY_MS;
 use crate::redis::store::store;
@@ -359,12 +360,12 @@ fn total(s: QueueStats) -> u64 {
 
 /// Reads one script code with the state it names.
 fn outcome(code: i64, state: &str) -> ActionOutcome {
-    match code {
-        1 => ActionOutcome::Done,
-        2 => ActionOutcome::Already,
-        0 => ActionOutcome::NotFound,
-        -1 => ActionOutcome::Refused(TaskState::parse(state)),
-        _ => ActionOutcome::Corrupt,
+    match ActionCode::from_reply(code) {
+        Some(ActionCode::Done) => ActionOutcome::Done,
+        Some(ActionCode::Already) => ActionOutcome::Already,
+        Some(ActionCode::NotFound) => ActionOutcome::NotFound,
+        Some(ActionCode::Refused) => ActionOutcome::Refused(TaskState::parse(state)),
+        Some(ActionCode::Corrupt) | None => ActionOutcome::Corrupt,
     }
 }
 
@@ -512,7 +513,7 @@ impl RedisBroker {
                 }
                 report.calls += 1;
                 for (i, c) in codes.iter().enumerate() {
-                    if *c == 1 {
+                    if ActionCode::from_reply(*c) == Some(ActionCode::Done) {
                         report.done += 1;
                         if let Some(l) = left.get_mut(i) {
                             *l = action == TaskAction::Cancel;

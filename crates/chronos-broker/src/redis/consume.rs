@@ -3,6 +3,7 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::record::Entry;
+use super::reply::{DeadCode, RetryCode, StartCode};
 use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
@@ -162,7 +163,7 @@ impl Consume for RedisBroker {
             error.into(),
         ];
         let n = self.run(|s| &s.retry, declared, args).await?;
-        Ok(reply::int(&n, "retry")? == 1)
+        Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
     }
 
     async fn dead_letter(
@@ -191,10 +192,13 @@ impl Consume for RedisBroker {
             duration_ms(self.inner.idempotency_window).into(),
         ];
         Ok(
-            match reply::int(&self.run(|s| &s.dead, declared, args).await?, "dead")? {
-                1 => DeadOutcome::Archived,
-                2 => DeadOutcome::Discarded,
-                _ => DeadOutcome::Stale,
+            match DeadCode::from_reply(reply::int(
+                &self.run(|s| &s.dead, declared, args).await?,
+                "dead",
+            )?) {
+                Some(DeadCode::Archived) => DeadOutcome::Archived,
+                Some(DeadCode::Discarded) => DeadOutcome::Discarded,
+                Some(DeadCode::Stale) | None => DeadOutcome::Stale,
             },
         )
     }
@@ -488,9 +492,9 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
         Err(e) => return StartOutcome::Corrupt(e.to_string()),
     };
     let mut next = || cols.next().unwrap_or(Value::Null);
-    match reply::int(&next(), "start") {
-        Ok(1) => {}
-        Ok(0) => return StartOutcome::Lost,
+    match reply::int(&next(), "start").map(StartCode::from_reply) {
+        Ok(Some(StartCode::Started)) => {}
+        Ok(Some(StartCode::Lost)) => return StartOutcome::Lost,
         _ => {
             // An empty reason would dead-letter the task with a blank error.
             let reason = reply::opt_string(next(), "start")

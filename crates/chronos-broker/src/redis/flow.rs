@@ -9,6 +9,7 @@ use super::protocol::{
     ERROR, GROUP_CALLBACK_ID, GROUP_FIRED, GROUP_KO, GROUP_OK, GROUP_SIZE, STATE,
 };
 use super::record::Record;
+use super::reply::{ChainNextCode, GroupOpenCode, GroupReportCode};
 use super::{reply, RedisBroker};
 use crate::flow::counts_offset;
 use crate::redis::store::store;
@@ -71,9 +72,9 @@ impl Flows for RedisBroker {
             &self.run(|s| &s.chain_next, declared, args).await?,
             "chain_next",
         )?;
-        match code {
-            1 => Ok(true),
-            0 => Ok(false),
+        match ChainNextCode::from_reply(code) {
+            Some(ChainNextCode::Written) => Ok(true),
+            Some(ChainNextCode::Before) => Ok(false),
             _ => Err(reply::bad(
                 "chain_next",
                 "the queue's stream or scheduled set has the wrong type".into(),
@@ -195,10 +196,10 @@ impl Flows for RedisBroker {
                 .await?,
             "group_open",
         )?;
-        match code {
-            1 => Ok(GroupCreated::Created),
-            2 => Ok(GroupCreated::Exists),
-            -2 => Err(BrokerError::TaskIdConflict {
+        match GroupOpenCode::from_reply(code) {
+            Some(GroupOpenCode::Created) => Ok(GroupCreated::Created),
+            Some(GroupOpenCode::Exists) => Ok(GroupCreated::Exists),
+            Some(GroupOpenCode::IdConflict) => Err(BrokerError::TaskIdConflict {
                 id: group.id.clone(),
                 queue: group.queue.to_string(),
             }),
@@ -228,11 +229,11 @@ impl Flows for RedisBroker {
         )?;
         let code = reply::int(row.first().unwrap_or(&Value::Null), "group_report")?;
         let fired = row.get(3).and_then(Value::as_i64) == Some(1);
-        match code {
-            1 => Ok(MemberOutcome::Counted { fired }),
-            2 => Ok(MemberOutcome::Already),
-            0 => Ok(MemberOutcome::UnknownGroup),
-            -4 => Err(BrokerError::InvalidOption(format!(
+        match GroupReportCode::from_reply(code) {
+            Some(GroupReportCode::Counted) => Ok(MemberOutcome::Counted { fired }),
+            Some(GroupReportCode::Already) => Ok(MemberOutcome::Already),
+            Some(GroupReportCode::UnknownGroup) => Ok(MemberOutcome::UnknownGroup),
+            Some(GroupReportCode::OutOfRange) => Err(BrokerError::InvalidOption(format!(
                 "member {} is out of the range of group {:?}",
                 report.index, report.group
             ))),
