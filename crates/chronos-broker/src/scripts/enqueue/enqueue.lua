@@ -28,7 +28,7 @@ local n = (#ARGV - 1) / ENQUEUE_STRIDE
 
 -- The state an existing task is in, with its run-at when it waits in the scheduled set.
 local function state_of(tkey, id)
-  local s = redis.pcall('HGET', tkey, 's')
+  local s = redis.pcall('HGET', tkey, F_STATE)
   if type(s) ~= 'string' then return 'completed', now end
   if s == 'scheduled' then return s, tonumber(redis.call('ZSCORE', KEYS[2], id)) or now end
   return s, now
@@ -87,7 +87,9 @@ for t = 0, n - 1 do
   if at > 0 then run_at = at end
   -- A new id (the common case) costs one EXISTS; only an id in use is read.
   local h = {false, false, false, false}
-  if redis.call('EXISTS', tkey) == 1 then h = read_hash(tkey, 'e', 'm', 'fp', 's') end
+  if redis.call('EXISTS', tkey) == 1 then
+    h = read_hash(tkey, F_ENVELOPE, F_DELIVERY, F_FINGERPRINT, F_STATE)
+  end
   local state
   if h == nil then
     out[#out + 1] = -2

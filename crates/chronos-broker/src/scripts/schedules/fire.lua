@@ -106,7 +106,7 @@ for j = 0, n - 1 do
     local pkey = prev_key_of[sid]
     local busy = false
     if forbid == '1' and pkey then
-      local st = redis.call('HGET', pkey, 's')
+      local st = redis.call('HGET', pkey, F_STATE)
       busy = st and live[st] or false
     end
     if deadline > 0 and now > deadline then
