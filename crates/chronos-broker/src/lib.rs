@@ -147,7 +147,7 @@
 //!
 //! # Example
 //! ```no_run
-//! use chronos_broker::{Client, EnqueueOptions, TaskArgs};
+//! use chronos_broker::{Client, Connect, EnqueueOptions, TaskArgs};
 //! use serde::{Deserialize, Serialize};
 //! use std::time::Duration;
 //!
@@ -169,6 +169,7 @@ mod keys;
 mod redis;
 
 pub use chronos_core::*;
+pub use connect::Connect;
 pub use keys::{HistoryCounter, Keyspace, QueueKeys, GROUP};
 pub use redis::RedisReader;
 pub use redis::{
@@ -176,7 +177,7 @@ pub use redis::{
 };
 
 /// The typed producer API over Redis: [`chronos_core::Client`] with [`RedisBroker`] as the
-/// default broker, so `Client::connect(url)` needs no type annotation.
+/// default broker; [`Connect`] adds `Client::connect(url)`.
 pub type Client<B = RedisBroker> = chronos_core::Client<B>;
 
 /// Re-exported so users can name fred types (config, errors) without a direct dependency.

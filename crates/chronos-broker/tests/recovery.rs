@@ -163,11 +163,7 @@ fn scripts_declare_every_key_they_touch() {
     // in KEYS; values derived from ARGV never name a key.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
     let mut checked = 0;
-    for entry in std::fs::read_dir(&dir).expect("scripts dir") {
-        let path = entry.expect("entry").path();
-        if path.extension().and_then(|e| e.to_str()) != Some("lua") {
-            continue;
-        }
+    for path in common::lua_files(&dir) {
         let text = std::fs::read_to_string(&path).expect("read");
         for (n, line) in text.lines().enumerate() {
             let code = line.split("--").next().unwrap_or("");

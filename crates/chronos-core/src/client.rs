@@ -1,5 +1,3 @@
-use std::future::Future;
-
 use crate::{
     encode_args, now_ms, BrokerError, Enqueue, EnqueueOptions, NewTask, TaskArgs, TaskInfo,
 };
@@ -7,36 +5,10 @@ use crate::{
 /// The typed producer API: enqueues values of [`TaskArgs`] types.
 ///
 /// Cheap to clone when the broker is (the Redis broker is). `chronos-broker` names it with the
-/// Redis broker as the default type, so `Client::connect(url)` needs no annotation there.
+/// Redis broker as the default type and adds `Client::connect(url)` (its `Connect` trait).
 #[derive(Debug, Clone)]
 pub struct Client<B> {
     broker: B,
-}
-
-/// A broker that opens itself from a URL and can be closed: what [`Client::connect`] and
-/// [`Client::close`] need.
-pub trait Connect: Sized + Send + Sync {
-    /// Connects to `url` with the default settings.
-    fn connect(url: String) -> impl Future<Output = Result<Self, BrokerError>> + Send;
-
-    /// Closes the connection once the replies of commands already sent are in; a call made on
-    /// the broker (or a clone sharing its connection) afterwards fails.
-    fn close(&self) -> impl Future<Output = ()> + Send;
-}
-
-impl<B: Connect + Enqueue> Client<B> {
-    /// Connects a client to `url` with the default namespace.
-    pub async fn connect(url: impl Into<String>) -> Result<Self, BrokerError> {
-        Ok(Self::new(B::connect(url.into()).await?))
-    }
-
-    /// Closes the broker's connection once the replies of commands already sent are in, and
-    /// does not reconnect. Every clone of this client, and the broker it was built from (with a
-    /// server or scheduler running on it), shares that connection: close when all of them are
-    /// done. A call made on one of them afterwards fails with [`BrokerError::Store`].
-    pub async fn close(self) {
-        self.broker.close().await
-    }
 }
 
 impl<B> Client<B> {

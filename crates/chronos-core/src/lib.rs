@@ -92,7 +92,7 @@ pub use capability::{
     Results, SampleQueues, Schedules, Throttle,
 };
 pub use chain::Chain;
-pub use client::{Client, Connect};
+pub use client::Client;
 pub use delivery::{
     Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, StartOutcome,
 };

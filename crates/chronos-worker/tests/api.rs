@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use chronos_broker::{
-    fred::prelude::*, Client, EnqueueOptions, Inspect, Schedules, TaskState, SCHEDULE_HEADER,
-    TRIGGER_HEADER,
+    fred::prelude::*, Client, Connect, EnqueueOptions, Inspect, Schedules, TaskState,
+    SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 use chronos_worker::{
     Context, DeadLetterEvent, Middleware, Mux, Next, Server, ServerConfig, Task, TaskError,

@@ -21,11 +21,11 @@
 #[doc(inline)]
 pub use chronos_broker::{
     decode_args, encode_args, forward, fred, time, Attempt, Broker, BrokerError, Client,
-    Completion, Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError, Enqueue,
-    EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain, NewTask,
-    QueueName, QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results, ServerRecord,
-    StartOutcome, StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome, TaskRecord, TaskState,
-    Timestamp, Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
+    Completion, Connect, Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError,
+    Enqueue, EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain,
+    NewTask, QueueName, QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results,
+    ServerRecord, StartOutcome, StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome,
+    TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
@@ -109,8 +109,8 @@ pub struct RepositoryReadme;
 /// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Chain, Client, Context, EnqueueOptions, Group, Inspect, Mux, QueueLimit, RedisBroker,
-        ScheduleOptions, Scheduler, SchedulerConfig, Server, ServerConfig, Task, TaskArgs,
-        TaskError,
+        Chain, Client, Connect, Context, EnqueueOptions, Group, Inspect, Mux, QueueLimit,
+        RedisBroker, ScheduleOptions, Scheduler, SchedulerConfig, Server, ServerConfig, Task,
+        TaskArgs, TaskError,
     };
 }

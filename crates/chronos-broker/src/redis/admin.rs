@@ -8,6 +8,9 @@ use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::consume::decode_envelope;
+use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, RETRIED, STATE, UNIQUE};
+use super::record::{Entry, Record};
+use super::reply::ActionCode;
 use super::{reply, RedisBroker};
 use crate::keys::DAY_MS;
 use crate::redis::store::store;
@@ -98,14 +101,10 @@ impl Operate for RedisBroker {
         crate::keys::check_task_id(id)?;
         let keys = self.queue_keys(queue);
         let unique = if matches!(action, TaskAction::Archive | TaskAction::Delete) {
-            let u: Option<String> = self
-                .inner
-                .client
-                .hget(keys.task(id), "u")
+            Record::read(&self.inner.client, keys.task(id), &[UNIQUE])
                 .await
                 .ok()
-                .flatten();
-            u
+                .and_then(|r| r.text(UNIQUE, "act").ok().flatten())
         } else {
             None
         };
@@ -361,12 +360,12 @@ fn total(s: QueueStats) -> u64 {
 
 /// Reads one script code with the state it names.
 fn outcome(code: i64, state: &str) -> ActionOutcome {
-    match code {
-        1 => ActionOutcome::Done,
-        2 => ActionOutcome::Already,
-        0 => ActionOutcome::NotFound,
-        -1 => ActionOutcome::Refused(TaskState::parse(state)),
-        _ => ActionOutcome::Corrupt,
+    match ActionCode::from_reply(code) {
+        Some(ActionCode::Done) => ActionOutcome::Done,
+        Some(ActionCode::Already) => ActionOutcome::Already,
+        Some(ActionCode::NotFound) => ActionOutcome::NotFound,
+        Some(ActionCode::Refused) => ActionOutcome::Refused(TaskState::parse(state)),
+        Some(ActionCode::Corrupt) | None => ActionOutcome::Corrupt,
     }
 }
 
@@ -514,7 +513,7 @@ impl RedisBroker {
                 }
                 report.calls += 1;
                 for (i, c) in codes.iter().enumerate() {
-                    if *c == 1 {
+                    if ActionCode::from_reply(*c) == Some(ActionCode::Done) {
                         report.done += 1;
                         if let Some(l) = left.get_mut(i) {
                             *l = action == TaskAction::Cancel;
@@ -666,14 +665,9 @@ impl RedisBroker {
                 exhausted = page.len() < n;
                 end = page.last().map(|(mid, _)| mid.clone());
                 for (mid, fields) in page {
-                    let field = |name: &str| {
-                        fields
-                            .iter()
-                            .find(|(k, _)| k == name)
-                            .map(|(_, v)| v.clone())
-                    };
-                    if let Some(id) = entry_task_id(&mid, &field("i"), &field("e")) {
-                        listed.push((id, mid, field("e")));
+                    let entry = Entry::of(&fields);
+                    if let Some(id) = entry.task(&mid) {
+                        listed.push((id, mid, entry.envelope.cloned()));
                     }
                 }
             }
@@ -716,14 +710,9 @@ impl RedisBroker {
                         .next()
                         .map(|(_, f)| f)
                         .unwrap_or_default();
-                    let field = |name: &str| {
-                        fields
-                            .iter()
-                            .find(|(k, _)| k == name)
-                            .map(|(_, v)| v.clone())
-                    };
-                    if let Some(id) = entry_task_id(&mid, &field("i"), &field("e")) {
-                        listed.push((id, mid, field("e")));
+                    let entry = Entry::of(&fields);
+                    if let Some(id) = entry.task(&mid) {
+                        listed.push((id, mid, entry.envelope.cloned()));
                     }
                 }
             }
@@ -754,30 +743,28 @@ impl RedisBroker {
             }
             _ => HashSet::new(),
         };
-        let mut fields = vec!["s", "u", "r", "err", "f"];
         let zset = !matches!(state, TaskState::Pending | TaskState::Active);
-        if zset && need_env {
-            fields.push("e");
-        }
-        let hashes = futures::future::join_all(listed.iter().map(|(id, _, _)| {
-            let fields = fields.clone();
-            async move {
-                let v: Result<Vec<Value>, _> = client.hmget(keys.task(id), fields).await;
-                v
-            }
-        }))
+        // The envelope only where it lives in the hash (out of the stream) and is wanted.
+        let fields: &'static [&'static str] = if zset && need_env {
+            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, ENVELOPE]
+        } else {
+            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT]
+        };
+        let hashes = futures::future::join_all(
+            listed
+                .iter()
+                .map(|(id, _, _)| Record::read(client, keys.task(id), fields)),
+        )
         .await;
         let mut items = Vec::with_capacity(listed.len());
         for ((id, cursor, entry_env), h) in listed.into_iter().zip(hashes) {
             // A key of another type where the hash belongs: that task alone is skipped.
-            let h = match h {
-                Ok(h) => h,
+            let mut rec = match h {
+                Ok(rec) => rec,
                 Err(e) if e.details().starts_with("WRONGTYPE") => continue,
                 Err(e) => return Err(store(e)),
             };
-            let mut cols = h.into_iter();
-            let mut next = || cols.next().unwrap_or(Value::Null);
-            let mut s = reply::opt_string(next(), "scan").ok().flatten();
+            let mut s = rec.text(STATE, "scan").ok().flatten();
             if s.is_none() && !zset && id == cursor {
                 let started = started.contains(&id);
                 s = Some(if started { "active" } else { "pending" }.to_string());
@@ -785,13 +772,13 @@ impl RedisBroker {
             if s.as_deref() != Some(state.as_str()) {
                 continue;
             }
-            let unique = reply::opt_string(next(), "scan").ok().flatten();
-            let retried = next().as_i64().unwrap_or(0);
-            let error = reply::opt_string(next(), "scan").ok().flatten();
-            let failed_at = next().as_i64().unwrap_or(0);
+            let unique = rec.text(UNIQUE, "scan").ok().flatten();
+            let retried = rec.int(RETRIED);
+            let error = rec.text(ERROR, "scan").ok().flatten();
+            let failed_at = rec.int(FAILED_AT);
             let env = match entry_env {
                 Some(b) => Value::Bytes(b),
-                None => next(),
+                None => rec.take(ENVELOPE),
             };
             items.push(Item {
                 id,
@@ -837,7 +824,7 @@ impl RedisBroker {
                 let cols = reply::array(row, "xpending").ok()?;
                 let count = cols.get(3)?.as_i64()?;
                 let mid = cols.into_iter().next()?;
-                (count >= super::inspect::PLAIN_STARTED)
+                (count >= super::protocol::STARTED)
                     .then(|| reply::string(mid, "xpending").ok())
                     .flatten()
             })
@@ -898,12 +885,12 @@ impl RedisBroker {
             let next = format!("({last}");
             let full = page.len() == 1000;
             let owners = futures::future::join_all(page.iter().map(|(mid, fields)| async move {
-                let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-                let Some(id) = field("i").and_then(|v| std::str::from_utf8(v).ok()) else {
+                let entry = Entry::of(fields);
+                let Some(id) = entry.task_id.and_then(|v| std::str::from_utf8(v).ok()) else {
                     // A plain task's entry (no `i`, its id its own) is its whole record.
-                    return field("e").map(|_| mid.clone());
+                    return entry.envelope.map(|_| mid.clone());
                 };
-                let m: Option<String> = client.hget(keys.task(id), "m").await.ok().flatten();
+                let m: Option<String> = client.hget(keys.task(id), DELIVERY).await.ok().flatten();
                 m
             }))
             .await;
@@ -927,20 +914,6 @@ impl RedisBroker {
 
 /// Cursors the listing property once failed on: each reached Redis and came back as a server
 /// error instead of the caller's [`BrokerError::InvalidOption`].
-/// The task id a stream entry carries: its `i`, or for a plain task's entry (an envelope and no
-/// `i`) the entry's own id. None for an entry that carries no task.
-pub(super) fn entry_task_id(
-    mid: &str,
-    i: &Option<fred::bytes::Bytes>,
-    e: &Option<fred::bytes::Bytes>,
-) -> Option<String> {
-    match (i, e) {
-        (Some(i), _) => String::from_utf8(i.to_vec()).ok(),
-        (None, Some(_)) => Some(mid.to_string()),
-        (None, None) => None,
-    }
-}
-
 #[cfg(test)]
 mod regressions {
     use super::{stream_start, zset_cursor};

@@ -2,6 +2,8 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
+use super::record::Entry;
+use super::reply::{DeadCode, RetryCode, StartCode};
 use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
@@ -161,7 +163,7 @@ impl Consume for RedisBroker {
             error.into(),
         ];
         let n = self.run(|s| &s.retry, declared, args).await?;
-        Ok(reply::int(&n, "retry")? == 1)
+        Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
     }
 
     async fn dead_letter(
@@ -190,10 +192,13 @@ impl Consume for RedisBroker {
             duration_ms(self.inner.idempotency_window).into(),
         ];
         Ok(
-            match reply::int(&self.run(|s| &s.dead, declared, args).await?, "dead")? {
-                1 => DeadOutcome::Archived,
-                2 => DeadOutcome::Discarded,
-                _ => DeadOutcome::Stale,
+            match DeadCode::from_reply(reply::int(
+                &self.run(|s| &s.dead, declared, args).await?,
+                "dead",
+            )?) {
+                Some(DeadCode::Archived) => DeadOutcome::Archived,
+                Some(DeadCode::Discarded) => DeadOutcome::Discarded,
+                Some(DeadCode::Stale) | None => DeadOutcome::Stale,
             },
         )
     }
@@ -255,7 +260,8 @@ impl RedisBroker {
         let (plain, hashed): (Vec<&Completion>, Vec<&Completion>) = done
             .iter()
             .partition(|c| c.lease.is_plain() && c.retention.is_none());
-        let mut args: Vec<Value> = Vec::with_capacity(2 + 4 * hashed.len() + plain.len());
+        let mut args: Vec<Value> =
+            Vec::with_capacity(2 + super::protocol::COMPLETE_STRIDE * hashed.len() + plain.len());
         args.push(GROUP.into());
         args.push((hashed.len() as i64).into());
         for c in hashed {
@@ -429,10 +435,9 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
 /// is [`DecodeError::Missing`].
 pub(super) fn lease_of_entry(queue: &QueueName, mid: String, fields: Fields) -> Option<Lease> {
     let fields = fields?;
-    let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-    let text = |name: &str| field(name).and_then(|v| String::from_utf8(v.to_vec()).ok());
-    let env = field("e");
-    let id = match field("i") {
+    let entry = Entry::of(&fields);
+    let env = entry.envelope;
+    let id = match entry.task_id {
         // Neither a task id nor an envelope: not ours.
         Some(i) if i.is_empty() && env.is_none() => return None,
         Some(i) => String::from_utf8(i.to_vec()).ok()?,
@@ -447,9 +452,9 @@ pub(super) fn lease_of_entry(queue: &QueueName, mid: String, fields: Fields) -> 
         id,
         mid,
         envelope,
-        text("r"),
-        text("err"),
-        text("f"),
+        Entry::text(entry.retried),
+        Entry::text(entry.error),
+        Entry::text(entry.failed_at),
     ))
 }
 
@@ -487,9 +492,9 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
         Err(e) => return StartOutcome::Corrupt(e.to_string()),
     };
     let mut next = || cols.next().unwrap_or(Value::Null);
-    match reply::int(&next(), "start") {
-        Ok(1) => {}
-        Ok(0) => return StartOutcome::Lost,
+    match reply::int(&next(), "start").map(StartCode::from_reply) {
+        Ok(Some(StartCode::Started)) => {}
+        Ok(Some(StartCode::Lost)) => return StartOutcome::Lost,
         _ => {
             // An empty reason would dead-letter the task with a blank error.
             let reason = reply::opt_string(next(), "start")

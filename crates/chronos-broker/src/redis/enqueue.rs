@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use fred::prelude::*;
 
+use super::reply::{EnqueueCode, PushCode};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
@@ -162,7 +163,10 @@ impl RedisBroker {
         }
         self.register_queue(&queue).await?;
         let first = self.run(|s| &s.push, declared, args).await?;
-        if let Ok(-3) = reply::int(&first, "push") {
+        let code = reply::int(&first, "push")
+            .ok()
+            .and_then(PushCode::from_reply);
+        if code == Some(PushCode::CorruptStream) {
             for (i, _) in sent {
                 out.push((
                     i,
@@ -228,7 +232,8 @@ impl RedisBroker {
         declared.push(keys.enqueue_receipt(&token));
         // Lock keys follow all task keys, one per unique task only.
         let mut locks = Vec::new();
-        let mut args: Vec<Value> = Vec::with_capacity(1 + 8 * chunk.len());
+        let mut args: Vec<Value> =
+            Vec::with_capacity(1 + super::protocol::ENQUEUE_STRIDE * chunk.len());
         args.push(duration_ms(self.inner.idempotency_window).into());
         for (i, task) in chunk {
             let bytes = match self.encode_task(&task) {
@@ -300,9 +305,11 @@ impl RedisBroker {
                 }
                 v => {
                     let code = reply::int(&v, "enqueue")?;
-                    let (at, state) = match (code, task.due()) {
-                        (3, Due::At(at)) => (at, TaskState::Scheduled),
-                        (3, Due::In(d)) => (now.saturating_add(d), TaskState::Scheduled),
+                    let (at, state) = match (EnqueueCode::from_reply(code), task.due()) {
+                        (Some(EnqueueCode::Scheduled), Due::At(at)) => (at, TaskState::Scheduled),
+                        (Some(EnqueueCode::Scheduled), Due::In(d)) => {
+                            (now.saturating_add(d), TaskState::Scheduled)
+                        }
                         _ => (now, TaskState::Pending),
                     };
                     (code, at, state)
@@ -310,8 +317,9 @@ impl RedisBroker {
             };
             let wanted = task.durable().map(|(n, _)| n);
             let env = task.envelope;
-            let r = match code {
-                1..=3 if wanted.is_some_and(|w| replicated < w) => {
+            use EnqueueCode::{CorruptKeys, Exists, IdConflict, Ready, Scheduled, UniqueHeld};
+            let r = match EnqueueCode::from_reply(code) {
+                Some(Ready | Exists | Scheduled) if wanted.is_some_and(|w| replicated < w) => {
                     Err(BrokerError::NotReplicated {
                         id: env.id,
                         queue: env.queue,
@@ -319,23 +327,23 @@ impl RedisBroker {
                         wanted: wanted.unwrap_or_default(),
                     })
                 }
-                1..=3 => Ok(TaskInfo {
+                Some(Ready | Exists | Scheduled) => Ok(TaskInfo {
                     id: env.id,
                     queue: env.queue,
                     kind: env.kind,
                     state,
                     run_at_ms: run_at,
                 }),
-                -1 => Err(BrokerError::DuplicateTask { queue: env.queue }),
-                -2 => Err(BrokerError::TaskIdConflict {
+                Some(UniqueHeld) => Err(BrokerError::DuplicateTask { queue: env.queue }),
+                Some(IdConflict) => Err(BrokerError::TaskIdConflict {
                     id: env.id,
                     queue: env.queue,
                 }),
-                -3 => Err(reply::bad(
+                Some(CorruptKeys) => Err(reply::bad(
                     "enqueue",
                     "the queue's stream or scheduled set has the wrong type".into(),
                 )),
-                other => Err(reply::bad("enqueue", format!("unknown code {other}"))),
+                None => Err(reply::bad("enqueue", format!("unknown code {code}"))),
             };
             out.push((i, r));
         }

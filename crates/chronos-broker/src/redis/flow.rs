@@ -5,6 +5,11 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
+use super::protocol::{
+    ERROR, GROUP_CALLBACK_ID, GROUP_FIRED, GROUP_KO, GROUP_OK, GROUP_SIZE, STATE,
+};
+use super::record::Record;
+use super::reply::{ChainNextCode, GroupOpenCode, GroupReportCode};
 use super::{reply, RedisBroker};
 use crate::counts_offset;
 use crate::redis::store::store;
@@ -67,9 +72,9 @@ impl Flows for RedisBroker {
             &self.run(|s| &s.chain_next, declared, args).await?,
             "chain_next",
         )?;
-        match code {
-            1 => Ok(true),
-            0 => Ok(false),
+        match ChainNextCode::from_reply(code) {
+            Some(ChainNextCode::Written) => Ok(true),
+            Some(ChainNextCode::Before) => Ok(false),
             _ => Err(reply::bad(
                 "chain_next",
                 "the queue's stream or scheduled set has the wrong type".into(),
@@ -117,19 +122,17 @@ impl Flows for RedisBroker {
         }
         for (i, (queue, id)) in chain.steps.iter().enumerate() {
             let step = u32::try_from(i).unwrap_or(u32::MAX);
-            let v: Vec<Value> = client
-                .hmget(self.queue_keys(queue).task(id), vec!["s", "err"])
+            let rec = Record::read(client, self.queue_keys(queue).task(id), &[STATE, ERROR])
                 .await
                 .map_err(store)?;
-            let mut cols = v.into_iter();
-            let state = reply::opt_string(cols.next().unwrap_or(Value::Null), "chain")?;
+            let state = rec.text(STATE, "chain")?;
             let Some(state) = state else {
                 return Ok(ChainStatus::Unknown);
             };
             match TaskState::parse(&state) {
                 Some(TaskState::Completed) => continue,
                 Some(TaskState::Archived) => {
-                    let error = reply::opt_string(cols.next().unwrap_or(Value::Null), "chain")?;
+                    let error = rec.text(ERROR, "chain")?;
                     return Ok(ChainStatus::Failed {
                         step,
                         error: error.unwrap_or_default(),
@@ -193,10 +196,10 @@ impl Flows for RedisBroker {
                 .await?,
             "group_open",
         )?;
-        match code {
-            1 => Ok(GroupCreated::Created),
-            2 => Ok(GroupCreated::Exists),
-            -2 => Err(BrokerError::TaskIdConflict {
+        match GroupOpenCode::from_reply(code) {
+            Some(GroupOpenCode::Created) => Ok(GroupCreated::Created),
+            Some(GroupOpenCode::Exists) => Ok(GroupCreated::Exists),
+            Some(GroupOpenCode::IdConflict) => Err(BrokerError::TaskIdConflict {
                 id: group.id.clone(),
                 queue: group.queue.to_string(),
             }),
@@ -226,11 +229,11 @@ impl Flows for RedisBroker {
         )?;
         let code = reply::int(row.first().unwrap_or(&Value::Null), "group_report")?;
         let fired = row.get(3).and_then(Value::as_i64) == Some(1);
-        match code {
-            1 => Ok(MemberOutcome::Counted { fired }),
-            2 => Ok(MemberOutcome::Already),
-            0 => Ok(MemberOutcome::UnknownGroup),
-            -4 => Err(BrokerError::InvalidOption(format!(
+        match GroupReportCode::from_reply(code) {
+            Some(GroupReportCode::Counted) => Ok(MemberOutcome::Counted { fired }),
+            Some(GroupReportCode::Already) => Ok(MemberOutcome::Already),
+            Some(GroupReportCode::UnknownGroup) => Ok(MemberOutcome::UnknownGroup),
+            Some(GroupReportCode::OutOfRange) => Err(BrokerError::InvalidOption(format!(
                 "member {} is out of the range of group {:?}",
                 report.index, report.group
             ))),
@@ -251,7 +254,13 @@ impl Flows for RedisBroker {
             .client
             .hmget(
                 self.queue_keys(queue).group(group),
-                vec!["n", "ok", "ko", "fired", "cbid"],
+                vec![
+                    GROUP_SIZE,
+                    GROUP_OK,
+                    GROUP_KO,
+                    GROUP_FIRED,
+                    GROUP_CALLBACK_ID,
+                ],
             )
             .await
             .map_err(store)?;

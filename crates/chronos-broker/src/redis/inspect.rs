@@ -2,16 +2,14 @@ use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::consume::decode_envelope;
+use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, RETRIED, STATE};
+use super::record::{Entry, Record};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
     now_ms, BrokerError, Inspect, LeaderInfo, QueueKeys, QueueName, QueueStats, Schedules,
     ServerRecord, TaskRecord, TaskState, GROUP,
 };
-
-/// The delivery count start.lua sets on a started plain task's pending entry (lib.lua's
-/// STARTED).
-pub(super) const PLAIN_STARTED: i64 = 1_000_000;
 
 /// Stream entries read per page when listing pending or active tasks.
 const PAGE: u64 = 500;
@@ -196,16 +194,11 @@ impl RedisBroker {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let v: Vec<Value> = self
-                .inner
-                .client
-                .hmget(keys.task(id), vec!["s", "e", "r", "err", "f", "m"])
+            const FIELDS: &[&str] = &[STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY];
+            let mut rec = Record::read(&self.inner.client, keys.task(id), FIELDS)
                 .await
                 .map_err(store)?;
-            let mut cols = v.into_iter();
-            let mut next = || cols.next().unwrap_or(Value::Null);
-            let state = next();
-            if state.is_null() {
+            if !rec.exists() {
                 let rec = self.plain_record(keys, id, entry_env.take()).await?;
                 // A plain task that left its entry between the two reads has a hash now.
                 if rec.is_none() && attempts < 3 && crate::keys::is_plain_id(id) {
@@ -213,14 +206,14 @@ impl RedisBroker {
                 }
                 return Ok(rec);
             }
-            let state_name = reply::string(state, "task")?;
+            let state_name = reply::string(rec.take(STATE), "task")?;
             let state = TaskState::parse(&state_name)
                 .ok_or_else(|| reply::bad("task", format!("unknown state {state_name:?}")))?;
-            let hash_env = next();
-            let retried = next().as_i64().unwrap_or(0);
-            let err = reply::opt_string(next(), "task")?;
-            let failed = next().as_i64().unwrap_or(0);
-            let mid = reply::opt_string(next(), "task")?;
+            let hash_env = rec.take(ENVELOPE);
+            let retried = rec.int(RETRIED);
+            let err = rec.text(ERROR, "task")?;
+            let failed = rec.int(FAILED_AT);
+            let mid = rec.text(DELIVERY, "task")?;
             let env = if matches!(state, TaskState::Pending | TaskState::Active) {
                 match (entry_env.take(), mid) {
                     (Some(e), _) => Value::Bytes(e),
@@ -274,14 +267,15 @@ impl RedisBroker {
                     .xrange(keys.stream(), id, id, Some(1))
                     .await
                     .map_err(store)?;
-                let Some((_, fields)) = entries.into_iter().next() else {
+                let Some((_, fields)) = entries.first() else {
                     return Ok(None);
                 };
-                if fields.iter().any(|(k, _)| k == "i") {
+                let entry = Entry::of(fields);
+                if entry.task_id.is_some() {
                     return Ok(None);
                 }
-                match fields.into_iter().find(|(k, _)| k == "e") {
-                    Some((_, e)) => Value::Bytes(e),
+                match entry.envelope {
+                    Some(e) => Value::Bytes(e.clone()),
                     None => return Ok(None),
                 }
             }
@@ -325,10 +319,9 @@ impl RedisBroker {
             .await
             .map_err(store)?;
         Ok(entries
-            .into_iter()
-            .flat_map(|(_, fields)| fields)
-            .find(|(k, _)| k == "e")
-            .map_or(Value::Null, |(_, v)| Value::Bytes(v)))
+            .iter()
+            .find_map(|(_, fields)| Entry::of(fields).envelope.cloned())
+            .map_or(Value::Null, Value::Bytes))
     }
 
     /// Task ids in the stream whose hash says `state` (pending or active), in stream order, each
@@ -358,14 +351,11 @@ impl RedisBroker {
             // for the entries that name their task, one XPENDING for plain tasks' entries.
             let named: Vec<Option<&str>> = page
                 .iter()
-                .map(|(_, fields)| {
-                    let i = fields.iter().find(|(k, _)| k == "i").map(|(_, v)| v)?;
-                    std::str::from_utf8(i).ok()
-                })
+                .map(|(_, fields)| std::str::from_utf8(Entry::of(fields).task_id?).ok())
                 .collect();
             let pipe = self.inner.client.pipeline();
             for id in named.iter().flatten() {
-                let _: () = pipe.hget(keys.task(id), "s").await.map_err(store)?;
+                let _: () = pipe.hget(keys.task(id), STATE).await.map_err(store)?;
             }
             let hashed: Vec<Value> = if named.iter().any(Option::is_some) {
                 pipe.all().await.map_err(store)?
@@ -380,8 +370,8 @@ impl RedisBroker {
                 _ => Default::default(),
             };
             for ((mid, fields), id) in page.iter().zip(&named) {
-                let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-                let (id, s) = match (id, field("i")) {
+                let entry = Entry::of(fields);
+                let (id, s) = match (id, entry.task_id) {
                     (Some(id), _) => {
                         let s = reply::opt_string(hashed.next().unwrap_or(Value::Null), "hget")?;
                         (*id, s)
@@ -389,7 +379,7 @@ impl RedisBroker {
                     // An `i` that is not UTF-8 names no task we could read.
                     (None, Some(_)) => continue,
                     // A plain task's entry: no `i`, no hash; its id is the entry's.
-                    (None, None) if field("e").is_some() => {
+                    (None, None) if entry.envelope.is_some() => {
                         let s = if started.contains(mid) {
                             "active"
                         } else {
@@ -401,7 +391,7 @@ impl RedisBroker {
                 };
                 if s.as_deref() == Some(state.as_str()) {
                     if seen >= offset {
-                        out.push((id.to_string(), field("e").cloned()));
+                        out.push((id.to_string(), entry.envelope.cloned()));
                         if out.len() >= limit {
                             return Ok(out);
                         }

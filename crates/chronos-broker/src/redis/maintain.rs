@@ -4,6 +4,9 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use super::consume::decode_envelope;
+use super::protocol::UNIQUE;
+use super::record::Record;
+use super::reply::LockCode;
 use super::{reply, RedisBroker};
 use crate::redis::store::{says, store};
 use crate::{
@@ -414,14 +417,13 @@ impl RedisBroker {
             if id.is_empty() {
                 return None;
             }
-            let u: Option<String> = self
-                .inner
-                .client
-                .hget(keys.task(id), "u")
+            let rec = Record::read(&self.inner.client, keys.task(id), &[UNIQUE])
                 .await
+                .ok()?;
+            rec.text(UNIQUE, "reclaim")
                 .ok()
-                .flatten();
-            u.filter(|k| keys.owns(k))
+                .flatten()
+                .filter(|k| keys.owns(k))
         }))
         .await;
         let mut declared = vec![keys.stream(), keys.archived(), keys.failed()];
@@ -486,7 +488,7 @@ impl Coordinate for RedisBroker {
     async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, BrokerError> {
         let args: Vec<Value> = vec![token.into(), ttl_ms(ttl)?.into()];
         let n = self.run(|s| &s.lock_renew, key.to_string(), args).await?;
-        Ok(reply::int(&n, "lock_renew")? == 1)
+        Ok(LockCode::from_reply(reply::int(&n, "lock_renew")?) == Some(LockCode::Held))
     }
 
     async fn release_lock(
@@ -497,7 +499,7 @@ impl Coordinate for RedisBroker {
     ) -> Result<bool, BrokerError> {
         let args: Vec<Value> = vec![token.into(), channel.unwrap_or("").into()];
         let n = self.run(|s| &s.lock_release, key.to_string(), args).await?;
-        Ok(reply::int(&n, "lock_release")? == 1)
+        Ok(LockCode::from_reply(reply::int(&n, "lock_release")?) == Some(LockCode::Held))
     }
 }
 

@@ -6,6 +6,8 @@ mod enqueue;
 mod flow;
 mod inspect;
 mod maintain;
+mod protocol;
+mod record;
 mod reply;
 mod results;
 mod runtime;

@@ -1,5 +1,6 @@
 //! Checked conversions of script replies: a reply of the wrong shape becomes
-//! [`BrokerError::Protocol`], never a panic.
+//! [`BrokerError::Protocol`], never a panic; and the reply codes of each script, one enum per
+//! script (or per protocol several scripts share), so each code has one meaning and one spelling.
 
 use fred::prelude::*;
 
@@ -47,4 +48,224 @@ pub(crate) fn bad(context: &'static str, detail: String) -> BrokerError {
 /// A boolean script argument: `"1"` or `"0"` (scripts compare strings).
 pub(crate) fn flag(on: bool) -> Value {
     if on { "1" } else { "0" }.into()
+}
+
+/// Declares the reply codes of one script (or of scripts that share a protocol): an enum whose
+/// `from_reply` is the only place each code's number is spelled on the Rust side; the script's
+/// header comment is the Lua side.
+macro_rules! codes {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $code:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum $name {
+            $($(#[$vdoc])* $variant,)*
+        }
+
+        impl $name {
+            /// The meaning of `code`; None for a code the script never answers.
+            pub(crate) fn from_reply(code: i64) -> Option<Self> {
+                match code {
+                    $($code => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    /// A row of enqueue.lua (an array row `{2, run-at, state}` carries code 2).
+    EnqueueCode {
+        /// Enqueued, ready now.
+        Ready = 1,
+        /// Already there: the same task again, or one a first run of this call wrote.
+        Exists = 2,
+        /// Enqueued into the scheduled set.
+        Scheduled = 3,
+        /// The unique lock is held by another task: nothing written.
+        UniqueHeld = -1,
+        /// The id holds a different task: nothing written.
+        IdConflict = -2,
+        /// The queue's stream or scheduled set has the wrong type: nothing written.
+        CorruptKeys = -3,
+    }
+}
+
+codes! {
+    /// The first value of a start.lua row.
+    StartCode {
+        /// Started.
+        Started = 1,
+        /// The delivery is no longer this one: its entry was acked and removed.
+        Lost = 0,
+        /// The task record is corrupt (the reason follows).
+        Corrupt = -1,
+    }
+}
+
+codes! {
+    /// The reply of retry.lua.
+    RetryCode {
+        /// Moved to the retry set (also for a re-sent call whose first run did it).
+        Scheduled = 1,
+        /// The lease no longer matches: nothing changed.
+        Stale = 0,
+    }
+}
+
+codes! {
+    /// The reply of dead.lua.
+    DeadCode {
+        /// Archived.
+        Archived = 1,
+        /// Dropped (enqueued with discard).
+        Discarded = 2,
+        /// The lease no longer matches: nothing changed.
+        Stale = 0,
+    }
+}
+
+codes! {
+    /// One task's code of the operator's scripts (admin_run, admin_archive, admin_delete,
+    /// admin_cancel), which share this protocol.
+    ActionCode {
+        /// Done.
+        Done = 1,
+        /// Already done (a re-sent call whose first run did it): nothing changed.
+        Already = 2,
+        /// No such task.
+        NotFound = 0,
+        /// Its state refuses the action (the state name comes with the code).
+        Refused = -1,
+        /// Corrupt record: nothing changed.
+        Corrupt = -2,
+    }
+}
+
+codes! {
+    /// The reply of chain_next.lua.
+    ChainNextCode {
+        /// The step was written now.
+        Written = 1,
+        /// Enqueued before (marker or task present).
+        Before = 0,
+        /// The queue's stream or scheduled set has the wrong type: nothing written.
+        CorruptKeys = -3,
+    }
+}
+
+codes! {
+    /// The reply of group_open.lua.
+    GroupOpenCode {
+        /// Created.
+        Created = 1,
+        /// The same group exists already (a producer's retry).
+        Exists = 2,
+        /// The id holds another group.
+        IdConflict = -2,
+        /// The record is not a hash.
+        Corrupt = -3,
+    }
+}
+
+codes! {
+    /// The first value of group_report.lua's reply.
+    GroupReportCode {
+        /// Counted now.
+        Counted = 1,
+        /// Counted before.
+        Already = 2,
+        /// No such group: nothing written.
+        UnknownGroup = 0,
+        /// Corrupt record or callback queue: nothing written.
+        Corrupt = -3,
+        /// Member index out of range: nothing written.
+        OutOfRange = -4,
+    }
+}
+
+codes! {
+    /// One trigger's code of fire.lua.
+    FireCode {
+        /// Enqueued.
+        Fired = 1,
+        /// Already fired.
+        Duplicate = -1,
+        /// Skipped: the schedule's previous task is still live.
+        Overlap = -2,
+        /// Refused: the caller's epoch is older than the queue's fence.
+        Stale = -3,
+        /// Skipped: another task holds the unique lock.
+        Unique = -4,
+        /// Skipped: the deadline had passed.
+        Expired = -5,
+    }
+}
+
+codes! {
+    /// The reply of sched_run.lua (the outcome it keeps in its run marker too).
+    SchedRunCode {
+        /// Enqueued.
+        Fired = 1,
+        /// This request already ran in another call.
+        Duplicate = -1,
+        /// A key has the wrong type: nothing written.
+        CorruptKeys = -3,
+        /// Another task holds the unique lock.
+        Unique = -4,
+    }
+}
+
+codes! {
+    /// The reply of sched_put.lua.
+    SchedPutCode {
+        /// Written (revision bumped).
+        Written = 1,
+        /// The store already holds the new value: nothing written.
+        Unchanged = 0,
+        /// The stored value is not the expected one: nothing written.
+        Conflict = -1,
+        /// A schedule registered in code uses this id: nothing written.
+        CodeOwned = -2,
+    }
+}
+
+codes! {
+    /// The reply of lock_renew.lua and lock_release.lua.
+    LockCode {
+        /// The caller held the lock: renewed, or released.
+        Held = 1,
+        /// Not the holder (the lock expired or another holds it): nothing changed.
+        NotHeld = 0,
+    }
+}
+
+codes! {
+    /// The reply of registry_publish.lua.
+    PublishCode {
+        /// Written.
+        Written = 1,
+        /// A liveness-only call for an instance the registry does not know: nothing written.
+        UnknownInstance = 0,
+    }
+}
+
+codes! {
+    /// The integer reply of push.lua (it answers the first task's id otherwise).
+    PushCode {
+        /// The queue's stream has the wrong type: nothing written.
+        CorruptStream = -3,
+    }
+}
+
+codes! {
+    /// The first value of an admit.lua row.
+    AdmitCode {
+        /// Run it.
+        Run = 1,
+        /// Deferred (its due time follows).
+        Deferred = 0,
+        /// No longer current: its entry was acked and removed.
+        Gone = -1,
+    }
 }

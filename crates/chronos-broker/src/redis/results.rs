@@ -9,6 +9,8 @@ use fred::prelude::*;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::protocol::{ERROR, RESULT, STATE};
+use super::record::Record;
 use super::{client_builder, reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{BrokerError, QueueName, Results, TaskOutcome, TaskState};
@@ -161,16 +163,10 @@ impl Results for RedisBroker {
         let keys = self.queue_keys(queue);
         let mut plain_rechecked = !crate::keys::is_plain_id(id);
         loop {
-            let v: Vec<Value> = self
-                .inner
-                .client
-                .hmget(keys.task(id), vec!["s", "res", "err"])
+            let mut rec = Record::read(&self.inner.client, keys.task(id), &[STATE, RESULT, ERROR])
                 .await
                 .map_err(store)?;
-            let mut cols = v.into_iter();
-            let mut next = || cols.next().unwrap_or(Value::Null);
-            let state = next();
-            if state.is_null() {
+            if !rec.exists() {
                 // A discarded dead letter leaves only its marker, for the idempotency window.
                 let marker: Option<String> =
                     self.inner.client.get(keys.done(id)).await.map_err(store)?;
@@ -191,11 +187,11 @@ impl Results for RedisBroker {
                 plain_rechecked = true;
                 continue;
             }
-            let name = reply::string(state, "outcome")?;
+            let name = reply::string(rec.take(STATE), "outcome")?;
             let state = TaskState::parse(&name)
                 .ok_or_else(|| reply::bad("outcome", format!("unknown state {name:?}")))?;
-            let result = next();
-            let error = reply::opt_string(next(), "outcome")?;
+            let result = rec.take(RESULT);
+            let error = rec.text(ERROR, "outcome")?;
             return Ok(match state {
                 TaskState::Completed => TaskOutcome::Succeeded {
                     result: match result {

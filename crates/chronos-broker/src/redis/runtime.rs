@@ -7,6 +7,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use tracing::warn;
 
+use super::reply::{SchedPutCode, SchedRunCode};
 use super::schedules::{sched, ttl_ms};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
@@ -100,12 +101,13 @@ impl ManageSchedules for RedisBroker {
             self.sched_key("registry"),
         ];
         let r = self.run(|s| &s.sched_put, keys, args).await?;
-        Ok(match reply::int(&r, "sched_put")? {
-            1 => PutOutcome::Written,
-            0 => PutOutcome::Unchanged,
-            -1 => PutOutcome::Conflict,
-            -2 => PutOutcome::CodeOwned,
-            other => return Err(reply::bad("sched_put", format!("unknown code {other}"))),
+        let code = reply::int(&r, "sched_put")?;
+        Ok(match SchedPutCode::from_reply(code) {
+            Some(SchedPutCode::Written) => PutOutcome::Written,
+            Some(SchedPutCode::Unchanged) => PutOutcome::Unchanged,
+            Some(SchedPutCode::Conflict) => PutOutcome::Conflict,
+            Some(SchedPutCode::CodeOwned) => PutOutcome::CodeOwned,
+            None => return Err(reply::bad("sched_put", format!("unknown code {code}"))),
         })
     }
 
@@ -160,10 +162,11 @@ impl ManageSchedules for RedisBroker {
             token.as_str().into(),
         ];
         let r = self.run(|s| &s.sched_run, key_list, args).await?;
-        Ok(match reply::int(&r, "sched_run")? {
-            1 => FireOutcome::Fired,
-            -1 => FireOutcome::Duplicate,
-            -3 => {
+        let code = reply::int(&r, "sched_run")?;
+        Ok(match SchedRunCode::from_reply(code) {
+            Some(SchedRunCode::Fired) => FireOutcome::Fired,
+            Some(SchedRunCode::Duplicate) => FireOutcome::Duplicate,
+            Some(SchedRunCode::CorruptKeys) => {
                 return Err(reply::bad(
                     "sched_run",
                     "the queue's stream, scheduler counters, run marker or unique lock has the \
@@ -171,8 +174,8 @@ impl ManageSchedules for RedisBroker {
                         .into(),
                 ))
             }
-            -4 => FireOutcome::Unique,
-            other => return Err(reply::bad("sched_run", format!("unknown code {other}"))),
+            Some(SchedRunCode::Unique) => FireOutcome::Unique,
+            None => return Err(reply::bad("sched_run", format!("unknown code {code}"))),
         })
     }
 

@@ -27,6 +27,7 @@ use fred::prelude::*;
 use tokio::sync::mpsc;
 use tracing::warn;
 
+use super::reply::{FireCode, LockCode, PublishCode};
 use super::{client_builder, reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
@@ -37,9 +38,6 @@ use crate::{
 
 /// Hash tag of the scheduler's own keys (lock, epoch, registry).
 const TAG: &str = "scheduler";
-
-/// Values per trigger in a fire call (see fire.lua).
-const FIRE_STRIDE: usize = 12;
 
 impl RedisBroker {
     pub(super) fn sched_key(&self, name: &str) -> String {
@@ -85,7 +83,7 @@ impl Schedules for RedisBroker {
         let n = self
             .run(|s| &s.lock_renew, self.sched_key("leader"), args)
             .await?;
-        Ok(reply::int(&n, "lock_renew")? == 1)
+        Ok(LockCode::from_reply(reply::int(&n, "lock_renew")?) == Some(LockCode::Held))
     }
 
     async fn resign_leadership(&self, token: &str) -> Result<bool, BrokerError> {
@@ -93,7 +91,7 @@ impl Schedules for RedisBroker {
         let n = self
             .run(|s| &s.lock_release, self.sched_key("leader"), args)
             .await?;
-        Ok(reply::int(&n, "lock_release")? == 1)
+        Ok(LockCode::from_reply(reply::int(&n, "lock_release")?) == Some(LockCode::Held))
     }
 
     async fn leader(&self) -> Result<Option<LeaderInfo>, BrokerError> {
@@ -247,7 +245,8 @@ impl Schedules for RedisBroker {
             index.insert(k, key_list.len());
             key_list.len()
         };
-        let mut args: Vec<Value> = Vec::with_capacity(3 + FIRE_STRIDE * sent.len());
+        let mut args: Vec<Value> =
+            Vec::with_capacity(3 + super::protocol::FIRE_STRIDE * sent.len());
         args.push(epoch_arg(epoch).into());
         args.push(ttl.into());
         args.push(i64::try_from(missed).unwrap_or(i64::MAX).into());
@@ -320,14 +319,15 @@ impl Schedules for RedisBroker {
             ));
         }
         for (i, c) in sent.into_iter().zip(codes) {
-            let outcome = match reply::int(&c, "fire")? {
-                1 => FireOutcome::Fired,
-                -1 => FireOutcome::Duplicate,
-                -2 => FireOutcome::Overlap,
-                -3 => FireOutcome::Stale,
-                -4 => FireOutcome::Unique,
-                -5 => FireOutcome::Expired,
-                other => return Err(reply::bad("fire", format!("unknown code {other}"))),
+            let code = reply::int(&c, "fire")?;
+            let outcome = match FireCode::from_reply(code) {
+                Some(FireCode::Fired) => FireOutcome::Fired,
+                Some(FireCode::Duplicate) => FireOutcome::Duplicate,
+                Some(FireCode::Overlap) => FireOutcome::Overlap,
+                Some(FireCode::Stale) => FireOutcome::Stale,
+                Some(FireCode::Unique) => FireOutcome::Unique,
+                Some(FireCode::Expired) => FireOutcome::Expired,
+                None => return Err(reply::bad("fire", format!("unknown code {code}"))),
             };
             if let Some(o) = outcomes.get_mut(i) {
                 *o = outcome;
@@ -458,7 +458,8 @@ impl Schedules for RedisBroker {
             self.instance_set(instance),
         ];
         let r = self.run(|s| &s.registry_publish, keys, args).await?;
-        Ok(reply::int(&r, "registry_publish")? == 1)
+        Ok(PublishCode::from_reply(reply::int(&r, "registry_publish")?)
+            == Some(PublishCode::Written))
     }
 
     async fn schedules(

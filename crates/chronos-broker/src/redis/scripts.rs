@@ -1,77 +1,78 @@
-//! The Lua scripts, one per atomic transition, embedded from `src/scripts/*.lua`, each with the
-//! shared helpers of `src/scripts/lib.lua` prepended.
+//! The Lua scripts, one per atomic transition, embedded from `src/scripts/<capability>/*.lua`,
+//! each with the constants of the protocol (generated from `protocol.rs`) and the shared helpers
+//! of `src/scripts/lib.lua` prepended.
 
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::RedisBroker;
+use super::{protocol, RedisBroker};
 use crate::redis::store::store;
 use crate::BrokerError;
 
 macro_rules! scripts {
-    ($($name:ident),* $(,)?) => {
+    ($($dir:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
         /// Every script, with its SHA1 computed once at start-up.
         pub(crate) struct Scripts {
-            $(pub(crate) $name: Script,)*
+            $($(pub(crate) $name: Script,)*)*
         }
 
         impl Scripts {
             pub(crate) fn new() -> Self {
+                let head = format!("{}{}", protocol::prologue(), include_str!("../scripts/lib.lua"));
                 Self {
-                    $($name: Script::from_lua(concat!(
-                        include_str!("../scripts/lib.lua"),
-                        include_str!(concat!("../scripts/", stringify!($name), ".lua")),
-                    )),)*
+                    $($($name: Script::from_lua(format!(
+                        "{head}{}",
+                        include_str!(concat!(
+                            "../scripts/", stringify!($dir), "/", stringify!($name), ".lua"
+                        )),
+                    )),)*)*
                 }
             }
 
             /// All scripts with their names, for loading and for the test that loads each.
             pub(crate) fn all(&self) -> Vec<(&'static str, &Script)> {
-                vec![$((stringify!($name), &self.$name),)*]
+                vec![$($((stringify!($name), &self.$name),)*)*]
             }
         }
     };
 }
 
+// One folder per capability, named as the module of src/redis/ that calls its scripts (locks
+// serve both maintain.rs and schedules.rs, and live with the maintenance ones).
 scripts!(
-    enqueue,
-    push,
-    claim,
-    start,
-    complete,
-    retry,
-    dead,
-    requeue,
-    due,
-    forward,
-    idle,
-    reclaim,
-    heartbeat,
-    janitor,
-    stats,
-    lock_renew,
-    lock_release,
-    drop_consumer,
-    leader_acquire,
-    fence,
-    fire,
-    sched_register,
-    registry_publish,
-    registry_prune,
-    sched_put,
-    sched_run,
-    admin_run,
-    admin_archive,
-    admin_delete,
-    admin_cancel,
-    admin_queue_delete,
-    chain_next,
-    group_open,
-    group_report,
-    permit,
-    permit_return,
-    permit_keep,
-    admit,
+    enqueue: [enqueue, push],
+    consume: [claim, start, complete, retry, dead, requeue],
+    maintain: [
+        due,
+        forward,
+        idle,
+        reclaim,
+        heartbeat,
+        janitor,
+        lock_renew,
+        lock_release,
+        drop_consumer,
+    ],
+    operate: [
+        stats,
+        admin_run,
+        admin_archive,
+        admin_delete,
+        admin_cancel,
+        admin_queue_delete,
+    ],
+    schedules: [
+        leader_acquire,
+        fence,
+        fire,
+        sched_register,
+        registry_publish,
+        registry_prune,
+        sched_put,
+        sched_run,
+    ],
+    flows: [chain_next, group_open, group_report],
+    throttle: [permit, permit_return, permit_keep, admit],
 );
 
 impl Scripts {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use tracing::warn;
 
+use super::reply::AdmitCode;
 use super::{reply, RedisBroker};
 use crate::{
     duration_ms, Admission, BrokerError, KeyRate, LeaseId, PermitLimit, Permits, QueueName,
@@ -185,16 +186,16 @@ impl RedisBroker {
             .map(|row| {
                 let cols = reply::array(row, "admit")?;
                 let code = cols.first().map(|v| reply::int(v, "admit")).transpose()?;
-                Ok(match code {
-                    Some(1) => Admission::Run,
-                    Some(0) => Admission::Deferred {
+                Ok(match code.and_then(AdmitCode::from_reply) {
+                    Some(AdmitCode::Run) => Admission::Run,
+                    Some(AdmitCode::Deferred) => Admission::Deferred {
                         due_ms: cols
                             .get(1)
                             .map(|v| reply::int(v, "admit"))
                             .transpose()?
                             .unwrap_or(0),
                     },
-                    _ => Admission::Gone,
+                    Some(AdmitCode::Gone) | None => Admission::Gone,
                 })
             })
             .collect()

@@ -1,5 +1,7 @@
 -- Helpers shared by the scripts: scripts.rs prepends this file to every script (Redis gives
--- scripts no way to share functions at run time). Functions only; nothing here writes.
+-- scripts no way to share functions at run time), after the prologue it generates from
+-- src/redis/protocol.rs: the numbers both sides agree on and the field names (`F_STATE` = 's',
+-- ...), which the helpers here use. Functions only; nothing here writes unless it says so.
 --
 -- Rules every script follows (see the crate docs):
 -- * every key a script touches is declared in KEYS (all of one queue's keys share its hash tag);
@@ -50,7 +52,7 @@ end
 -- The envelope (`e` field) of entry `mid` of `stream`, or nil.
 local function entry_envelope(stream, mid)
   local r = redis.call('XRANGE', stream, mid, mid)
-  return field_of(r[1] and r[1][2], 'e')
+  return field_of(r[1] and r[1][2], F_ENVELOPE)
 end
 
 -- HMGET that answers nil (instead of raising) when `key` is not a hash: a corrupt key fails
@@ -68,26 +70,48 @@ local function count_of(v)
   return nil
 end
 
--- Adds a delivery entry for task `id`: `i`, `e` and, once the task has failed before, its
--- attempt count and last error (`r`, `err`, `f`, the task's current values), so a worker knows
--- them without reading the task hash. Returns the new entry id.
-local function add_entry(stream, id, env, r, err, f)
-  local args = {stream, '*', 'i', id}
-  if env then args[#args + 1] = 'e'; args[#args + 1] = env end
+-- The XADD arguments of a delivery entry for task `id`: `i`, `e` and, once the task has failed
+-- before, its attempt count and last error (`r`, `err`, `f`, the task's current values), so a
+-- worker knows them without reading the task hash. Every entry of a task with a record is
+-- written from here (plain tasks' entries only by push.lua).
+local function entry_args(stream, id, env, r, err, f)
+  local args = {stream, '*', F_TASK_ID, id}
+  if env then args[#args + 1] = F_ENVELOPE; args[#args + 1] = env end
   if (count_of(r) or 0) > 0 then
-    args[#args + 1] = 'r'; args[#args + 1] = r
-    args[#args + 1] = 'err'; args[#args + 1] = err or ''
-    args[#args + 1] = 'f'; args[#args + 1] = f or '0'
+    args[#args + 1] = F_RETRIED; args[#args + 1] = r
+    args[#args + 1] = F_ERROR; args[#args + 1] = err or ''
+    args[#args + 1] = F_FAILED_AT; args[#args + 1] = f or '0'
   end
-  return redis.call('XADD', unpack(args))
+  return args
+end
+
+-- Adds a delivery entry for task `id` (see entry_args). Returns the new entry id.
+local function add_entry(stream, id, env, r, err, f)
+  return redis.call('XADD', unpack(entry_args(stream, id, env, r, err, f)))
+end
+
+-- Writes the record (hash `tkey`) of a task written fresh, in one HSET: no failed attempt yet,
+-- max retry `maxr`, the key of the unique lock it holds (`ukey`; false: none), `discard` '1'
+-- to drop it when it dies, the producer's fingerprint `fp` ('' or nil: none), state `s`, and
+-- where the task is: `where` = F_DELIVERY with its entry id (in the stream), or F_ENVELOPE with
+-- its envelope (out of it, scheduled). Every script that creates a task record writes it here,
+-- so a field added to a new record is added once.
+local function new_record(tkey, maxr, ukey, discard, fp, s, where, value)
+  local h = {tkey, F_RETRIED, '0', F_MAX_RETRY, maxr}
+  if ukey then h[#h + 1] = F_UNIQUE; h[#h + 1] = ukey end
+  if discard == '1' then h[#h + 1] = F_DISCARD; h[#h + 1] = '1' end
+  if fp and fp ~= '' then h[#h + 1] = F_FINGERPRINT; h[#h + 1] = fp end
+  h[#h + 1] = F_STATE; h[#h + 1] = s
+  h[#h + 1] = where; h[#h + 1] = value
+  redis.call('HSET', unpack(h))
 end
 
 -- Puts task `id` (hash `tkey`) back at the end of `stream` as a new delivery with its envelope
 -- in the entry. Returns the new entry id.
 local function back_to_stream(stream, tkey, id, env)
-  local h = redis.call('HMGET', tkey, 'r', 'err', 'f')
+  local h = redis.call('HMGET', tkey, F_RETRIED, F_ERROR, F_FAILED_AT)
   local new = add_entry(stream, id, env, h[1], h[2], h[3])
-  redis.call('HSET', tkey, 's', 'pending', 'm', new)
+  redis.call('HSET', tkey, F_STATE, 'pending', F_DELIVERY, new)
   return new
 end
 
@@ -156,14 +180,10 @@ end
 -- its entry (`plain_state`) and writes no hash. A plain task's delivery is the one whose entry
 -- id equals its task id (explicit ids of that shape are refused at enqueue).
 
--- Max retry of a plain task whose entry names none (the envelope's default).
-local PLAIN_MAX_RETRY = '25'
-
--- The delivery count start.lua sets on a started plain task's pending entry (XCLAIM
--- RETRYCOUNT): far above any count a read or a reclaim gives, so the pending list itself
--- records "started" and a plain task needs no hash to be charged an attempt when its worker is
--- lost.
-local STARTED = 1000000
+-- PLAIN_MAX_RETRY (the max retry of a plain task whose entry names none: the envelope's
+-- default) and STARTED (the delivery count start.lua sets on a started plain task's pending
+-- entry, so the pending list itself records "started" and a plain task needs no hash to be
+-- charged an attempt when its worker is lost) come from the prologue (src/redis/protocol.rs).
 
 -- True when `id` has the shape of a stream entry id (`<ms>-<seq>`), which only plain tasks use.
 local function plain_id(id)
@@ -178,7 +198,7 @@ local function plain_state(stream, group, tkey, id)
   local r = redis.pcall('XRANGE', stream, id, id)
   if type(r) ~= 'table' or r.err or not r[1] then return nil end
   local fields = r[1][2]
-  if field_of(fields, 'i') or not field_of(fields, 'e') then return nil end
+  if field_of(fields, F_TASK_ID) or not field_of(fields, F_ENVELOPE) then return nil end
   local p = redis.pcall('XPENDING', stream, group, id, id, 1)
   if type(p) == 'table' and not p.err and p[1] and (tonumber(p[1][4]) or 0) >= STARTED then
     return 'active', fields
@@ -190,9 +210,8 @@ end
 -- plain_state), as enqueue.lua writes one for other tasks: attempt count 0, its max retry and
 -- discard, delivery `id`.
 local function materialize(tkey, id, s, fields)
-  local h = {tkey, 'r', '0', 'x', field_of(fields, 'x') or PLAIN_MAX_RETRY, 's', s, 'm', id}
-  if field_of(fields, 'dl') == '1' then h[#h + 1] = 'dl'; h[#h + 1] = '1' end
-  redis.call('HSET', unpack(h))
+  new_record(tkey, field_of(fields, F_MAX_RETRY) or PLAIN_MAX_RETRY, false,
+    field_of(fields, F_DISCARD), nil, s, F_DELIVERY, id)
 end
 
 -- Gives plain task `id` its hash when its entry `mid` is live and it has none; a no-op for any

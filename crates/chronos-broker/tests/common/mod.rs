@@ -195,3 +195,22 @@ impl Rig {
         assert_eq!(self.proxy.dropped_replies(), n, "replies dropped");
     }
 }
+
+/// Every `.lua` file under `dir`, in its capability folders too, sorted (for tests that read
+/// the scripts' text).
+pub fn lua_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("scripts dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().and_then(|e| e.to_str()) == Some("lua") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -17,20 +17,13 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then return -3
 local now = now_ms()
 local run_at = now + delay
 if at > 0 then run_at = at end
-local fields = {KEYS[3], 'r', '0', 'x', ARGV[5]}
-if ARGV[6] == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-fields[#fields + 1] = 's'
 if run_at > now then
-  fields[#fields + 1] = 'scheduled'
-  fields[#fields + 1] = 'e'
-  fields[#fields + 1] = env
   wake(KEYS[2], run_at)
   redis.call('ZADD', KEYS[2], run_at, id)
+  new_record(KEYS[3], ARGV[5], false, ARGV[6], nil, 'scheduled', F_ENVELOPE, env)
 else
-  fields[#fields + 1] = 'pending'
-  fields[#fields + 1] = 'm'
-  fields[#fields + 1] = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
+  local mid = add_entry(KEYS[1], id, env)
+  new_record(KEYS[3], ARGV[5], false, ARGV[6], nil, 'pending', F_DELIVERY, mid)
 end
-redis.call('HSET', unpack(fields))
 if ttl > 0 then redis.call('SET', KEYS[4], '1', 'PX', ttl) end
 return 1

@@ -20,7 +20,7 @@ local sets = {scheduled = KEYS[2], retry = KEYS[3]}
 local codes, states, todo = {}, {}, {}
 for i = 2, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i + 1], KEYS[2 * i + 2]
-  local h = read_hash(tkey, 's', 'm', 'u')
+  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE)
   -- A plain task (lib.lua) has no hash yet: archiving writes it, from its entry's fields.
   local ps, pf = plain_state(KEYS[1], group, tkey, id)
   if ps then h = {ps, id, false, pf} end
@@ -52,11 +52,11 @@ for _, t in ipairs(todo) do
     redis.call('XACK', KEYS[1], group, h[2])
     redis.call('XDEL', KEYS[1], h[2])
     if h[4] then materialize(tkey, id, 'pending', h[4]) end
-    redis.call('HSET', tkey, 's', 'archived', 'e', env)
-    redis.call('HDEL', tkey, 'm')
+    redis.call('HSET', tkey, F_STATE, 'archived', F_ENVELOPE, env)
+    redis.call('HDEL', tkey, F_DELIVERY)
   else
     redis.call('ZREM', sets[h[1]], id)
-    redis.call('HSET', tkey, 's', 'archived')
+    redis.call('HSET', tkey, F_STATE, 'archived')
   end
   if h[3] and h[3] == ukey then release_unique(ukey, id) end
   redis.call('ZADD', KEYS[4], now, id)

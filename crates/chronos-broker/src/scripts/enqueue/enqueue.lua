@@ -2,9 +2,9 @@
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then the
 --          task hash of each task in order, then the unique lock of each unique task in order
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
--- then 8 values per task: id, envelope bytes, run-at ms (0 = none), delay ms, unique TTL ms
---          (0 = not unique: then it has no lock key), max retry, dead-letter discard ('1'/'0'),
---          fingerprint ('' = none)
+-- then ENQUEUE_STRIDE (8) values per task: id, envelope bytes, run-at ms (0 = none), delay
+--          ms, unique TTL ms (0 = not unique: then it has no lock key), max retry, dead-letter
+--          discard ('1'/'0'), fingerprint ('' = none)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
 -- member in the scheduled set. Due means run-at (or now + delay) is after Redis's clock.
@@ -24,11 +24,11 @@
 --   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
 local now = now_ms()
 local out = {now}
-local n = (#ARGV - 1) / 8
+local n = (#ARGV - 1) / ENQUEUE_STRIDE
 
 -- The state an existing task is in, with its run-at when it waits in the scheduled set.
 local function state_of(tkey, id)
-  local s = redis.pcall('HGET', tkey, 's')
+  local s = redis.pcall('HGET', tkey, F_STATE)
   if type(s) ~= 'string' then return 'completed', now end
   if s == 'scheduled' then return s, tonumber(redis.call('ZSCORE', KEYS[2], id)) or now end
   return s, now
@@ -39,7 +39,7 @@ if type(receipt) == 'string' then
   -- A re-send: the first run's codes, one character per task ('1', '2', 'u', 'c').
   for t = 0, n - 1 do
     local c = string.sub(receipt, t + 1, t + 1)
-    local id = ARGV[2 + t * 8]
+    local id = ARGV[2 + t * ENQUEUE_STRIDE]
     if c == 'u' then
       out[#out + 1] = -1
     elseif c == 'k' then
@@ -65,7 +65,7 @@ end
 -- Checks first: every number parses. (The queue's keys are not type-checked on this hot path:
 -- a write to a corrupt one is caught with pcall below and undone for its task.)
 for t = 0, n - 1 do
-  local a = 1 + t * 8
+  local a = 1 + t * ENQUEUE_STRIDE
   for _, j in ipairs({3, 4, 5, 6}) do
     if not tonumber(ARGV[a + j]) then return redis.error_reply('E_ARGS bad number') end
   end
@@ -74,7 +74,7 @@ end
 local codes = {}
 local next_lock = 4 + n
 for t = 0, n - 1 do
-  local a = 1 + t * 8
+  local a = 1 + t * ENQUEUE_STRIDE
   local id, env = ARGV[a + 1], ARGV[a + 2]
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local maxr, discard, fp = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
@@ -87,7 +87,9 @@ for t = 0, n - 1 do
   if at > 0 then run_at = at end
   -- A new id (the common case) costs one EXISTS; only an id in use is read.
   local h = {false, false, false, false}
-  if redis.call('EXISTS', tkey) == 1 then h = read_hash(tkey, 'e', 'm', 'fp', 's') end
+  if redis.call('EXISTS', tkey) == 1 then
+    h = read_hash(tkey, F_ENVELOPE, F_DELIVERY, F_FINGERPRINT, F_STATE)
+  end
   local state
   if h == nil then
     out[#out + 1] = -2
@@ -108,24 +110,15 @@ for t = 0, n - 1 do
     out[#out + 1] = -1
     codes[#codes + 1] = 'u'
   else
-    -- One HSET per task with every field: the hash is written once.
-    local fields = {tkey, 'r', '0', 'x', maxr}
-    if uttl > 0 then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
-    if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-    if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
-    fields[#fields + 1] = 's'
-    local placed
+    -- One HSET per task with every field (new_record): the hash is written once.
+    local placed, s, where, value
     if run_at > now then
-      fields[#fields + 1] = 'scheduled'
-      fields[#fields + 1] = 'e'
-      fields[#fields + 1] = env
+      s, where, value = 'scheduled', F_ENVELOPE, env
       wake(KEYS[2], run_at)
       placed = redis.pcall('ZADD', KEYS[2], run_at, id)
     else
-      fields[#fields + 1] = 'pending'
-      fields[#fields + 1] = 'm'
-      placed = redis.pcall('XADD', KEYS[1], '*', 'i', id, 'e', env)
-      fields[#fields + 1] = placed
+      placed = redis.pcall('XADD', unpack(entry_args(KEYS[1], id, env)))
+      s, where, value = 'pending', F_DELIVERY, placed
     end
     if type(placed) == 'table' and placed.err then
       -- The queue's stream or scheduled set is of the wrong type: nothing of this task stays.
@@ -133,7 +126,7 @@ for t = 0, n - 1 do
       out[#out + 1] = -3
       codes[#codes + 1] = 'k'
     else
-      redis.call('HSET', unpack(fields))
+      new_record(tkey, maxr, ukey, discard, fp, s, where, value)
       if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
       codes[#codes + 1] = '1'
     end

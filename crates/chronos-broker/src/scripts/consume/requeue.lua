@@ -13,7 +13,7 @@ local todo = {}
 for t = 0, (#ARGV - 1) / 2 - 1 do
   local id, mid, tkey = ARGV[2 + t * 2], ARGV[3 + t * 2], KEYS[2 + t]
   materialize_if_plain(KEYS[1], group, tkey, id, mid)
-  local h = read_hash(tkey, 'm')
+  local h = read_hash(tkey, F_DELIVERY)
   if h and h[1] == mid then todo[#todo + 1] = {id, mid, tkey} end
 end
 for _, t in ipairs(todo) do

@@ -9,8 +9,8 @@
 --          schedules' previous tasks (for the overlap check); all share the queue's hash tag
 -- ARGV[1]  the caller's leader epoch, ARGV[2] dedup key and marker TTL ms,
 -- ARGV[3]  triggers the caller's misfire policy skipped (added to `missed`)
--- then 12 values per trigger: schedule id, trigger time ms, task id, envelope bytes, max retry,
---   dead-letter discard ('1'/'0'), forbid overlap ('1'/'0'), deadline ms (0 = none),
+-- then FIRE_STRIDE (12) values per trigger: schedule id, trigger time ms, task id, envelope
+--   bytes, max retry, dead-letter discard ('1'/'0'), forbid overlap ('1'/'0'), deadline ms (0 = none),
 --   KEYS index of its dedup key, of its task hash, of its unique lock (0 = not unique),
 --   unique lock TTL ms
 -- Returns: one integer per trigger:
@@ -24,7 +24,6 @@
 -- that forbids overlap is not among the declared keys: the caller declares it and sends again.
 -- Every check runs before the first write. A re-sent call (its marker exists) returns the first
 -- run's outcomes and writes and counts nothing.
-local STRIDE = 12
 local done = redis.call('GET', KEYS[6])
 if done then
   local out = {}
@@ -35,8 +34,8 @@ local epoch, ttl, missed = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 if not epoch or not tonumber(ttl) or not missed then
   return redis.error_reply('ERR fire: bad epoch, TTL or missed count')
 end
-local n = math.floor((#ARGV - 3) / STRIDE)
-if #ARGV ~= 3 + n * STRIDE then
+local n = math.floor((#ARGV - 3) / FIRE_STRIDE)
+if #ARGV ~= 3 + n * FIRE_STRIDE then
   return redis.error_reply('ERR fire: bad argument count')
 end
 local fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
@@ -59,7 +58,7 @@ end
 local missing = {}
 local prev_key_of = {}
 for j = 0, n - 1 do
-  local i = 4 + j * STRIDE
+  local i = 4 + j * FIRE_STRIDE
   local sid, id = ARGV[i], ARGV[i + 2]
   if not tonumber(ARGV[i + 1]) or not tonumber(ARGV[i + 4]) or not tonumber(ARGV[i + 7])
       or not tonumber(ARGV[i + 11]) then
@@ -93,7 +92,7 @@ local live = {pending = true, active = true, scheduled = true, retry = true}
 local fired, suppressed = 0, 0
 local out = {}
 for j = 0, n - 1 do
-  local i = 4 + j * STRIDE
+  local i = 4 + j * FIRE_STRIDE
   local sid, at, id, env = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local maxr, discard, forbid, deadline = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7])
   local dkey, tkey, ukey = key_at(ARGV[i + 8]), key_at(ARGV[i + 9]), key_at(ARGV[i + 10])
@@ -107,7 +106,7 @@ for j = 0, n - 1 do
     local pkey = prev_key_of[sid]
     local busy = false
     if forbid == '1' and pkey then
-      local st = redis.call('HGET', pkey, 's')
+      local st = redis.call('HGET', pkey, F_STATE)
       busy = st and live[st] or false
     end
     if deadline > 0 and now > deadline then
@@ -118,11 +117,8 @@ for j = 0, n - 1 do
       code = -4
     else
       -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
-      local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
-      local fields = {tkey, 'r', '0', 'x', maxr, 's', 'pending', 'm', mid}
-      if ukey then fields[#fields + 1] = 'u'; fields[#fields + 1] = ukey end
-      if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-      redis.call('HSET', unpack(fields))
+      local mid = add_entry(KEYS[1], id, env)
+      new_record(tkey, maxr, ukey, discard, nil, 'pending', F_DELIVERY, mid)
       redis.call('HSET', KEYS[4], sid, id)
       prev_key_of[sid] = tkey
       code = 1

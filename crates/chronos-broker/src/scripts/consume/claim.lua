@@ -22,15 +22,15 @@ local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
 local out = {}
 
 local function row(mid, env, fields)
-  local id = field_of(fields, 'i')
+  local id = field_of(fields, F_TASK_ID)
   -- A plain task's entry (no `i`): its id is the entry's, and it never failed before.
   if not id then return {mid, env} end
-  return {mid, id, env, field_of(fields, 'r') or '0', field_of(fields, 'err') or '',
-    field_of(fields, 'f') or '0'}
+  return {mid, id, env, field_of(fields, F_RETRIED) or '0', field_of(fields, F_ERROR) or '',
+    field_of(fields, F_FAILED_AT) or '0'}
 end
 -- Whether an entry names a task (a non-empty `i`).
 local function named(fields)
-  local id = field_of(fields, 'i')
+  local id = field_of(fields, F_TASK_ID)
   return id ~= nil and id ~= ''
 end
 local receipt = redis.pcall('GET', KEYS[2])
@@ -38,7 +38,7 @@ if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. 
   for mid in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
     local r = redis.call('XRANGE', KEYS[1], mid, mid)
     local fields = r[1] and r[1][2]
-    local env = field_of(fields, 'e')
+    local env = field_of(fields, F_ENVELOPE)
     if env or named(fields) then out[#out + 1] = row(mid, env or false, fields) end
   end
   return out
@@ -48,7 +48,7 @@ local mids = {}
 if res then
   for _, entry in ipairs(res[1][2]) do
     local mid, fields = entry[1], entry[2]
-    local env = field_of(fields, 'e')
+    local env = field_of(fields, F_ENVELOPE)
     if env or named(fields) then
       out[#out + 1] = row(mid, env or false, fields)
       mids[#mids + 1] = mid

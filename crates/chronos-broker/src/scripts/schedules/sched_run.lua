@@ -39,10 +39,7 @@ end
 redis.call('SET', KEYS[3], token .. ':1', 'PX', ttl)
 if uttl > 0 then redis.call('SET', KEYS[5], id, 'PX', uttl) end
 -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
-local mid = redis.call('XADD', KEYS[1], '*', 'i', id, 'e', env)
-local fields = {KEYS[4], 'r', '0', 'x', maxr, 's', 'pending', 'm', mid}
-if uttl > 0 then fields[#fields + 1] = 'u'; fields[#fields + 1] = KEYS[5] end
-if discard == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-redis.call('HSET', unpack(fields))
+local mid = add_entry(KEYS[1], id, env)
+new_record(KEYS[4], maxr, uttl > 0 and KEYS[5], discard, nil, 'pending', F_DELIVERY, mid)
 redis.pcall('HINCRBY', KEYS[2], 'fired', 1)
 return 1

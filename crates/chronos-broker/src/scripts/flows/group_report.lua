@@ -42,12 +42,8 @@ if ok + ko >= n and fired == 0 then
   local env = h[5]
   local counts = string.format('%010d:%010d', ok, ko)
   env = string.sub(env, 1, off) .. counts .. string.sub(env, off + 22)
-  local mid = redis.call('XADD', KEYS[3], '*', 'i', h[7], 'e', env)
-  local fields = {KEYS[4], 'r', '0', 'x', h[8] or '0'}
-  if h[9] == '1' then fields[#fields + 1] = 'dl'; fields[#fields + 1] = '1' end
-  fields[#fields + 1] = 's'; fields[#fields + 1] = 'pending'
-  fields[#fields + 1] = 'm'; fields[#fields + 1] = mid
-  redis.call('HSET', unpack(fields))
+  local mid = add_entry(KEYS[3], h[7], env)
+  new_record(KEYS[4], h[8] or '0', false, h[9], nil, 'pending', F_DELIVERY, mid)
   redis.call('HSET', KEYS[1], 'fired', '1')
   fired = 1
   redis.call('PEXPIRE', KEYS[1], ttl)

@@ -23,10 +23,10 @@ end
 local policy = ARGV[2] == '1'
 local step = policy and 3 or 1
 local function entry(a, mid)
-  local args = {KEYS[1], mid, 'e', ARGV[a]}
+  local args = {KEYS[1], mid, F_ENVELOPE, ARGV[a]}
   if policy then
-    if ARGV[a + 1] ~= '' then args[#args + 1] = 'x'; args[#args + 1] = ARGV[a + 1] end
-    if ARGV[a + 2] == '1' then args[#args + 1] = 'dl'; args[#args + 1] = '1' end
+    if ARGV[a + 1] ~= '' then args[#args + 1] = F_MAX_RETRY; args[#args + 1] = ARGV[a + 1] end
+    if ARGV[a + 2] == '1' then args[#args + 1] = F_DISCARD; args[#args + 1] = '1' end
   end
   return args
 end
@@ -50,7 +50,7 @@ for a = 3 + step, #ARGV, step do
   if policy then
     redis.call('XADD', unpack(entry(a, string.format('%s-%d', ms, seq + k))))
   else
-    redis.call('XADD', stream, string.format('%s-%d', ms, seq + k), 'e', ARGV[a])
+    redis.call('XADD', stream, string.format('%s-%d', ms, seq + k), F_ENVELOPE, ARGV[a])
   end
 end
 if ttl > 0 then redis.call('SET', KEYS[2], first, 'PX', ttl) end

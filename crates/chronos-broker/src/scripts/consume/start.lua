@@ -20,7 +20,7 @@ local n = tonumber(ARGV[2]) or 0
 local out = {}
 for i = 3, 2 + n do
   local mid, tkey = ARGV[i], KEYS[i - 1]
-  local h = read_hash(tkey, 'm', 'r', 'x', 'err', 'f', 'u')
+  local h = read_hash(tkey, F_DELIVERY, F_RETRIED, F_MAX_RETRY, F_ERROR, F_FAILED_AT, F_UNIQUE)
   if h == nil then
     out[#out + 1] = {-1, 'corrupt task record: not a hash'}
   elseif h[1] ~= mid then
@@ -30,7 +30,7 @@ for i = 3, 2 + n do
     out[#out + 1] = {-1, 'corrupt task record: retried = ' .. tostring(h[2]) ..
       ', max retry = ' .. tostring(h[3])}
   else
-    redis.call('HSET', tkey, 's', 'active')
+    redis.call('HSET', tkey, F_STATE, 'active')
     out[#out + 1] = {1, h[2], h[3], h[4] or '', h[5] or '0', h[6] or ''}
   end
 end
@@ -57,7 +57,7 @@ if owner then
     if type(got) == 'table' and not got.err then
       for _, e in ipairs(got) do
         if type(e) == 'table' and e[1] then
-          live[e[1]] = field_of(e[2], 'x') or PLAIN_MAX_RETRY
+          live[e[1]] = field_of(e[2], F_MAX_RETRY) or PLAIN_MAX_RETRY
         end
       end
     end

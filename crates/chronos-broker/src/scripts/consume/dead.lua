@@ -19,7 +19,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 materialize_if_plain(KEYS[1], group, tkey, id, mid)
-local h = read_hash(tkey, 'm', 'u', 'dl', 'r', 'd', 's')
+local h = read_hash(tkey, F_DELIVERY, F_UNIQUE, F_DISCARD, F_RETRIED, F_SETTLED, F_STATE)
 if h == nil then
   -- Not a hash: nothing of the task can be kept, but its delivery must not block the queue.
   settle_entries(KEYS[1], group, {mid})
@@ -43,12 +43,12 @@ if h[3] == '1' then
   announce(tkey)
   return 2
 end
-local fields = {tkey, 's', 'archived', 'err', ARGV[4], 'f', now, 'd', mid}
+local fields = {tkey, F_STATE, 'archived', F_ERROR, ARGV[4], F_FAILED_AT, now, F_SETTLED, mid}
 local r = count_of(h[4])
-if ARGV[5] == '1' and r then fields[#fields + 1] = 'r'; fields[#fields + 1] = r + 1 end
-if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+if ARGV[5] == '1' and r then fields[#fields + 1] = F_RETRIED; fields[#fields + 1] = r + 1 end
+if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
 redis.call('HSET', unpack(fields))
-redis.call('HDEL', tkey, 'm')
+redis.call('HDEL', tkey, F_DELIVERY)
 redis.call('ZADD', KEYS[2], now, id)
 announce(tkey)
 return 1

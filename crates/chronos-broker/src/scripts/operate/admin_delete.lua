@@ -22,7 +22,7 @@ local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], complete
 local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i], KEYS[2 * i + 1]
-  local h = read_hash(tkey, 's', 'm', 'u')
+  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE)
   -- A plain task (lib.lua) has no hash: its entry, whose id is the task's, is all there is.
   local ps = plain_state(KEYS[1], group, tkey, id)
   if ps then h = {ps, id} end

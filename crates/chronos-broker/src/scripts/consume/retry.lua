@@ -15,7 +15,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 materialize_if_plain(KEYS[1], group, tkey, id, mid)
-local h = read_hash(tkey, 'm', 'd', 'r')
+local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_RETRIED)
 if h == nil then return 0 end
 if h[1] ~= mid then
   if h[2] == mid then return 1 end
@@ -24,13 +24,14 @@ end
 local now = now_ms()
 -- A corrupt attempt counter restarts at 1 rather than failing the script after a write.
 local r = (count_of(h[3]) or 0) + 1
-local fields = {tkey, 's', 'retry', 'err', ARGV[5], 'f', now, 'd', mid, 'r', r}
+local fields = {tkey, F_STATE, 'retry', F_ERROR, ARGV[5], F_FAILED_AT, now, F_SETTLED, mid,
+  F_RETRIED, r}
 local env = entry_envelope(KEYS[1], mid)
-if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
 settle_entries(KEYS[1], group, {mid})
 redis.call('HSET', unpack(fields))
 -- The attempt is counted: the free re-deliveries (`z`, reclaim.lua) start again for the next.
-redis.call('HDEL', tkey, 'm', 'z')
+redis.call('HDEL', tkey, F_DELIVERY, F_FREE_REDELIVERIES)
 wake(KEYS[2], now + delay)
 redis.call('ZADD', KEYS[2], now + delay, id)
 bump(KEYS[3], 1)

@@ -15,7 +15,7 @@ end
 local keep = tonumber(ARGV[1]) or 60000
 local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do
-  local h = read_hash(KEYS[i], 's', 'm')
+  local h = read_hash(KEYS[i], F_STATE, F_DELIVERY)
   -- A plain task (lib.lua) has no hash: its delivery is its entry, whose id is the task's.
   local ps = plain_state(KEYS[2], ARGV[2], KEYS[i], ARGV[i])
   if ps then h = {ps, ARGV[i]} end

@@ -33,7 +33,7 @@ for t = 0, (#ARGV - 4) / 2 - 1 do
     if id ~= '' then
       -- A started plain task's delivery count says so (lib.lua); its hash is written here.
       materialize_if_plain(KEYS[1], group, tkey, id, mid)
-      h = read_hash(tkey, 'm', 'x', 'u', 'dl', 's', 'r') or false
+      h = read_hash(tkey, F_DELIVERY, F_MAX_RETRY, F_UNIQUE, F_DISCARD, F_STATE, F_RETRIED) or false
     end
     todo[#todo + 1] = {mid, id, tkey, ukey, dkey, h}
   end
@@ -51,12 +51,12 @@ for _, t in ipairs(todo) do
       -- for the reply, so a handler that kills its process at once may leave no mark: after
       -- three free re-deliveries within one attempt, the next lost one counts as that attempt,
       -- so even such a task ends in the dead letters.
-      local z = redis.pcall('HINCRBY', tkey, 'z', 1)
+      local z = redis.pcall('HINCRBY', tkey, F_FREE_REDELIVERIES, 1)
       attempted = type(z) == 'number' and z > 3
     end
     -- An attempt counted here ends the free re-deliveries of this one (retry.lua ends them
     -- too): the budget is per attempt, not for the task's whole life.
-    if attempted then redis.call('HDEL', tkey, 'z') end
+    if attempted then redis.call('HDEL', tkey, F_FREE_REDELIVERIES) end
     local r, maxr = count_of(h[6]), count_of(h[2])
     local corrupt = not r or not maxr
     if attempted and not corrupt then r = r + 1 end
@@ -78,11 +78,11 @@ for _, t in ipairs(todo) do
       else
         -- No `d`: a worker that still ran this delivery must find it stale, not settled by it
         -- (its dead-letter call would report an archive it did not make).
-        local fields = {tkey, 's', 'archived', 'err', err, 'f', now}
-        if not corrupt then fields[#fields + 1] = 'r'; fields[#fields + 1] = r end
-        if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+        local fields = {tkey, F_STATE, 'archived', F_ERROR, err, F_FAILED_AT, now}
+        if not corrupt then fields[#fields + 1] = F_RETRIED; fields[#fields + 1] = r end
+        if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
         redis.call('HSET', unpack(fields))
-        redis.call('HDEL', tkey, 'm')
+        redis.call('HDEL', tkey, F_DELIVERY)
         redis.call('ZADD', KEYS[2], now, id)
         announce(tkey)
         dead[#dead + 1] = {id, env or false, '0'}
@@ -90,7 +90,7 @@ for _, t in ipairs(todo) do
     else
       if attempted then
         local err = 'worker lost: no heartbeat for ' .. idle .. ' ms'
-        redis.call('HSET', tkey, 'r', r, 'err', err, 'f', now)
+        redis.call('HSET', tkey, F_RETRIED, r, F_ERROR, err, F_FAILED_AT, now)
       end
       back_to_stream(KEYS[1], tkey, id, env)
       requeued = requeued + 1

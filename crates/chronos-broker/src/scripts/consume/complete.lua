@@ -4,10 +4,10 @@
 --          then 2 keys per task: task hash, unique lock (the task hash again when the caller
 --          knows of none)
 -- ARGV[1]  consumer group, ARGV[2] how many tasks have a hash (n)
--- then 4 values per such task: task id, stream entry id, retention ms (0 = delete at once), the
---          handler's result ('' for none; kept as `res` only with a retention); then the entry
---          ids of plain tasks (lib.lua: no hash, no lock, no retention), which need nothing but
---          their entry acked and deleted
+-- then COMPLETE_STRIDE (4) values per such task: task id, stream entry id, retention ms (0 =
+--          delete at once), the handler's result ('' for none; kept as `res` only with a
+--          retention); then the entry ids of plain tasks (lib.lua: no hash, no lock, no
+--          retention), which need nothing but their entry acked and deleted
 -- Returns: how many of the tasks are completed by this delivery, counting retained ones a first
 -- run of this same call already completed (a re-sent call: the hash's `d` names the delivery)
 -- without touching them again. A task whose entry id no longer matches otherwise (completed
@@ -20,7 +20,7 @@ local now = now_ms()
 -- A plain task is completed by its ack: XACK counts only deliveries still pending, so a stale
 -- or re-sent one counts nothing.
 local plain, acked_plain = {}, 0
-for i = 3 + 4 * n, #ARGV do plain[#plain + 1] = ARGV[i] end
+for i = 3 + COMPLETE_STRIDE * n, #ARGV do plain[#plain + 1] = ARGV[i] end
 if #plain > 0 then
   for i = 1, #plain, 1000 do
     local part = {unpack(plain, i, math.min(i + 999, #plain))}
@@ -31,11 +31,11 @@ end
 -- Reads first, so a corrupt record fails only itself and nothing errors after a write.
 local live, before = {}, 0
 for t = 0, n - 1 do
-  local a, k = 2 + t * 4, 5 + t * 2
+  local a, k = 2 + t * COMPLETE_STRIDE, 5 + t * 2
   local id, mid, keep = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]) or 0
   -- A plain task completed with a retention (its caller asked for one) needs its record.
   materialize_if_plain(KEYS[1], group, KEYS[k + 1], id, mid)
-  local h = read_hash(KEYS[k + 1], 'm', 'u', 'd', 's')
+  local h = read_hash(KEYS[k + 1], F_DELIVERY, F_UNIQUE, F_SETTLED, F_STATE)
   if h and h[1] == mid then
     live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], h, ARGV[a + 4]}
   elseif h and h[3] == mid and h[4] == 'completed' then
@@ -53,12 +53,12 @@ for _, t in ipairs(live) do
   acked[#acked + 1] = mid
   if h[2] and h[2] == ukey then release_unique(ukey, id) end
   if keep > 0 then
-    local fields = {tkey, 's', 'completed', 'c', now, 'd', mid}
+    local fields = {tkey, F_STATE, 'completed', F_COMPLETED_AT, now, F_SETTLED, mid}
     local env = entry_envelope(KEYS[1], mid)
-    if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
-    if res and res ~= '' then fields[#fields + 1] = 'res'; fields[#fields + 1] = res end
+    if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
+    if res and res ~= '' then fields[#fields + 1] = F_RESULT; fields[#fields + 1] = res end
     redis.call('HSET', unpack(fields))
-    redis.call('HDEL', tkey, 'm')
+    redis.call('HDEL', tkey, F_DELIVERY)
     redis.call('PEXPIRE', tkey, keep)
     redis.pcall('ZADD', KEYS[2], now + keep, id)
     announce(tkey)

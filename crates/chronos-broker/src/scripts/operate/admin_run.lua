@@ -32,12 +32,12 @@ for a = 2, #ARGV do
   elseif #h == 0 then
     codes[i] = 0
   else
-    s = field_of(h, 's') or ''
+    s = field_of(h, F_STATE) or ''
     if s == 'pending' or s == 'active' then
       codes[i] = 2
     elseif sets[s] == nil then
       codes[i] = -1
-    elseif not field_of(h, 'e') then
+    elseif not field_of(h, F_ENVELOPE) then
       codes[i] = -2
     else
       codes[i] = 1
@@ -48,18 +48,20 @@ for a = 2, #ARGV do
 end
 for _, t in ipairs(todo) do
   local id, tkey, all, s = unpack(t)
-  local r = field_of(all, 'r')
+  local r = field_of(all, F_RETRIED)
   if s == 'archived' then r = '0' end
-  local mid = add_entry(KEYS[1], id, field_of(all, 'e'), r, field_of(all, 'err'), field_of(all, 'f'))
-  local args = {tkey, 's', 'pending', 'm', mid}
+  local mid = add_entry(KEYS[1], id, field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR),
+    field_of(all, F_FAILED_AT))
+  local args = {tkey, F_STATE, 'pending', F_DELIVERY, mid}
   for j = 1, #all, 2 do
     local k = all[j]
-    if k ~= 'e' and k ~= 's' and k ~= 'm' and k ~= 'd' and not (k == 'r' and s == 'archived') then
+    if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY and k ~= F_SETTLED
+        and not (k == F_RETRIED and s == 'archived') then
       args[#args + 1] = k
       args[#args + 1] = all[j + 1]
     end
   end
-  if s == 'archived' then args[#args + 1] = 'r'; args[#args + 1] = '0' end
+  if s == 'archived' then args[#args + 1] = F_RETRIED; args[#args + 1] = '0' end
   redis.call('DEL', tkey)
   redis.call('HSET', unpack(args))
   redis.call('ZREM', sets[s], id)

@@ -28,13 +28,14 @@ end
 local moved = 0
 for _, t in ipairs(todo) do
   local zkey, id, tkey, all = unpack(t)
-  local env = field_of(all, 'e')
+  local env = field_of(all, F_ENVELOPE)
   if env then
-    local mid = add_entry(KEYS[1], id, env, field_of(all, 'r'), field_of(all, 'err'), field_of(all, 'f'))
-    local args = {tkey, 's', 'pending', 'm', mid}
+    local mid = add_entry(KEYS[1], id, env, field_of(all, F_RETRIED), field_of(all, F_ERROR),
+      field_of(all, F_FAILED_AT))
+    local args = {tkey, F_STATE, 'pending', F_DELIVERY, mid}
     for j = 1, #all, 2 do
       local k = all[j]
-      if k ~= 'e' and k ~= 's' and k ~= 'm' then
+      if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY then
         args[#args + 1] = k
         args[#args + 1] = all[j + 1]
       end

@@ -11,7 +11,7 @@ for _, e in ipairs(p) do
   local r = redis.call('XRANGE', KEYS[1], e[1], e[1])
   local fields = r[1] and r[1][2]
   -- A plain task's entry has no `i`: its id is the entry's own.
-  local id = field_of(fields, 'i') or (field_of(fields, 'e') and e[1]) or ''
+  local id = field_of(fields, F_TASK_ID) or (field_of(fields, F_ENVELOPE) and e[1]) or ''
   out[#out + 1] = {e[1], id}
 end
 return out

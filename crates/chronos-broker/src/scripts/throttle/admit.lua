@@ -28,7 +28,7 @@ local todo, windows = {}, {}
 for t = 0, (#ARGV - 3) / 2 - 1 do
   local id, mid = ARGV[4 + t * 2], ARGV[5 + t * 2]
   local tkey, kkey = KEYS[3 + t * 2], KEYS[4 + t * 2]
-  local h = read_hash(tkey, 'm', 'k', 'd', 's')
+  local h = read_hash(tkey, F_DELIVERY, F_RATE_TAKEN, F_SETTLED, F_STATE)
   if windows[kkey] == nil then
     local v = redis.pcall('GET', kkey)
     local used, deferred = 0, 0
@@ -52,18 +52,18 @@ for _, t in ipairs(todo) do
     elseif windows[kkey][1] < rate then
       windows[kkey][1] = windows[kkey][1] + 1
       touched[kkey] = true
-      redis.call('HSET', tkey, 'k', mid)
+      redis.call('HSET', tkey, F_RATE_TAKEN, mid)
       out[#out + 1] = {1}
     else
       local due = w + period * (1 + math.floor(windows[kkey][2] / rate))
       windows[kkey][2] = windows[kkey][2] + 1
       touched[kkey] = true
-      local fields = {tkey, 's', 'scheduled', 'd', mid}
+      local fields = {tkey, F_STATE, 'scheduled', F_SETTLED, mid}
       local env = entry_envelope(KEYS[1], mid)
-      if env then fields[#fields + 1] = 'e'; fields[#fields + 1] = env end
+      if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
       settle_entries(KEYS[1], group, {mid})
       redis.call('HSET', unpack(fields))
-      redis.call('HDEL', tkey, 'm')
+      redis.call('HDEL', tkey, F_DELIVERY)
       wake(KEYS[2], due)
       redis.call('ZADD', KEYS[2], due, id)
       out[#out + 1] = {0, due}

@@ -33,7 +33,7 @@ end
 local removed = 0
 for _, t in ipairs(todo) do
   local zkey, id, tkey, state = unpack(t)
-  if redis.pcall('HGET', tkey, 's') == state then redis.call('DEL', tkey) end
+  if redis.pcall('HGET', tkey, F_STATE) == state then redis.call('DEL', tkey) end
   removed = removed + redis.call('ZREM', zkey, id)
 end
 return removed

@@ -1,0 +1,272 @@
+//! The protocol between the Rust side and the Lua scripts, named once: the fields of a task
+//! record, of a stream entry and of a group record, and the numbers both sides must agree on.
+//!
+//! The Lua side gets the same names from [`prologue`], which the loader prepends to every
+//! script (before `lib.lua`), so a number or a field name is written in Rust only: scripts say
+//! `F_STATE`, `F_DELIVERY`, ... for the task record and its entries. This module's tests pin
+//! the rest: a task-record field spelled as a literal in a script fails, except the group
+//! scripts' own record (`G_*` fields, spelled in group_open.lua and group_report.lua) and a
+//! few argument codes that share a letter with a field (listed in the test).
+
+use crate::DEFAULT_MAX_RETRY;
+
+// Task record: the hash `<ns>:{<q>}:t:<id>` (see the crate docs, "Key layout").
+
+/// Task record: state (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`).
+pub(crate) const STATE: &str = "s";
+/// Task record: entry id of the current delivery.
+pub(crate) const DELIVERY: &str = "m";
+/// Task record: entry id of the last settled delivery (answers a re-sent settle).
+pub(crate) const SETTLED: &str = "d";
+/// Task record and entry: failed attempts so far.
+pub(crate) const RETRIED: &str = "r";
+/// Task record and plain entry: max retry.
+pub(crate) const MAX_RETRY: &str = "x";
+/// Task record and entry: last error.
+pub(crate) const ERROR: &str = "err";
+/// Task record and entry: when the last attempt failed (unix ms).
+pub(crate) const FAILED_AT: &str = "f";
+/// Task record: completion time (unix ms).
+pub(crate) const COMPLETED_AT: &str = "c";
+/// Task record: the unique lock's key, when the task holds one.
+pub(crate) const UNIQUE: &str = "u";
+/// Task record and plain entry: `'1'` to drop the task when it dies (else it is archived).
+pub(crate) const DISCARD: &str = "dl";
+/// Task record: the producer's fingerprint of an explicit id.
+pub(crate) const FINGERPRINT: &str = "fp";
+/// Task record: entry id of the delivery that took a start of its rate key (admit.lua).
+pub(crate) const RATE_TAKEN: &str = "k";
+/// Task record: the handler's result (completed and retained only).
+pub(crate) const RESULT: &str = "res";
+/// Task record and entry: the envelope (in the record only while the task is out of the stream).
+pub(crate) const ENVELOPE: &str = "e";
+/// Task record: free re-deliveries of the current attempt (reclaim.lua).
+pub(crate) const FREE_REDELIVERIES: &str = "z";
+
+// Stream entry: `i`, `e`, and once the task failed before `r`, `err`, `f` (the record's names);
+// a plain task's entry has no `i`, and `x`/`dl` where they are not the defaults.
+
+/// Entry: the task id (absent from a plain task's entry, whose id is the task's).
+pub(crate) const TASK_ID: &str = "i";
+
+// Group record: the hash `<ns>:{<cbq>}:g:<gid>` (group_open.lua, group_report.lua).
+
+/// Group record: number of members.
+pub(crate) const GROUP_SIZE: &str = "n";
+/// Group record: members that succeeded.
+pub(crate) const GROUP_OK: &str = "ok";
+/// Group record: members that were dead-lettered.
+pub(crate) const GROUP_KO: &str = "ko";
+/// Group record: `'1'` once the callback was enqueued.
+pub(crate) const GROUP_FIRED: &str = "fired";
+/// Group record: the callback's envelope.
+pub(crate) const GROUP_CALLBACK: &str = "cb";
+/// Group record: offset of the counts text in the callback's envelope.
+pub(crate) const GROUP_OFFSET: &str = "off";
+/// Group record: the callback's task id.
+pub(crate) const GROUP_CALLBACK_ID: &str = "cbid";
+/// Group record: `'1'` when members' results are collected.
+pub(crate) const GROUP_COLLECT: &str = "col";
+/// Group record: the group's TTL (ms).
+pub(crate) const GROUP_TTL: &str = "ttl";
+
+/// Every field, with the name of the Lua local [`prologue`] gives it.
+const FIELDS: &[(&str, &str)] = &[
+    ("F_STATE", STATE),
+    ("F_DELIVERY", DELIVERY),
+    ("F_SETTLED", SETTLED),
+    ("F_RETRIED", RETRIED),
+    ("F_MAX_RETRY", MAX_RETRY),
+    ("F_ERROR", ERROR),
+    ("F_FAILED_AT", FAILED_AT),
+    ("F_COMPLETED_AT", COMPLETED_AT),
+    ("F_UNIQUE", UNIQUE),
+    ("F_DISCARD", DISCARD),
+    ("F_FINGERPRINT", FINGERPRINT),
+    ("F_RATE_TAKEN", RATE_TAKEN),
+    ("F_RESULT", RESULT),
+    ("F_ENVELOPE", ENVELOPE),
+    ("F_FREE_REDELIVERIES", FREE_REDELIVERIES),
+    ("F_TASK_ID", TASK_ID),
+    ("G_SIZE", GROUP_SIZE),
+    ("G_OK", GROUP_OK),
+    ("G_KO", GROUP_KO),
+    ("G_FIRED", GROUP_FIRED),
+    ("G_CALLBACK", GROUP_CALLBACK),
+    ("G_OFFSET", GROUP_OFFSET),
+    ("G_CALLBACK_ID", GROUP_CALLBACK_ID),
+    ("G_COLLECT", GROUP_COLLECT),
+    ("G_TTL", GROUP_TTL),
+];
+
+/// The delivery count start.lua sets on a started plain task's pending entry (XCLAIM
+/// RETRYCOUNT): far above any count a read or a reclaim gives, so the pending list itself
+/// records "started" (Lua: `STARTED`).
+pub(crate) const STARTED: i64 = 1_000_000;
+
+/// Values per task in an enqueue.lua call (Lua: `ENQUEUE_STRIDE`).
+pub(crate) const ENQUEUE_STRIDE: usize = 8;
+
+/// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
+pub(crate) const COMPLETE_STRIDE: usize = 4;
+
+/// Values per trigger in a fire.lua call (Lua: `FIRE_STRIDE`).
+pub(crate) const FIRE_STRIDE: usize = 12;
+
+/// The Lua prepended to every script: the constants above as `local`s. Locals cost the script
+/// nothing at run time, and the text is the same on every start, so each script's SHA1 is too.
+pub(crate) fn prologue() -> String {
+    let mut lua = String::from(
+        "-- Generated from src/redis/protocol.rs (the Rust side of the protocol): edit it there.\n",
+    );
+    lua.push_str(&format!("local STARTED = {STARTED}\n"));
+    // A string, as the scripts compare and store it: the envelope's default max retry.
+    lua.push_str(&format!("local PLAIN_MAX_RETRY = '{DEFAULT_MAX_RETRY}'\n"));
+    lua.push_str(&format!("local ENQUEUE_STRIDE = {ENQUEUE_STRIDE}\n"));
+    lua.push_str(&format!("local COMPLETE_STRIDE = {COMPLETE_STRIDE}\n"));
+    lua.push_str(&format!("local FIRE_STRIDE = {FIRE_STRIDE}\n"));
+    for (name, value) in FIELDS {
+        lua.push_str(&format!("local {name} = '{value}'\n"));
+    }
+    lua
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    /// Quoted words of the scripts that are not fields: Redis type names, Lua type names,
+    /// states, argument codes, and the fields of the scheduler's own hashes (leader info,
+    /// metrics) and of the rate-limit hash, which are not part of this protocol.
+    const NOT_FIELDS: &[&str] = &[
+        "zset", "table", "hash", "none", "string", "stream", "number", // types
+        "retry",  // a state ('pending', ... are longer than a field name)
+        "o",      // a group member's outcome code (`o` succeeded, `f` failed)
+        "j",      // due.lua's list selector (`f`/`j`)
+        "t",      // the rate-limit hash's next-start time
+        "id", "epoch", "since", // the scheduler's leader info
+    ];
+
+    fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("scripts dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                lua_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "lua") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Short quoted words in the code (not the comments) of `text`: the shape of a field name.
+    fn words(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let code = line.split("--").next().unwrap_or("");
+            for (k, part) in code.split('\'').enumerate() {
+                if k % 2 == 1
+                    && (1..=5).contains(&part.len())
+                    && part.chars().all(|c| c.is_ascii_lowercase())
+                {
+                    out.push(part.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn scripts_spell_only_declared_fields() {
+        let declared: BTreeSet<&str> = FIELDS.iter().map(|(_, v)| *v).collect();
+        let mut files = Vec::new();
+        lua_files(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts"),
+            &mut files,
+        );
+        assert!(files.len() >= 30, "only {} scripts", files.len());
+        let mut used = BTreeSet::new();
+        for path in &files {
+            let text = std::fs::read_to_string(path).expect("read");
+            for w in words(&text) {
+                assert!(
+                    declared.contains(w.as_str()) || NOT_FIELDS.contains(&w.as_str()),
+                    "{}: '{w}' looks like a field but protocol.rs declares none such",
+                    path.display()
+                );
+                used.insert(w);
+            }
+            // The generated names are the only way to say a field in lib.lua, so each use there
+            // must name a declared one.
+            for name in text.split(|c: char| !c.is_ascii_alphanumeric() && c != '_') {
+                if (name.starts_with("F_") || name.starts_with("G_")) && name.len() > 2 {
+                    assert!(
+                        FIELDS.iter().any(|(n, _)| *n == name),
+                        "{}: {name} is not generated by protocol.rs",
+                        path.display()
+                    );
+                }
+            }
+        }
+        let prologue = prologue();
+        for (name, value) in FIELDS {
+            let spelled = used.contains(*value)
+                || files.iter().any(|p| {
+                    std::fs::read_to_string(p)
+                        .expect("read")
+                        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                        .any(|w| w == *name)
+                });
+            assert!(spelled, "field {name} = '{value}' is used by no script");
+            assert!(prologue.contains(&format!("local {name} = '{value}'\n")));
+        }
+    }
+
+    /// Literals that look like a task-record field but are argument or receipt codes, by file.
+    const CODES: &[(&str, &str)] = &[
+        ("due.lua", "f"),     // which lists: 'f' forward
+        ("forward.lua", "r"), // set of a task: 'r' retry
+        ("janitor.lua", "c"), // set of a task: 'c' completed
+        ("enqueue.lua", "u"), // receipt code: unique lock held
+        ("enqueue.lua", "k"), // receipt code: corrupt queue keys
+        ("enqueue.lua", "c"), // receipt code: id conflict
+    ];
+
+    #[test]
+    fn scripts_name_task_fields_by_their_generated_names() {
+        let task_fields: BTreeSet<&str> = FIELDS
+            .iter()
+            .filter(|(n, _)| n.starts_with("F_"))
+            .map(|(_, v)| *v)
+            .collect();
+        let mut files = Vec::new();
+        lua_files(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts"),
+            &mut files,
+        );
+        for path in &files {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            // The group record's own fields (`x`, `dl`, `fp` of the callback) share letters.
+            if name.starts_with("group_") {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).expect("read");
+            for w in words(&text) {
+                assert!(
+                    !task_fields.contains(w.as_str()) || CODES.contains(&(name, w.as_str())),
+                    "{}: task field '{w}' spelled as a literal: use its F_ name",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn prologue_is_only_locals() {
+        // Anything but `local` assignments would run on every call of every script.
+        for line in prologue().lines().filter(|l| !l.starts_with("--")) {
+            assert!(line.starts_with("local "), "{line}");
+        }
+    }
+}
