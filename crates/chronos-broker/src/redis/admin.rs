@@ -7,7 +7,7 @@ use std::time::Duration;
 use fred::bytes::Bytes;
 use fred::prelude::*;
 
-use super::consume::decode_envelope;
+use super::lease::decode_envelope;
 use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, RETRIED, STATE, UNIQUE};
 use super::record::{Entry, Record};
 use super::reply::ActionCode;

@@ -1,7 +1,7 @@
 use fred::bytes::Bytes;
 use fred::prelude::*;
 
-use super::consume::decode_envelope;
+use super::lease::decode_envelope;
 use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, RETRIED, STATE};
 use super::record::{Entry, Record};
 use super::{reply, RedisBroker};

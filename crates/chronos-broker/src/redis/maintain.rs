@@ -3,7 +3,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
-use super::consume::decode_envelope;
+use super::lease::decode_envelope;
 use super::protocol::UNIQUE;
 use super::record::Record;
 use super::reply::LockCode;

@@ -5,6 +5,7 @@ mod consume;
 mod enqueue;
 mod flow;
 mod inspect;
+mod lease;
 mod maintain;
 mod protocol;
 mod record;

@@ -11,7 +11,7 @@ use fred::prelude::*;
 use fred::types::ClientUnblockFlag;
 use tracing::warn;
 
-use super::consume::{lease_of_entry, ReadReply};
+use super::lease::{lease_of_entry, ReadReply};
 use super::RedisBroker;
 use crate::redis::store::store;
 use crate::{BrokerError, Fetched, Interrupt, QueueName, GROUP};
