@@ -11,12 +11,14 @@
 //! * `fuzz [--total N] [--redis-cases N]`: every property test in release, a million inputs in all.
 //! * `soak --minutes N`: producer, worker and scheduler at a steady rate; Redis memory, key count
 //!   and RSS sampled each minute must stay flat.
+//! * `layout`: no package over 25 % of the non-test lines, no import loops between files.
 
 mod bench;
 mod chaos;
 mod ci;
 mod demo;
 mod fuzz;
+mod layout;
 mod redis;
 mod screenshots;
 mod soak;
@@ -42,9 +44,10 @@ fn main() -> Result<()> {
         "ci" => ci::run(),
         "fuzz" => fuzz::run(rest),
         "soak" => soak::run(rest),
+        "layout" => layout::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect|idle]|chaos [scenario] [--short]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N>"
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|scheduler|inspect|idle]|chaos [scenario] [--short]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N|layout>"
             );
             if task == "help" {
                 Ok(())
