@@ -3,21 +3,11 @@ use std::collections::BTreeMap;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::DecodeError;
+use crate::{DeadLetter, DecodeError};
 
 /// First byte of every encoded envelope. Bump it when the layout changes incompatibly; a reader
 /// refuses versions it does not know instead of misreading them.
 pub const ENVELOPE_VERSION: u8 = 1;
-
-/// What happens to a task whose retries are exhausted (or that fails with a skip-retry error).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DeadLetter {
-    /// Keep it in the queue's archive for inspection and manual re-run (the default).
-    #[default]
-    Archive,
-    /// Drop it. The server's dead-letter hook still sees it.
-    Discard,
-}
 
 /// A task as stored in Redis: identity, payload and delivery policy.
 ///
@@ -33,7 +23,7 @@ pub struct TaskEnvelope {
     /// Queue the task was enqueued to.
     pub queue: String,
     /// The task arguments, encoded with MessagePack.
-    #[serde(with = "bytes_field")]
+    #[serde(with = "crate::bytes_field")]
     pub payload: Vec<u8>,
     /// Failed attempts so far.
     pub retried: u32,
@@ -154,40 +144,6 @@ impl TaskEnvelope {
     }
 }
 
-/// Serializes `Vec<u8>` as a MessagePack bin (serde's default would be an array of integers,
-/// up to twice the size).
-pub(crate) mod bytes_field {
-    use serde::{de, Deserializer, Serializer};
-
-    pub(crate) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(v)
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct Visitor;
-        impl<'de> de::Visitor<'de> for Visitor {
-            type Value = Vec<u8>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(v.to_vec())
-            }
-            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
-                let mut out = Vec::new();
-                while let Some(b) = seq.next_element::<u8>()? {
-                    out.push(b);
-                }
-                Ok(out)
-            }
-        }
-        d.deserialize_byte_buf(Visitor)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,7 +202,7 @@ mod tests {
         String,
         String,
         String,
-        #[serde(with = "super::bytes_field")] Vec<u8>,
+        #[serde(with = "crate::bytes_field")] Vec<u8>,
         u32,
         u32,
         Option<u64>,

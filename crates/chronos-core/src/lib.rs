@@ -61,25 +61,31 @@
 //! broker that made it decided: [`BrokerError::is_transient`] is what retry loops ask.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bytes_field;
 mod capability;
 mod chain;
 mod client;
+mod dead_letter;
 mod delivery;
 mod envelope;
 mod error;
 mod flow;
 mod forward;
 mod group;
+mod group_record;
 pub mod names;
 mod operate;
 mod outcome;
 mod payload;
 mod record;
+mod result;
 mod sample;
 mod schedule;
 mod schedule_def;
 mod server_record;
 mod signal;
+mod state;
+mod step;
 mod task;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -93,18 +99,20 @@ pub use capability::{
 };
 pub use chain::Chain;
 pub use client::Client;
+pub use dead_letter::DeadLetter;
 pub use delivery::{
     Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, StartOutcome,
 };
-pub use envelope::{DeadLetter, TaskEnvelope, ENVELOPE_VERSION};
+pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};
 pub use flow::{
-    callback_task_id, chain_successor, counts_offset, flow_task_id, ChainInfo, ChainLink,
-    ChainPosition, ChainStatus, Flow, GroupCallback, GroupCreated, GroupInfo, GroupLink,
-    GroupRecord, GroupState, GroupSummary, MemberOutcome, MemberPage, MemberReport, MemberResult,
-    StepSpec, COUNTS_PLACEHOLDER, DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL, SUCCESSOR_MARKER_TTL,
+    callback_task_id, counts_offset, flow_task_id, ChainInfo, ChainLink, ChainPosition,
+    ChainStatus, Flow, GroupCallback, GroupCreated, GroupInfo, GroupLink, GroupState, GroupSummary,
+    MemberOutcome, MemberPage, MemberReport, MemberResult, StepSpec, COUNTS_PLACEHOLDER,
+    DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL, SUCCESSOR_MARKER_TTL,
 };
 pub use group::Group;
+pub use group_record::GroupRecord;
 pub use names::{QueueName, MAX_NAME_LEN};
 pub use operate::{
     ActionOutcome, BulkReport, HistoryPoint, HistorySpan, TaskAction, TaskFilter, TaskPage,
@@ -113,13 +121,17 @@ pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
 pub use payload::payload_json;
 pub use record::{QueueStats, TaskRecord};
 pub use sample::QueueSample;
-pub use schedule::{FireOutcome, FireState, LeaderInfo, ScheduleEntry, SchedulerMetrics, Trigger};
-pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, ScheduleSource, StoredDef};
+pub use schedule::{
+    FireOutcome, FireState, LeaderInfo, ScheduleEntry, ScheduleSource, SchedulerMetrics, Trigger,
+};
+pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, StoredDef};
 pub use server_record::ServerRecord;
 pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
+pub use state::TaskState;
+pub use step::chain_successor;
 pub use task::{
     decode_args, duration_ms, encode_args, new_task_id, now_ms, unix_ms, Due, EnqueueOptions,
-    NewTask, TaskArgs, TaskInfo, TaskState, Timestamp, DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_RETRY,
+    NewTask, TaskArgs, TaskInfo, Timestamp, DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_RETRY,
     SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 pub use throttle::{Admission, KeyRate, PermitLimit, Permits};

@@ -1,10 +1,8 @@
 //! What became of a task, as a producer waiting for its result sees it.
 
-use std::time::Duration;
-
 use serde::de::DeserializeOwned;
 
-use crate::{BrokerError, Client, DecodeError, QueueName, Results, TaskState};
+use crate::{BrokerError, DecodeError, TaskState};
 
 /// First byte of a stored result that is not a result but a note that the handler's result was
 /// too large to keep. MessagePack never starts a value with 0xc1 (the one byte it leaves unused),
@@ -37,74 +35,6 @@ impl TaskOutcome {
     pub fn is_final(&self) -> bool {
         !matches!(self, TaskOutcome::Unfinished(_))
     }
-}
-
-impl<B: Results> Client<B> {
-    /// The result of task `id` of `queue` (ids are unique per queue, so the queue is part of the
-    /// name; [`crate::TaskInfo`] carries both): `Some` once it succeeded, `None` while it is not
-    /// finished. A handler that returned no result gives `R`'s reading of nothing: `()` or
-    /// `None` for an `Option`.
-    ///
-    /// A result is kept only while its task is retained ([`crate::EnqueueOptions::retention`]).
-    /// Errors: [`BrokerError::TaskFailed`] (dead-lettered), [`BrokerError::TaskNotFound`]
-    /// (unknown, deleted, or completed without a retention), [`BrokerError::ResultNotKept`] (the
-    /// result was over the payload limit), [`BrokerError::Decode`] (the result is not an `R`).
-    pub async fn result<R: DeserializeOwned>(
-        &self,
-        queue: &str,
-        id: &str,
-    ) -> Result<Option<R>, BrokerError> {
-        let q = QueueName::new(queue)?;
-        let outcome = self.broker().outcome(&q, id).await?;
-        match final_result(&q, id, outcome) {
-            Err(Unfinished(_)) => Ok(None),
-            Ok(r) => r.map(Some),
-        }
-    }
-
-    /// Waits up to `timeout` for task `id` of `queue` to finish and returns its result, as
-    /// [`Client::result`] reads it. The broker wakes the wait when the task succeeds or is
-    /// dead-lettered (a pub/sub message, plus a re-read once a second in case it was lost). [`BrokerError::WaitTimeout`] when it
-    /// did not finish in time; the task itself is not affected.
-    pub async fn wait<R: DeserializeOwned>(
-        &self,
-        queue: &str,
-        id: &str,
-        timeout: Duration,
-    ) -> Result<R, BrokerError> {
-        let q = QueueName::new(queue)?;
-        let outcome = self.broker().wait_outcome(&q, id, timeout).await?;
-        match final_result(&q, id, outcome) {
-            Ok(r) => r,
-            Err(Unfinished(state)) => Err(BrokerError::WaitTimeout {
-                id: id.to_string(),
-                timeout,
-                state,
-            }),
-        }
-    }
-}
-
-/// The task has no final outcome yet; its state.
-struct Unfinished(TaskState);
-
-fn final_result<R: DeserializeOwned>(
-    queue: &QueueName,
-    id: &str,
-    outcome: TaskOutcome,
-) -> Result<Result<R, BrokerError>, Unfinished> {
-    Ok(match outcome {
-        TaskOutcome::Unfinished(state) => return Err(Unfinished(state)),
-        TaskOutcome::Succeeded { result } => decode_result(id, result.as_deref()),
-        TaskOutcome::Failed { error } => Err(BrokerError::TaskFailed {
-            id: id.to_string(),
-            error,
-        }),
-        TaskOutcome::NotFound => Err(BrokerError::TaskNotFound {
-            queue: queue.to_string(),
-            id: id.to_string(),
-        }),
-    })
 }
 
 /// Decodes a stored result; none reads as MessagePack nil, so `()` and `Option` accept it.

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::{DecodeError, NewTask, ScheduleSource};
+use crate::{DecodeError, NewTask};
 
 /// One trigger of a schedule, ready to be fired into its queue.
 #[derive(Debug, Clone)]
@@ -134,4 +134,25 @@ pub struct SchedulerMetrics {
     pub missed: u64,
     /// Triggers suppressed as duplicates or by the overlap policy.
     pub suppressed: u64,
+}
+
+/// Where a schedule in the registry comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleSource {
+    /// Registered in code (`register_interval`, `register_cron`) by running instances.
+    #[default]
+    Code,
+    /// Stored in Redis at run time (the API or `chronos schedule add`).
+    Runtime,
+}
+
+impl ScheduleSource {
+    /// `code` or `runtime`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleSource::Code => "code",
+            ScheduleSource::Runtime => "runtime",
+        }
+    }
 }

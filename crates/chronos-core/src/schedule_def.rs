@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::DecodeError;
+use crate::{DecodeError, ScheduleEntry, ScheduleSource};
 
 /// When a stored schedule fires: an interval aligned to the unix epoch, or a cron expression
 /// in an IANA zone. Validated by the scheduler before it is written.
@@ -110,7 +110,7 @@ impl ScheduleDef {
     /// The registry entry listings show for it: source runtime, its paused flag, the next run
     /// of an interval (a cron's is left to the scheduler crate, which can evaluate it), and
     /// liveness as the caller knows it.
-    pub fn entry(&self, now_ms: i64, last_seen_ms: i64, stale: bool) -> crate::ScheduleEntry {
+    pub fn entry(&self, now_ms: i64, last_seen_ms: i64, stale: bool) -> ScheduleEntry {
         let (zone, every_ms) = match &self.spec {
             DefSpec::Every { every_ms } => ("UTC".to_string(), Some(*every_ms)),
             DefSpec::Cron { zone, .. } => (zone.clone(), None),
@@ -127,7 +127,7 @@ impl ScheduleDef {
             }
             None => None,
         };
-        crate::ScheduleEntry {
+        ScheduleEntry {
             id: self.id.clone(),
             spec: self.describe.clone(),
             zone,
@@ -192,25 +192,4 @@ pub enum PutOutcome {
     Conflict,
     /// A schedule registered in code uses this id: nothing written.
     CodeOwned,
-}
-
-/// Where a schedule in the registry comes from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScheduleSource {
-    /// Registered in code (`register_interval`, `register_cron`) by running instances.
-    #[default]
-    Code,
-    /// Stored in Redis at run time (the API or `chronos schedule add`).
-    Runtime,
-}
-
-impl ScheduleSource {
-    /// `code` or `runtime`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScheduleSource::Code => "code",
-            ScheduleSource::Runtime => "runtime",
-        }
-    }
 }

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 use serde::{de::DeserializeOwned, Serialize};
 use time::OffsetDateTime;
 
-use crate::{BrokerError, DeadLetter, DecodeError, TaskEnvelope};
+use crate::{BrokerError, DeadLetter, DecodeError, TaskEnvelope, TaskState};
 
 /// The arguments of one kind of task: a plain serde type with a stable kind string.
 ///
@@ -254,51 +254,6 @@ impl EnqueueOptions {
     /// The queue name, or `default`.
     pub fn queue_name(&self) -> &str {
         self.queue.as_deref().unwrap_or("default")
-    }
-}
-
-/// The lifecycle state of a task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TaskState {
-    /// In the stream, waiting for a worker.
-    Pending,
-    /// Held by a worker.
-    Active,
-    /// Waiting for its process-at time.
-    Scheduled,
-    /// Failed, waiting for its retry time.
-    Retry,
-    /// Dead-lettered and kept in the archive.
-    Archived,
-    /// Succeeded and kept for its retention period.
-    Completed,
-}
-
-impl TaskState {
-    /// The name stored in Redis (`pending`, `active`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Pending => "pending",
-            TaskState::Active => "active",
-            TaskState::Scheduled => "scheduled",
-            TaskState::Retry => "retry",
-            TaskState::Archived => "archived",
-            TaskState::Completed => "completed",
-        }
-    }
-
-    /// Parses a stored state name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => TaskState::Pending,
-            "active" => TaskState::Active,
-            "scheduled" => TaskState::Scheduled,
-            "retry" => TaskState::Retry,
-            "archived" => TaskState::Archived,
-            "completed" => TaskState::Completed,
-            _ => return None,
-        })
     }
 }
 
