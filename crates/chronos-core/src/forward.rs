@@ -10,9 +10,10 @@ use std::sync::Arc;
 ///
 /// * `forward!(Consume => inner)`: every method calls `self.inner` (write the associated
 ///   `type Reader = B::Reader;` yourself).
-/// * `forward!(Consume => inner, before hook)`: each method that answers a `Result` first calls
-///   `self.hook("method_name")?` (`fn hook(&self, method: &'static str) -> Result<(), BrokerError>`),
-///   so a wrapper can count calls or inject a failure; the others just forward.
+/// * `forward!(Consume => inner, before hook)`: each method first calls
+///   `self.hook("method_name")` (`fn hook(&self, method: &'static str) -> Result<(), BrokerError>`),
+///   so a wrapper can count calls or inject a failure; an `Err` fails the call of a method that
+///   answers a `Result`, and is dropped for the two that do not (`close_reader`, `interrupter`).
 ///
 /// A wrapper that changes one method of a capability writes that `impl` by hand; the compiler
 /// then lists any method it forgot.
@@ -214,6 +215,8 @@ macro_rules! forward {
     };
     (@call (hook $field:ident $hook:ident), $name:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
         fn $name(&self $(, $arg: $ty)*) -> impl ::std::future::Future<Output = $out> + Send {
+            // No `Result` to carry a failure: the hook sees the call, and its answer is dropped.
+            let _ = self.$hook(stringify!($name));
             self.$field.$name($($arg),*)
         }
     };
