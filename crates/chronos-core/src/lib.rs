@@ -11,15 +11,16 @@
 //! * [`TaskArgs`]: a serde type with a stable kind; [`Client::enqueue`] and
 //!   [`Client::enqueue_batch`] write it with [`EnqueueOptions`].
 //! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
-//! * Capability traits: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`], [`Inspect`],
-//!   [`Schedules`], [`ManageSchedules`] (schedules stored at run time, [`ScheduleDef`]); [`Broker`] is all of them, but each runtime asks only for what it uses (the
-//!   worker's server names its set `chronos_worker::WorkerBroker`; see also
-//!   [`SampleQueues`], [`Flows`], [`Throttle`]). No trait has default bodies: a store states
-//!   every answer, and [`forward!`] writes a wrapper's. `chronos-broker`'s `RedisBroker`
-//!   implements them over fred for standalone Redis, Sentinel and Redis Cluster. Each is also implemented for `&T`,
-//!   `Arc<T>` and `Box<T>`, so a shared broker needs no wrapper type; an implementer or wrapper
-//!   finds every type the methods take or return ([`Fetched`], [`Reclaimed`], [`DeadTask`],
-//!   [`NewTask`], [`Trigger`], ...) here.
+//! * Capability traits, one file each: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`],
+//!   [`Inspect`], [`Schedules`], [`ManageSchedules`] (schedules stored at run time,
+//!   [`ScheduleDef`]), [`Operate`], [`Results`], [`SampleQueues`], [`Flows`], [`Throttle`].
+//!   [`Broker`] is the first seven, but each runtime asks only for what it uses (the worker's
+//!   server names its set `chronos_worker::WorkerBroker`). No trait has default bodies: a
+//!   store states every answer, and [`forward!`] writes a wrapper's. `chronos-broker`'s
+//!   `RedisBroker` implements them over fred for standalone Redis, Sentinel and Redis Cluster.
+//!   Each is also implemented for `&T`, `Arc<T>` and `Box<T>`, so a shared broker needs no
+//!   wrapper type; an implementer or wrapper finds every type the methods take or return
+//!   ([`Fetched`], [`Reclaimed`], [`DeadTask`], [`NewTask`], [`Trigger`], ...) here.
 //! * [`Throttle`]: rate limits (starts per period) and concurrency limits of a queue, and
 //!   rate limits per rate key ([`EnqueueOptions::rate_key`]), counted in the store for the
 //!   whole cluster; the worker calls it only for queues it limits.
@@ -46,13 +47,14 @@
 //!   fan-in: members and a callback enqueued exactly once when all finished;
 //!   [`Client::enqueue_group`], [`Client::group_results`]). The worker moves them on through
 //!   the [`Flows`] capability, only for tasks that carry a [`Flow`]: a plain task pays nothing.
-//!   See "Chains and groups" below.
+//!   `chronos-broker`'s docs ("Chains and groups") say how the Redis broker keeps them.
 //! * [`SCHEDULE_HEADER`] and [`TRIGGER_HEADER`]: the headers a scheduled task carries.
 //! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
 //!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
 //!   set a `traceparent` header), and the worker links its span to it.
-//! * `Recorder`: an in-memory [`Enqueue`] that records instead of writing, so a
-//!   producer's tests run `Client<Recorder>` without Redis and assert on what was enqueued.
+//! * `testing::Recorder` (feature `testing`): an in-memory [`Enqueue`] that records instead of
+//!   writing, so a producer's tests run `Client<Recorder>` without Redis and assert on what was
+//!   enqueued.
 //!
 //! # Errors
 //! Every fallible call answers a [`BrokerError`]. Input errors are permanent; a failure of the
