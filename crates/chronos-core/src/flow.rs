@@ -85,7 +85,7 @@ pub struct StepSpec {
     pub run_at_ms: Option<i64>,
     /// Headers.
     pub headers: BTreeMap<String, String>,
-    /// The rate key of the step's task ([`EnqueueOptions::rate_key`]).
+    /// The rate key of the step's task ([`crate::EnqueueOptions::rate_key`]).
     #[serde(default)]
     pub rate_key: Option<String>,
 }

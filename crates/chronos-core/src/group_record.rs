@@ -13,7 +13,7 @@ pub struct GroupRecord {
     pub queue: QueueName,
     /// Members in the group (at least 1).
     pub total: u64,
-    /// The callback, whose envelope holds [`GroupCallback::counts`] as a placeholder that the
+    /// The callback, whose envelope holds [`crate::GroupCallback::counts`] as a placeholder that the
     /// firing script overwrites.
     pub callback: NewTask,
     /// Keep the members' results.
