@@ -2,6 +2,10 @@
 //! fires every live registered schedule, with the registering instance's task and options, and
 //! exactly once per trigger across a hand-over. Against a real Redis, in one process.
 
+mod common;
+
+use common::broker;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -15,15 +19,6 @@ struct Report {
 }
 impl TaskArgs for Report {
     const KIND: &'static str = "report";
-}
-
-async fn broker(ns: &str) -> RedisBroker {
-    let url = chronos_testkit::shared_url().expect("redis");
-    RedisBroker::builder(url)
-        .namespace(ns)
-        .connect()
-        .await
-        .expect("connect")
 }
 
 fn config(instance: &str) -> SchedulerConfig {

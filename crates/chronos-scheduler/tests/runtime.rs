@@ -4,6 +4,10 @@
 //! enqueues once per request; invalid or conflicting changes are typed errors that write
 //! nothing.
 
+mod common;
+
+use common::broker;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -23,15 +27,6 @@ struct Ping {
 }
 impl TaskArgs for Ping {
     const KIND: &'static str = "ping";
-}
-
-async fn broker(ns: &str) -> RedisBroker {
-    let url = chronos_testkit::shared_url().expect("redis");
-    RedisBroker::builder(url)
-        .namespace(ns)
-        .connect()
-        .await
-        .expect("connect")
 }
 
 fn config() -> SchedulerConfig {

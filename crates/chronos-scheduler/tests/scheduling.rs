@@ -1,6 +1,10 @@
 //! The scheduler against a real Redis, in one process: several instances, catch-up policies,
 //! validation, the registry and the overlap policy.
 
+mod common;
+
+use common::broker;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -47,15 +51,6 @@ struct Ping {
 }
 impl TaskArgs for Ping {
     const KIND: &'static str = "ping";
-}
-
-async fn broker(ns: &str) -> RedisBroker {
-    let url = chronos_testkit::shared_url().expect("redis");
-    RedisBroker::builder(url)
-        .namespace(ns)
-        .connect()
-        .await
-        .expect("connect")
 }
 
 fn config(ttl_ms: u64) -> SchedulerConfig {
