@@ -640,10 +640,23 @@ async fn registry_publishes_cost_a_liveness_mark_not_a_rewrite() {
     let start0 = net_input_bytes(&b).await;
     let h = s.start().await.expect("start");
     let first = net_input_bytes(&b).await - start0;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let t0 = net_input_bytes(&b).await;
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let steady = net_input_bytes(&b).await - t0;
+    // The term's start (catch-up reads the fire state of every id) is a one-off that a loaded
+    // machine may delay past any fixed wait: measure after winning, and keep the quietest of a
+    // few one-second windows. Rewriting entries would cost every window.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !h.stats().is_leader {
+        assert!(tokio::time::Instant::now() < deadline, "never led");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut steady = u64::MAX;
+    for _ in 0..4 {
+        let t0 = net_input_bytes(&b).await;
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        steady = steady.min(net_input_bytes(&b).await - t0);
+        if steady < 10_000 {
+            break;
+        }
+    }
     h.shutdown().await;
     println!("registry bytes at 10k schedules: first publish {first}, then {steady} per second of 10 publishes");
     assert!(
