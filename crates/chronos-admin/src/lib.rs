@@ -698,6 +698,7 @@ mod tests {
         let rec = TaskRecord {
             id: "t1".into(),
             state: TaskState::Archived,
+            priority: Default::default(),
             envelope: Err(DecodeError::Empty),
         };
         let row = TaskRow::from_record(&q, &rec);

@@ -101,6 +101,36 @@ impl QueueKeys {
         format!("{}stream", self.prefix)
     }
 
+    /// The stream of the tasks of priority level `level`: [`QueueKeys::stream`] itself for the
+    /// default level, else `<prefix>stream:p<level>` (made, with its consumer group, by the
+    /// first task of that level; see [`QueueKeys::levels`]).
+    pub fn lane(&self, level: Option<u8>) -> String {
+        match level {
+            Some(l) if l != chronos_core::Priority::NORMAL.get() => {
+                format!("{}stream:p{l}", self.prefix)
+            }
+            _ => self.stream(),
+        }
+    }
+
+    /// The hash of the priority levels other than the default that have a stream in this
+    /// queue (`<prefix>stream:levels`, level -> the id of the empty entry the level's first
+    /// task left on the main stream to wake blocked readers): what a fetch reads to know where
+    /// to look. Bounded by the number of levels; deleted with the queue.
+    pub fn levels(&self) -> String {
+        format!("{}stream:levels", self.prefix)
+    }
+
+    /// The lanes block a script that may touch a level's stream declares: the streams of levels
+    /// 0 to 9 (the default level's is [`QueueKeys::stream`]), then [`QueueKeys::levels`].
+    pub fn lanes(&self) -> Vec<String> {
+        let mut out: Vec<String> = (0..chronos_core::Priority::LEVELS)
+            .map(|l| self.lane(Some(l)))
+            .collect();
+        out.push(self.levels());
+        out
+    }
+
     /// The hash of one task.
     pub fn task(&self, id: &str) -> String {
         format!("{}t:{id}", self.prefix)

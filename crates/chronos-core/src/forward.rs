@@ -150,6 +150,7 @@ macro_rules! forward {
             fn delete_queue(&self, queue: &$crate::QueueName, force: bool) -> Result<u64, $crate::BrokerError>;
             fn history(&self, queue: &$crate::QueueName, span: $crate::HistorySpan) -> Result<Vec<$crate::HistoryPoint>, $crate::BrokerError>;
             fn all_queue_stats(&self) -> Result<Vec<($crate::QueueName, $crate::QueueStats)>, $crate::BrokerError>;
+            fn prioritize(&self, queue: &$crate::QueueName, id: &str, priority: $crate::Priority) -> Result<$crate::ActionOutcome, $crate::BrokerError>;
         );
     };
     (@methods Flows, $how:tt) => {

@@ -79,6 +79,7 @@ pub mod names;
 mod operate;
 mod outcome;
 mod payload;
+mod priority;
 mod record;
 mod result;
 mod sample;
@@ -121,7 +122,8 @@ pub use operate::{
 };
 pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
 pub use payload::payload_json;
-pub use record::{QueueStats, TaskRecord};
+pub use priority::Priority;
+pub use record::{LevelStats, QueueStats, TaskRecord};
 pub use sample::QueueSample;
 pub use schedule::{
     FireOutcome, FireState, LeaderInfo, ScheduleEntry, ScheduleSource, SchedulerMetrics, Trigger,

@@ -3,7 +3,7 @@
 use crate::{DecodeError, TaskEnvelope, TaskState};
 
 /// Counts of one queue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueStats {
     /// Waiting in the stream.
     pub pending: u64,
@@ -21,6 +21,23 @@ pub struct QueueStats {
     pub processed: u64,
     /// Failed attempts since the queue was created.
     pub failed: u64,
+    /// Per priority level, most urgent first, for a queue whose tasks use levels other than
+    /// the default (empty otherwise): `pending` and `active` above are their sums.
+    pub levels: Vec<LevelStats>,
+}
+
+/// The tasks of one priority level of a queue ([`QueueStats::levels`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// The level.
+    pub priority: crate::Priority,
+    /// Waiting in the level's stream.
+    pub pending: u64,
+    /// Held by workers.
+    pub active: u64,
+    /// How long the oldest waiting task of the level has waited (ms, by the store's clock);
+    /// None when none waits.
+    pub oldest_pending_ms: Option<u64>,
 }
 
 /// A task as the inspector sees it.
@@ -30,6 +47,8 @@ pub struct TaskRecord {
     pub id: String,
     /// Current state.
     pub state: TaskState,
+    /// Its priority level inside the queue (as changed by an operator, if one did).
+    pub priority: crate::Priority,
     /// The envelope, or why it did not decode.
     pub envelope: Result<TaskEnvelope, DecodeError>,
 }

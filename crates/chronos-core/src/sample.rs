@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::QueueStats;
 
 /// One sample of a queue: its counts by state and the age of its oldest pending task.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueSample {
     /// Counts by state, as [`crate::Inspect::queue_stats`] gives them.
     pub stats: QueueStats,

@@ -75,6 +75,9 @@ impl StepSpec {
             due,
             explicit_id: true,
             durable: None,
+            // Steps run at the default level: a chain's later steps are enqueued by scripts
+            // that write no level (see the changelog's note on priorities and workflows).
+            priority: crate::Priority::NORMAL,
         }
     }
 }

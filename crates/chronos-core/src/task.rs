@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 use serde::{de::DeserializeOwned, Serialize};
 use time::OffsetDateTime;
 
-use crate::{BrokerError, DeadLetter, DecodeError, TaskEnvelope, TaskState};
+use crate::{BrokerError, DeadLetter, DecodeError, Priority, TaskEnvelope, TaskState};
 
 /// The arguments of one kind of task: a plain serde type with a stable kind string.
 ///
@@ -109,6 +109,7 @@ pub struct EnqueueOptions {
     pub(crate) headers: BTreeMap<String, String>,
     pub(crate) durable: Option<(u32, Duration)>,
     pub(crate) rate_key: Option<String>,
+    pub(crate) priority: Option<Priority>,
 }
 
 /// Longest wait [`EnqueueOptions::durable`] accepts: well under the broker's 10 s command
@@ -220,6 +221,14 @@ impl EnqueueOptions {
         self
     }
 
+    /// The task's priority level inside its queue (default [`Priority::NORMAL`]): among the
+    /// ready tasks of the queue, a more urgent level starts first. A task keeps its level
+    /// through delays, retries and reclaims; see [`Priority`] for aging.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
     /// Attach a string header (trace context and the like).
     pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.insert(key.into(), value.into());
@@ -241,7 +250,8 @@ impl EnqueueOptions {
             timeout,
             deadline_ms,
             durable,
-            rate_key
+            rate_key,
+            priority
         );
         if other.run_at_ms.is_some() || other.process_in.is_some() {
             self.run_at_ms = other.run_at_ms;
@@ -295,6 +305,8 @@ pub struct NewTask {
     /// Replicas the write must reach, and how long to wait for them
     /// ([`EnqueueOptions::durable`]).
     pub(crate) durable: Option<(u32, Duration)>,
+    /// The priority level ([`EnqueueOptions::priority`]).
+    pub(crate) priority: Priority,
 }
 
 impl NewTask {
@@ -315,6 +327,11 @@ impl NewTask {
         self.durable
     }
 
+    /// The task's priority level inside its queue ([`EnqueueOptions::priority`]).
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
     /// A plain task needs no record of its own: it is stored as one stream entry, and its id is
     /// that entry's (see `RedisBroker`'s storage notes). True when nothing asks for a record:
     /// no explicit id, no unique key, no retention, no rate key, no workflow, no delay, no
@@ -329,6 +346,7 @@ impl NewTask {
             && env.retention_ms.is_none()
             && env.rate_key.is_none()
             && env.flow.is_none()
+            && self.priority.is_normal()
     }
 }
 
@@ -414,6 +432,7 @@ impl NewTask {
             due,
             explicit_id,
             durable: opts.durable,
+            priority: opts.priority.unwrap_or_default(),
         })
     }
 

@@ -8,16 +8,16 @@ use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::lease::decode_envelope;
-use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, RETRIED, STATE, UNIQUE};
+use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, STATE, UNIQUE};
 use super::record::{Entry, Record};
 use super::reply::ActionCode;
-use super::{reply, RedisBroker};
+use super::{lane, reply, RedisBroker};
 use crate::keys::DAY_MS;
 use crate::redis::store::store;
 use crate::{
     duration_ms, now_ms, ActionOutcome, BrokerError, BulkReport, HistoryCounter, HistoryPoint,
-    HistorySpan, Inspect, Operate, QueueKeys, QueueName, QueueStats, TaskAction, TaskFilter,
-    TaskPage, TaskRecord, TaskState, GROUP,
+    HistorySpan, Inspect, Operate, Priority, QueueKeys, QueueName, QueueStats, TaskAction,
+    TaskFilter, TaskPage, TaskRecord, TaskState, GROUP,
 };
 
 /// How long a cancel request is kept: a worker polls several times a second, so a request
@@ -54,6 +54,8 @@ struct Item {
     retried: i64,
     error: Option<String>,
     failed_at: i64,
+    /// The hash's `p`, or the default.
+    priority: Priority,
     /// The envelope bytes (from the stream entry, or the hash's `e`), when read.
     env: Value,
 }
@@ -74,6 +76,7 @@ impl Item {
         Some(TaskRecord {
             id: self.id.clone(),
             state,
+            priority: self.priority,
             envelope,
         })
     }
@@ -214,7 +217,7 @@ impl Operate for RedisBroker {
                 }
                 deleted += self.delete_stray_entries(&keys).await?;
             }
-            let declared = vec![
+            let mut declared = vec![
                 keys.stream(),
                 keys.scheduled(),
                 keys.retry(),
@@ -224,6 +227,7 @@ impl Operate for RedisBroker {
                 keys.failed(),
                 keys.cancel(),
             ];
+            declared.extend(keys.lanes());
             let held = reply::int(
                 &self
                     .run(|s| &s.admin_queue_delete, declared, Vec::new())
@@ -350,6 +354,24 @@ impl Operate for RedisBroker {
             .zip(stats)
             .map(|(q, s)| s.map(|s| (q, s)))
             .collect()
+    }
+
+    async fn prioritize(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        priority: Priority,
+    ) -> Result<ActionOutcome, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let mut declared = vec![keys.stream(), keys.task(id)];
+        declared.extend(keys.lanes());
+        let args: Vec<Value> = vec![GROUP.into(), id.into(), priority.to_string().into()];
+        let res = self.run(|s| &s.prioritize, declared, args).await?;
+        let mut cols = reply::array(res, "prioritize")?.into_iter();
+        let code = reply::int(&cols.next().unwrap_or(Value::Null), "prioritize")?;
+        let state =
+            reply::string(cols.next().unwrap_or(Value::Null), "prioritize").unwrap_or_default();
+        Ok(outcome(code, &state))
     }
 }
 
@@ -580,6 +602,7 @@ impl RedisBroker {
                     keys.archived(),
                 ]);
                 declared.extend(tasks.iter().map(|(id, _)| keys.task(id)));
+                declared.extend(keys.lanes());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
                 self.run(|s| &s.admin_run, declared, args).await?
@@ -592,6 +615,7 @@ impl RedisBroker {
                     keys.archived(),
                 ]);
                 with_lock(&mut declared);
+                declared.extend(keys.lanes());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
                 self.run(|s| &s.admin_archive, declared, args).await?
@@ -605,6 +629,7 @@ impl RedisBroker {
                     keys.completed(),
                 ]);
                 with_lock(&mut declared);
+                declared.extend(keys.lanes());
                 args.push(GROUP.into());
                 args.push(reply::flag(force));
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
@@ -640,6 +665,11 @@ impl RedisBroker {
 
     /// Reads up to `n` positions of `state` after `cursor`, keeping the tasks that are in that
     /// state now. Costs one range read plus one hash read per task (sent together).
+    ///
+    /// Pending and active tasks are read stream by stream, the most urgent level first (the
+    /// order a worker takes them in); their cursors are entry ids qualified by level as lease
+    /// ids are (lane.rs), and the end of one level's stream is a cursor at the start of the
+    /// next one's.
     async fn scan(
         &self,
         keys: &QueueKeys,
@@ -648,6 +678,76 @@ impl RedisBroker {
         n: usize,
         need_env: bool,
     ) -> Result<Chunk, BrokerError> {
+        if !matches!(state, TaskState::Pending | TaskState::Active) {
+            return self.scan_lane(keys, None, state, cursor, n, need_env).await;
+        }
+        let order = self.lane_order(keys).await?;
+        let (level, inner) = match cursor {
+            None => (order[0], None),
+            Some(c) => {
+                let (l, mid) = lane::split(c);
+                (l.filter(|&l| l != Priority::NORMAL.get()), Some(mid))
+            }
+        };
+        let Some(pos) = order.iter().position(|&o| o == level) else {
+            return Err(BrokerError::InvalidOption(format!(
+                "bad cursor {cursor:?}: no such level"
+            )));
+        };
+        let mut chunk = self
+            .scan_lane(keys, level, state, inner, n, need_env)
+            .await?;
+        for item in &mut chunk.items {
+            item.cursor = lane::qualify(level, std::mem::take(&mut item.cursor));
+        }
+        chunk.end = chunk.end.map(|e| lane::qualify(level, e));
+        if chunk.exhausted {
+            if let Some(&next) = order.get(pos + 1) {
+                chunk.exhausted = false;
+                chunk.end = Some(lane::qualify(next, "0-0".to_string()));
+            }
+        }
+        Ok(chunk)
+    }
+
+    /// The lanes of a queue in the order workers take them: the levels that have a stream and
+    /// the main stream (None) at the default level's place.
+    pub(super) async fn lane_order(
+        &self,
+        keys: &QueueKeys,
+    ) -> Result<Vec<Option<u8>>, BrokerError> {
+        let levels: Vec<String> = self
+            .inner
+            .client
+            .hkeys(keys.levels())
+            .await
+            .map_err(store)?;
+        let mut order: Vec<u8> = levels
+            .iter()
+            .filter_map(|l| l.parse::<u8>().ok())
+            .filter(|&l| l < Priority::LEVELS)
+            .chain(std::iter::once(Priority::NORMAL.get()))
+            .collect();
+        order.sort_unstable();
+        order.dedup();
+        Ok(order
+            .into_iter()
+            .map(|l| (l != Priority::NORMAL.get()).then_some(l))
+            .collect())
+    }
+
+    /// [`RedisBroker::scan`] inside one lane (`level`'s stream; None: the main one, and the
+    /// only one for states kept in sorted sets), with bare entry ids as cursors.
+    async fn scan_lane(
+        &self,
+        keys: &QueueKeys,
+        level: Option<u8>,
+        state: TaskState,
+        cursor: Option<&str>,
+        n: usize,
+        need_env: bool,
+    ) -> Result<Chunk, BrokerError> {
+        let stream = keys.lane(level);
         let client = &self.inner.client;
         // (task id, cursor, envelope from the stream entry)
         let mut listed: Vec<(String, String, Option<Bytes>)> = Vec::new();
@@ -658,7 +758,7 @@ impl RedisBroker {
             TaskState::Pending => {
                 let start = stream_start(cursor)?;
                 let page: Entries = client
-                    .xrange(keys.stream(), start.as_str(), "+", Some(n as u64))
+                    .xrange(stream.as_str(), start.as_str(), "+", Some(n as u64))
                     .await
                     .map_err(store)?;
                 read = page.len() as u64;
@@ -675,7 +775,7 @@ impl RedisBroker {
                 // The group's pending entries list holds exactly the delivered entries.
                 let start = stream_start(cursor)?;
                 let pel: Value = match client
-                    .xpending(keys.stream(), GROUP, (start.as_str(), "+", n as u64))
+                    .xpending(stream.as_str(), GROUP, (start.as_str(), "+", n as u64))
                     .await
                 {
                     Ok(v) => v,
@@ -696,9 +796,10 @@ impl RedisBroker {
                     })
                     .collect();
                 end = mids.last().cloned();
+                let stream = stream.as_str();
                 let entries = futures::future::join_all(mids.iter().map(|mid| async move {
                     let e: Result<Entries, _> = client
-                        .xrange(keys.stream(), mid.as_str(), mid.as_str(), Some(1))
+                        .xrange(stream, mid.as_str(), mid.as_str(), Some(1))
                         .await;
                     e
                 }))
@@ -746,9 +847,9 @@ impl RedisBroker {
         let zset = !matches!(state, TaskState::Pending | TaskState::Active);
         // The envelope only where it lives in the hash (out of the stream) and is wanted.
         let fields: &'static [&'static str] = if zset && need_env {
-            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, ENVELOPE]
+            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY, ENVELOPE]
         } else {
-            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT]
+            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY]
         };
         let hashes = futures::future::join_all(
             listed
@@ -776,6 +877,13 @@ impl RedisBroker {
             let retried = rec.int(RETRIED);
             let error = rec.text(ERROR, "scan").ok().flatten();
             let failed_at = rec.int(FAILED_AT);
+            let priority = rec
+                .text(PRIORITY, "scan")
+                .ok()
+                .flatten()
+                .and_then(|p| p.parse::<u8>().ok())
+                .and_then(|l| Priority::level(l).ok())
+                .unwrap_or_default();
             let env = match entry_env {
                 Some(b) => Value::Bytes(b),
                 None => rec.take(ENVELOPE),
@@ -788,6 +896,7 @@ impl RedisBroker {
                 retried,
                 error,
                 failed_at,
+                priority,
                 env,
             });
         }
@@ -872,11 +981,26 @@ impl RedisBroker {
     /// live task (enqueued meanwhile) is left for the next round of the delete. Returns 0:
     /// these entries held no task.
     async fn delete_stray_entries(&self, keys: &QueueKeys) -> Result<u64, BrokerError> {
+        // Every level's stream too (the default level's is the main one).
+        let mut streams = keys.lanes();
+        streams.pop();
+        for stream in streams {
+            self.delete_stray_entries_of(keys, &stream).await?;
+        }
+        Ok(0)
+    }
+
+    /// [`RedisBroker::delete_stray_entries`] on one stream of the queue.
+    async fn delete_stray_entries_of(
+        &self,
+        keys: &QueueKeys,
+        stream: &str,
+    ) -> Result<u64, BrokerError> {
         let client = &self.inner.client;
         let mut start = "-".to_string();
         loop {
             let page: Entries = client
-                .xrange(keys.stream(), start.as_str(), "+", Some(1000))
+                .xrange(stream, start.as_str(), "+", Some(1000))
                 .await
                 .map_err(store)?;
             let Some((last, _)) = page.last() else {
@@ -902,7 +1026,7 @@ impl RedisBroker {
                 .collect();
             if !stray.is_empty() {
                 // One key: the stream. A re-sent XDEL deletes nothing twice.
-                let _: i64 = client.xdel(keys.stream(), stray).await.map_err(store)?;
+                let _: i64 = client.xdel(stream, stray).await.map_err(store)?;
             }
             if !full {
                 return Ok(0);

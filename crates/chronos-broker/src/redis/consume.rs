@@ -4,7 +4,7 @@ use fred::prelude::*;
 
 use super::lease::{decode_envelope, lease_of_entry, new_lease, ReadReply};
 use super::reply::{DeadCode, RetryCode, StartCode};
-use super::{client_builder, reply, RedisBroker, MAX_BLOCK};
+use super::{client_builder, lane, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
 use crate::{
@@ -54,7 +54,9 @@ impl Consume for RedisBroker {
         // task). A reply lost here (a reconnect mid-block) strands its entries in this
         // consumer's pending list until the recoverer re-delivers them, without an attempt:
         // they were never started.
-        let stream = self.queue_keys(queue).stream();
+        let streams = self.read_streams(queue);
+        let names: Vec<&str> = streams.iter().map(|(s, _)| s.as_str()).collect();
+        let ids: Vec<&str> = vec![">"; streams.len()];
         let block_ms = block.min(MAX_BLOCK).as_millis().max(1) as u64;
         let read = reader
             .client
@@ -64,11 +66,11 @@ impl Consume for RedisBroker {
                 Some(count.max(1) as u64),
                 Some(block_ms),
                 false,
-                stream.as_str(),
-                ">",
+                names,
+                ids,
             )
             .await;
-        let streams = match read {
+        let reply = match read {
             Ok(r) => r.unwrap_or_default(),
             Err(e) if e.details().starts_with("NOGROUP") => {
                 self.regroup(queue).await?;
@@ -78,10 +80,31 @@ impl Consume for RedisBroker {
         };
         let mut fetched = Fetched::default();
         let mut foreign = Vec::new();
-        for (mid, fields) in streams.into_iter().flat_map(|(_, e)| e) {
-            match lease_of_entry(queue, mid.clone(), fields) {
-                Some(l) => fetched.leases.push(l),
-                None => foreign.push(mid),
+        for (key, entries) in reply {
+            let Some(level) = streams.iter().find(|(s, _)| *s == key).map(|(_, l)| *l) else {
+                continue;
+            };
+            for (mid, fields) in entries {
+                let mid = lane::qualify(level, mid);
+                match lease_of_entry(queue, mid.clone(), fields) {
+                    Some(l) => fetched.leases.push(l),
+                    None => foreign.push(mid),
+                }
+            }
+        }
+        // With levels, each stream answers up to `count`: keep the most urgent `count` and
+        // hand the rest back at once, unstarted (no attempt spent).
+        if fetched.leases.len() > count.max(1) {
+            lane::sort_by_urgency(&mut fetched.leases);
+            let back: Vec<LeaseId> = fetched
+                .leases
+                .split_off(count.max(1))
+                .into_iter()
+                .map(|l| l.id)
+                .collect();
+            if let Err(e) = self.requeue(queue, &back).await {
+                // Held by no one: the recoverer re-delivers them, without an attempt.
+                tracing::warn!(queue = %queue, n = back.len(), error = %e, "could not hand back deliveries read past the count");
             }
         }
         fetched.dropped = self.drop_foreign(queue, foreign).await;
@@ -97,32 +120,13 @@ impl Consume for RedisBroker {
             return Ok(Vec::new());
         }
         let keys = self.queue_keys(queue);
-        // Deliveries of tasks with a hash first (with their keys), then plain tasks' (lib.lua),
-        // which need no key; the rows come back in that order.
-        let (plain, hashed): (Vec<usize>, Vec<usize>) =
-            (0..leases.len()).partition(|&i| leases[i].is_plain());
-        let mut declared = Vec::with_capacity(1 + hashed.len());
-        declared.push(keys.stream());
-        let mut args: Vec<Value> = Vec::with_capacity(2 + leases.len());
-        args.push(GROUP.into());
-        args.push((hashed.len() as i64).into());
-        for &i in &hashed {
-            declared.push(keys.task(&leases[i].task_id));
-            args.push(leases[i].msg_id.as_str().into());
-        }
-        for &i in &plain {
-            args.push(leases[i].msg_id.as_str().into());
-        }
-        let rows = reply::array(self.run(|s| &s.start, declared, args).await?, "start")?;
-        if rows.len() != leases.len() {
-            return Err(reply::bad(
-                "start",
-                format!("{} rows for {} deliveries", rows.len(), leases.len()),
-            ));
-        }
         let mut out: Vec<Option<StartOutcome>> = (0..leases.len()).map(|_| None).collect();
-        for (i, row) in hashed.iter().chain(plain.iter()).zip(rows) {
-            out[*i] = Some(start_outcome(&keys, row));
+        for (level, idx) in lane::by_lane(leases.iter().map(|l| l.msg_id.as_str())) {
+            let part: Vec<&LeaseId> = idx.iter().map(|&i| &leases[i]).collect();
+            let rows = self.start_lane(&keys, level, &part).await?;
+            for (i, row) in idx.into_iter().zip(rows) {
+                out[i] = Some(row);
+            }
         }
         Ok(out
             .into_iter()
@@ -134,8 +138,11 @@ impl Consume for RedisBroker {
         // Calls of at most COMPLETE_CHUNK, so a script never unpacks more than Lua allows and
         // never holds Redis for long; each call is atomic on its own (acks are independent).
         let mut n = 0;
-        for part in done.chunks(COMPLETE_CHUNK) {
-            n += self.complete_chunk(queue, part).await?;
+        for (level, idx) in lane::by_lane(done.iter().map(|c| c.lease.msg_id.as_str())) {
+            let lane: Vec<&Completion> = idx.into_iter().map(|i| &done[i]).collect();
+            for part in lane.chunks(COMPLETE_CHUNK) {
+                n += self.complete_chunk(queue, level, part).await?;
+            }
         }
         Ok(n)
     }
@@ -147,8 +154,9 @@ impl Consume for RedisBroker {
         error: &str,
     ) -> Result<bool, BrokerError> {
         let keys = self.queue_keys(&lease.queue);
+        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
         let mut declared = vec![
-            keys.stream(),
+            stream,
             keys.retry(),
             keys.failed(),
             keys.task(&lease.task_id),
@@ -157,7 +165,7 @@ impl Consume for RedisBroker {
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
-            lease.msg_id.as_str().into(),
+            mid.into(),
             duration_ms(delay).into(),
             error.into(),
         ];
@@ -173,8 +181,9 @@ impl Consume for RedisBroker {
     ) -> Result<DeadOutcome, BrokerError> {
         let keys = self.queue_keys(&lease.queue);
         let tkey = keys.task(&lease.task_id);
+        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
         let mut declared = vec![
-            keys.stream(),
+            stream,
             keys.archived(),
             keys.failed(),
             tkey.clone(),
@@ -185,7 +194,7 @@ impl Consume for RedisBroker {
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
-            lease.msg_id.as_str().into(),
+            mid.into(),
             error.into(),
             reply::flag(count_attempt),
             duration_ms(self.inner.idempotency_window).into(),
@@ -207,15 +216,20 @@ impl Consume for RedisBroker {
             return Ok(0);
         }
         let keys = self.queue_keys(queue);
-        let mut declared = vec![keys.stream()];
-        let mut args: Vec<Value> = vec![GROUP.into()];
-        for l in leases {
-            declared.push(keys.task(&l.task_id));
-            args.push(l.task_id.as_str().into());
-            args.push(l.msg_id.as_str().into());
+        let mut n = 0;
+        for (level, idx) in lane::by_lane(leases.iter().map(|l| l.msg_id.as_str())) {
+            let mut declared = vec![keys.lane(level)];
+            let mut args: Vec<Value> = vec![GROUP.into()];
+            for i in idx {
+                let l = &leases[i];
+                declared.push(keys.task(&l.task_id));
+                args.push(l.task_id.as_str().into());
+                args.push(lane::split(&l.msg_id).1.into());
+            }
+            let r = self.run(|s| &s.requeue, declared, args).await?;
+            n += reply::int(&r, "requeue")?.max(0) as u64;
         }
-        let n = self.run(|s| &s.requeue, declared, args).await?;
-        Ok(reply::int(&n, "requeue")?.max(0) as u64)
+        Ok(n)
     }
 
     async fn watch(
@@ -235,11 +249,53 @@ impl Consume for RedisBroker {
 }
 
 impl RedisBroker {
+    /// One start.lua call for deliveries of one lane (`level`'s stream): their rows, in the
+    /// order of `leases`.
+    async fn start_lane(
+        &self,
+        keys: &QueueKeys,
+        level: Option<u8>,
+        leases: &[&LeaseId],
+    ) -> Result<Vec<StartOutcome>, BrokerError> {
+        // Deliveries of tasks with a hash first (with their keys), then plain tasks' (lib.lua),
+        // which need no key; the rows come back in that order.
+        let (plain, hashed): (Vec<usize>, Vec<usize>) =
+            (0..leases.len()).partition(|&i| leases[i].is_plain());
+        let mut declared = Vec::with_capacity(1 + hashed.len());
+        declared.push(keys.lane(level));
+        let mut args: Vec<Value> = Vec::with_capacity(2 + leases.len());
+        args.push(GROUP.into());
+        args.push((hashed.len() as i64).into());
+        for &i in &hashed {
+            declared.push(keys.task(&leases[i].task_id));
+            args.push(lane::split(&leases[i].msg_id).1.into());
+        }
+        for &i in &plain {
+            args.push(leases[i].msg_id.as_str().into());
+        }
+        let rows = reply::array(self.run(|s| &s.start, declared, args).await?, "start")?;
+        if rows.len() != leases.len() {
+            return Err(reply::bad(
+                "start",
+                format!("{} rows for {} deliveries", rows.len(), leases.len()),
+            ));
+        }
+        let mut out: Vec<Option<StartOutcome>> = (0..leases.len()).map(|_| None).collect();
+        for (i, row) in hashed.iter().chain(plain.iter()).zip(rows) {
+            out[*i] = Some(start_outcome(keys, row));
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| StartOutcome::Corrupt("no start row".into())))
+            .collect())
+    }
+
     /// One complete.lua call for up to [`COMPLETE_CHUNK`] completions.
     async fn complete_chunk(
         &self,
         queue: &QueueName,
-        done: &[Completion],
+        level: Option<u8>,
+        done: &[&Completion],
     ) -> Result<u64, BrokerError> {
         if done.is_empty() {
             return Ok(0);
@@ -248,7 +304,7 @@ impl RedisBroker {
         let mut declared = Vec::with_capacity(5 + 2 * done.len());
         let day = now_ms().div_euclid(DAY_MS);
         declared.extend([
-            keys.stream(),
+            keys.lane(level),
             keys.completed(),
             keys.processed(),
             keys.history_minutes(HistoryCounter::Processed, day),
@@ -258,6 +314,7 @@ impl RedisBroker {
         // (lib.lua), which need no key: their ack is their whole completion.
         let (plain, hashed): (Vec<&Completion>, Vec<&Completion>) = done
             .iter()
+            .copied()
             .partition(|c| c.lease.is_plain() && c.retention.is_none());
         let mut args: Vec<Value> =
             Vec::with_capacity(2 + super::protocol::COMPLETE_STRIDE * hashed.len() + plain.len());
@@ -268,7 +325,7 @@ impl RedisBroker {
             declared.push(tkey.clone());
             declared.push(self.unique_or(&keys, &c.lease, tkey));
             args.push(c.lease.task_id.as_str().into());
-            args.push(c.lease.msg_id.as_str().into());
+            args.push(lane::split(&c.lease.msg_id).1.into());
             args.push(c.retention.map(duration_ms).unwrap_or(0).into());
             args.push(self.result_arg(c));
         }
@@ -279,8 +336,24 @@ impl RedisBroker {
         Ok(reply::int(&n, "complete")?.max(0) as u64)
     }
 
-    /// One claim call: delivers up to `count` new entries to `consumer`, at once.
+    /// One claim call: delivers up to `count` new entries to `consumer`, at once. A queue
+    /// whose levels this process did not know yet costs one call more (claim.lua answers
+    /// their list and reads nothing until the lanes are declared).
     async fn claim(
+        &self,
+        queue: &QueueName,
+        consumer: &str,
+        count: usize,
+    ) -> Result<Fetched, BrokerError> {
+        let knew = !self.known_levels(queue).is_empty();
+        let fetched = self.claim_once(queue, consumer, count).await?;
+        if !knew && !self.known_levels(queue).is_empty() {
+            return self.claim_once(queue, consumer, count).await;
+        }
+        Ok(fetched)
+    }
+
+    async fn claim_once(
         &self,
         queue: &QueueName,
         consumer: &str,
@@ -288,7 +361,14 @@ impl RedisBroker {
     ) -> Result<Fetched, BrokerError> {
         let keys = self.queue_keys(queue);
         let nonce = format!("{:016x}", rand::random::<u64>());
-        let declared = vec![keys.stream(), keys.receipt(consumer)];
+        let mut declared = vec![keys.stream(), keys.receipt(consumer), keys.levels()];
+        // The lanes only for a queue known to have levels: a queue without them declares one
+        // key more than before levels existed, and its first fetch after a level appears
+        // reports it (claim.lua), so the next one reads it.
+        if !self.known_levels(queue).is_empty() {
+            declared.push(format!("{}settings", keys.prefix()));
+            declared.extend(keys.lanes());
+        }
         let args: Vec<Value> = vec![
             GROUP.into(),
             consumer.into(),
@@ -305,7 +385,12 @@ impl RedisBroker {
             Err(e) => return Err(e),
         };
         let mut fetched = Fetched::default();
+        let mut levels = Vec::new();
         for row in rows {
+            if let Some(l) = levels_row(&row) {
+                levels = l;
+                continue;
+            }
             match lease(queue, row) {
                 Some(l) => fetched.leases.push(l),
                 // A row this build cannot read stays in the consumer's pending list; the
@@ -313,6 +398,7 @@ impl RedisBroker {
                 None => fetched.dropped += 1,
             }
         }
+        self.remember_levels(queue, levels);
         Ok(fetched)
     }
 
@@ -325,14 +411,21 @@ impl RedisBroker {
             return 0;
         }
         let n = foreign.len();
-        let stream = self.queue_keys(queue).stream();
+        let keys = self.queue_keys(queue);
         let dropped = async {
-            let _: Value = self
-                .inner
-                .client
-                .xack(stream.as_str(), GROUP, foreign.clone())
-                .await?;
-            let _: Value = self.inner.client.xdel(stream.as_str(), foreign).await?;
+            for (level, idx) in lane::by_lane(foreign.iter().map(String::as_str)) {
+                let stream = keys.lane(level);
+                let mids: Vec<String> = idx
+                    .into_iter()
+                    .map(|i| lane::split(&foreign[i]).1.to_string())
+                    .collect();
+                let _: Value = self
+                    .inner
+                    .client
+                    .xack(stream.as_str(), GROUP, mids.clone())
+                    .await?;
+                let _: Value = self.inner.client.xdel(stream.as_str(), mids).await?;
+            }
             Ok::<_, fred::error::Error>(())
         };
         match dropped.await {
@@ -424,7 +517,24 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
     let envelope = decode_envelope(cols.next()?);
     let text = |v: Option<Value>| v.and_then(|v| reply::string(v, "claim").ok());
     let (r, err, f) = (text(cols.next()), text(cols.next()), text(cols.next()));
+    // A level's delivery names its level (lane.rs); a main-stream one has no seventh column.
+    let level = text(cols.next()).and_then(|l| l.parse::<u8>().ok());
+    let msg_id = lane::qualify(level, msg_id);
     Some(new_lease(queue, task_id, msg_id, envelope, r, err, f))
+}
+
+/// The levels of claim.lua's last row `{'', level, ...}`; None for any other row.
+fn levels_row(row: &Value) -> Option<Vec<u8>> {
+    let Value::Array(cols) = row else { return None };
+    if cols.first().and_then(Value::as_str).as_deref() != Some("") {
+        return None;
+    }
+    Some(
+        cols[1..]
+            .iter()
+            .filter_map(|v| v.as_str().and_then(|s| s.parse::<u8>().ok()))
+            .collect(),
+    )
 }
 
 /// Reads one row of start.lua. A row of the wrong shape is a corrupt record of that task alone.

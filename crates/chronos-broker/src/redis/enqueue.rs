@@ -103,6 +103,16 @@ impl Enqueue for RedisBroker {
     }
 }
 
+/// A task's level as the scripts take it: `''` for the default level (no `p` in its record,
+/// deliveries on the main stream).
+pub(super) fn level_arg(p: chronos_core::Priority) -> Value {
+    if p.is_normal() {
+        Value::from("")
+    } else {
+        Value::from(p.to_string())
+    }
+}
+
 impl RedisBroker {
     /// The stored bytes of a task's envelope, after the payload limit check.
     pub(super) fn encode_task(&self, task: &NewTask) -> Result<Vec<u8>, BrokerError> {
@@ -270,12 +280,16 @@ impl RedisBroker {
             } else {
                 "".into()
             });
+            args.push(level_arg(task.priority()));
             sent.push((i, task));
         }
         if sent.is_empty() {
             return Ok(out);
         }
         declared.extend(locks);
+        if sent.iter().any(|(_, t)| !t.priority().is_normal()) {
+            declared.extend(keys.lanes());
+        }
         self.register_queue(&queue).await?;
         let reply = reply::array(self.run(|s| &s.enqueue, declared, args).await?, "enqueue")?;
         if reply.len() != 1 + sent.len() {

@@ -2,13 +2,13 @@ use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::lease::decode_envelope;
-use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, RETRIED, STATE};
+use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, STATE};
 use super::record::{Entry, Record};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
-    now_ms, BrokerError, Inspect, LeaderInfo, QueueKeys, QueueName, QueueStats, Schedules,
-    ServerRecord, TaskRecord, TaskState, GROUP,
+    now_ms, BrokerError, Inspect, LeaderInfo, LevelStats, Priority, QueueKeys, QueueName,
+    QueueStats, Schedules, ServerRecord, TaskRecord, TaskState, GROUP,
 };
 
 /// Stream entries read per page when listing pending or active tasks.
@@ -32,7 +32,7 @@ impl Inspect for RedisBroker {
 
     async fn queue_stats(&self, queue: &QueueName) -> Result<QueueStats, BrokerError> {
         let keys = self.queue_keys(queue);
-        let declared = vec![
+        let mut declared = vec![
             keys.stream(),
             keys.scheduled(),
             keys.retry(),
@@ -41,12 +41,38 @@ impl Inspect for RedisBroker {
             keys.processed(),
             keys.failed(),
         ];
+        declared.extend(keys.lanes());
         let args: Vec<Value> = vec![GROUP.into()];
-        let v = reply::array(self.run(|s| &s.stats, declared, args).await?, "stats")?;
+        let mut v = reply::array(self.run(|s| &s.stats, declared, args).await?, "stats")?;
+        let rows = if v.len() > 8 { v.pop() } else { None };
         let n: Vec<u64> = v
             .iter()
             .map(|x| reply::int(x, "stats").map(|i| i.max(0) as u64))
             .collect::<Result<_, _>>()?;
+        let mut levels = Vec::new();
+        for row in rows
+            .map(|r| reply::array(r, "stats"))
+            .transpose()?
+            .unwrap_or_default()
+        {
+            let cols: Vec<i64> = reply::array(row, "stats")?
+                .iter()
+                .map(|x| reply::int(x, "stats"))
+                .collect::<Result<_, _>>()?;
+            let col = |i: usize| cols.get(i).copied().unwrap_or(0);
+            let Ok(priority) = u8::try_from(col(0))
+                .map_err(|_| ())
+                .and_then(|l| Priority::level(l).map_err(|_| ()))
+            else {
+                continue;
+            };
+            levels.push(LevelStats {
+                priority,
+                pending: (col(1) - col(2)).max(0) as u64,
+                active: col(2).max(0) as u64,
+                oldest_pending_ms: (col(3) >= 0).then_some(col(3) as u64),
+            });
+        }
         let get = |i: usize| n.get(i).copied().unwrap_or(0);
         Ok(QueueStats {
             pending: get(0).saturating_sub(get(1)),
@@ -57,6 +83,7 @@ impl Inspect for RedisBroker {
             completed: get(5),
             processed: get(6),
             failed: get(7),
+            levels,
         })
     }
 
@@ -194,7 +221,9 @@ impl RedisBroker {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            const FIELDS: &[&str] = &[STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY];
+            const FIELDS: &[&str] = &[
+                STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY, PRIORITY,
+            ];
             let mut rec = Record::read(&self.inner.client, keys.task(id), FIELDS)
                 .await
                 .map_err(store)?;
@@ -214,11 +243,17 @@ impl RedisBroker {
             let err = rec.text(ERROR, "task")?;
             let failed = rec.int(FAILED_AT);
             let mid = rec.text(DELIVERY, "task")?;
+            let level = rec
+                .text(PRIORITY, "task")?
+                .and_then(|p| p.parse::<u8>().ok());
+            let priority = level
+                .and_then(|l| Priority::level(l).ok())
+                .unwrap_or_default();
             let env = if matches!(state, TaskState::Pending | TaskState::Active) {
                 match (entry_env.take(), mid) {
                     (Some(e), _) => Value::Bytes(e),
                     (None, Some(mid)) => {
-                        let env = self.entry_envelope(keys, &mid).await?;
+                        let env = self.entry_envelope(&keys.lane(level), &mid).await?;
                         if env.is_null() && attempts < 3 {
                             continue;
                         }
@@ -241,6 +276,7 @@ impl RedisBroker {
             return Ok(Some(TaskRecord {
                 id: id.to_string(),
                 state,
+                priority,
                 envelope,
             }));
         }
@@ -292,6 +328,7 @@ impl RedisBroker {
         Ok(Some(TaskRecord {
             id: id.to_string(),
             state,
+            priority: Priority::NORMAL,
             envelope,
         }))
     }
@@ -311,11 +348,11 @@ impl RedisBroker {
     }
 
     /// The `e` field of one stream entry, or nil when the entry or the field is gone.
-    async fn entry_envelope(&self, keys: &QueueKeys, mid: &str) -> Result<Value, BrokerError> {
+    async fn entry_envelope(&self, stream: &str, mid: &str) -> Result<Value, BrokerError> {
         let entries: Vec<(String, Vec<(String, Bytes)>)> = self
             .inner
             .client
-            .xrange(keys.stream(), mid, mid, Some(1))
+            .xrange(stream, mid, mid, Some(1))
             .await
             .map_err(store)?;
         Ok(entries
@@ -334,16 +371,22 @@ impl RedisBroker {
         limit: usize,
     ) -> Result<Vec<(String, Option<Bytes>)>, BrokerError> {
         let keys = self.queue_keys(queue);
-        let mut start = "-".to_string();
         let mut seen = 0usize;
         let mut out = Vec::new();
-        // Bounded: an inspector page never reads more than 20 pages of the stream.
+        // The most urgent level's stream first, the order workers take them in.
+        let lanes = self.lane_order(&keys).await?;
+        let mut lanes = lanes.into_iter();
+        let Some(mut level) = lanes.next() else {
+            return Ok(out);
+        };
+        let mut start = "-".to_string();
+        // Bounded: an inspector page never reads more than 20 pages of the streams.
         for _ in 0..20 {
             // Field values as bytes: the envelope is binary.
             let page: Vec<(String, Vec<(String, Bytes)>)> = self
                 .inner
                 .client
-                .xrange(keys.stream(), start.as_str(), "+", Some(PAGE))
+                .xrange(keys.lane(level), start.as_str(), "+", Some(PAGE))
                 .await
                 .map_err(store)?;
             let full = page.len() as u64 == PAGE;
@@ -364,7 +407,8 @@ impl RedisBroker {
             };
             let mut hashed = hashed.into_iter();
             let started = match (page.first(), page.last()) {
-                (Some((first, _)), Some((last, _))) => {
+                // Plain tasks, whose state is in the pending list, live in the main stream.
+                (Some((first, _)), Some((last, _))) if level.is_none() => {
                     self.started_in(&keys, first, last, page.len()).await?
                 }
                 _ => Default::default(),
@@ -405,7 +449,13 @@ impl RedisBroker {
                 start = format!("({last}");
             }
             if !full {
-                break;
+                match lanes.next() {
+                    Some(next) => {
+                        level = next;
+                        start = "-".to_string();
+                    }
+                    None => break,
+                }
             }
         }
         Ok(out)

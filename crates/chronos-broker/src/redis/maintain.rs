@@ -7,7 +7,7 @@ use super::lease::decode_envelope;
 use super::protocol::UNIQUE;
 use super::record::Record;
 use super::reply::LockCode;
-use super::{reply, RedisBroker};
+use super::{lane, reply, RedisBroker};
 use crate::redis::store::{says, store};
 use crate::{
     duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, Maintain, QueueKeys,
@@ -44,6 +44,7 @@ impl Maintain for RedisBroker {
                 args.push(id.into());
             }
         }
+        declared.extend(keys.lanes());
         let n = self.run(|s| &s.forward, declared, args).await?;
         Ok(Forwarded {
             moved: reply::int(&n, "forward")?.max(0) as u64,
@@ -63,61 +64,13 @@ impl Maintain for RedisBroker {
     ) -> Result<Reclaimed, BrokerError> {
         let keys = self.queue_keys(queue);
         let mut out = Reclaimed::default();
-        // One plain command decides the usual case, nothing idle: the script's page (XPENDING
-        // again plus a lookup per entry) runs only when something is.
-        let probe = CustomCommand::new_static("XPENDING", ClusterHash::FirstKey, false);
-        let args: Vec<Value> = vec![
-            keys.stream().into(),
-            GROUP.into(),
-            "IDLE".into(),
-            duration_ms(min_idle).into(),
-            "-".into(),
-            "+".into(),
-            1.into(),
-        ];
-        match self.inner.client.custom::<Value, _>(probe, args).await {
-            Ok(v) => {
-                if reply::array(v, "xpending")?.is_empty() {
-                    return Ok(out);
-                }
-            }
-            Err(e) if e.details().contains("NOGROUP") => return Ok(out),
-            Err(e) => return Err(store(e)),
-        }
-        let mut from = "-".to_string();
-        let mut left = limit.max(1);
-        // Pages of at most 100: each script call holds Redis for well under a millisecond.
-        while left > 0 {
-            let page = left.min(100);
-            let args: Vec<Value> = vec![
-                GROUP.into(),
-                duration_ms(min_idle).into(),
-                (page as i64).into(),
-                from.as_str().into(),
-            ];
-            let listed = match self.run(|s| &s.idle, keys.stream(), args).await {
-                Err(e) if says(&e, "NOGROUP") => return Ok(out),
-                other => reply::array(other?, "idle")?,
-            };
-            let n = listed.len();
-            let mut idle = Vec::with_capacity(n);
-            for row in listed {
-                let mut cols = reply::array(row, "idle")?.into_iter();
-                let mid = reply::string(cols.next().unwrap_or(Value::Null), "idle")?;
-                // An id that is not text cannot be a task of ours: reclaim.lua drops its entry.
-                let id =
-                    reply::string(cols.next().unwrap_or(Value::Null), "idle").unwrap_or_default();
-                idle.push((mid, id));
-            }
-            let Some((last, _)) = idle.last() else {
-                return Ok(out);
-            };
-            from = format!("({last}");
-            self.reclaim_page(&keys, min_idle, idle, &mut out).await?;
-            left = left.saturating_sub(n);
-            if n < page {
-                return Ok(out);
-            }
+        // The main stream, then each level's stream this process has seen (claim.lua reports
+        // them; a level new since the last fetch is covered by the next pass).
+        let mut lanes = vec![None];
+        lanes.extend(self.known_levels(queue).into_iter().map(Some));
+        for level in lanes {
+            self.reclaim_lane(&keys, level, min_idle, limit, &mut out)
+                .await?;
         }
         Ok(out)
     }
@@ -135,15 +88,21 @@ impl Maintain for RedisBroker {
         // Calls of at most 1,000 ids: XCLAIM takes them unpacked, and Lua's unpack stops near
         // 8,000 values (a server with 10,000 running tasks of one queue would fail every beat).
         let mut owned = Vec::with_capacity(msg_ids.len());
-        for part in msg_ids.chunks(1000) {
-            let mut args: Vec<Value> = vec![GROUP.into(), consumer.into()];
-            args.extend(part.iter().map(|m| Value::from(m.as_str())));
-            let got = reply::array(
-                self.run(|s| &s.heartbeat, keys.stream(), args).await?,
-                "heartbeat",
-            )?;
-            for v in got {
-                owned.push(reply::string(v, "heartbeat")?);
+        for (level, idx) in lane::by_lane(msg_ids.iter().map(String::as_str)) {
+            let stream = keys.lane(level);
+            for part in idx.chunks(1000) {
+                let mut args: Vec<Value> = vec![GROUP.into(), consumer.into()];
+                args.extend(
+                    part.iter()
+                        .map(|&i| Value::from(lane::split(&msg_ids[i]).1)),
+                );
+                let got = reply::array(
+                    self.run(|s| &s.heartbeat, stream.as_str(), args).await?,
+                    "heartbeat",
+                )?;
+                for v in got {
+                    owned.push(lane::qualify(level, reply::string(v, "heartbeat")?));
+                }
             }
         }
         Ok(owned)
@@ -404,11 +363,82 @@ impl RedisBroker {
         Ok((a, b, next))
     }
 
+    /// [`Maintain::reclaim_idle`] on one lane of the queue (`level`'s stream; None: the main
+    /// one): up to `limit` of its idle deliveries, added to `out`.
+    async fn reclaim_lane(
+        &self,
+        keys: &QueueKeys,
+        level: Option<u8>,
+        min_idle: Duration,
+        limit: usize,
+        out: &mut Reclaimed,
+    ) -> Result<(), BrokerError> {
+        let stream = keys.lane(level);
+        // One plain command decides the usual case, nothing idle: the script's page (XPENDING
+        // again plus a lookup per entry) runs only when something is.
+        let probe = CustomCommand::new_static("XPENDING", ClusterHash::FirstKey, false);
+        let args: Vec<Value> = vec![
+            stream.as_str().into(),
+            GROUP.into(),
+            "IDLE".into(),
+            duration_ms(min_idle).into(),
+            "-".into(),
+            "+".into(),
+            1.into(),
+        ];
+        match self.inner.client.custom::<Value, _>(probe, args).await {
+            Ok(v) => {
+                if reply::array(v, "xpending")?.is_empty() {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.details().contains("NOGROUP") => return Ok(()),
+            Err(e) => return Err(store(e)),
+        }
+        let mut from = "-".to_string();
+        let mut left = limit.max(1);
+        // Pages of at most 100: each script call holds Redis for well under a millisecond.
+        while left > 0 {
+            let page = left.min(100);
+            let args: Vec<Value> = vec![
+                GROUP.into(),
+                duration_ms(min_idle).into(),
+                (page as i64).into(),
+                from.as_str().into(),
+            ];
+            let listed = match self.run(|s| &s.idle, stream.as_str(), args).await {
+                Err(e) if says(&e, "NOGROUP") => return Ok(()),
+                other => reply::array(other?, "idle")?,
+            };
+            let n = listed.len();
+            let mut idle = Vec::with_capacity(n);
+            for row in listed {
+                let mut cols = reply::array(row, "idle")?.into_iter();
+                let mid = reply::string(cols.next().unwrap_or(Value::Null), "idle")?;
+                // An id that is not text cannot be a task of ours: reclaim.lua drops its entry.
+                let id =
+                    reply::string(cols.next().unwrap_or(Value::Null), "idle").unwrap_or_default();
+                idle.push((mid, id));
+            }
+            let Some((last, _)) = idle.last() else {
+                return Ok(());
+            };
+            from = format!("({last}");
+            self.reclaim_page(keys, level, min_idle, idle, out).await?;
+            left = left.saturating_sub(n);
+            if n < page {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
     /// Reclaims one page of idle deliveries (reclaim.lua), declaring each task's hash, its
     /// unique lock as read from the hash just before, and its done marker.
     async fn reclaim_page(
         &self,
         keys: &QueueKeys,
+        level: Option<u8>,
         min_idle: Duration,
         idle: Vec<(String, String)>,
         out: &mut Reclaimed,
@@ -426,7 +456,8 @@ impl RedisBroker {
                 .filter(|k| keys.owns(k))
         }))
         .await;
-        let mut declared = vec![keys.stream(), keys.archived(), keys.failed()];
+        let stream = keys.lane(level);
+        let mut declared = vec![stream.clone(), keys.archived(), keys.failed()];
         declared.extend(super::consume::failed_history(keys));
         declared.push(keys.reclaimed());
         let mut args: Vec<Value> = vec![
@@ -438,7 +469,7 @@ impl RedisBroker {
         for ((mid, id), lock) in idle.into_iter().zip(locks) {
             // An entry without a task id still needs three key slots; it names the stream again.
             let (tkey, dkey) = if id.is_empty() {
-                (keys.stream(), keys.stream())
+                (stream.clone(), stream.clone())
             } else {
                 (keys.task(&id), keys.done(&id))
             };

@@ -5,6 +5,7 @@ mod consume;
 mod enqueue;
 mod flow;
 mod inspect;
+mod lane;
 mod lease;
 mod maintain;
 mod protocol;
@@ -71,6 +72,10 @@ struct Inner {
     /// Where the next read of each queue's reclaim outbox goes on (an HSCAN cursor), so that
     /// entries whose report keeps failing do not hide the others from every pass.
     outbox_cursors: Mutex<HashMap<QueueName, String>>,
+    /// The priority levels other than the default that each queue has a stream for, as the
+    /// last fetch of the queue saw them (claim.lua lists them): the streams a blocking read of
+    /// the queue waits on besides the main one.
+    levels: Mutex<HashMap<QueueName, Vec<u8>>>,
 }
 
 /// What [`RedisBrokerBuilder::connect`] does when Redis may evict keys (`maxmemory-policy` is not
@@ -210,6 +215,7 @@ impl RedisBrokerBuilder {
                 max_payload: self.max_payload,
                 known: Mutex::new(HashSet::new()),
                 outbox_cursors: Mutex::new(HashMap::new()),
+                levels: Mutex::new(HashMap::new()),
                 idempotency_window: self.idempotency_window,
                 plain_tasks: self.plain_tasks,
                 waiters: tokio::sync::OnceCell::new(),
@@ -314,6 +320,37 @@ impl RedisBroker {
         self.inner.keys.queue(q)
     }
 
+    /// The levels other than the default that `q` has streams for, as last seen.
+    fn known_levels(&self, q: &QueueName) -> Vec<u8> {
+        self.inner
+            .levels
+            .lock()
+            .ok()
+            .and_then(|l| l.get(q).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Records the levels a fetch of `q` saw (empty: none).
+    fn remember_levels(&self, q: &QueueName, levels: Vec<u8>) {
+        if let Ok(mut l) = self.inner.levels.lock() {
+            if levels.is_empty() {
+                l.remove(q);
+            } else if l.get(q) != Some(&levels) {
+                l.insert(q.clone(), levels);
+            }
+        }
+    }
+
+    /// The streams a blocking read of `q` waits on, the main one first, with their levels.
+    fn read_streams(&self, q: &QueueName) -> Vec<(String, Option<u8>)> {
+        let keys = self.queue_keys(q);
+        let mut out = vec![(keys.stream(), None)];
+        for l in self.known_levels(q) {
+            out.push((keys.lane(Some(l)), Some(l)));
+        }
+        out
+    }
+
     /// Registers the queue (set of queues, stream and group) once per process.
     async fn register_queue(&self, q: &QueueName) -> Result<(), BrokerError> {
         if self
@@ -356,6 +393,9 @@ impl RedisBroker {
     fn forget_queues(&self) {
         if let Ok(mut k) = self.inner.known.lock() {
             k.clear();
+        }
+        if let Ok(mut l) = self.inner.levels.lock() {
+            l.clear();
         }
     }
 }

@@ -70,6 +70,15 @@ pub(crate) const GROUP_COLLECT: &str = "col";
 /// Group record: the group's TTL (ms).
 pub(crate) const GROUP_TTL: &str = "ttl";
 
+/// Task record: the task's priority level (`0`..`9`), present only for a level other than the
+/// default: it names the stream the task's deliveries go to (see [`crate::QueueKeys::lane`]).
+pub(crate) const PRIORITY: &str = "p";
+
+/// Queue settings hash (`<prefix>settings`): how long a task of a level may wait behind more
+/// urgent levels before it is served ahead of them, in ms (Lua: `S_AGING`); absent: the
+/// default, [`chronos_core::Priority::DEFAULT_AGING`] (Lua: `DEFAULT_AGING_MS`).
+pub(crate) const SETTINGS_AGING: &str = "aging_ms";
+
 /// Every field, with the name of the Lua local [`prologue`] gives it.
 const FIELDS: &[(&str, &str)] = &[
     ("F_STATE", STATE),
@@ -88,6 +97,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("F_ENVELOPE", ENVELOPE),
     ("F_FREE_REDELIVERIES", FREE_REDELIVERIES),
     ("F_TASK_ID", TASK_ID),
+    ("F_PRIORITY", PRIORITY),
     ("G_SIZE", GROUP_SIZE),
     ("G_OK", GROUP_OK),
     ("G_KO", GROUP_KO),
@@ -105,7 +115,7 @@ const FIELDS: &[(&str, &str)] = &[
 pub(crate) const STARTED: i64 = 1_000_000;
 
 /// Values per task in an enqueue.lua call (Lua: `ENQUEUE_STRIDE`).
-pub(crate) const ENQUEUE_STRIDE: usize = 8;
+pub(crate) const ENQUEUE_STRIDE: usize = 9;
 
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
 pub(crate) const COMPLETE_STRIDE: usize = 4;
@@ -125,6 +135,17 @@ pub(crate) fn prologue() -> String {
     lua.push_str(&format!("local ENQUEUE_STRIDE = {ENQUEUE_STRIDE}\n"));
     lua.push_str(&format!("local COMPLETE_STRIDE = {COMPLETE_STRIDE}\n"));
     lua.push_str(&format!("local FIRE_STRIDE = {FIRE_STRIDE}\n"));
+    // The consumer group of every stream, and the level whose tasks use the main stream.
+    lua.push_str(&format!("local GROUP = '{}'\n", crate::GROUP));
+    lua.push_str(&format!(
+        "local NORMAL_LEVEL = '{}'\n",
+        chronos_core::Priority::NORMAL
+    ));
+    lua.push_str(&format!("local S_AGING = '{SETTINGS_AGING}'\n"));
+    lua.push_str(&format!(
+        "local DEFAULT_AGING_MS = {}\n",
+        chronos_core::Priority::DEFAULT_AGING.as_millis()
+    ));
     for (name, value) in FIELDS {
         lua.push_str(&format!("local {name} = '{value}'\n"));
     }
@@ -147,6 +168,7 @@ mod tests {
         "j",      // due.lua's list selector (`f`/`j`)
         "t",      // the rate-limit hash's next-start time
         "id", "epoch", "since", // the scheduler's leader info
+        "name",  // a consumer group's name in an XINFO GROUPS reply
     ];
 
     fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -60,6 +60,7 @@ scripts!(
         admin_delete,
         admin_cancel,
         admin_queue_delete,
+        prioritize,
     ],
     schedules: [
         leader_acquire,

@@ -7,7 +7,7 @@ use fred::prelude::*;
 use tracing::warn;
 
 use super::reply::AdmitCode;
-use super::{reply, RedisBroker};
+use super::{lane, reply, RedisBroker};
 use crate::{
     duration_ms, Admission, BrokerError, KeyRate, LeaseId, PermitLimit, Permits, QueueName,
     Throttle, GROUP,
@@ -161,8 +161,23 @@ impl RedisBroker {
         limit: &KeyRate,
     ) -> Result<Vec<Admission>, BrokerError> {
         let keys = self.queue_keys(queue);
+        // One call per lane (a level's deliveries are entries of its own stream, lane.rs).
+        let lanes = lane::by_lane(deliveries.iter().map(|(l, _)| l.msg_id.as_str()));
+        if lanes.len() > 1 {
+            let mut out = vec![Admission::Gone; deliveries.len()];
+            for (_, idx) in lanes {
+                let part: Vec<(LeaseId, String)> =
+                    idx.iter().map(|&i| deliveries[i].clone()).collect();
+                let got = Box::pin(self.admit_chunk(queue, &part, limit)).await?;
+                for (i, a) in idx.into_iter().zip(got) {
+                    out[i] = a;
+                }
+            }
+            return Ok(out);
+        }
+        let level = lanes.first().and_then(|(l, _)| *l);
         let mut declared = Vec::with_capacity(2 + 2 * deliveries.len());
-        declared.push(keys.stream());
+        declared.push(keys.lane(level));
         declared.push(keys.scheduled());
         let mut args: Vec<Value> = Vec::with_capacity(3 + 2 * deliveries.len());
         args.push(GROUP.into());
@@ -173,7 +188,7 @@ impl RedisBroker {
             declared.push(keys.task(&lease.task_id));
             declared.push(keys.rate_key(key));
             args.push(lease.task_id.as_str().into());
-            args.push(lease.msg_id.as_str().into());
+            args.push(lane::split(&lease.msg_id).1.into());
         }
         let rows = reply::array(self.run(|s| &s.admit, declared, args).await?, "admit")?;
         if rows.len() != deliveries.len() {

@@ -11,6 +11,7 @@ use fred::prelude::*;
 use fred::types::ClientUnblockFlag;
 use tracing::warn;
 
+use super::lane;
 use super::lease::{lease_of_entry, ReadReply};
 use super::RedisBroker;
 use crate::redis::store::store;
@@ -35,10 +36,18 @@ pub(super) async fn watch(
     if queues.is_empty() {
         return Ok(Some(Vec::new()));
     }
-    let streams: Vec<String> = queues
+    // Each queue's main stream and its levels' streams: (stream, queue index, level).
+    let lanes: Vec<(String, usize, Option<u8>)> = queues
         .iter()
-        .map(|q| broker.queue_keys(q).stream())
+        .enumerate()
+        .flat_map(|(i, q)| {
+            broker
+                .read_streams(q)
+                .into_iter()
+                .map(move |(s, l)| (s, i, l))
+        })
         .collect();
+    let streams: Vec<String> = lanes.iter().map(|(s, _, _)| s.clone()).collect();
     let ids: Vec<&str> = vec![">"; streams.len()];
     let block_ms = block.min(WATCH_BLOCK).as_millis().max(1) as u64;
     let read = reader
@@ -63,25 +72,37 @@ pub(super) async fn watch(
         }
         Err(e) => return Err(store(e)),
     };
-    let mut out = Vec::new();
+    let mut out: Vec<(usize, Fetched)> = Vec::new();
     for (key, entries) in reply {
         // A key we did not ask for cannot come back; skip it rather than guess a queue.
-        let Some(i) = streams.iter().position(|s| *s == key) else {
+        let Some(&(_, i, level)) = lanes.iter().find(|(s, _, _)| *s == key) else {
             continue;
         };
         let queue = &queues[i];
         let mut fetched = Fetched::default();
         let mut foreign = Vec::new();
         for (mid, fields) in entries {
+            let mid = lane::qualify(level, mid);
             match lease_of_entry(queue, mid.clone(), fields) {
                 Some(l) => fetched.leases.push(l),
                 None => foreign.push(mid),
             }
         }
         fetched.dropped = broker.drop_foreign(queue, foreign).await;
-        if !fetched.leases.is_empty() || fetched.dropped > 0 {
-            out.push((i, fetched));
+        if fetched.leases.is_empty() && fetched.dropped == 0 {
+            continue;
         }
+        // Two streams of one queue answer as one queue's delivery.
+        match out.iter_mut().find(|(j, _)| *j == i) {
+            Some((_, f)) => {
+                f.leases.extend(fetched.leases);
+                f.dropped += fetched.dropped;
+            }
+            None => out.push((i, fetched)),
+        }
+    }
+    for (_, f) in &mut out {
+        lane::sort_by_urgency(&mut f.leases);
     }
     Ok(Some(out))
 }

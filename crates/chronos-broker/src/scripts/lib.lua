@@ -90,6 +90,83 @@ local function add_entry(stream, id, env, r, err, f)
   return redis.call('XADD', unpack(entry_args(stream, id, env, r, err, f)))
 end
 
+-- Priority levels. A task of a level other than NORMAL_LEVEL has `p` (its level) in its
+-- record, and its deliveries go to its level's stream. A script that may touch those streams
+-- takes the queue's lanes as a block of eleven KEYS from index `first` (QueueKeys::lanes): the
+-- streams of levels 0 to 9, where NORMAL_LEVEL's is the main stream, then the queue's level
+-- hash (level -> the id of the entry its first use left on the main stream, see `lane`; its
+-- fields are the levels that have a stream, which fetches read). `first` nil: the caller
+-- declared no block, and every level maps to the main stream.
+
+-- Level `level` as a number 0..9, or nil (absent or not a level).
+local function level_index(level)
+  local n = tonumber(level)
+  if n and n >= 0 and n <= 9 and n == math.floor(n) then return n end
+  return nil
+end
+
+-- The stream of level `level` (nil, '' or NORMAL_LEVEL: `main`, the main stream). Pure: see
+-- `lane` for the one that makes it.
+local function lane_key(main, first, level)
+  local n = level_index(level)
+  if not first or not n or n == tonumber(NORMAL_LEVEL) then return main end
+  return KEYS[first + n]
+end
+
+-- The stream of level `level`, made on its first use with the consumer group, its level added
+-- to the level hash. A level new to the hash leaves an entry without a task (`i` empty) on the
+-- main stream: a reader blocked there takes it (and drops it, as any entry without a task),
+-- fetches again and so learns of the level at once. The hash keeps that entry's id, so counts
+-- leave it out while no reader has taken it (`markers_in`). Writes only on a level's first use;
+-- never raises.
+local function lane(main, first, level)
+  local key = lane_key(main, first, level)
+  if key == main or redis.call('EXISTS', key) == 1 then return key end
+  redis.pcall('XGROUP', 'CREATE', key, GROUP, '0', 'MKSTREAM')
+  local name = tostring(level_index(level))
+  if redis.pcall('HEXISTS', KEYS[first + 10], name) == 0 then
+    local mid = redis.pcall('XADD', main, '*', F_TASK_ID, '')
+    if type(mid) ~= 'string' then mid = '' end
+    redis.pcall('HSET', KEYS[first + 10], name, mid)
+  end
+  return key
+end
+
+-- The levels in use (the fields of level hash `key`), as strings; {} when none (or corrupt).
+local function levels_of(key)
+  local l = redis.pcall('HKEYS', key)
+  if type(l) ~= 'table' or l.err then return {} end
+  return l
+end
+
+-- How many of the entries new levels left on main stream `main` (level hash `key`) are still
+-- there: what a count of its tasks leaves out.
+local function markers_in(main, key)
+  local m = redis.pcall('HVALS', key)
+  if type(m) ~= 'table' or m.err then return 0 end
+  local n = 0
+  for _, mid in ipairs(m) do
+    if mid ~= '' and #redis.call('XRANGE', main, mid, mid) > 0 then n = n + 1 end
+  end
+  return n
+end
+
+-- The oldest entry of `stream` that the consumer group has not delivered yet, as {its ms, its
+-- id}; nil when none waits (or there is no stream or group). The group's last delivered id,
+-- then one XRANGE past it.
+local function oldest_waiting(stream)
+  local groups = redis.pcall('XINFO', 'GROUPS', stream)
+  if type(groups) ~= 'table' or groups.err then return nil end
+  local last
+  for _, g in ipairs(groups) do
+    if field_of(g, 'name') == GROUP then last = field_of(g, 'last-delivered-id') end
+  end
+  if not last then return nil end
+  local r = redis.call('XRANGE', stream, '(' .. last, '+', 'COUNT', 1)
+  if not r[1] then return nil end
+  return {tonumber(string.match(r[1][1], '^(%d+)')) or 0, r[1][1]}
+end
+
 -- Writes the record (hash `tkey`) of a task written fresh, in one HSET: no failed attempt yet,
 -- max retry `maxr`, the key of the unique lock it holds (`ukey`; false: none), `discard` '1'
 -- to drop it when it dies, the producer's fingerprint `fp` ('' or nil: none), state `s`, and

@@ -23,6 +23,16 @@ pub async fn broker() -> RedisBroker {
         .expect("connect")
 }
 
+/// A second broker (another process, as far as its caches go) on namespace `ns`.
+pub async fn broker_in(ns: &str) -> RedisBroker {
+    let url = chronos_testkit::shared_url().expect("redis for tests");
+    RedisBroker::builder(url)
+        .namespace(ns)
+        .connect()
+        .await
+        .expect("connect")
+}
+
 pub async fn cluster_broker() -> RedisBroker {
     let url = chronos_testkit::shared_cluster_url().expect("redis cluster for tests");
     RedisBroker::builder(url)

@@ -3,8 +3,8 @@
 use std::future::Future;
 
 use crate::{
-    ActionOutcome, BrokerError, BulkReport, HistoryPoint, HistorySpan, QueueName, QueueStats,
-    TaskAction, TaskFilter, TaskPage, TaskState,
+    ActionOutcome, BrokerError, BulkReport, HistoryPoint, HistorySpan, Priority, QueueName,
+    QueueStats, TaskAction, TaskFilter, TaskPage, TaskState,
 };
 
 /// Operator actions for the inspector, CLI and console: task actions (one task or all tasks of
@@ -69,4 +69,17 @@ pub trait Operate: Send + Sync {
     fn all_queue_stats(
         &self,
     ) -> impl Future<Output = Result<Vec<(QueueName, QueueStats)>, BrokerError>> + Send;
+
+    /// Gives task `id` priority level `priority`, atomically. A waiting (pending) task moves to
+    /// the end of its new level's waiting tasks (a worker that fetched it but did not start it
+    /// yet skips it); a scheduled, retrying or archived task keeps the level for when it runs.
+    /// An active or completed task is [`ActionOutcome::Refused`] and nothing changes.
+    /// [`ActionOutcome::Already`] when the task already has that level (also for a call re-sent
+    /// after a lost reply).
+    fn prioritize(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        priority: Priority,
+    ) -> impl Future<Output = Result<ActionOutcome, BrokerError>> + Send;
 }

@@ -1,7 +1,9 @@
 -- Deliver new entries of a queue to a consumer without waiting: the fetch path while a queue is
 -- busy (the blocking wait of an idle queue is an XREADGROUP BLOCK on the reader's own
 -- connection, since a script cannot block).
--- KEYS[1]  the queue's stream, KEYS[2] the consumer's fetch receipt
+-- KEYS[1]  the queue's stream, KEYS[2] the consumer's fetch receipt, KEYS[3] the queue's level
+--          hash (lib.lua: `lane`); then, when the caller knows the queue has levels, KEYS[4] its
+--          settings hash (the aging bound) and KEYS[5..15] its lanes
 -- ARGV[1]  consumer group, ARGV[2] consumer, ARGV[3] most entries, ARGV[4] receipt TTL ms,
 -- ARGV[5]  this call's nonce (random per call, the same in a re-send)
 -- Returns: rows: {entry id, task id, envelope, retried, last error, last failed at ms} for an
@@ -10,55 +12,129 @@
 -- an entry that carries no task (foreign or emptied; acked and deleted here so it never blocks
 -- the queue). An entry that names a task (`i`) but lost its envelope is delivered with a nil
 -- envelope, so that the worker dead-letters the task with the reason instead of dropping it.
+-- An entry of a priority level's stream has the level as a seventh column; when the queue has
+-- levels, a last row {'', level, level, ...} lists them, for the caller's blocking reads; a
+-- call without the lanes declared then reads nothing and answers that row alone.
 -- The task hash is not touched: a delivery becomes an attempt only when start.lua marks it
 -- active, right before its handler runs, so entries fetched but never started (a lost reply, a
 -- crash with a prefetched batch) are re-delivered later without spending an attempt.
 -- A re-sent call (its first reply was lost) finds its nonce in the consumer's receipt
--- (`<nonce>:<entry id>,<entry id>...`, written by the call that delivered them) and returns the
--- same entries again instead of reading new ones, so nothing is stranded in the consumer's
--- pending list. One receipt per consumer is enough because a consumer fetches one call at a
--- time; a call that overlapped another only risks waiting for the recoverer, never an attempt.
+-- (`<nonce>:<entry>,<entry>...`, written by the call that delivered them, where an entry of a
+-- level's stream is `<level>/<entry id>`) and returns the same entries again instead of
+-- reading new ones, so nothing is stranded in the consumer's pending list. One receipt per
+-- consumer is enough because a consumer fetches one call at a time; a call that overlapped
+-- another only risks waiting for the recoverer, never an attempt.
+-- Order: with no level in use, the stream's order. With levels, the most urgent level first
+-- (0 before 9; the main stream holds NORMAL_LEVEL), oldest first inside a level; but entries
+-- that have waited longer than the queue's aging bound (settings S_AGING, else
+-- DEFAULT_AGING_MS) go first, the lane with the oldest of them first.
 local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
+local want = tonumber(ARGV[3]) or 1
 local out = {}
 
-local function row(mid, env, fields)
+local function row(mid, env, fields, level)
   local id = field_of(fields, F_TASK_ID)
   -- A plain task's entry (no `i`): its id is the entry's, and it never failed before.
   if not id then return {mid, env} end
-  return {mid, id, env, field_of(fields, F_RETRIED) or '0', field_of(fields, F_ERROR) or '',
+  local r = {mid, id, env, field_of(fields, F_RETRIED) or '0', field_of(fields, F_ERROR) or '',
     field_of(fields, F_FAILED_AT) or '0'}
+  if level then r[7] = level end
+  return r
 end
 -- Whether an entry names a task (a non-empty `i`).
 local function named(fields)
   local id = field_of(fields, F_TASK_ID)
   return id ~= nil and id ~= ''
 end
+local LANES = nil
+if #KEYS >= 15 then LANES = 5 end
 local receipt = redis.pcall('GET', KEYS[2])
 if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. ':' then
-  for mid in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
-    local r = redis.call('XRANGE', KEYS[1], mid, mid)
+  for item in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
+    local level, mid = string.match(item, '^(%d)/(.+)$')
+    if not level then mid = item end
+    local r = redis.call('XRANGE', lane_key(KEYS[1], LANES, level), mid, mid)
     local fields = r[1] and r[1][2]
     local env = field_of(fields, F_ENVELOPE)
-    if env or named(fields) then out[#out + 1] = row(mid, env or false, fields) end
+    if env or named(fields) then out[#out + 1] = row(mid, env or false, fields, level) end
   end
   return out
 end
-local res = redis.call('XREADGROUP', 'GROUP', group, me, 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')
-local mids = {}
-if res then
+
+local taken = {}
+-- Reads up to `n` new entries of `stream` (level `level`, nil for the main stream) into `out`.
+-- A stream that lost its group (Redis lost data) gets it back and yields nothing this time,
+-- except the main stream when nothing was read yet: that NOGROUP goes to the caller, which
+-- registers the queue again (so the error is the script's first effect, never after a write).
+local function read(stream, level, n)
+  if n <= 0 then return end
+  local res = redis.pcall('XREADGROUP', 'GROUP', group, me, 'COUNT', n, 'STREAMS', stream, '>')
+  if type(res) == 'table' and res.err then
+    if not level and #out == 0 then return res end
+    if string.find(res.err, 'NOGROUP', 1, true) then
+      redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+    end
+    return
+  end
+  if not res then return end
   for _, entry in ipairs(res[1][2]) do
     local mid, fields = entry[1], entry[2]
     local env = field_of(fields, F_ENVELOPE)
-    if env or named(fields) then
-      out[#out + 1] = row(mid, env or false, fields)
-      mids[#mids + 1] = mid
+    -- On a level's stream every task has `i` (lib.lua: entry_args); anything else is foreign.
+    if named(fields) or (env and not level) then
+      out[#out + 1] = row(mid, env or false, fields, level)
+      taken[#taken + 1] = level and (level .. '/' .. mid) or mid
+      want = want - 1
     else
-      settle_entries(KEYS[1], group, {mid})
+      settle_entries(stream, group, {mid})
       out[#out + 1] = {mid}
     end
   end
 end
-if #mids > 0 then
-  redis.call('SET', KEYS[2], nonce .. ':' .. table.concat(mids, ','), 'PX', ARGV[4])
+
+local levels = levels_of(KEYS[3])
+local row_of_levels = {''}
+for _, l in ipairs(levels) do row_of_levels[#row_of_levels + 1] = l end
+-- Levels in use but not declared: read nothing (the main stream first would break the order);
+-- the caller declares the lanes and calls again at once.
+if #levels > 0 and not LANES then return {row_of_levels} end
+if #levels == 0 then
+  local failed = read(KEYS[1], nil, want)
+  if failed then return failed end
+else
+  -- Lanes in order of urgency: {level, stream, level or nil for the main stream}.
+  local lanes = {{tonumber(NORMAL_LEVEL), KEYS[1], nil}}
+  for _, l in ipairs(levels) do
+    local key = lane_key(KEYS[1], LANES, l)
+    if key ~= KEYS[1] then lanes[#lanes + 1] = {level_index(l), key, l} end
+  end
+  table.sort(lanes, function(a, b) return a[1] < b[1] end)
+  local aging = tonumber(redis.pcall('HGET', KEYS[4], S_AGING)) or DEFAULT_AGING_MS
+  if aging > 0 then
+    local cutoff = now_ms() - aging
+    local aged = {}
+    for _, ln in ipairs(lanes) do
+      local oldest = oldest_waiting(ln[2])
+      if oldest and oldest[1] <= cutoff then
+        aged[#aged + 1] = {oldest[1], ln, oldest[2]}
+      end
+    end
+    table.sort(aged, function(a, b) return a[1] < b[1] end)
+    for _, a in ipairs(aged) do
+      if want <= 0 then break end
+      -- Exactly the waiting entries older than the bound: the next ones the group delivers.
+      local n = #redis.call('XRANGE', a[2][2], a[3], tostring(cutoff), 'COUNT', want)
+      read(a[2][2], a[2][3], n)
+    end
+  end
+  for _, ln in ipairs(lanes) do
+    if want <= 0 then break end
+    local failed = read(ln[2], ln[3], want)
+    if failed then return failed end
+  end
+end
+if #levels > 0 then out[#out + 1] = row_of_levels end
+if #taken > 0 then
+  redis.call('SET', KEYS[2], nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
 end
 return out

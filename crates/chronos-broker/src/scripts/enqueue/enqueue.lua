@@ -1,13 +1,16 @@
 -- Enqueue a batch of tasks into one queue, atomically per batch.
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then the
---          task hash of each task in order, then the unique lock of each unique task in order
+--          task hash of each task in order, then the unique lock of each unique task in order,
+--          then, when a task has a level, the queue's lanes (lib.lua: `lane`)
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
--- then ENQUEUE_STRIDE (8) values per task: id, envelope bytes, run-at ms (0 = none), delay
+-- then ENQUEUE_STRIDE (9) values per task: id, envelope bytes, run-at ms (0 = none), delay
 --          ms, unique TTL ms (0 = not unique: then it has no lock key), max retry, dead-letter
---          discard ('1'/'0'), fingerprint ('' = none)
+--          discard ('1'/'0'), fingerprint ('' = none), priority level ('' = the default)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
--- member in the scheduled set. Due means run-at (or now + delay) is after Redis's clock.
+-- member in the scheduled set. A task of a level other than the default has `p` in its hash
+-- and its entry on its level's stream (lib.lua: `lane`). Due means run-at (or now + delay) is
+-- after Redis's clock.
 -- The fingerprint is what the producer chose (kind, payload, options; not the clock), given for
 -- explicit task ids and kept in `fp`: an id still in use is the same task when it matches (a
 -- producer retrying after a timeout builds a new call). The receipt (named by a token random per
@@ -59,7 +62,7 @@ end
 local function stored(h)
   if h[1] then return h[1] end
   if not h[2] then return nil end
-  return entry_envelope(KEYS[1], h[2])
+  return entry_envelope(lane_key(KEYS[1], LANES, h[5]), h[2])
 end
 
 -- Checks first: every number parses. (The queue's keys are not type-checked on this hot path:
@@ -71,13 +74,21 @@ for t = 0, n - 1 do
   end
 end
 
+-- The lanes block follows the locks when the caller declared it.
+local locks = 0
+for t = 0, n - 1 do
+  if tonumber(ARGV[6 + t * ENQUEUE_STRIDE]) > 0 then locks = locks + 1 end
+end
+local LANES = nil
+if #KEYS >= 3 + n + locks + 11 then LANES = 4 + n + locks end
+
 local codes = {}
 local next_lock = 4 + n
 for t = 0, n - 1 do
   local a = 1 + t * ENQUEUE_STRIDE
   local id, env = ARGV[a + 1], ARGV[a + 2]
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local maxr, discard, fp = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local maxr, discard, fp, level = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
   local tkey, ukey = KEYS[4 + t], nil
   if uttl > 0 then
     ukey = KEYS[next_lock]
@@ -86,9 +97,9 @@ for t = 0, n - 1 do
   local run_at = now + delay
   if at > 0 then run_at = at end
   -- A new id (the common case) costs one EXISTS; only an id in use is read.
-  local h = {false, false, false, false}
+  local h = {false, false, false, false, false}
   if redis.call('EXISTS', tkey) == 1 then
-    h = read_hash(tkey, F_ENVELOPE, F_DELIVERY, F_FINGERPRINT, F_STATE)
+    h = read_hash(tkey, F_ENVELOPE, F_DELIVERY, F_FINGERPRINT, F_STATE, F_PRIORITY)
   end
   local state
   if h == nil then
@@ -117,7 +128,7 @@ for t = 0, n - 1 do
       wake(KEYS[2], run_at)
       placed = redis.pcall('ZADD', KEYS[2], run_at, id)
     else
-      placed = redis.pcall('XADD', unpack(entry_args(KEYS[1], id, env)))
+      placed = redis.pcall('XADD', unpack(entry_args(lane(KEYS[1], LANES, level), id, env)))
       s, where, value = 'pending', F_DELIVERY, placed
     end
     if type(placed) == 'table' and placed.err then
@@ -127,6 +138,7 @@ for t = 0, n - 1 do
       codes[#codes + 1] = 'k'
     else
       new_record(tkey, maxr, ukey, discard, fp, s, where, value)
+      if lane_key(KEYS[1], LANES, level) ~= KEYS[1] then redis.call('HSET', tkey, F_PRIORITY, level) end
       if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
       codes[#codes + 1] = '1'
     end

@@ -1,6 +1,7 @@
 -- Move due delayed and retry tasks of one queue into its stream.
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] its retry set, then one task
---          hash per task
+--          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes back to its
+--          level's stream)
 -- ARGV     pairs: 's' (scheduled) or 'r' (retry), task id (as listed by due.lua)
 -- Returns: how many tasks were moved. A task is moved only if it is still in its set and due by
 -- Redis's clock (so a re-sent call moves nothing twice); a member whose task hash is gone
@@ -13,6 +14,7 @@ local now = now_ms()
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
+local LANES = #KEYS - 10
 local todo = {}
 for t = 0, #ARGV / 2 - 1 do
   local zkey = KEYS[2]
@@ -30,7 +32,8 @@ for _, t in ipairs(todo) do
   local zkey, id, tkey, all = unpack(t)
   local env = field_of(all, F_ENVELOPE)
   if env then
-    local mid = add_entry(KEYS[1], id, env, field_of(all, F_RETRIED), field_of(all, F_ERROR),
+    local stream = lane(KEYS[1], LANES, field_of(all, F_PRIORITY))
+    local mid = add_entry(stream, id, env, field_of(all, F_RETRIED), field_of(all, F_ERROR),
       field_of(all, F_FAILED_AT))
     local args = {tkey, F_STATE, 'pending', F_DELIVERY, mid}
     for j = 1, #all, 2 do

@@ -2,7 +2,8 @@
 -- letters kept for inspection), releasing their unique lock. A pending task fetched by a worker
 -- but not started yet is archived too: its start then finds the delivery gone and skips it.
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then 2 keys per
---          task: task hash, unique lock (the task hash again when it has none)
+--          task: task hash, unique lock (the task hash again when it has none), then the
+--          queue's lanes (lib.lua: `lane`)
 -- ARGV[1]  consumer group, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  archived
@@ -16,14 +17,15 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 local group = ARGV[1]
+local LANES = #KEYS - 10
 local sets = {scheduled = KEYS[2], retry = KEYS[3]}
 local codes, states, todo = {}, {}, {}
 for i = 2, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i + 1], KEYS[2 * i + 2]
-  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE)
+  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY)
   -- A plain task (lib.lua) has no hash yet: archiving writes it, from its entry's fields.
   local ps, pf = plain_state(KEYS[1], group, tkey, id)
-  if ps then h = {ps, id, false, pf} end
+  if ps then h = {ps, id, false, false, pf} end
   local s, code = '', 1
   local env = false
   if h == nil then
@@ -35,7 +37,7 @@ for i = 2, #ARGV do
     if s == 'archived' then
       code = 2
     elseif s == 'pending' then
-      env = h[2] and entry_envelope(KEYS[1], h[2])
+      env = h[2] and entry_envelope(lane_key(KEYS[1], LANES, h[4]), h[2])
       if not env then code = -2 end
     elseif sets[s] == nil then
       code = -1
@@ -49,9 +51,10 @@ local now = now_ms()
 for _, t in ipairs(todo) do
   local id, tkey, ukey, h, env = unpack(t)
   if h[1] == 'pending' then
-    redis.call('XACK', KEYS[1], group, h[2])
-    redis.call('XDEL', KEYS[1], h[2])
-    if h[4] then materialize(tkey, id, 'pending', h[4]) end
+    local stream = lane_key(KEYS[1], LANES, h[4])
+    redis.call('XACK', stream, group, h[2])
+    redis.call('XDEL', stream, h[2])
+    if h[5] then materialize(tkey, id, 'pending', h[5]) end
     redis.call('HSET', tkey, F_STATE, 'archived', F_ENVELOPE, env)
     redis.call('HDEL', tkey, F_DELIVERY)
   else

@@ -2,7 +2,8 @@
 -- being deleted), releasing their unique lock. A pending task fetched by a worker but not started
 -- yet is deleted too: its start then finds it gone and skips it.
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets, then
---          2 keys per task: task hash, unique lock (the task hash again when it has none)
+--          2 keys per task: task hash, unique lock (the task hash again when it has none), then
+--          the queue's lanes (lib.lua: `lane`)
 -- ARGV[1]  consumer group, ARGV[2] '1' to delete active tasks too, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  deleted
@@ -18,11 +19,12 @@ for j = 2, 5 do
   end
 end
 local group, force = ARGV[1], ARGV[2] == '1'
+local LANES = #KEYS - 10
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5]}
 local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i], KEYS[2 * i + 1]
-  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE)
+  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY)
   -- A plain task (lib.lua) has no hash: its entry, whose id is the task's, is all there is.
   local ps = plain_state(KEYS[1], group, tkey, id)
   if ps then h = {ps, id} end
@@ -42,8 +44,9 @@ end
 for _, t in ipairs(todo) do
   local id, tkey, ukey, h = unpack(t)
   if h[2] then
-    redis.call('XACK', KEYS[1], group, h[2])
-    redis.call('XDEL', KEYS[1], h[2])
+    local stream = lane_key(KEYS[1], LANES, h[4])
+    redis.call('XACK', stream, group, h[2])
+    redis.call('XDEL', stream, h[2])
   end
   if sets[h[1] or ''] then
     redis.call('ZREM', sets[h[1]], id)

@@ -2,16 +2,26 @@
 -- chunks, when forced). Leaves the queue's hash-tagged keys of other owners (scheduler fences,
 -- done markers and receipts with their TTLs) alone.
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets,
--- KEYS[6..7] its processed and failed counters, KEYS[8] its cancel set
+-- KEYS[6..7] its processed and failed counters, KEYS[8] its cancel set, KEYS[9..19] its lanes
+--          (lib.lua: `lane`)
 -- Returns: the number of tasks still held (nothing deleted then), or 0 when the keys were
 -- deleted (also for a re-sent call: the keys are gone already).
 local held = 0
 local t = redis.call('TYPE', KEYS[1])
 t = t.ok or t
 if t == 'stream' then
-  held = held + redis.call('XLEN', KEYS[1])
+  -- The entries new levels left (lib.lua: `lane`) hold no task.
+  held = held + redis.call('XLEN', KEYS[1]) - markers_in(KEYS[1], KEYS[19])
 elseif t ~= 'none' then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+for l = 0, 9 do
+  local key = KEYS[9 + l]
+  if key ~= KEYS[1] then
+    local lt = redis.call('TYPE', key)
+    lt = lt.ok or lt
+    if lt == 'stream' then held = held + redis.call('XLEN', key) end
+  end
 end
 for j = 2, 5 do
   if not type_ok(KEYS[j], 'zset') then
@@ -21,4 +31,5 @@ for j = 2, 5 do
 end
 if held > 0 then return held end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+for j = 9, 19 do redis.call('DEL', KEYS[j]) end
 return 0

@@ -1,7 +1,8 @@
 -- Inspector action "run now": scheduled, retry or archived tasks go to the end of the stream as
 -- pending. A dead letter re-run gets its attempts back (`r` = 0).
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then one task
---          hash per task
+--          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes to its level's
+--          stream)
 -- ARGV[1]  consumer group, then task ids, one per task hash
 -- Returns: one code per task, in order:
 --    1  moved to the stream
@@ -16,6 +17,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok
   or not type_ok(KEYS[4], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
+local LANES = #KEYS - 10
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4]}
 local codes, states, todo = {}, {}, {}
 for a = 2, #ARGV do
@@ -50,7 +52,8 @@ for _, t in ipairs(todo) do
   local id, tkey, all, s = unpack(t)
   local r = field_of(all, F_RETRIED)
   if s == 'archived' then r = '0' end
-  local mid = add_entry(KEYS[1], id, field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR),
+  local stream = lane(KEYS[1], LANES, field_of(all, F_PRIORITY))
+  local mid = add_entry(stream, id, field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR),
     field_of(all, F_FAILED_AT))
   local args = {tkey, F_STATE, 'pending', F_DELIVERY, mid}
   for j = 1, #all, 2 do

@@ -1,0 +1,45 @@
+-- Operator action "prioritize": gives one task a priority level. A pending task's entry moves
+-- to the end of its new level's stream (a worker that fetched the old entry but did not start
+-- it finds its delivery gone at start and skips it, as after a delete); a scheduled, retry or
+-- archived task only records the level, which the forwarder and run-now honour.
+-- KEYS[1]  the queue's stream, KEYS[2] the task hash, KEYS[3..13] the queue's lanes (lib.lua:
+--          `lane`)
+-- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] the level ('0'..'9')
+-- Returns: {code, state} (ActionCode): 1 done, 2 it already had the level (also a re-sent
+-- call), 0 no such task, -1 its state (active, completed) refuses it, -2 corrupt record.
+local group, id, level = ARGV[1], ARGV[2], ARGV[3]
+if not level_index(level) then return redis.error_reply('E_ARGS bad level') end
+local LANES = 3
+local tkey = KEYS[2]
+-- A plain task (lib.lua) has no hash: a pending one gets it first, from its entry.
+local ps, pf = plain_state(KEYS[1], group, tkey, id)
+if ps == 'active' then return {-1, ps} end
+local h = read_hash(tkey, F_STATE, F_DELIVERY, F_PRIORITY)
+if ps then h = {ps, id, false} end
+if h == nil then return {-2, ''} end
+local s = h[1]
+if not s then return {0, ''} end
+if s == 'active' or s == 'completed' then return {-1, s} end
+local now_stream = lane_key(KEYS[1], LANES, h[3])
+local new_stream = lane_key(KEYS[1], LANES, level)
+if now_stream == new_stream then return {2, s} end
+if s == 'pending' then
+  if not h[2] then return {-2, s} end
+  local r = redis.call('XRANGE', now_stream, h[2], h[2])
+  local fields = r[1] and r[1][2]
+  local env = field_of(fields, F_ENVELOPE)
+  if not env then return {-2, s} end
+  if pf then materialize(tkey, id, 'pending', pf) end
+  settle_entries(now_stream, group, {h[2]})
+  local mid = add_entry(lane(KEYS[1], LANES, level), id, env, field_of(fields, F_RETRIED),
+    field_of(fields, F_ERROR), field_of(fields, F_FAILED_AT))
+  redis.call('HSET', tkey, F_DELIVERY, mid)
+elseif s ~= 'scheduled' and s ~= 'retry' and s ~= 'archived' then
+  return {-1, s}
+end
+if new_stream == KEYS[1] then
+  redis.call('HDEL', tkey, F_PRIORITY)
+else
+  redis.call('HSET', tkey, F_PRIORITY, level)
+end
+return {1, s}
