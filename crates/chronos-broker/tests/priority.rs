@@ -65,7 +65,12 @@ async fn ready_tasks_come_out_most_urgent_level_first_and_in_order_inside_one() 
     // A worker process that never saw the queue: its first fetch learns the levels and still
     // delivers in order.
     let worker = common::broker_in(producer.keyspace().namespace()).await;
-    let mut got = fetch_ns(&worker, &queue, 5).await;
+    // One at a time (each fetch must pick the most urgent), then the rest in one batch. The
+    // main stream holds the entries new levels left, between tasks.
+    let mut got = Vec::new();
+    for _ in 0..10 {
+        got.extend(fetch_ns(&worker, &queue, 1).await);
+    }
     got.extend(fetch_ns(&worker, &queue, 100).await);
     let mut want: Vec<u32> = (0..16).collect();
     let rank = |n: &u32| levels[*n as usize % 4];

@@ -77,6 +77,7 @@ local function read(stream, level, n)
     return
   end
   if not res then return end
+  local foreign = 0
   for _, entry in ipairs(res[1][2]) do
     local mid, fields = entry[1], entry[2]
     local env = field_of(fields, F_ENVELOPE)
@@ -88,8 +89,10 @@ local function read(stream, level, n)
     else
       settle_entries(stream, group, {mid})
       out[#out + 1] = {mid}
+      foreign = foreign + 1
     end
   end
+  return nil, foreign
 end
 
 local levels = levels_of(KEYS[3])
@@ -128,9 +131,15 @@ else
     end
   end
   for _, ln in ipairs(lanes) do
-    if want <= 0 then break end
-    local failed = read(ln[2], ln[3], want)
-    if failed then return failed end
+    -- Entries without a task (a new level's entry on the main stream) took part of a read:
+    -- read that stream again before a less urgent one (bounded: each such entry is removed).
+    local foreign = 1
+    while want > 0 and foreign > 0 do
+      local failed
+      failed, foreign = read(ln[2], ln[3], want)
+      if failed then return failed end
+      foreign = foreign or 0
+    end
   end
 end
 if #levels > 0 then out[#out + 1] = row_of_levels end
