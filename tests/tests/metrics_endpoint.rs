@@ -88,6 +88,16 @@ async fn scraped_metrics_move_with_the_work() {
             .await
             .expect("enqueue");
     }
+    // And one of priority level 1: the sampler reports levels for this queue.
+    client
+        .enqueue(
+            &Ok1,
+            EnqueueOptions::new()
+                .queue(idle)
+                .priority(chronos::Priority::HIGH),
+        )
+        .await
+        .expect("enqueue");
     broker
         .set_paused(&QueueName::new(idle).expect("name"), true)
         .await
@@ -123,7 +133,7 @@ async fn scraped_metrics_move_with_the_work() {
             &page,
             "chronos_queue_tasks",
             &[("queue", idle), ("state", "pending")],
-        ) == Some(2.0)
+        ) == Some(3.0)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -151,6 +161,24 @@ async fn scraped_metrics_move_with_the_work() {
         age >= 0.5,
         "the oldest pending task has waited since before the sleep: {age}"
     );
+    for (level, n) in [("2", 1.0), ("5", 2.0)] {
+        assert_eq!(
+            value(
+                &before,
+                "chronos_queue_level_tasks",
+                &[("queue", idle), ("level", level), ("state", "pending")]
+            ),
+            Some(n),
+            "{before}"
+        );
+        let age = value(
+            &before,
+            "chronos_queue_level_oldest_pending_age_seconds",
+            &[("queue", idle), ("level", level)],
+        )
+        .expect("oldest pending age of the level");
+        assert!(age >= 0.5, "level {level}: {age}");
+    }
     let ok = [("queue", q), ("kind", Ok1::KIND), ("outcome", "succeeded")];
     assert_eq!(value(&before, "chronos_tasks_processed_total", &ok), None);
 

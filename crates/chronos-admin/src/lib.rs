@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use chronos_broker::{
     payload_json, ActionOutcome, BrokerError, BulkReport, EvictionCheck, HistorySpan, Inspect,
-    ManageSchedules, Operate, QueueName, QueueStats, RedisBroker, ScheduleEntry, ScheduleSource,
-    Schedules, ServerRecord, TaskAction, TaskFilter, TaskRecord, TaskState,
+    ManageSchedules, Operate, Priority, QueueName, QueueStats, RedisBroker, ScheduleEntry,
+    ScheduleSource, Schedules, ServerRecord, TaskAction, TaskFilter, TaskRecord, TaskState,
 };
 use serde::Serialize;
 
@@ -113,6 +113,22 @@ pub struct QueueRow {
     pub processed: u64,
     /// Failed attempts since the queue was created.
     pub failed: u64,
+    /// Per priority level, most urgent first, when the queue's tasks use levels other than the
+    /// default (empty otherwise).
+    pub levels: Vec<LevelRow>,
+}
+
+/// The tasks of one priority level of a queue.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct LevelRow {
+    /// The level (0 runs first).
+    pub level: u8,
+    /// Waiting.
+    pub pending: u64,
+    /// Held by workers.
+    pub active: u64,
+    /// How long the oldest waiting task has waited, in ms (None: none waits).
+    pub oldest_pending_ms: Option<u64>,
 }
 
 impl QueueRow {
@@ -128,6 +144,16 @@ impl QueueRow {
             completed: s.completed,
             processed: s.processed,
             failed: s.failed,
+            levels: s
+                .levels
+                .iter()
+                .map(|l| LevelRow {
+                    level: l.priority.get(),
+                    pending: l.pending,
+                    active: l.active,
+                    oldest_pending_ms: l.oldest_pending_ms,
+                })
+                .collect(),
         }
     }
 
@@ -146,6 +172,8 @@ pub struct TaskRow {
     pub queue: String,
     /// State name.
     pub state: String,
+    /// Priority level inside the queue (0 runs first; 5 is the default).
+    pub priority: u8,
     /// Kind (empty when the envelope does not decode).
     pub kind: String,
     /// The payload as JSON (MessagePack decoded; `"0x.."` for bytes that are not MessagePack).
@@ -173,6 +201,7 @@ impl TaskRow {
             id: r.id.clone(),
             queue: queue.to_string(),
             state: r.state.as_str().to_string(),
+            priority: r.priority.get(),
             kind: String::new(),
             payload: serde_json::Value::Null,
             retried: 0,
@@ -408,6 +437,34 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
                     .map_or("in an unknown state", |s| s.as_str())
                     .to_string(),
                 action: verb(action),
+            }),
+            ActionOutcome::Corrupt => Err(AdminError::Corrupt { id: id.to_string() }),
+        }
+    }
+
+    /// Gives task `id` priority level `priority` (see `Operate::prioritize`). Ok(false) when
+    /// it already had that level; an error when the queue or the task is missing, when the
+    /// task is active or completed (refused), or corrupt.
+    pub async fn prioritize(
+        &self,
+        name: &str,
+        id: &str,
+        priority: Priority,
+    ) -> Result<bool, AdminError> {
+        let q = self.require_queue(name).await?;
+        match self.broker.prioritize(&q, id, priority).await? {
+            ActionOutcome::Done => Ok(true),
+            ActionOutcome::Already => Ok(false),
+            ActionOutcome::NotFound => Err(AdminError::TaskNotFound {
+                queue: name.to_string(),
+                id: id.to_string(),
+            }),
+            ActionOutcome::Refused(state) => Err(AdminError::Refused {
+                id: id.to_string(),
+                state: state
+                    .map_or("in an unknown state", |s| s.as_str())
+                    .to_string(),
+                action: "prioritize",
             }),
             ActionOutcome::Corrupt => Err(AdminError::Corrupt { id: id.to_string() }),
         }

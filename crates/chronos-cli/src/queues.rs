@@ -65,6 +65,23 @@ pub(crate) async fn run(
                 out.line(&serde_json::json!({ "queue": row, "today": today }))
             } else {
                 out.queues(std::slice::from_ref(&row))?;
+                if !row.levels.is_empty() {
+                    let rows: Vec<Vec<String>> = row
+                        .levels
+                        .iter()
+                        .map(|l| {
+                            vec![
+                                l.level.to_string(),
+                                l.pending.to_string(),
+                                l.active.to_string(),
+                                l.oldest_pending_ms
+                                    .map(|ms| format!("{:.1}s", ms as f64 / 1000.0))
+                                    .unwrap_or_default(),
+                            ]
+                        })
+                        .collect();
+                    crate::table::print_table(&["LEVEL", "PENDING", "ACTIVE", "OLDEST"], &rows);
+                }
                 if let Some(t) = today {
                     println!("today: processed {}, failed {}", t.processed, t.failed);
                 }

@@ -1,7 +1,7 @@
 //! `chronos task ...`: listing and showing tasks, and acting on one task or all in a state.
 
 use chronos_admin::{printable, Admin, AdminError, BulkJob, CancelToken, TaskRow};
-use chronos_broker::{RedisBroker, TaskAction, TaskFilter, TaskState};
+use chronos_broker::{Priority, RedisBroker, TaskAction, TaskFilter, TaskState};
 use clap::{Args, Subcommand};
 
 use crate::dates::datetime;
@@ -56,6 +56,15 @@ pub(crate) enum TaskCmd {
         override_usage = "chronos task cancel [OPTIONS] <QUEUE> <ID>\n       chronos task cancel [OPTIONS] <QUEUE> --all --state active"
     )]
     Cancel(ActArgs),
+    /// Give a waiting, scheduled, retrying or archived task another priority level (0 runs
+    /// first, 9 last, 5 is the default); a pending task moves to the end of its new level.
+    Prioritize {
+        queue: String,
+        id: String,
+        /// The level: 0 to 9, or highest, high, normal, low, lowest.
+        #[arg(long, value_parser = parse_priority)]
+        level: Priority,
+    },
 }
 
 /// One task or, with --all, every task of a state: what an action applies to.
@@ -139,6 +148,18 @@ pub(crate) async fn run(admin: &Admin<RedisBroker>, out: &Out, cmd: TaskCmd) -> 
         TaskCmd::Rm(a) => act(admin, out, a, TaskAction::Delete).await,
         TaskCmd::Archive(a) => act(admin, out, a, TaskAction::Archive).await,
         TaskCmd::Cancel(a) => act(admin, out, a, TaskAction::Cancel).await,
+        TaskCmd::Prioritize { queue, id, level } => {
+            let changed = admin.prioritize(&queue, &id, level).await?;
+            let text = if changed {
+                format!("task {id} now has priority level {level}")
+            } else {
+                format!("task {id} already had priority level {level}")
+            };
+            out.done(
+                &serde_json::json!({"queue": queue, "id": id, "level": level.get(), "changed": changed}),
+                &text,
+            )
+        }
     }
 }
 
@@ -224,6 +245,7 @@ fn show_task(t: &TaskRow) {
         ("id", t.id.clone()),
         ("queue", t.queue.clone()),
         ("state", t.state.clone()),
+        ("priority", t.priority.to_string()),
         ("kind", t.kind.clone()),
         ("payload", t.payload.to_string()),
         ("retried", format!("{}/{}", t.retried, t.max_retry)),
@@ -244,6 +266,10 @@ fn show_task(t: &TaskRow) {
         fields.push(("decode error", e.clone()));
     }
     print_fields(&fields);
+}
+
+fn parse_priority(s: &str) -> Result<Priority, String> {
+    s.parse::<Priority>().map_err(|e| e.to_string())
 }
 
 fn parse_state(s: &str) -> Result<TaskState, String> {

@@ -642,3 +642,48 @@ async fn a_password_in_the_url_is_never_printed() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn task_prioritize_moves_a_waiting_task_and_queue_show_counts_levels() {
+    let e = env().await;
+    let ids = e.fill().await;
+    let id = ids[7].as_str();
+    let r = e.json(&["task", "prioritize", "mail", id, "--level", "high"]);
+    assert_eq!(
+        (r[0]["level"].clone(), r[0]["changed"].clone()),
+        (2.into(), true.into())
+    );
+    assert!(e
+        .ok(&["task", "prioritize", "mail", id, "--level", "2"])
+        .contains("already had priority level 2"));
+    assert_eq!(e.json(&["task", "show", "mail", id])[0]["priority"], 2);
+    assert!(e.ok(&["task", "show", "mail", id]).contains("priority"));
+    // The moved task is listed first: the most urgent level comes first.
+    let listed = e.json(&["task", "ls", "mail", "--limit", "1"]);
+    assert_eq!(listed[0]["id"], id);
+    let q = &e.json(&["queue", "show", "mail"])[0]["queue"];
+    assert_eq!(q["pending"], 30);
+    let levels: Vec<(u64, u64)> = q["levels"]
+        .as_array()
+        .expect("levels")
+        .iter()
+        .map(|l| {
+            (
+                l["level"].as_u64().expect("level"),
+                l["pending"].as_u64().expect("n"),
+            )
+        })
+        .collect();
+    assert_eq!(levels, vec![(2, 1), (5, 29)]);
+    assert!(e.ok(&["queue", "show", "mail"]).contains("LEVEL"));
+    // A level out of range is a usage error; an unknown task fails and says so.
+    assert_eq!(
+        e.run(&["task", "prioritize", "mail", id, "--level", "10"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let out = e.run(&["task", "prioritize", "mail", "nope", "--level", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no task"));
+}

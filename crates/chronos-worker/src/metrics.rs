@@ -19,6 +19,8 @@
 //! | `chronos_queue_tasks` | gauge | `queue`, `state` | tasks per state (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`) |
 //! | `chronos_queue_oldest_pending_age_seconds` | gauge | `queue` | how long the oldest pending task has waited (0 when none) |
 //! | `chronos_queue_paused` | gauge | `queue` | 1 while the queue is paused |
+//! | `chronos_queue_level_tasks` | gauge | `queue`, `level`, `state` | for a queue whose tasks use priority levels: tasks per level (`0`..`9`) and state (`pending`, `active`) |
+//! | `chronos_queue_level_oldest_pending_age_seconds` | gauge | `queue`, `level` | for a queue with levels: how long the oldest pending task of each level has waited (0 when none) |
 //!
 //! The `chronos_queue_*` gauges are cluster-wide: one process at a time (the holder of a short
 //! lease in Redis) samples every queue every [`crate::ServerConfig::sample_queues`] and
@@ -61,6 +63,11 @@ pub const QUEUE_TASKS: &str = "chronos_queue_tasks";
 pub const QUEUE_OLDEST_PENDING_AGE: &str = "chronos_queue_oldest_pending_age_seconds";
 /// 1 while `queue` is paused, sampled by one process.
 pub const QUEUE_PAUSED: &str = "chronos_queue_paused";
+/// Tasks per `queue`, priority `level` and `state` (pending, active), for queues with levels.
+pub const QUEUE_LEVEL_TASKS: &str = "chronos_queue_level_tasks";
+/// Seconds the oldest pending task of each `level` of `queue` has waited, for queues with
+/// levels.
+pub const QUEUE_LEVEL_OLDEST_PENDING_AGE: &str = "chronos_queue_level_oldest_pending_age_seconds";
 /// The scheduler's trigger lateness histogram (named here for its buckets).
 pub const SCHEDULER_LATENESS: &str = "chronos_scheduler_trigger_lateness_seconds";
 
@@ -228,6 +235,17 @@ pub(crate) fn queue_sample(queue: &str, sample: &chronos_core::QueueSample, paus
         gauge!(QUEUE_OLDEST_PENDING_AGE, "queue" => queue.to_string()).set(age.as_secs_f64());
     }
     gauge!(QUEUE_PAUSED, "queue" => queue.to_string()).set(if paused { 1.0 } else { 0.0 });
+    // At most ten levels per queue: the label set stays bounded.
+    for l in &s.levels {
+        let level = l.priority.to_string();
+        for (state, n) in [("pending", l.pending), ("active", l.active)] {
+            gauge!(QUEUE_LEVEL_TASKS, "queue" => queue.to_string(), "level" => level.clone(), "state" => state)
+                .set(n as f64);
+        }
+        let age = l.oldest_pending_ms.unwrap_or(0) as f64 / 1000.0;
+        gauge!(QUEUE_LEVEL_OLDEST_PENDING_AGE, "queue" => queue.to_string(), "level" => level)
+            .set(age);
+    }
 }
 
 #[cfg(feature = "prometheus")]

@@ -22,9 +22,9 @@
 pub use chronos_broker::{
     decode_args, encode_args, forward, fred, time, Attempt, Broker, BrokerError, Client,
     Completion, Connect, Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError,
-    Enqueue, EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, Maintain,
-    NewTask, QueueName, QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder, Results,
-    ServerRecord, StartOutcome, StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome,
+    Enqueue, EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, LevelStats,
+    Maintain, NewTask, Priority, QueueName, QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder,
+    Results, ServerRecord, StartOutcome, StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome,
     TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
@@ -109,7 +109,7 @@ pub struct RepositoryReadme;
 /// `scheduler_leader`) can be called on a [`RedisBroker`] without a further import.
 pub mod prelude {
     pub use crate::{
-        Chain, Client, Connect, Context, EnqueueOptions, Group, Inspect, Mux, QueueLimit,
+        Chain, Client, Connect, Context, EnqueueOptions, Group, Inspect, Mux, Priority, QueueLimit,
         RedisBroker, ScheduleOptions, Scheduler, SchedulerConfig, Server, ServerConfig, Task,
         TaskArgs, TaskError,
     };

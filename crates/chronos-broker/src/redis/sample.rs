@@ -32,8 +32,18 @@ impl SampleQueues for RedisBroker {
         // Redis' clock only when there is an age to measure with it: an idle queue costs one
         // script call per sample.
         let (oldest_pending_ms, sampled_at_ms) = if stats.pending > 0 {
-            let oldest = self.oldest_pending_ms(queue).await?;
             let now = self.server_time_ms().await.unwrap_or_else(|_| now_ms());
+            // With levels, each level's oldest waiting task came with the counts.
+            let oldest = if stats.levels.is_empty() {
+                self.oldest_pending_ms(queue).await?
+            } else {
+                stats
+                    .levels
+                    .iter()
+                    .filter_map(|l| l.oldest_pending_ms)
+                    .max()
+                    .map(|age| now.saturating_sub(i64::try_from(age).unwrap_or(i64::MAX)))
+            };
             (oldest, now)
         } else {
             (None, now_ms())
