@@ -131,6 +131,13 @@ impl QueueKeys {
         out
     }
 
+    /// The queue's settings hash (`<prefix>settings`): run-time settings every server reads,
+    /// such as the priority aging bound (`aging_ms`) and the level retries go to
+    /// (`retry_level`).
+    pub fn settings(&self) -> String {
+        format!("{}settings", self.prefix)
+    }
+
     /// The hash of one task.
     pub fn task(&self, id: &str) -> String {
         format!("{}t:{id}", self.prefix)

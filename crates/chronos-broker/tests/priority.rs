@@ -388,3 +388,35 @@ async fn prioritize_and_a_level_fetch_whose_replies_are_lost_act_once() {
     };
     assert_eq!(pending, 1, "nothing stranded beyond the one delivered");
 }
+
+#[tokio::test]
+async fn retries_go_ahead_of_the_backlog_at_the_queues_retry_level() {
+    let b = broker().await;
+    let queue = q("default");
+    let key = b.keyspace().queue(&queue).settings();
+    let _: i64 = b
+        .client()
+        .hset(key, ("retry_level", "1"))
+        .await
+        .expect("hset");
+    let failing = put(&b, 1, 5, EnqueueOptions::new().task_id("f1")).await;
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
+    assert_eq!(f.leases[0].id.task_id, failing);
+    for n in 10..15 {
+        put(&b, n, 5, EnqueueOptions::new()).await;
+    }
+    assert!(b
+        .retry(&f.leases[0].id, Duration::ZERO, "boom")
+        .await
+        .expect("retry"));
+    assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 1);
+    assert_eq!(fetch_ns(&b, &queue, 1).await, vec![1], "the retry first");
+    let rec = b
+        .task(&queue, &failing)
+        .await
+        .expect("task")
+        .expect("there");
+    assert_eq!(rec.priority, level(1));
+    assert_eq!(fetch_ns(&b, &queue, 10).await, vec![10, 11, 12, 13, 14]);
+}

@@ -366,7 +366,7 @@ impl RedisBroker {
         // key more than before levels existed, and its first fetch after a level appears
         // reports it (claim.lua), so the next one reads it.
         if !self.known_levels(queue).is_empty() {
-            declared.push(format!("{}settings", keys.prefix()));
+            declared.push(keys.settings());
             declared.extend(keys.lanes());
         }
         let args: Vec<Value> = vec![

@@ -45,6 +45,7 @@ impl Maintain for RedisBroker {
             }
         }
         declared.extend(keys.lanes());
+        declared.push(keys.settings());
         let n = self.run(|s| &s.forward, declared, args).await?;
         Ok(Forwarded {
             moved: reply::int(&n, "forward")?.max(0) as u64,

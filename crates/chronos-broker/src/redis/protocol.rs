@@ -79,6 +79,11 @@ pub(crate) const PRIORITY: &str = "p";
 /// default, [`chronos_core::Priority::DEFAULT_AGING`] (Lua: `DEFAULT_AGING_MS`).
 pub(crate) const SETTINGS_AGING: &str = "aging_ms";
 
+/// Queue settings hash: the priority level (`0`..`9`) retried tasks go to when it is more
+/// urgent than their own, so retries run ahead of the backlog (Lua: `S_RETRY_LEVEL`); absent:
+/// retries keep their level.
+pub(crate) const SETTINGS_RETRY_LEVEL: &str = "retry_level";
+
 /// Every field, with the name of the Lua local [`prologue`] gives it.
 const FIELDS: &[(&str, &str)] = &[
     ("F_STATE", STATE),
@@ -142,6 +147,7 @@ pub(crate) fn prologue() -> String {
         chronos_core::Priority::NORMAL
     ));
     lua.push_str(&format!("local S_AGING = '{SETTINGS_AGING}'\n"));
+    lua.push_str(&format!("local S_RETRY_LEVEL = '{SETTINGS_RETRY_LEVEL}'\n"));
     lua.push_str(&format!(
         "local DEFAULT_AGING_MS = {}\n",
         chronos_core::Priority::DEFAULT_AGING.as_millis()

@@ -1,7 +1,8 @@
 -- Move due delayed and retry tasks of one queue into its stream.
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] its retry set, then one task
 --          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes back to its
---          level's stream)
+--          level's stream), then its settings hash (S_RETRY_LEVEL: a retried task more urgent
+--          than its own level goes to that level, ahead of the backlog, and keeps it)
 -- ARGV     pairs: 's' (scheduled) or 'r' (retry), task id (as listed by due.lua)
 -- Returns: how many tasks were moved. A task is moved only if it is still in its set and due by
 -- Redis's clock (so a re-sent call moves nothing twice); a member whose task hash is gone
@@ -14,7 +15,9 @@ local now = now_ms()
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local LANES = #KEYS - 10
+local LANES = #KEYS - 11
+local retry_level = redis.pcall('HGET', KEYS[#KEYS], S_RETRY_LEVEL)
+if not level_index(retry_level) then retry_level = nil end
 local todo = {}
 for t = 0, #ARGV / 2 - 1 do
   local zkey = KEYS[2]
@@ -32,17 +35,22 @@ for _, t in ipairs(todo) do
   local zkey, id, tkey, all = unpack(t)
   local env = field_of(all, F_ENVELOPE)
   if env then
-    local stream = lane(KEYS[1], LANES, field_of(all, F_PRIORITY))
+    local level = field_of(all, F_PRIORITY) or NORMAL_LEVEL
+    if zkey == KEYS[3] and retry_level and tonumber(retry_level) < tonumber(level) then
+      level = retry_level
+    end
+    local stream = lane(KEYS[1], LANES, level)
     local mid = add_entry(stream, id, env, field_of(all, F_RETRIED), field_of(all, F_ERROR),
       field_of(all, F_FAILED_AT))
     local args = {tkey, F_STATE, 'pending', F_DELIVERY, mid}
     for j = 1, #all, 2 do
       local k = all[j]
-      if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY then
+      if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY and k ~= F_PRIORITY then
         args[#args + 1] = k
         args[#args + 1] = all[j + 1]
       end
     end
+    if stream ~= KEYS[1] then args[#args + 1] = F_PRIORITY; args[#args + 1] = level end
     redis.call('DEL', tkey)
     redis.call('HSET', unpack(args))
     moved = moved + 1
