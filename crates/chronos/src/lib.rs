@@ -87,6 +87,9 @@ pub mod guide {
     #[doc = include_str!("../docs/limits.md")]
     pub mod limits {}
 
+    #[doc = include_str!("../docs/priorities.md")]
+    pub mod priorities {}
+
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
 
