@@ -109,3 +109,49 @@ async fn unique_lock_and_leader_lock_work_on_a_cluster() {
         .await
         .expect("release"));
 }
+
+#[tokio::test]
+async fn priority_levels_work_on_a_cluster() {
+    use chronos_broker::{Operate, Priority};
+    let b = cluster_broker().await;
+    let client = Client::new(b.clone());
+    let mut ids = Vec::new();
+    for (n, l) in [(0u32, 9u8), (1, 5), (2, 0), (3, 9)] {
+        // Every task in one queue: the levels' streams share its slot.
+        let opts = EnqueueOptions::new()
+            .queue("prio")
+            .priority(Priority::level(l).expect("level"));
+        ids.push(client.enqueue(&email(n), opts).await.expect("enqueue").id);
+    }
+    let queue = QueueName::new("prio").expect("queue");
+    assert_eq!(
+        b.prioritize(&queue, &ids[3], Priority::HIGHEST)
+            .await
+            .expect("prioritize"),
+        chronos_broker::ActionOutcome::Done
+    );
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!(stats.pending, 4, "{stats:?}");
+    let mut reader = b.open_reader().await.expect("reader");
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let f = take(&b, &mut reader, &queue, "w", 1, Duration::ZERO).await;
+        for l in f.leases {
+            order.push(l.id.task_id.clone());
+            let done = Completion {
+                lease: l.id,
+                retention: None,
+                result: None,
+            };
+            assert_eq!(b.complete(&queue, &[done]).await.expect("complete"), 1);
+        }
+    }
+    let want = vec![
+        ids[2].clone(),
+        ids[3].clone(),
+        ids[1].clone(),
+        ids[0].clone(),
+    ];
+    assert_eq!(order, want);
+    b.delete_queue(&queue, true).await.expect("delete");
+}
