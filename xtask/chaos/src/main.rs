@@ -28,8 +28,9 @@ mod worker_storm;
 use anyhow::{bail, Result};
 
 /// The scenarios, in the order they run.
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "worker-storm",
+    "priority-storm",
     "scheduler-storm",
     "redis-restart",
     "network-stall",
@@ -66,7 +67,8 @@ async fn main() -> Result<()> {
         let started = std::time::Instant::now();
         let scenario = async {
             match *name {
-                "worker-storm" => worker_storm::run(short).await,
+                "worker-storm" => worker_storm::run(short, false).await,
+                "priority-storm" => worker_storm::run(short, true).await,
                 "scheduler-storm" => scheduler_storm::run(short).await,
                 "redis-restart" => redis_restart::run(short).await,
                 "network-stall" => network_stall::run(short).await,

@@ -2,12 +2,16 @@
 //! again, while they work through a backlog. Each kill strands what the process held (fetched,
 //! running, or finished but not yet acked); another worker takes it over once its lease is idle.
 //! Books: every task ran, duplicates at most the tasks the killed processes held.
+//!
+//! Priority storm: the same, with the tasks spread over the ten priority levels and the queue's
+//! aging bound at 2 s, so deliveries of every level's stream are stranded and reclaimed. Books
+//! as above, and no level starved: every level's tasks all ran and its stream is empty.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use chronos::prelude::*;
-use chronos::{Maintain, QueueName};
+use chronos::{Inspect, Maintain, QueueName};
 use rand::Rng;
 
 use crate::books;
@@ -17,7 +21,7 @@ use crate::report::Row;
 const WORKERS: usize = 4;
 const KILL_EVERY: Duration = Duration::from_secs(2);
 
-pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
+pub(crate) async fn run(short: bool, levels: bool) -> Result<Vec<Row>> {
     // Short: ~3k tasks of 100 ms on 4 x 8 slots, about ten seconds of kills. Full: 100k tasks.
     let (tasks, sleep_ms) = if short { (3_000, 100) } else { (100_000, 5) };
     let opts = WorkerOpts {
@@ -31,7 +35,24 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
         .namespace(ns)
         .connect()
         .await?;
-    let ids = enqueue(&broker, tasks, sleep_ms).await?;
+    let ids = if levels {
+        let key = broker
+            .keyspace()
+            .queue(&QueueName::new(WORK_QUEUE)?)
+            .settings();
+        let _: i64 = chronos::fred::interfaces::HashesInterface::hset(
+            broker.client(),
+            key,
+            ("aging_ms", "2000"),
+        )
+        .await?;
+        enqueue_at(&broker, tasks, sleep_ms, |i| {
+            Priority::level((i % 10) as u8).ok()
+        })
+        .await?
+    } else {
+        enqueue(&broker, tasks, sleep_ms).await?
+    };
 
     let mut fleet: Vec<Proc> = (0..WORKERS)
         .map(|_| spawn_worker(&url, ns, &opts))
@@ -72,8 +93,20 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
     }
     let b = books::tasks(&broker, ns, &ids).await?;
     let bound: u64 = in_flight.iter().sum();
+    let stats = broker.queue_stats(&queue).await?;
+    let waiting: Vec<(u8, u64)> = stats
+        .levels
+        .iter()
+        .filter(|l| l.pending + l.active > 0)
+        .map(|l| (l.priority.get(), l.pending + l.active))
+        .collect();
     Ok(vec![Row {
-        scenario: "worker-storm".into(),
+        scenario: if levels {
+            "priority-storm"
+        } else {
+            "worker-storm"
+        }
+        .into(),
         load: format!("{tasks} tasks, {WORKERS} procs"),
         faults: format!("{} SIGKILL / 2 s", in_flight.len()),
         lost: b.lost.len() as u64,
@@ -82,6 +115,12 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
         recovery: Some(drained.saturating_duration_since(last_fault)),
         broken: {
             let mut v = b.broken(bound, 0);
+            if levels && stats.levels.len() < 10 {
+                v.push(format!("only {} levels in use", stats.levels.len()));
+            }
+            if !waiting.is_empty() {
+                v.push(format!("levels still holding tasks: {waiting:?}"));
+            }
             if in_flight.len() < 3 {
                 v.push(format!(
                     "only {} kills: the run was too short",
@@ -103,16 +142,30 @@ pub(crate) async fn run(short: bool) -> Result<Vec<Row>> {
 
 /// Enqueues `n` jobs with ids `j<n>`, in batches; returns the ids.
 pub(crate) async fn enqueue(broker: &RedisBroker, n: usize, sleep_ms: u64) -> Result<Vec<String>> {
+    enqueue_at(broker, n, sleep_ms, |_| None).await
+}
+
+/// [`enqueue`], job `i` at priority level `level(i)` (None: the default).
+pub(crate) async fn enqueue_at(
+    broker: &RedisBroker,
+    n: usize,
+    sleep_ms: u64,
+    level: impl Fn(usize) -> Option<Priority>,
+) -> Result<Vec<String>> {
     let client = Client::new(broker.clone());
     let ids: Vec<String> = (0..n).map(|i| format!("j{i}")).collect();
     let job = Job { sleep_ms };
     for chunk in ids.chunks(1000) {
         let results = client
-            .enqueue_batch(
-                chunk
-                    .iter()
-                    .map(|id| (&job, EnqueueOptions::new().task_id(id.clone()))),
-            )
+            .enqueue_batch(chunk.iter().map(|id| {
+                let i: usize = id[1..].parse().unwrap_or(0);
+                let opts = EnqueueOptions::new().task_id(id.clone());
+                let opts = match level(i) {
+                    Some(p) => opts.priority(p),
+                    None => opts,
+                };
+                (&job, opts)
+            }))
             .await?;
         for r in results {
             r?;
