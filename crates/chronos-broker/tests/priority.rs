@@ -187,6 +187,18 @@ async fn a_task_keeps_its_level_through_retry_reclaim_dead_letter_and_run_now() 
     // Retry: back through the retry set and the forwarder, into level 2's stream.
     let lease = lane_of(&take(&b, &mut reader, &queue, "w", 10, Duration::ZERO).await);
     assert!(lease.msg_id.starts_with("2/"), "{lease:?}");
+    // The consumer's deliveries of every level count as held (the janitor and the recoverer
+    // read this), and it is not removed while it holds one.
+    let held: Vec<(String, u64)> = b
+        .consumers(&queue)
+        .await
+        .expect("consumers")
+        .into_iter()
+        .map(|(n, p, _)| (n, p))
+        .collect();
+    assert_eq!(held, vec![("w".to_string(), 1)]);
+    assert!(!b.remove_consumer(&queue, "w").await.expect("remove"));
+    assert_eq!(b.consumers(&queue).await.expect("consumers").len(), 1);
     assert!(b
         .retry(&lease, Duration::ZERO, "boom")
         .await

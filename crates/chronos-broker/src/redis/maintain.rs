@@ -138,31 +138,20 @@ impl Maintain for RedisBroker {
     }
 
     async fn consumers(&self, queue: &QueueName) -> Result<Vec<(String, u64, u64)>, BrokerError> {
-        let stream = self.queue_keys(queue).stream();
-        let v: Value = match self.inner.client.xinfo_consumers(stream, GROUP).await {
-            Ok(v) => v,
-            Err(e) if e.details().contains("NOGROUP") || e.details().contains("no such key") => {
-                return Ok(Vec::new())
-            }
-            Err(e) => return Err(store(e)),
-        };
-        let mut out = Vec::new();
-        for c in reply::array(v, "xinfo consumers")? {
-            let (mut name, mut pending, mut idle) = (String::new(), 0u64, 0u64);
-            let fields = c.into_array();
-            for pair in fields.chunks(2) {
-                if let [k, v] = pair {
-                    match k.as_str().as_deref() {
-                        Some("name") => {
-                            name = v.as_str().map(|s| s.to_string()).unwrap_or_default()
-                        }
-                        Some("pending") => pending = v.as_i64().unwrap_or(0).max(0) as u64,
-                        Some("idle") => idle = v.as_i64().unwrap_or(0).max(0) as u64,
-                        _ => {}
+        // Every lane's group: a consumer's deliveries of every level are summed, and its idle
+        // time is its least idle lane's.
+        let keys = self.queue_keys(queue);
+        let mut out: Vec<(String, u64, u64)> = Vec::new();
+        for level in self.lane_order(&keys).await? {
+            for (name, pending, idle) in self.lane_consumers(&keys.lane(level)).await? {
+                match out.iter_mut().find(|(n, _, _)| *n == name) {
+                    Some(c) => {
+                        c.1 += pending;
+                        c.2 = c.2.min(idle);
                     }
+                    None => out.push((name, pending, idle)),
                 }
             }
-            out.push((name, pending, idle));
         }
         Ok(out)
     }
@@ -237,9 +226,33 @@ impl Maintain for RedisBroker {
         consumer: &str,
     ) -> Result<bool, BrokerError> {
         let keys = self.queue_keys(queue);
-        let args: Vec<Value> = vec![GROUP.into(), consumer.into()];
-        let n = self.run(|s| &s.drop_consumer, keys.stream(), args).await?;
-        Ok(reply::int(&n, "drop_consumer")? == 1)
+        let lanes = self.lane_order(&keys).await?;
+        // Kept while it holds a delivery of any level (each lane's script checks its own
+        // again, atomically); then removed from every level's group.
+        if lanes.len() > 1 {
+            for level in &lanes {
+                let stream = keys.lane(*level);
+                if self
+                    .lane_consumers(&stream)
+                    .await?
+                    .iter()
+                    .any(|(n, pending, _)| n == consumer && *pending > 0)
+                {
+                    return Ok(false);
+                }
+            }
+        }
+        let mut removed = false;
+        for level in lanes {
+            let args: Vec<Value> = vec![GROUP.into(), consumer.into()];
+            let n = self
+                .run(|s| &s.drop_consumer, keys.lane(level), args)
+                .await?;
+            if level.is_none() {
+                removed = reply::int(&n, "drop_consumer")? == 1;
+            }
+        }
+        Ok(removed)
     }
 
     async fn reclaimed_dead(
@@ -541,4 +554,36 @@ fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
         return Err(BrokerError::InvalidDuration(ttl));
     }
     Ok(ms)
+}
+
+impl RedisBroker {
+    /// `(name, pending, idle ms)` of each consumer of the group of one stream.
+    async fn lane_consumers(&self, stream: &str) -> Result<Vec<(String, u64, u64)>, BrokerError> {
+        let v: Value = match self.inner.client.xinfo_consumers(stream, GROUP).await {
+            Ok(v) => v,
+            Err(e) if e.details().contains("NOGROUP") || e.details().contains("no such key") => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(store(e)),
+        };
+        let mut out = Vec::new();
+        for c in reply::array(v, "xinfo consumers")? {
+            let (mut name, mut pending, mut idle) = (String::new(), 0u64, 0u64);
+            let fields = c.into_array();
+            for pair in fields.chunks(2) {
+                if let [k, v] = pair {
+                    match k.as_str().as_deref() {
+                        Some("name") => {
+                            name = v.as_str().map(|s| s.to_string()).unwrap_or_default()
+                        }
+                        Some("pending") => pending = v.as_i64().unwrap_or(0).max(0) as u64,
+                        Some("idle") => idle = v.as_i64().unwrap_or(0).max(0) as u64,
+                        _ => {}
+                    }
+                }
+            }
+            out.push((name, pending, idle));
+        }
+        Ok(out)
+    }
 }
