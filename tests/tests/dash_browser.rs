@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use chronos::prelude::*;
-use chronos::QueueName;
+use chronos::{QueueName, TaskState};
 use chronos_dash::{Dash, DashConfig};
 use chronos_testkit::Browser;
 use serde::{Deserialize, Serialize};
@@ -327,6 +327,48 @@ async fn a_console_on_all_interfaces_refuses_visitors_without_the_token() -> Res
     b.submit("form#login").await?;
     b.wait_for_text("#tasks", "customer-0", Duration::from_secs(10))
         .await?;
+    b.close().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_operator_moves_a_waiting_task_ahead_by_its_priority_level() -> Result<()> {
+    let broker = broker().await?;
+    let client = Client::new(broker.clone());
+    let ids = invoices(&client, "orders", 3, EnqueueOptions::new()).await?;
+    let target = ids[2].clone();
+    let base = serve(
+        &broker,
+        DashConfig::default(),
+        loopback(),
+        [127, 0, 0, 1].into(),
+    )
+    .await?;
+
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/orders/tasks/{target}"))
+        .await?;
+    b.wait_for_text("#task-priority", "level 5", Duration::from_secs(10))
+        .await?;
+    b.execute(
+        "document.querySelector('#priority-level').value = '0';",
+        &[],
+    )
+    .await?;
+    b.click("button[data-action=\"prioritize\"]").await?;
+    b.wait_for_text(".notice", "priority level 0 set", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text("#task-priority", "level 0", Duration::from_secs(10))
+        .await?;
+    b.screenshot("dash-task-priority").await?;
+    // Waiting first now: the most urgent level is listed (and fetched) first.
+    let q = QueueName::new("orders")?;
+    let pending = broker.list_tasks(&q, TaskState::Pending, 0, 10).await?;
+    assert_eq!(
+        pending.first().map(|r| r.id.as_str()),
+        Some(target.as_str())
+    );
+    assert_eq!(pending[0].priority, Priority::HIGHEST);
     b.close().await?;
     Ok(())
 }

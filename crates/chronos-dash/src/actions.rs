@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
 use chronos_admin::{parse_state, verb, AdminError};
-use chronos_broker::{TaskAction, TaskFilter};
+use chronos_broker::{Priority, TaskAction, TaskFilter};
 use futures::StreamExt;
 use maud::html;
 
@@ -75,6 +75,9 @@ pub(crate) async fn one(
     Extension(who): Extension<Actor>,
     form: CheckedForm,
 ) -> Result<Response, PageError> {
+    if action == "prioritize" {
+        return prioritize(&st, &queue, &id, &who, &form).await;
+    }
     let action = action_or_400(&action)?;
     let changed = st.admin.act(&queue, &id, action).await?;
     tracing::info!(who = %who, queue = %queue, task_id = %id, action = slug(action), changed, "console: task action");
@@ -89,6 +92,31 @@ pub(crate) async fn one(
         back = queue_href(&queue);
     }
     Ok(back_with(&st, &back, &msg))
+}
+
+/// The task page's priority form: gives the task the level the form names.
+async fn prioritize(
+    st: &AppState,
+    queue: &str,
+    id: &str,
+    who: &Actor,
+    form: &CheckedForm,
+) -> Result<Response, PageError> {
+    let level: Priority =
+        form.get("level")
+            .unwrap_or("")
+            .parse()
+            .map_err(|e: chronos_broker::BrokerError| {
+                PageError(DashError::Admin(AdminError::Invalid(e.to_string())))
+            })?;
+    let changed = st.admin.prioritize(queue, id, level).await?;
+    tracing::info!(who = %who, queue = %queue, task_id = %id, level = level.get(), changed, "console: task prioritized");
+    let msg = if changed {
+        format!("Task {id}: priority level {level} set.")
+    } else {
+        format!("Task {id}: already at priority level {level}.")
+    };
+    Ok(back_with(st, form.get("back").unwrap_or("/"), &msg))
 }
 
 pub(crate) async fn selection(

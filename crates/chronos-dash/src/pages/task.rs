@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
 use chronos_admin::parse_state;
+use chronos_broker::TaskState;
 use maud::html;
 use serde::Deserialize;
 
@@ -36,6 +37,11 @@ pub(crate) async fn page(
         actions_for(state)
     };
     let payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
+    let can_prioritize = !st.config.read_only
+        && matches!(
+            state,
+            TaskState::Pending | TaskState::Scheduled | TaskState::Retry | TaskState::Archived
+        );
     let back = task_href(&queue, &id);
     let body = html! {
         p.crumbs { a href=(queue_href(&queue)) { "queue " (queue) } " / task" }
@@ -57,9 +63,30 @@ pub(crate) async fn page(
                     dt { "kind" } dd { (t.kind) }
                     dt { "queue" } dd { a href=(queue_href(&queue)) { (queue) } }
                     dt { "state" } dd { (t.state) }
+                    dt { "priority" } dd #task-priority { "level " (t.priority) }
                     dt { "attempts" } dd { (t.retried) " failed of " (t.max_retry) " retries allowed" }
                     @if let Some(e) = &t.last_error { dt { "last error" } dd.error #last-error { (e) } }
                     @if let Some(e) = &t.decode_error { dt { "envelope" } dd.error { "does not decode: " (e) } }
+                }
+            }
+            @if can_prioritize {
+                div.card.wide {
+                    h2 { "Priority" }
+                    form.inline #prioritize method="post" action={(task_href(&queue, &id)) "/prioritize"} {
+                        (csrf(&st))
+                        input type="hidden" name="back" value=(back);
+                        label for="priority-level" { "level " }
+                        select #priority-level name="level" {
+                            @for l in 0..10u8 {
+                                option value=(l) selected[l == t.priority] {
+                                    (l) @if l == 0 { " (first)" } @else if l == 5 { " (default)" } @else if l == 9 { " (last)" }
+                                }
+                            }
+                        }
+                        " "
+                        button.small type="submit" data-action="prioritize" { "set priority" }
+                    }
+                    p.muted { "0 runs first. A pending task moves to the end of its new level; a scheduled, retrying or archived one keeps the level for when it runs." }
                 }
             }
             div.card.wide {
