@@ -1,5 +1,5 @@
-//! The producer: tasks at a steady rate, and every 5 s a partner sync per customer and an
-//! import group.
+//! The producer: tasks at a steady rate (some charges at a high priority level, newsletters at
+//! a low one), and every 5 s a partner sync per customer and an import group.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,10 +32,19 @@ pub(crate) async fn produce(
                     .enqueue(&BuildReport { n }, EnqueueOptions::new())
                     .await
                     .map(|_| ())?,
-                1..=3 => client
-                    .enqueue(&ChargeCard { n, cents: n * 7 }, EnqueueOptions::new())
-                    .await
-                    .map(|_| ())?,
+                // Large charges jump the queue; newsletters (every tenth email) wait.
+                1..=3 => {
+                    let cents = n * 7;
+                    let opts = if n % 3 == 0 {
+                        EnqueueOptions::new().priority(Priority::HIGH)
+                    } else {
+                        EnqueueOptions::new()
+                    };
+                    client
+                        .enqueue(&ChargeCard { n, cents }, opts)
+                        .await
+                        .map(|_| ())?
+                }
                 4 => client
                     .enqueue(
                         &SendEmail {
@@ -52,7 +61,11 @@ pub(crate) async fn produce(
                             n,
                             to: format!("user{n}@example.com"),
                         },
-                        EnqueueOptions::new(),
+                        if n % 10 == 9 {
+                            EnqueueOptions::new().priority(Priority::LOW)
+                        } else {
+                            EnqueueOptions::new()
+                        },
                     )
                     .await
                     .map(|_| ())?,
