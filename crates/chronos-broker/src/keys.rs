@@ -238,6 +238,13 @@ impl QueueKeys {
     pub fn owns(&self, key: &str) -> bool {
         key.starts_with(&self.prefix)
     }
+
+    /// The queue's stored settings: a hash of limits and the aging time that override every
+    /// server's configuration field by field (see `redis/settings.rs` for the fields and
+    /// their encoding). Deleted by Redis when its last field is removed.
+    pub fn settings(&self) -> String {
+        format!("{}settings", self.prefix)
+    }
 }
 
 /// Which history a counter key holds.
