@@ -1,7 +1,8 @@
-//! The POSTs: pause and resume a queue; run, delete, archive or cancel one task, a selection,
-//! or everything a filter matches (after confirming the count, as a background job with a
-//! progress page). Each answers with a redirect back to the page it came from and a one-line
-//! notice, and leaves one log line: who, what, how many.
+//! The POSTs: pause and resume a queue; store its limits (the settings form of its page); run,
+//! delete, archive or cancel one task, a selection, or everything a filter matches (after
+//! confirming the count, as a background job with a progress page). Each answers with a
+//! redirect back to the page it came from and a one-line notice, and leaves one log line: who,
+//! what, how many.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
 use chronos_admin::{parse_state, verb, AdminError};
-use chronos_broker::{TaskAction, TaskFilter};
+use chronos_broker::{parse_duration, Rate, Setting, SettingsChange, TaskAction, TaskFilter};
 use futures::StreamExt;
 use maud::html;
 
@@ -67,6 +68,68 @@ pub(crate) async fn resume(
         form.get("back").unwrap_or("/"),
         &format!("Queue {queue} resumed."),
     ))
+}
+
+/// Stores the settings form of a queue page: every field at once, a blank one removed (each
+/// server's configuration applies), `none` lifting a limit. Nothing is stored when one field is
+/// out of range (400, with the reason).
+pub(crate) async fn settings(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let change = settings_change(&form).map_err(|e| PageError(DashError::Admin(e)))?;
+    let row = st.admin.change_queue_settings(&queue, &change).await?;
+    tracing::info!(who = %who, queue = %queue, rate = ?row.rate, burst = ?row.burst, concurrency = ?row.concurrency, per_key_rate = ?row.per_key_rate, aging = ?row.aging, "console: queue settings stored");
+    Ok(back_with(
+        &st,
+        form.get("back").unwrap_or("/"),
+        &format!("Queue {queue}: limits saved; running servers apply them within about 2 s."),
+    ))
+}
+
+/// The change a settings form asks for: each of the five fields set, lifted or removed.
+fn settings_change(form: &CheckedForm) -> Result<SettingsChange, AdminError> {
+    let field = |name: &str| form.get(name).map(str::trim).filter(|v| !v.is_empty());
+    let rate = |name: &str, label: &str| -> Result<Option<Setting<Rate>>, AdminError> {
+        field(name)
+            .map(|v| match v {
+                "none" => Ok(Setting::Off),
+                v => Rate::parse(v).map(Setting::On).map_err(|_| {
+                    AdminError::Invalid(format!(
+                        "{label} {v:?}: write <n>/<period> like 100/1s, or none"
+                    ))
+                }),
+            })
+            .transpose()
+    };
+    let number = |name: &str, v: &str| -> Result<u32, AdminError> {
+        v.parse()
+            .map_err(|_| AdminError::Invalid(format!("{name} {v:?}: write a whole number")))
+    };
+    let mut c = SettingsChange::new();
+    c.rate = Some(rate("rate", "rate")?);
+    c.per_key_rate = Some(rate("per_key_rate", "per-key rate")?);
+    c.burst = Some(field("burst").map(|v| number("burst", v)).transpose()?);
+    c.concurrency = Some(
+        field("concurrency")
+            .map(|v| match v {
+                "none" => Ok(Setting::Off),
+                v => number("concurrency", v).map(Setting::On),
+            })
+            .transpose()?,
+    );
+    c.aging = Some(
+        field("aging")
+            .map(|v| {
+                parse_duration(v).ok_or_else(|| {
+                    AdminError::Invalid(format!("aging {v:?}: write a duration like 60s, 5m or 1h"))
+                })
+            })
+            .transpose()?,
+    );
+    Ok(c)
 }
 
 pub(crate) async fn one(
