@@ -36,6 +36,7 @@ pub(crate) async fn round<B: WorkerBroker>(
     waiting: &mut Vec<Lease>,
 ) -> Result<(), BrokerError> {
     let queue = &rt.queues[q].name;
+    let changed = rt.limit_changed(q);
     // Lifted at run time: the round goes on without permits or key checks.
     let limit = rt.limit_of(q).unwrap_or_default();
     let spec = limit.permits(rt.config.recover_min_idle);
@@ -55,9 +56,15 @@ pub(crate) async fn round<B: WorkerBroker>(
             // Nothing to offer meanwhile: the dispatcher draws other queues.
             rt.mark_drained(q);
             // A wait set by the old limit (an hour under 1/1h) must not outlast a change.
+            let changed = async {
+                match changed {
+                    Some(n) => n.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = sleep_or_stop(rt, p.wait) => {}
-                _ = rt.limit_changed(q) => {}
+                _ = changed => {}
             }
             return Ok(());
         }

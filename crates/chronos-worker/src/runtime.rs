@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chronos_core::{Completion, Lease, QueueName, QueueSettings};
+use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -90,13 +91,13 @@ struct LimitCell {
 }
 
 impl<B: WorkerBroker> Runtime<B> {
-    /// The state of a server about to start its loops.
+    /// The state of a server about to start its loops; each queue comes with its weight and the
+    /// settings stored for it when the server started.
     pub(crate) fn new(
         broker: B,
         mux: Mux,
         config: ServerConfig,
-        queues: Vec<(QueueName, u32)>,
-        stored: Vec<QueueSettings>,
+        queues: Vec<(QueueName, u32, QueueSettings)>,
         id: String,
         acks: mpsc::UnboundedSender<(usize, Completion)>,
         starts: mpsc::UnboundedSender<StartRequest>,
@@ -105,10 +106,8 @@ impl<B: WorkerBroker> Runtime<B> {
         let mut limits = Vec::with_capacity(queues.len());
         let queues = queues
             .into_iter()
-            .enumerate()
-            .map(|(i, (name, weight))| {
+            .map(|(name, weight, stored)| {
                 let configured = config.limit_of(name.as_str());
-                let stored = stored.get(i).copied().unwrap_or_default();
                 limits.push(LimitCell {
                     current: Mutex::new(QueueLimit::with_stored(configured, &stored)),
                     changed: Notify::new(),
@@ -168,12 +167,12 @@ impl<B: WorkerBroker> Runtime<B> {
         true
     }
 
-    /// Resolves when the limit of queue `q` changes (never for an unknown queue).
-    pub(crate) async fn limit_changed(&self, q: usize) {
-        match self.limits.get(q) {
-            Some(c) => c.changed.notified().await,
-            None => std::future::pending().await,
-        }
+    /// A wake-up for the next change of the limit of queue `q`, registered at once: take it
+    /// before reading the limit, so a change made between the read and the wait still wakes.
+    pub(crate) fn limit_changed(&self, q: usize) -> Option<std::pin::Pin<Box<Notified<'_>>>> {
+        let mut n = Box::pin(self.limits.get(q)?.changed.notified());
+        n.as_mut().enable();
+        Some(n)
     }
 
     /// The tokens to give back, for the permit loop (once).

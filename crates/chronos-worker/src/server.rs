@@ -96,8 +96,11 @@ impl<B: WorkerBroker> Server<B> {
             self.broker,
             self.mux,
             self.config,
-            self.queues,
-            stored,
+            self.queues
+                .into_iter()
+                .zip(stored)
+                .map(|((name, weight), s)| (name, weight, s))
+                .collect(),
             id.clone(),
             ack_tx,
             start_tx,

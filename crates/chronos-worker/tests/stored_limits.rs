@@ -214,3 +214,52 @@ async fn a_stored_rate_slows_a_running_server_within_the_change_window() {
     assert!(ran >= 2, "the queue still runs: {ran}");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_fetcher_waiting_on_a_slow_rate_wakes_when_the_rate_is_raised() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("slow");
+    let running = Arc::new(Running::default());
+    enqueue(&client, "slow", 5, 0).await;
+    // One start per hour: the first runs, then the fetcher sleeps until the next is due.
+    let cfg = fast_config()
+        .queues([("slow", 1)])
+        .limit("slow", QueueLimit::new().rate(1, Duration::from_secs(3600)));
+    let server = Server::new(b.clone(), running.mux(), cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    eventually(Duration::from_secs(10), "the first task ran", || async {
+        running.done.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        running.done.load(Ordering::SeqCst),
+        1,
+        "the rate holds the rest"
+    );
+
+    b.change_queue_settings(
+        &queue,
+        &SettingsChange::new().rate(Setting::On(chronos_broker::Rate::new(
+            100,
+            Duration::from_secs(1),
+        ))),
+    )
+    .await
+    .expect("store");
+    let changed = Instant::now();
+    eventually(Duration::from_secs(5), "the other 4 ran", || async {
+        running.done.load(Ordering::SeqCst) >= 5
+    })
+    .await;
+    assert!(
+        changed.elapsed() < Duration::from_secs(3),
+        "the hour-long wait was cut short: {:?}",
+        changed.elapsed()
+    );
+    server.shutdown().await;
+}
