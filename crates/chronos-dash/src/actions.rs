@@ -70,9 +70,9 @@ pub(crate) async fn resume(
     ))
 }
 
-/// Stores the settings form of a queue page: every field at once, a blank one removed (each
-/// server's configuration applies), `none` lifting a limit. Nothing is stored when one field is
-/// out of range (400, with the reason).
+/// Stores the settings form of a queue page: each field sent is stored, a field sent blank is
+/// removed (each server's configuration applies), `none` lifts a limit, and a field not sent
+/// is kept. Nothing is stored when one field is out of range (400, with the reason).
 pub(crate) async fn settings(
     State(st): State<Arc<AppState>>,
     Path(queue): Path<String>,
@@ -89,47 +89,52 @@ pub(crate) async fn settings(
     ))
 }
 
-/// The change a settings form asks for: each of the five fields set, lifted or removed.
+/// The change a settings form asks for. Each field: not sent = keep, blank = remove, else the
+/// value (`none` lifts a rate or concurrency limit).
 fn settings_change(form: &CheckedForm) -> Result<SettingsChange, AdminError> {
-    let field = |name: &str| form.get(name).map(str::trim).filter(|v| !v.is_empty());
-    let rate = |name: &str, label: &str| -> Result<Option<Setting<Rate>>, AdminError> {
-        field(name)
-            .map(|v| match v {
-                "none" => Ok(Setting::Off),
-                v => Rate::parse(v).map(Setting::On).map_err(|_| {
-                    AdminError::Invalid(format!(
-                        "{label} {v:?}: write <n>/<period> like 100/1s, or none"
-                    ))
-                }),
-            })
-            .transpose()
+    fn each<T>(
+        form: &CheckedForm,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, AdminError>,
+    ) -> Result<Option<Option<T>>, AdminError> {
+        match form.get(name).map(str::trim) {
+            None => Ok(None),
+            Some("") => Ok(Some(None)),
+            Some(v) => parse(v).map(|t| Some(Some(t))),
+        }
+    }
+    let number = |name: &'static str| {
+        move |v: &str| {
+            v.parse::<u32>()
+                .map_err(|_| AdminError::Invalid(format!("{name} {v:?}: write a whole number")))
+        }
     };
-    let number = |name: &str, v: &str| -> Result<u32, AdminError> {
-        v.parse()
-            .map_err(|_| AdminError::Invalid(format!("{name} {v:?}: write a whole number")))
+    let rate = |label: &'static str| {
+        move |v: &str| match v {
+            "none" => Ok(Setting::Off),
+            v => Rate::parse(v).map(Setting::On).map_err(|_| {
+                AdminError::Invalid(format!(
+                    "{label} {v:?}: write <n>/<period> like 100/1s, or none"
+                ))
+            }),
+        }
     };
-    let mut c = SettingsChange::new();
-    c.rate = Some(rate("rate", "rate")?);
-    c.per_key_rate = Some(rate("per_key_rate", "per-key rate")?);
-    c.burst = Some(field("burst").map(|v| number("burst", v)).transpose()?);
-    c.concurrency = Some(
-        field("concurrency")
-            .map(|v| match v {
-                "none" => Ok(Setting::Off),
-                v => number("concurrency", v).map(Setting::On),
-            })
-            .transpose()?,
-    );
-    c.aging = Some(
-        field("aging")
-            .map(|v| {
-                parse_duration(v).ok_or_else(|| {
-                    AdminError::Invalid(format!("aging {v:?}: write a duration like 60s, 5m or 1h"))
-                })
-            })
-            .transpose()?,
-    );
-    Ok(c)
+    let concurrency = |v: &str| match v {
+        "none" => Ok(Setting::Off),
+        v => number("concurrency")(v).map(Setting::On),
+    };
+    let aging = |v: &str| {
+        parse_duration(v).ok_or_else(|| {
+            AdminError::Invalid(format!("aging {v:?}: write a duration like 60s, 5m or 1h"))
+        })
+    };
+    Ok(SettingsChange {
+        rate: each(form, "rate", rate("rate"))?,
+        burst: each(form, "burst", number("burst"))?,
+        concurrency: each(form, "concurrency", concurrency)?,
+        per_key_rate: each(form, "per_key_rate", rate("per-key rate"))?,
+        aging: each(form, "aging", aging)?,
+    })
 }
 
 pub(crate) async fn one(
