@@ -13,7 +13,8 @@ use crate::{BrokerError, QueueName, QueueSettings, SettingsChange};
 /// what running it once does. Implemented for `&T`, `Arc<T>` and `Box<T>` when `T` has it.
 pub trait Settings: Send + Sync {
     /// The settings stored for `queue` (all fields `None` when nothing is stored). A stored
-    /// field this version cannot read is a [`BrokerError::Protocol`] error, never a guess.
+    /// field this version cannot read, or a limit out of range, is a [`BrokerError::Protocol`]
+    /// error, never a guess; an aging time is read as stored (the store's own scripts use it).
     fn queue_settings(
         &self,
         queue: &QueueName,
