@@ -332,6 +332,82 @@ async fn a_console_on_all_interfaces_refuses_visitors_without_the_token() -> Res
 }
 
 #[tokio::test]
+async fn the_queue_page_shows_and_changes_the_limits_stored_in_redis() -> Result<()> {
+    use chronos::{Settings as _, SettingsChange};
+    let broker = broker().await?;
+    let client = Client::new(broker.clone());
+    invoices(&client, "throttled", 3, EnqueueOptions::new()).await?;
+    let q = QueueName::new("throttled")?;
+    broker
+        .change_queue_settings(
+            &q,
+            &SettingsChange::new().concurrency(chronos::Setting::On(4)),
+        )
+        .await?;
+    let base = serve(
+        &broker,
+        DashConfig::default(),
+        loopback(),
+        [127, 0, 0, 1].into(),
+    )
+    .await?;
+
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/throttled")).await?;
+    b.wait_for("#limits-form", Duration::from_secs(10)).await?;
+    let shown = b
+        .execute(
+            "return document.querySelector('#limit-concurrency').value;",
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        shown.as_str(),
+        Some("4"),
+        "the stored concurrency is in the form"
+    );
+
+    // Lower the concurrency, lift the rate, store an aging time; leave the rest blank.
+    b.fill("#limit-concurrency", "1").await?;
+    b.fill("#limit-rate", "none").await?;
+    b.fill("#limit-aging", "90s").await?;
+    b.screenshot("dash-queue-limits").await?;
+    b.submit("#limits-save").await?;
+    b.wait_for_text(".notice", "limits saved", Duration::from_secs(10))
+        .await?;
+    let stored = broker.queue_settings(&q).await?;
+    assert_eq!(stored.concurrency, Some(chronos::Setting::On(1)));
+    assert_eq!(stored.rate, Some(chronos::Setting::Off));
+    assert_eq!(stored.aging, Some(Duration::from_secs(90)));
+    assert_eq!((stored.burst, stored.per_key_rate), (None, None));
+
+    // An out-of-range value is refused with its reason, and nothing changes.
+    b.goto(&format!("{base}/queues/throttled")).await?;
+    b.wait_for("#limits-form", Duration::from_secs(10)).await?;
+    b.fill("#limit-concurrency", "0").await?;
+    b.submit("#limits-save").await?;
+    b.wait_for_text(
+        "body",
+        "concurrency must be at least 1",
+        Duration::from_secs(10),
+    )
+    .await?;
+    assert_eq!(broker.queue_settings(&q).await?, stored);
+
+    // Clearing a field unsets it: each server's configuration applies again.
+    b.goto(&format!("{base}/queues/throttled")).await?;
+    b.wait_for("#limits-form", Duration::from_secs(10)).await?;
+    b.fill("#limit-concurrency", "").await?;
+    b.submit("#limits-save").await?;
+    b.wait_for_text(".notice", "limits saved", Duration::from_secs(10))
+        .await?;
+    assert_eq!(broker.queue_settings(&q).await?.concurrency, None);
+    b.screenshot("dash-queue-limits-saved").await?;
+    b.close().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_operator_moves_a_waiting_task_ahead_by_its_priority_level() -> Result<()> {
     let broker = broker().await?;
     let client = Client::new(broker.clone());

@@ -17,6 +17,7 @@ mod bulk;
 mod lookup;
 mod printable;
 mod redact;
+mod settings;
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -34,6 +35,7 @@ pub use chronos_broker::{HistoryPoint, TaskAction as Action};
 pub use lookup::UnknownQueue;
 pub use printable::printable;
 pub use redact::redact_url;
+pub use settings::SettingsRow;
 
 /// What can go wrong in an operation. Each variant's message is one line, fit for a CLI.
 #[derive(Debug, thiserror::Error)]

@@ -131,13 +131,6 @@ impl QueueKeys {
         out
     }
 
-    /// The queue's settings hash (`<prefix>settings`): run-time settings every server reads,
-    /// such as the priority aging bound (`aging_ms`) and the level retries go to
-    /// (`retry_level`).
-    pub fn settings(&self) -> String {
-        format!("{}settings", self.prefix)
-    }
-
     /// The hash of one task.
     pub fn task(&self, id: &str) -> String {
         format!("{}t:{id}", self.prefix)
@@ -274,6 +267,14 @@ impl QueueKeys {
     /// a script declares them.
     pub fn owns(&self, key: &str) -> bool {
         key.starts_with(&self.prefix)
+    }
+
+    /// The queue's stored settings: a hash of limits and the aging time that override every
+    /// server's configuration field by field (see `redis/settings.rs` for the fields and
+    /// their encoding), and the level retries go to (`retry_level`, read by forward.lua).
+    /// Deleted by Redis when its last field is removed.
+    pub fn settings(&self) -> String {
+        format!("{}settings", self.prefix)
     }
 }
 

@@ -14,6 +14,7 @@ use crate::out::Out;
 
 mod dash;
 mod dates;
+mod limits;
 mod out;
 mod progress;
 mod queues;
@@ -57,7 +58,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Queues: list, show, pause, resume, delete, history.
+    /// Queues: list, show, pause, resume, delete, history, stored limits.
     #[command(subcommand)]
     Queue(queues::QueueCmd),
     /// Tasks: list, show, and run now, delete, archive or cancel one task or all in a state.

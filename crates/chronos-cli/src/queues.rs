@@ -1,11 +1,12 @@
 //! `chronos queue ...`: queue counts, pausing, deleting and history, and the hint a listing
-//! of no queue prints.
+//! of no queue prints; `queue limits` lives in limits.rs.
 
 use chronos_admin::{printable, Admin};
 use chronos_broker::{HistorySpan, RedisBroker};
 use clap::{Subcommand, ValueEnum};
 
 use crate::dates::{date, datetime};
+use crate::limits::{self, LimitsCmd};
 use crate::out::Out;
 use crate::table::print_table;
 
@@ -37,6 +38,10 @@ pub(crate) enum QueueCmd {
         #[arg(long)]
         last: Option<usize>,
     },
+    /// Limits stored in Redis (rate, burst, concurrency, per-key rate, aging), which override
+    /// every server's configured ones; running servers apply a change within about 2 s.
+    #[command(subcommand)]
+    Limits(LimitsCmd),
 }
 
 /// The bucket of `queue history`.
@@ -53,6 +58,7 @@ pub(crate) async fn run(
     cmd: QueueCmd,
 ) -> anyhow::Result<()> {
     match cmd {
+        QueueCmd::Limits(cmd) => limits::run(admin, out, cmd).await,
         QueueCmd::Ls => out.queues(&admin.queues().await?),
         QueueCmd::Show { queue } => {
             let row = admin.queue(&queue).await?;

@@ -644,6 +644,69 @@ async fn a_password_in_the_url_is_never_printed() {
 }
 
 #[tokio::test]
+async fn queue_limits_are_set_listed_lifted_and_unset() {
+    let e = env().await;
+    e.fill().await;
+    // Nothing stored: every field is absent (each server's configuration applies).
+    let rows = e.json(&["queue", "limits", "ls"]);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["queue"], "mail");
+    assert!(rows[1]["rate"].is_null() && rows[1]["concurrency"].is_null());
+
+    let set = e.json(&[
+        "queue",
+        "limits",
+        "set",
+        "mail",
+        "--rate",
+        "100/1s",
+        "--burst",
+        "5",
+        "--concurrency",
+        "10",
+        "--per-key-rate",
+        "5/1s",
+        "--aging",
+        "60s",
+    ]);
+    assert_eq!(set[0]["rate"], "100/1s");
+    assert_eq!(set[0]["burst"], "5");
+    assert_eq!(set[0]["concurrency"], "10");
+    assert_eq!(set[0]["per_key_rate"], "5/1s");
+    assert_eq!(set[0]["aging"], "1m");
+
+    // `none` lifts a limit; the table shows it, and `-` for what is not stored.
+    e.ok(&["queue", "limits", "set", "mail", "--concurrency", "none"]);
+    e.ok(&["queue", "limits", "unset", "mail", "--rate", "--burst"]);
+    let table = e.ok(&["queue", "limits", "ls", "mail"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("QUEUE"), "{table}");
+    let cells: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(cells, ["mail", "-", "-", "none", "5/1s", "1m"], "{table}");
+
+    e.ok(&["queue", "limits", "unset", "mail", "--all"]);
+    let row = &e.json(&["queue", "limits", "ls", "mail"])[0];
+    assert!(["rate", "burst", "concurrency", "per_key_rate", "aging"]
+        .iter()
+        .all(|f| row[*f].is_null()));
+
+    // Out of range, unparsable, or nothing named: exit 1 with one line, nothing stored.
+    for args in [
+        vec!["queue", "limits", "set", "mail", "--concurrency", "0"],
+        vec!["queue", "limits", "set", "mail", "--aging", "500ms"],
+        vec!["queue", "limits", "set", "mail", "--rate", "fast"],
+        vec!["queue", "limits", "set", "mail"],
+        vec!["queue", "limits", "set", "nosuch", "--burst", "2"],
+    ] {
+        let out = e.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    assert!(e.json(&["queue", "limits", "ls", "mail"])[0]["burst"].is_null());
+}
+
+#[tokio::test]
 async fn task_prioritize_moves_a_waiting_task_and_queue_show_counts_levels() {
     let e = env().await;
     let ids = e.fill().await;

@@ -15,6 +15,7 @@ mod operate;
 mod results;
 mod sample_queues;
 mod schedules;
+mod settings;
 mod throttle;
 
 pub use broker::Broker;
@@ -29,4 +30,5 @@ pub use operate::Operate;
 pub use results::Results;
 pub use sample_queues::SampleQueues;
 pub use schedules::Schedules;
+pub use settings::Settings;
 pub use throttle::Throttle;

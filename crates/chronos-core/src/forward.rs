@@ -172,6 +172,12 @@ macro_rules! forward {
             fn admit(&self, queue: &$crate::QueueName, deliveries: &[($crate::LeaseId, String)], limit: &$crate::KeyRate) -> Result<Vec<$crate::Admission>, $crate::BrokerError>;
         );
     };
+    (@methods Settings, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn queue_settings(&self, queue: &$crate::QueueName) -> Result<$crate::QueueSettings, $crate::BrokerError>;
+            fn change_queue_settings(&self, queue: &$crate::QueueName, change: &$crate::SettingsChange) -> Result<$crate::QueueSettings, $crate::BrokerError>;
+        );
+    };
     (@methods SampleQueues, $how:tt) => {
         $crate::forward!(@emit $how
             fn sampler_lease(&self, holder: &str, ttl: ::std::time::Duration) -> Result<bool, $crate::BrokerError>;
@@ -251,5 +257,6 @@ pointers!(
     Operate,
     Flows,
     Throttle,
+    Settings,
     SampleQueues
 );

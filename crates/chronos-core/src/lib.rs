@@ -13,7 +13,8 @@
 //! * [`TaskEnvelope`]: what is stored per task, versioned MessagePack.
 //! * Capability traits, one file each: [`Enqueue`], [`Consume`], [`Maintain`], [`Coordinate`],
 //!   [`Inspect`], [`Schedules`], [`ManageSchedules`] (schedules stored at run time,
-//!   [`ScheduleDef`]), [`Operate`], [`Results`], [`SampleQueues`], [`Flows`], [`Throttle`].
+//!   [`ScheduleDef`]), [`Operate`], [`Results`], [`SampleQueues`], [`Flows`], [`Throttle`],
+//!   [`Settings`].
 //!   [`Broker`] is the first seven, but each runtime asks only for what it uses (the worker's
 //!   server names its set `chronos_worker::WorkerBroker`). No trait has default bodies: a
 //!   store states every answer, and [`forward!`] writes a wrapper's. `chronos-broker`'s
@@ -24,6 +25,8 @@
 //! * [`Throttle`]: rate limits (starts per period) and concurrency limits of a queue, and
 //!   rate limits per rate key ([`EnqueueOptions::rate_key`]), counted in the store for the
 //!   whole cluster; the worker calls it only for queues it limits.
+//! * [`Settings`] and [`QueueSettings`]: a queue's limits and aging time stored in the store,
+//!   overriding each server's configuration field by field; servers re-read them while they run.
 //! * [`Client::result`] and [`Client::wait`]: a handler's result, kept with its task while the
 //!   task is retained ([`EnqueueOptions::retention`]), read or awaited by the producer; the
 //!   [`Results`] capability underneath ([`TaskOutcome`]). A wait is woken by a pub/sub message
@@ -80,6 +83,7 @@ mod operate;
 mod outcome;
 mod payload;
 mod priority;
+mod queue_settings;
 mod record;
 mod result;
 mod sample;
@@ -98,7 +102,7 @@ mod trace_context;
 
 pub use capability::{
     Broker, Consume, Coordinate, Enqueue, Flows, Inspect, Maintain, ManageSchedules, Operate,
-    Results, SampleQueues, Schedules, Throttle,
+    Results, SampleQueues, Schedules, Settings, Throttle,
 };
 pub use chain::Chain;
 pub use client::Client;
@@ -123,6 +127,10 @@ pub use operate::{
 pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
 pub use payload::payload_json;
 pub use priority::Priority;
+pub use queue_settings::{
+    format_duration, parse_duration, QueueSettings, Rate, Setting, SettingsChange,
+    MAX_SETTING_PERIOD, MIN_AGING,
+};
 pub use record::{LevelStats, QueueStats, TaskRecord};
 pub use sample::QueueSample;
 pub use schedule::{

@@ -1,7 +1,8 @@
-//! The POSTs: pause and resume a queue; run, delete, archive or cancel one task, a selection,
-//! or everything a filter matches (after confirming the count, as a background job with a
-//! progress page). Each answers with a redirect back to the page it came from and a one-line
-//! notice, and leaves one log line: who, what, how many.
+//! The POSTs: pause and resume a queue; store its limits (the settings form of its page); run,
+//! delete, archive or cancel one task, a selection, or everything a filter matches (after
+//! confirming the count, as a background job with a progress page). Each answers with a
+//! redirect back to the page it came from and a one-line notice, and leaves one log line: who,
+//! what, how many.
 
 use std::sync::Arc;
 
@@ -9,7 +10,9 @@ use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
 use chronos_admin::{parse_state, verb, AdminError};
-use chronos_broker::{Priority, TaskAction, TaskFilter};
+use chronos_broker::{
+    parse_duration, Priority, Rate, Setting, SettingsChange, TaskAction, TaskFilter,
+};
 use futures::StreamExt;
 use maud::html;
 
@@ -67,6 +70,73 @@ pub(crate) async fn resume(
         form.get("back").unwrap_or("/"),
         &format!("Queue {queue} resumed."),
     ))
+}
+
+/// Stores the settings form of a queue page: each field sent is stored, a field sent blank is
+/// removed (each server's configuration applies), `none` lifts a limit, and a field not sent
+/// is kept. Nothing is stored when one field is out of range (400, with the reason).
+pub(crate) async fn settings(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let change = settings_change(&form).map_err(|e| PageError(DashError::Admin(e)))?;
+    let row = st.admin.change_queue_settings(&queue, &change).await?;
+    tracing::info!(who = %who, queue = %queue, rate = ?row.rate, burst = ?row.burst, concurrency = ?row.concurrency, per_key_rate = ?row.per_key_rate, aging = ?row.aging, "console: queue settings stored");
+    Ok(back_with(
+        &st,
+        form.get("back").unwrap_or("/"),
+        &format!("Queue {queue}: limits saved; running servers apply them within about 2 s."),
+    ))
+}
+
+/// The change a settings form asks for. Each field: not sent = keep, blank = remove, else the
+/// value (`none` lifts a rate or concurrency limit).
+fn settings_change(form: &CheckedForm) -> Result<SettingsChange, AdminError> {
+    fn each<T>(
+        form: &CheckedForm,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, AdminError>,
+    ) -> Result<Option<Option<T>>, AdminError> {
+        match form.get(name).map(str::trim) {
+            None => Ok(None),
+            Some("") => Ok(Some(None)),
+            Some(v) => parse(v).map(|t| Some(Some(t))),
+        }
+    }
+    let number = |name: &'static str| {
+        move |v: &str| {
+            v.parse::<u32>()
+                .map_err(|_| AdminError::Invalid(format!("{name} {v:?}: write a whole number")))
+        }
+    };
+    let rate = |label: &'static str| {
+        move |v: &str| match v {
+            "none" => Ok(Setting::Off),
+            v => Rate::parse(v).map(Setting::On).map_err(|_| {
+                AdminError::Invalid(format!(
+                    "{label} {v:?}: write <n>/<period> like 100/1s, or none"
+                ))
+            }),
+        }
+    };
+    let concurrency = |v: &str| match v {
+        "none" => Ok(Setting::Off),
+        v => number("concurrency")(v).map(Setting::On),
+    };
+    let aging = |v: &str| {
+        parse_duration(v).ok_or_else(|| {
+            AdminError::Invalid(format!("aging {v:?}: write a duration like 60s, 5m or 1h"))
+        })
+    };
+    Ok(SettingsChange {
+        rate: each(form, "rate", rate("rate"))?,
+        burst: each(form, "burst", number("burst"))?,
+        concurrency: each(form, "concurrency", concurrency)?,
+        per_key_rate: each(form, "per_key_rate", rate("per-key rate"))?,
+        aging: each(form, "aging", aging)?,
+    })
 }
 
 pub(crate) async fn one(

@@ -51,6 +51,7 @@ impl Dash {
             .route("/queues/{queue}/resume", post(actions::resume))
             .route("/queues/{queue}/selection", post(actions::selection))
             .route("/queues/{queue}/bulk", post(actions::bulk))
+            .route("/queues/{queue}/settings", post(actions::settings))
             .route("/queues/{queue}/tasks/{id}", get(pages::task::page))
             .route("/queues/{queue}/tasks/{id}/{action}", post(actions::one))
             .route("/jobs/{id}", get(pages::job::page))

@@ -1065,3 +1065,103 @@ async fn an_empty_namespace_names_the_namespaces_that_hold_queues() -> Result<()
     assert!(page.body.contains(&ns), "{}", page.body);
     Ok(())
 }
+
+#[tokio::test]
+async fn stored_limits_change_only_with_the_form_token_and_never_when_read_only() -> Result<()> {
+    use chronos_broker::Settings as _;
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "capped", 1).await?;
+    let q = QueueName::new("capped")?;
+    let page = send(c.addr, "GET", "/queues/capped", &[], "").await?;
+    assert!(
+        page.body.contains("id=\"limits-form\""),
+        "the settings form is shown"
+    );
+    let csrf = page.csrf()?;
+    let origin = format!("http://{}", c.addr);
+    let fields = |csrf: &str| {
+        form(&[
+            ("csrf", csrf),
+            ("back", "/queues/capped"),
+            ("rate", "10/1s"),
+            ("burst", ""),
+            ("concurrency", "none"),
+            ("per_key_rate", ""),
+            ("aging", "2m"),
+        ])
+    };
+    let forged = send(
+        c.addr,
+        "POST",
+        "/queues/capped/settings",
+        &[],
+        &fields("0000"),
+    )
+    .await?;
+    assert_eq!(forged.status, 403, "a wrong CSRF token");
+    assert!(
+        c.broker.queue_settings(&q).await?.is_empty(),
+        "nothing stored"
+    );
+
+    let ok = send(
+        c.addr,
+        "POST",
+        "/queues/capped/settings",
+        &[("Origin", &origin)],
+        &fields(&csrf),
+    )
+    .await?;
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    let stored = c.broker.queue_settings(&q).await?;
+    assert_eq!(stored.concurrency, Some(chronos_broker::Setting::Off));
+    assert_eq!(stored.aging, Some(Duration::from_secs(120)));
+    assert!(stored.rate.is_some() && stored.burst.is_none());
+
+    let bad = send(
+        c.addr,
+        "POST",
+        "/queues/capped/settings",
+        &[("Origin", &origin)],
+        &form(&[("csrf", &csrf), ("back", "/"), ("burst", "0")]),
+    )
+    .await?;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(
+        bad.body.contains("burst must be at least 1"),
+        "{}",
+        bad.body
+    );
+    assert_eq!(
+        c.broker.queue_settings(&q).await?,
+        stored,
+        "nothing changed"
+    );
+
+    // A field the form does not send is kept; one sent blank is removed.
+    let partial = send(
+        c.addr,
+        "POST",
+        "/queues/capped/settings",
+        &[("Origin", &origin)],
+        &form(&[("csrf", &csrf), ("back", "/"), ("rate", "")]),
+    )
+    .await?;
+    assert_eq!(partial.status, 303, "{}", partial.body);
+    let after = c.broker.queue_settings(&q).await?;
+    assert_eq!(after.rate, None);
+    assert_eq!(after.concurrency, stored.concurrency);
+    assert_eq!(after.aging, stored.aging);
+
+    let ro = console(DashConfig::default().read_only(true)).await?;
+    let r = send(
+        ro.addr,
+        "POST",
+        "/queues/capped/settings",
+        &[],
+        &form(&[("csrf", "whatever"), ("concurrency", "1")]),
+    )
+    .await?;
+    assert_eq!(r.status, 403);
+    Ok(())
+}

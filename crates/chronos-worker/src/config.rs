@@ -141,7 +141,8 @@ pub struct ServerConfig {
     #[cfg(feature = "prometheus")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Cluster-wide limits per queue (default none; see [`QueueLimit`]). Each names a queue of
-    /// `queues`; give every server of a queue the same limits.
+    /// `queues`. These are defaults: the queue's settings stored in Redis override them field by
+    /// field, so the cluster shares one truth.
     pub limits: Vec<(String, QueueLimit)>,
 }
 

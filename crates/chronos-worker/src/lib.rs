@@ -21,7 +21,10 @@
 //!   for errors and an async one for dead letters ([`DeadLetterHook`], awaited with a timeout).
 //! * [`QueueLimit`] through [`ServerConfig::limit`]: cluster-wide rate limits (task starts per
 //!   period), concurrency limits (tasks at once) and per-key rate limits of a queue, counted in
-//!   Redis; a task held back waits without spending an attempt and without a busy loop.
+//!   Redis; a task held back waits without spending an attempt and without a busy loop. The
+//!   configuration is the default: the queue's settings stored in Redis
+//!   ([`chronos_core::QueueSettings`]) override it field by field, and running servers apply a
+//!   change within about two seconds.
 //! * [`WorkerBroker`]: what the server needs of its broker (the one place that lists it), so a
 //!   wrapper (metrics, fault injection) implements those capabilities, not the whole broker.
 //! * Workflows: a chain step reads the previous step's result with [`Context::parent_result`]
@@ -116,6 +119,7 @@ mod recoverer;
 mod runtime;
 mod sampler;
 mod server;
+mod settings_poller;
 mod slot;
 mod starter;
 mod task;

@@ -2,15 +2,22 @@
 
 use std::time::Duration;
 
-use chronos_core::{KeyRate, PermitLimit};
+use chronos_core::{KeyRate, PermitLimit, QueueSettings, Setting};
 
 use crate::WorkerError;
 
 /// Limits of one queue, enforced cluster-wide (the counts live in Redis, so every worker
 /// process of the cluster shares them). Set with [`crate::ServerConfig::limit`].
 ///
-/// Give every server that consumes the queue the same limits: each enforces what it was given,
-/// so a server with laxer (or no) limits takes more than the others leave.
+/// The configuration is the default; the queue's settings stored in Redis are the cluster's
+/// truth ([`chronos_core::QueueSettings`], changed with `chronos queue limits set`, the console's
+/// queue page, or [`chronos_core::Settings::change_queue_settings`]). Each stored field
+/// overrides the configured one, and a stored `none` lifts a configured limit. A running server
+/// reads the stored settings every second and applies a change within about two seconds,
+/// without a restart; a stored field removed brings the configured value back. One caveat: a
+/// queue that had neither a configured nor a stored limit when its server started keeps the
+/// plain, unlimited fetch path (which costs no extra Redis call) until that server restarts;
+/// give it a configured limit, or store its settings before starting, to change it live.
 ///
 /// * [`QueueLimit::rate`]: at most `n` task starts per `period` across every worker, spaced
 ///   evenly by Redis' clock (a generic cell rate algorithm: one start every `period / n`, with
@@ -71,6 +78,28 @@ impl QueueLimit {
         self
     }
 
+    /// The limits in force: `config` (this server's, if any) overridden field by field by what
+    /// is `stored` in Redis. None when nothing limits the queue. A stored burst without any rate
+    /// has nothing to shape and is dropped.
+    pub(crate) fn with_stored(config: Option<QueueLimit>, stored: &QueueSettings) -> Option<Self> {
+        fn pick<T>(stored: Option<Setting<T>>, config: Option<T>) -> Option<T> {
+            match stored {
+                None => config,
+                Some(Setting::Off) => None,
+                Some(Setting::On(v)) => Some(v),
+            }
+        }
+        let c = config.unwrap_or_default();
+        let rate = pick(stored.rate.map(rate_pair), c.rate);
+        let limit = Self {
+            rate,
+            burst: stored.burst.or(c.burst).filter(|_| rate.is_some()),
+            concurrency: pick(stored.concurrency, c.concurrency),
+            per_key: pick(stored.per_key_rate.map(rate_pair), c.per_key),
+        };
+        (limit != Self::default()).then_some(limit)
+    }
+
     /// True when a queue-wide limit (rate or concurrency) is set: the fetcher asks for permits.
     pub(crate) fn needs_permits(&self) -> bool {
         self.rate.is_some() || self.concurrency.is_some()
@@ -127,6 +156,52 @@ impl QueueLimit {
     }
 }
 
+fn rate_pair(s: Setting<chronos_core::Rate>) -> Setting<(u32, Duration)> {
+    match s {
+        Setting::Off => Setting::Off,
+        Setting::On(r) => Setting::On((r.n, r.period)),
+    }
+}
+
 /// How long a fetcher waits before asking again when the queue's concurrency limit is full:
 /// another worker's task may end at any moment, and a worker is not told when.
 pub(crate) const CONCURRENCY_POLL: Duration = Duration::from_millis(50);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chronos_core::Rate;
+
+    #[test]
+    fn stored_fields_override_the_config_one_by_one() {
+        let config = QueueLimit::new()
+            .rate(10, Duration::from_secs(1))
+            .burst(2)
+            .concurrency(4);
+        let none = QueueSettings::default();
+        assert_eq!(QueueLimit::with_stored(Some(config), &none), Some(config));
+        assert_eq!(QueueLimit::with_stored(None, &none), None);
+
+        let stored = QueueSettings {
+            concurrency: Some(Setting::On(1)),
+            rate: Some(Setting::Off),
+            ..Default::default()
+        };
+        let l = QueueLimit::with_stored(Some(config), &stored).expect("limited");
+        assert_eq!((l.rate, l.burst, l.concurrency), (None, None, Some(1)));
+
+        let lifted = QueueSettings {
+            concurrency: Some(Setting::Off),
+            rate: Some(Setting::Off),
+            ..Default::default()
+        };
+        assert_eq!(QueueLimit::with_stored(Some(config), &lifted), None);
+
+        let added = QueueSettings {
+            per_key_rate: Some(Setting::On(Rate::new(5, Duration::from_secs(1)))),
+            ..Default::default()
+        };
+        let l = QueueLimit::with_stored(None, &added).expect("limited");
+        assert_eq!(l.per_key, Some((5, Duration::from_secs(1))));
+    }
+}

@@ -2,7 +2,10 @@
 //! many deliveries, then the per-key check; plus the loop that gives back the concurrency tokens
 //! of deliveries that ended, and the heartbeat's refresh of the tokens held.
 //!
-//! A queue without a limit never comes here: its fetch costs what it always did.
+//! A queue without a limit never comes here: its fetch costs what it always did. The limit a
+//! round applies is the one in force when it begins (`Runtime::limit_of`: the configuration
+//! overridden by the settings stored in Redis), so a change reaches the next round; a round
+//! asleep waiting for permits wakes up when the limit changes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,19 +22,23 @@ use crate::{QueueLimit, WorkerBroker};
 /// Most tokens given back by one call.
 const MAX_BATCH: usize = 512;
 
-/// One fetch round of limited queue `q`. `waiting` holds deliveries this fetcher took without
+/// One fetch round of limited queue `q` (`_configured` is the server's own limit, which chose
+/// this path; the round applies the one in force). `waiting` holds deliveries this fetcher took without
 /// a permit (a blocking read, which cannot ask for permits) or could not check yet: they are
 /// held (their leases kept fresh) and go first in the next round.
 pub(crate) async fn round<B: WorkerBroker>(
     rt: &Runtime<B>,
     reader: &mut <B as Consume>::Reader,
     q: usize,
-    limit: QueueLimit,
+    _configured: QueueLimit,
     count: usize,
     block: Duration,
     waiting: &mut Vec<Lease>,
 ) -> Result<(), BrokerError> {
     let queue = &rt.queues[q].name;
+    let changed = rt.limit_changed(q);
+    // Lifted at run time: the round goes on without permits or key checks.
+    let limit = rt.limit_of(q).unwrap_or_default();
     let spec = limit.permits(rt.config.recover_min_idle);
     let permits = if limit.needs_permits() {
         let want = if waiting.is_empty() {
@@ -48,7 +55,17 @@ pub(crate) async fn round<B: WorkerBroker>(
             debug!(queue = %queue, wait = ?p.wait, "no permit; waiting");
             // Nothing to offer meanwhile: the dispatcher draws other queues.
             rt.mark_drained(q);
-            sleep_or_stop(rt, p.wait).await;
+            // A wait set by the old limit (an hour under 1/1h) must not outlast a change.
+            let changed = async {
+                match changed {
+                    Some(n) => n.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = sleep_or_stop(rt, p.wait) => {}
+                _ = changed => {}
+            }
             return Ok(());
         }
         Some(p)
@@ -221,8 +238,8 @@ pub(crate) async fn run<B: WorkerBroker>(
                 let spec = rt
                     .queues
                     .iter()
-                    .find(|s| s.name == queue)
-                    .and_then(|s| s.limit)
+                    .position(|s| s.name == queue)
+                    .and_then(|q| rt.limit_of(q))
                     .unwrap_or_default()
                     .permits(rt.config.recover_min_idle);
                 if let Err(e) = rt
@@ -242,7 +259,9 @@ pub(crate) async fn run<B: WorkerBroker>(
 pub(crate) async fn keep<B: WorkerBroker>(rt: &Runtime<B>) {
     for (q, slot) in rt.queues.iter().enumerate() {
         let queue = &slot.name;
-        if !slot.has_tokens() {
+        // Tokens held, not the limit in force, decide: those taken before a limit was lifted
+        // at run time are kept until their tasks end.
+        if !slot.has_tokens() && slot.lock().tokens.is_empty() {
             continue;
         }
         let tokens = rt.tokens_of(q);

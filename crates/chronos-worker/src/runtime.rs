@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chronos_core::{Completion, Lease, QueueName};
+use chronos_core::{Completion, Lease, QueueName, QueueSettings};
+use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,7 +17,7 @@ use crate::mark::StartRequest;
 use crate::park::Park;
 use crate::slot::{Held, QueueSlot};
 use crate::WorkerBroker;
-use crate::{Mux, ServerConfig};
+use crate::{Mux, QueueLimit, ServerConfig};
 
 /// Counters of one server since it started.
 #[derive(Debug, Default)]
@@ -77,25 +78,45 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     /// Set while the dispatcher holds a slot and waits for a task to start in it: that slot is
     /// free, though the semaphore counts it taken.
     pub(crate) awaiting_task: AtomicBool,
+    /// The limits in force per queue (at the queue's index): the configuration overridden by
+    /// the settings stored in Redis, as the settings poller last read them.
+    limits: Vec<LimitCell>,
+}
+
+/// The limit in force for one queue, and a wake-up for a fetcher that sleeps on the old one.
+#[derive(Default)]
+struct LimitCell {
+    current: Mutex<Option<QueueLimit>>,
+    changed: Notify,
 }
 
 impl<B: WorkerBroker> Runtime<B> {
-    /// The state of a server about to start its loops.
+    /// The state of a server about to start its loops; each queue comes with its weight and the
+    /// settings stored for it when the server started.
     pub(crate) fn new(
         broker: B,
         mux: Mux,
         config: ServerConfig,
-        queues: Vec<(QueueName, u32)>,
+        queues: Vec<(QueueName, u32, QueueSettings)>,
         id: String,
         acks: mpsc::UnboundedSender<(usize, Completion)>,
         starts: mpsc::UnboundedSender<StartRequest>,
     ) -> Self {
         let (returns, returned) = mpsc::unbounded_channel();
+        let mut limits = Vec::with_capacity(queues.len());
         let queues = queues
             .into_iter()
-            .map(|(name, weight)| {
-                let limit = config.limit_of(name.as_str());
-                QueueSlot::new(name, weight, limit)
+            .map(|(name, weight, stored)| {
+                let configured = config.limit_of(name.as_str());
+                limits.push(LimitCell {
+                    current: Mutex::new(QueueLimit::with_stored(configured, &stored)),
+                    changed: Notify::new(),
+                });
+                // The fetch path is chosen here, once: a queue limited by its config or by
+                // stored settings takes the limited path, which follows later changes (a
+                // lifted limit included); any other queue keeps the plain path and its cost.
+                let path = configured.or_else(|| stored.has_limits().then(QueueLimit::default));
+                QueueSlot::new(name, weight, path)
             })
             .collect();
         Self {
@@ -120,7 +141,38 @@ impl<B: WorkerBroker> Runtime<B> {
             park: Park::default(),
             watching: AtomicBool::new(false),
             awaiting_task: AtomicBool::new(false),
+            limits,
         }
+    }
+
+    /// The limit in force for queue `q` (None: nothing limits it now).
+    pub(crate) fn limit_of(&self, q: usize) -> Option<QueueLimit> {
+        self.limits
+            .get(q)
+            .and_then(|c| *c.current.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Sets the limit in force for queue `q`; true when it changed (a fetcher sleeping on the
+    /// old limit is woken).
+    pub(crate) fn set_limit(&self, q: usize, limit: Option<QueueLimit>) -> bool {
+        let Some(cell) = self.limits.get(q) else {
+            return false;
+        };
+        let mut current = cell.current.lock().unwrap_or_else(|p| p.into_inner());
+        if *current == limit {
+            return false;
+        }
+        *current = limit;
+        cell.changed.notify_waiters();
+        true
+    }
+
+    /// A wake-up for the next change of the limit of queue `q`, registered at once: take it
+    /// before reading the limit, so a change made between the read and the wait still wakes.
+    pub(crate) fn limit_changed(&self, q: usize) -> Option<std::pin::Pin<Box<Notified<'_>>>> {
+        let mut n = Box::pin(self.limits.get(q)?.changed.notified());
+        n.as_mut().enable();
+        Some(n)
     }
 
     /// The tokens to give back, for the permit loop (once).
@@ -160,7 +212,9 @@ impl<B: WorkerBroker> Runtime<B> {
         msg_ids: impl IntoIterator<Item = &'a str>,
     ) {
         // Only a queue with a concurrency limit holds tokens: spare the others the lookups.
-        if !slot.has_tokens() {
+        // The map, not the limit in force, decides: tokens taken before a limit was lifted at
+        // run time still go back.
+        if tokens.is_empty() {
             return;
         }
         for id in msg_ids {

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use crate::runtime::Runtime;
 use crate::{
     acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, recoverer,
-    sampler, starter, watcher,
+    sampler, settings_poller, starter, watcher,
 };
 use crate::{Mux, ServerConfig, WorkerBroker, WorkerError};
 
@@ -88,13 +88,19 @@ impl<B: WorkerBroker> Server<B> {
             }
             None => None,
         };
+        // Before the fetchers start: stored limits choose a queue's fetch path too.
+        let stored = settings_poller::read_all(&self.broker, &self.queues).await;
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
         let (start_tx, start_rx) = mpsc::unbounded_channel();
         let rt = Arc::new(Runtime::new(
             self.broker,
             self.mux,
             self.config,
-            self.queues,
+            self.queues
+                .into_iter()
+                .zip(stored)
+                .map(|((name, weight), s)| (name, weight, s))
+                .collect(),
             id.clone(),
             ack_tx,
             start_tx,
@@ -124,6 +130,7 @@ impl<B: WorkerBroker> Server<B> {
             tokio::spawn(janitor::run(rt.clone())),
             tokio::spawn(pause_poller(rt.clone())),
             tokio::spawn(canceller::run(rt.clone())),
+            tokio::spawn(settings_poller::run(rt.clone())),
             starter,
         ];
         if let Some(returns) = rt

@@ -92,6 +92,10 @@ impl<B: Throttle> Throttle for Counting<B> {
     chronos::forward!(Throttle => inner, before enter);
 }
 
+impl<B: chronos::Settings> chronos::Settings for Counting<B> {
+    chronos::forward!(Settings => inner, before enter);
+}
+
 impl<B: chronos::Flows> chronos::Flows for Counting<B> {
     chronos::forward!(Flows => inner, before enter);
 }

@@ -29,6 +29,8 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
+// A queue's settings stored in Redis (limits that override each server's config at run time,
+// the aging time of priority levels): the library side of `chronos queue limits`.
 #[doc(inline)]
 pub use chronos_broker::{
     Chain, ChainInfo, ChainPosition, ChainStatus, Flow, Flows, Group, GroupCreated, GroupInfo,
@@ -37,6 +39,8 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
+#[doc(inline)]
+pub use chronos_broker::{QueueSettings, Rate, Setting, Settings, SettingsChange};
 // Operator actions: the library side of `chronos task run|rm|archive|cancel`, `task ls` and
 // `queue history|rm`, implemented by `RedisBroker`.
 #[doc(inline)]

@@ -73,6 +73,10 @@ impl chronos::Throttle for Faulty {
     chronos::forward!(Throttle => inner);
 }
 
+impl chronos::Settings for Faulty {
+    chronos::forward!(Settings => inner);
+}
+
 impl Flows for Faulty {
     // Hand-written: two of its methods die on cue; the compiler lists any method left out.
     fn finish_chain(

@@ -16,6 +16,7 @@ mod runtime;
 mod sample;
 mod schedules;
 mod scripts;
+mod settings;
 mod signals;
 mod store;
 mod throttle;

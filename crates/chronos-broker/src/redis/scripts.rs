@@ -74,6 +74,7 @@ scripts!(
     ],
     flows: [chain_next, group_open, group_report],
     throttle: [permit, permit_return, permit_keep, admit],
+    settings: [settings_put],
 );
 
 impl Scripts {

@@ -1,6 +1,7 @@
 //! The pages: one module per page, all in one layout.
 
 pub(crate) mod job;
+pub(crate) mod limits;
 pub(crate) mod login;
 pub(crate) mod overview;
 pub(crate) mod queue;

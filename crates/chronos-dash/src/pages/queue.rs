@@ -1,5 +1,6 @@
-//! A queue: its counts, its chart, its tasks by state with filter and cursor, and the actions
-//! on one task, on a selection and on everything the filter matches.
+//! A queue: its counts, its chart, its tasks by state with filter and cursor, the actions on
+//! one task, on a selection and on everything the filter matches, and its stored limits
+//! (limits.rs).
 
 use std::sync::Arc;
 
@@ -116,7 +117,7 @@ pub(crate) async fn page(
 ) -> Result<Html<String>, PageError> {
     let state = parse_state(p.state.as_deref().unwrap_or("pending"))?;
     let filter = p.filter();
-    let (row, list, oldest) = tokio::try_join!(
+    let (row, list, oldest, settings) = tokio::try_join!(
         st.admin.queue(&queue),
         st.admin.tasks(
             &queue,
@@ -126,6 +127,7 @@ pub(crate) async fn page(
             st.config.page_size.clamp(1, 500)
         ),
         st.admin.oldest_pending_ms(&queue),
+        st.admin.queue_settings(&queue),
     )?;
     let now = format::now_ms();
     let here = listing_href(&queue, state, &filter, p.cursor.as_deref());
@@ -198,6 +200,7 @@ pub(crate) async fn page(
                 a #next-page href=(listing_href(&row.name, state, &filter, Some(next))) { "next page »" }
             }
         }
+        (super::limits::section(&st, &settings, &here))
     };
     Ok(layout(
         &st,

@@ -164,6 +164,10 @@ impl Throttle for Faulty {
     chronos_broker::forward!(Throttle => inner);
 }
 
+impl chronos_broker::Settings for Faulty {
+    chronos_broker::forward!(Settings => inner);
+}
+
 impl Flows for Faulty {
     chronos_broker::forward!(Flows => inner);
 }

@@ -39,6 +39,16 @@ if rate > 0 then
   step = period / rate
   local tau = (burst - 1) * step + math.min(step / 2, 10)
   tat = math.max(tonumber(redis.call('HGET', KEYS[1], 't')) or now, now)
+  -- Under one rate the state never runs further ahead than now + tau + step (a grant needs
+  -- tat - now <= tau first). A state beyond that was left by a slower rate, which the queue's
+  -- stored settings replaced at run time: the new rate starts from its own bound instead of
+  -- inheriting the old one's wait (an hour under 1/1h). The bound is stored, so that time
+  -- runs down from it even while nothing is granted.
+  if tat > now + tau + step then
+    tat = now + tau + step
+    redis.call('HSET', KEYS[1], 't', string.format('%.3f', tat))
+    redis.call('PEXPIRE', KEYS[1], math.ceil(tat - now + period))
+  end
   -- The k-th start conforms while tat + (k - 1) * step - now <= tau.
   local allowed = math.floor((now + tau - tat) / step) + 1
   if allowed < room then room = allowed end
