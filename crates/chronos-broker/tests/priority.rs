@@ -46,7 +46,7 @@ async fn fetch_ns(b: &RedisBroker, queue: &QueueName, count: usize) -> Vec<u32> 
 
 /// Sets the queue's aging bound in its settings hash, as an operator's settings change does.
 async fn set_aging(b: &RedisBroker, queue: &QueueName, ms: u64) {
-    let key = format!("{}settings", b.keyspace().queue(queue).prefix());
+    let key = b.keyspace().queue(queue).settings();
     let _: i64 = b
         .client()
         .hset(key, ("aging_ms", ms.to_string()))
@@ -292,10 +292,16 @@ async fn the_inspector_lists_and_deletes_across_levels() {
         .levels
         .iter()
         .all(|l| l.priority != level(0) || l.pending == 0));
+    set_aging(&b, &queue, 1000).await;
     b.delete_queue(&queue, true).await.expect("delete queue");
     let keys = b.keyspace().queue(&queue);
-    let left: i64 = b.client().exists(keys.lanes()).await.expect("exists");
-    assert_eq!(left, 0, "every level's stream and the level set are gone");
+    let mut all = keys.lanes();
+    all.push(keys.settings());
+    let left: i64 = b.client().exists(all).await.expect("exists");
+    assert_eq!(
+        left, 0,
+        "every level's stream, the level hash and the settings are gone"
+    );
 }
 
 #[tokio::test]

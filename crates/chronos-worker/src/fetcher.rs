@@ -14,6 +14,7 @@ use tracing::{debug, warn};
 use crate::backoff::Backoff;
 use crate::limiter;
 use crate::runtime::Runtime;
+use crate::QueueLimit;
 
 /// Longest wait of one blocking read. Short, because shutdown waits for the read in flight
 /// (cancelling it mid-flight would strand entries in this consumer's PEL until reclaimed).
@@ -62,7 +63,12 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             continue;
         }
         let count = free.clamp(1, MAX_BATCH);
-        if let Some(limit) = rt.queues[q].limit {
+        // Limited by config or stored settings, now or at start (a lifted limit finishes its
+        // round there and hands back what waits); a queue limited at run time switches here.
+        let limited = rt.queues[q].limit.or_else(|| {
+            (rt.limit_of(q).is_some() || !waiting.is_empty()).then(QueueLimit::default)
+        });
+        if let Some(limit) = limited {
             match limiter::round(&rt, &mut reader, q, limit, count, BLOCK, &mut waiting).await {
                 Ok(()) => backoff.reset(),
                 Err(e) => {

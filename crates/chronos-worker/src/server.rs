@@ -133,10 +133,9 @@ impl<B: WorkerBroker> Server<B> {
             tokio::spawn(settings_poller::run(rt.clone())),
             starter,
         ];
-        if let Some(returns) = rt
-            .take_returns()
-            .filter(|_| rt.queues.iter().any(|s| s.limit.is_some()))
-        {
+        // Always: a queue may get a concurrency limit while it runs (stored settings). Idle, it
+        // waits on a channel and costs Redis nothing.
+        if let Some(returns) = rt.take_returns() {
             maintenance.push(tokio::spawn(limiter::run(rt.clone(), returns)));
         }
         if let Some(period) = rt.config.sample_queues {

@@ -4,10 +4,10 @@
 //! restart. Stored values override the server's configuration field by field.
 //!
 //! The read is one small `HGETALL` per queue per period, off the fetch path: a queue with
-//! neither a configured nor a stored limit still fetches exactly as before. A queue that was on
-//! the plain fetch path when the server started cannot switch to the limited path while it
-//! runs (the fetcher chose its path then); a stored limit that appears for it is logged once
-//! and applies at the next start.
+//! neither a configured nor a stored limit still fetches exactly as before. A queue that gets
+//! a limit while it runs switches its fetcher to the limited path (a fetcher parked in the
+//! shared idle read is woken for it; what a read already in flight takes for that queue runs
+//! without a permit, once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +44,6 @@ pub(crate) async fn read_all<B: WorkerBroker>(
 
 /// The poll loop, until the maintenance loops stop.
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
-    // Queues on the plain path already told that a stored limit waits for a restart.
-    let mut told = vec![false; rt.queues.len()];
     loop {
         tokio::select! {
             _ = tokio::time::sleep(SETTINGS_POLL) => {}
@@ -67,16 +65,13 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
                 }
             };
             let configured = rt.config.limit_of(slot.name.as_str());
-            if slot.limit.is_none() {
-                if stored.has_limits() && !told[q] {
-                    warn!(queue = %slot.name, "queue has stored limits but started without any; they apply when this server restarts");
-                }
-                told[q] = stored.has_limits();
-                continue;
-            }
             let limit = QueueLimit::with_stored(configured, &stored);
             if rt.set_limit(q, limit) {
                 info!(queue = %slot.name, ?limit, "queue limits changed");
+                // A parked fetcher of a queue that had no limit takes the limited path now.
+                if slot.limit.is_none() && limit.is_some() {
+                    rt.park.unpark(&rt.queues, q);
+                }
             }
         }
     }

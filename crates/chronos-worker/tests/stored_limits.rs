@@ -263,3 +263,43 @@ async fn a_fetcher_waiting_on_a_slow_rate_wakes_when_the_rate_is_raised() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_queue_started_without_any_limit_takes_one_stored_while_it_runs() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("unbounded");
+    let running = Arc::new(Running::default());
+    enqueue(&client, "unbounded", 200, 200).await;
+    let cfg = ServerConfig {
+        concurrency: 6,
+        ..fast_config()
+    }
+    .queues([("unbounded", 1)]);
+    let server = Server::new(b.clone(), running.mux(), cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    // Neither config nor Redis limits it: every slot runs.
+    eventually(Duration::from_secs(10), "6 tasks run at once", || async {
+        running.now.load(Ordering::SeqCst) == 6
+    })
+    .await;
+    b.change_queue_settings(&queue, &SettingsChange::new().concurrency(Setting::On(2)))
+        .await
+        .expect("store");
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = sample(running.clone(), stop.clone());
+    let done_before = running.done.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    stop.store(true, Ordering::SeqCst);
+    let most = watch.await.expect("sampler");
+    assert!(most <= 2, "at most 2 ran after the change window: {most}");
+    assert!(
+        running.done.load(Ordering::SeqCst) > done_before,
+        "tasks still ran"
+    );
+    server.shutdown().await;
+}

@@ -228,6 +228,7 @@ impl Operate for RedisBroker {
                 keys.cancel(),
             ];
             declared.extend(keys.lanes());
+            declared.push(keys.settings());
             let held = reply::int(
                 &self
                     .run(|s| &s.admin_queue_delete, declared, Vec::new())

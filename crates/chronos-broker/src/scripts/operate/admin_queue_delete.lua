@@ -3,7 +3,7 @@
 -- done markers and receipts with their TTLs) alone.
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets,
 -- KEYS[6..7] its processed and failed counters, KEYS[8] its cancel set, KEYS[9..19] its lanes
---          (lib.lua: `lane`)
+--          (lib.lua: `lane`), KEYS[20] its stored settings
 -- Returns: the number of tasks still held (nothing deleted then), or 0 when the keys were
 -- deleted (also for a re-sent call: the keys are gone already).
 local held = 0
@@ -31,5 +31,5 @@ for j = 2, 5 do
 end
 if held > 0 then return held end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
-for j = 9, 19 do redis.call('DEL', KEYS[j]) end
+for j = 9, 20 do redis.call('DEL', KEYS[j]) end
 return 0
