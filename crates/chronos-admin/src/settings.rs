@@ -28,6 +28,8 @@ pub struct SettingsRow {
     /// How long a waiting task of a less urgent priority level may wait before it is served
     /// ahead of newer, more urgent work.
     pub aging: Option<String>,
+    /// The priority level retried tasks go to when it is more urgent than their own.
+    pub retry_level: Option<String>,
 }
 
 impl SettingsRow {
@@ -43,6 +45,7 @@ impl SettingsRow {
             }),
             per_key_rate: s.per_key_rate.map(|r| r.to_string()),
             aging: s.aging.map(format_duration),
+            retry_level: s.retry_level.map(|p| p.to_string()),
         }
     }
 
@@ -53,6 +56,7 @@ impl SettingsRow {
             && self.concurrency.is_none()
             && self.per_key_rate.is_none()
             && self.aging.is_none()
+            && self.retry_level.is_none()
     }
 }
 

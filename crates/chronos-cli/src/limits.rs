@@ -53,6 +53,10 @@ pub(crate) struct SetValues {
     /// ahead of newer, more urgent work (`60s`, `5m`; at least 1s).
     #[arg(long, value_name = "DURATION")]
     aging: Option<String>,
+    /// Retried tasks go to this priority level (0-9 or highest, high, normal, low, lowest)
+    /// when it is more urgent than their own: retries run ahead of the backlog.
+    #[arg(long, value_name = "LEVEL")]
+    retry_level: Option<String>,
 }
 
 /// The fields of `queue limits unset`.
@@ -73,6 +77,9 @@ pub(crate) struct UnsetFields {
     /// The aging time.
     #[arg(long)]
     aging: bool,
+    /// The retry level.
+    #[arg(long)]
+    retry_level: bool,
     /// Every stored setting.
     #[arg(long)]
     all: bool,
@@ -130,6 +137,12 @@ fn set_change(v: &SetValues) -> anyhow::Result<SettingsChange> {
     if let Some(a) = &v.aging {
         c = c.aging(aging(a)?);
     }
+    if let Some(l) = &v.retry_level {
+        c = c.retry_level(
+            l.parse::<chronos_broker::Priority>()
+                .with_context(|| format!("--retry-level {l:?}"))?,
+        );
+    }
     Ok(c)
 }
 
@@ -162,6 +175,9 @@ fn unset_change(f: &UnsetFields) -> SettingsChange {
     if f.aging || f.all {
         c = c.unset_aging();
     }
+    if f.retry_level || f.all {
+        c = c.unset_retry_level();
+    }
     c
 }
 
@@ -191,6 +207,7 @@ fn print_rows(out: &Out, rows: &[SettingsRow]) -> anyhow::Result<()> {
                 cell(&r.concurrency),
                 cell(&r.per_key_rate),
                 cell(&r.aging),
+                cell(&r.retry_level),
             ]
         })
         .collect();
@@ -202,6 +219,7 @@ fn print_rows(out: &Out, rows: &[SettingsRow]) -> anyhow::Result<()> {
             "CONCURRENCY",
             "PER-KEY RATE",
             "AGING",
+            "RETRY LEVEL",
         ],
         &table,
     );

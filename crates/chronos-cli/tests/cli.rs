@@ -682,7 +682,11 @@ async fn queue_limits_are_set_listed_lifted_and_unset() {
     let lines: Vec<&str> = table.lines().collect();
     assert!(lines[0].starts_with("QUEUE"), "{table}");
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(cells, ["mail", "-", "-", "none", "5/1s", "1m"], "{table}");
+    assert_eq!(
+        cells,
+        ["mail", "-", "-", "none", "5/1s", "1m", "-"],
+        "{table}"
+    );
 
     e.ok(&["queue", "limits", "unset", "mail", "--all"]);
     let row = &e.json(&["queue", "limits", "ls", "mail"])[0];
@@ -749,4 +753,14 @@ async fn task_prioritize_moves_a_waiting_task_and_queue_show_counts_levels() {
     let out = e.run(&["task", "prioritize", "mail", "nope", "--level", "1"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no task"));
+    // Retries ahead of the backlog: the queue's stored retry level.
+    let row = e.json(&["queue", "limits", "set", "mail", "--retry-level", "high"]);
+    assert_eq!(row[0]["retry_level"], "2");
+    assert!(e
+        .ok(&["queue", "limits", "ls", "mail"])
+        .contains("RETRY LEVEL"));
+    let out = e.run(&["queue", "limits", "set", "mail", "--retry-level", "12"]);
+    assert_eq!(out.status.code(), Some(1));
+    let row = e.json(&["queue", "limits", "unset", "mail", "--retry-level"]);
+    assert!(row[0]["retry_level"].is_null());
 }

@@ -105,6 +105,9 @@ pub struct QueueSettings {
     /// How long a waiting task of a less urgent priority level may wait before it is served
     /// ahead of newer, more urgent work (at least [`MIN_AGING`]).
     pub aging: Option<Duration>,
+    /// The priority level a retried task goes to when it is more urgent than the task's own,
+    /// so retries run ahead of the backlog; a retried task keeps that level.
+    pub retry_level: Option<crate::Priority>,
 }
 
 impl QueueSettings {
@@ -158,6 +161,8 @@ pub struct SettingsChange {
     pub per_key_rate: Option<Option<Setting<Rate>>>,
     /// The aging time, as `rate`.
     pub aging: Option<Option<Duration>>,
+    /// The retry level, as `rate`.
+    pub retry_level: Option<Option<crate::Priority>>,
 }
 
 impl SettingsChange {
@@ -193,6 +198,18 @@ impl SettingsChange {
     /// Stores an aging time.
     pub fn aging(mut self, aging: Duration) -> Self {
         self.aging = Some(Some(aging));
+        self
+    }
+
+    /// Stores the level retries go to when it is more urgent than their own.
+    pub fn retry_level(mut self, level: crate::Priority) -> Self {
+        self.retry_level = Some(Some(level));
+        self
+    }
+
+    /// Removes the stored retry level (retries keep their own level).
+    pub fn unset_retry_level(mut self) -> Self {
+        self.retry_level = Some(None);
         self
     }
 
@@ -239,6 +256,7 @@ impl SettingsChange {
             concurrency: self.concurrency.flatten(),
             per_key_rate: self.per_key_rate.flatten(),
             aging: self.aging.flatten(),
+            retry_level: self.retry_level.flatten(),
         }
         .validate()
     }
@@ -251,6 +269,7 @@ impl SettingsChange {
             concurrency: self.concurrency.unwrap_or(current.concurrency),
             per_key_rate: self.per_key_rate.unwrap_or(current.per_key_rate),
             aging: self.aging.unwrap_or(current.aging),
+            retry_level: self.retry_level.unwrap_or(current.retry_level),
         }
     }
 }

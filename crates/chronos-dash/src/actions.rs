@@ -136,6 +136,10 @@ fn settings_change(form: &CheckedForm) -> Result<SettingsChange, AdminError> {
         concurrency: each(form, "concurrency", concurrency)?,
         per_key_rate: each(form, "per_key_rate", rate("per-key rate"))?,
         aging: each(form, "aging", aging)?,
+        retry_level: each(form, "retry_level", |v: &str| {
+            v.parse::<Priority>()
+                .map_err(|e| AdminError::Invalid(format!("retry level {v:?}: {e}")))
+        })?,
     })
 }
 

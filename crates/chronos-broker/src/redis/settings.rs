@@ -10,6 +10,7 @@
 //! | `concurrency` | `<n>`, or `none` (no concurrency limit) |
 //! | `per_key_rate` | `<n>/<period ms>`, or `none` |
 //! | `aging_ms` | `<ms>` (read by the consume scripts' priority levels) |
+//! | `retry_level` | `0`..`9` (read by forward.lua: the level retries go to) |
 //!
 //! An absent field means "the server's configuration"; `none` lifts a configured limit. That
 //! keeps "not stored" and "stored as unlimited" apart without a second field, and every field
@@ -32,6 +33,8 @@ const CONCURRENCY: &str = "concurrency";
 const PER_KEY_RATE: &str = "per_key_rate";
 /// Field of the aging time, in ms: the consume scripts read it by this name.
 const AGING_MS: &str = super::protocol::SETTINGS_AGING;
+/// Field of the level retries go to: forward.lua reads it by this name.
+const RETRY_LEVEL: &str = super::protocol::SETTINGS_RETRY_LEVEL;
 /// The stored value that lifts a limit.
 const NONE: &str = "none";
 
@@ -102,6 +105,7 @@ fn encode(change: &SettingsChange) -> Vec<Value> {
     put(&mut out, AGING_MS, change.aging, |d| {
         d.as_millis().to_string()
     });
+    put(&mut out, RETRY_LEVEL, change.retry_level, |p| p.to_string());
     out
 }
 
@@ -133,6 +137,15 @@ fn decode(fields: Vec<(String, String)>) -> Result<QueueSettings, BrokerError> {
                 s.per_key_rate = Some(parse_setting(&value, parse_rate).ok_or_else(bad)?)
             }
             AGING_MS => s.aging = Some(Duration::from_millis(value.parse().map_err(|_| bad())?)),
+            RETRY_LEVEL => {
+                s.retry_level = Some(
+                    value
+                        .parse::<u8>()
+                        .ok()
+                        .and_then(|l| crate::Priority::level(l).ok())
+                        .ok_or_else(bad)?,
+                )
+            }
             _ => {}
         }
     }

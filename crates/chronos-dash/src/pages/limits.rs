@@ -18,7 +18,7 @@ struct Field<'a> {
     help: &'static str,
 }
 
-fn fields(row: &SettingsRow) -> [Field<'_>; 5] {
+fn fields(row: &SettingsRow) -> [Field<'_>; 6] {
     [
         Field {
             name: "rate",
@@ -54,6 +54,13 @@ fn fields(row: &SettingsRow) -> [Field<'_>; 5] {
             value: &row.aging,
             example: "60s",
             help: "how long a waiting task of a less urgent priority level may wait before it is served ahead of newer, more urgent work",
+        },
+        Field {
+            name: "retry_level",
+            label: "retry level",
+            value: &row.retry_level,
+            example: "1",
+            help: "retried tasks go to this priority level (0 first) when it is more urgent than their own",
         },
     ]
 }
