@@ -445,6 +445,21 @@ async fn an_operator_moves_a_waiting_task_ahead_by_its_priority_level() -> Resul
         Some(target.as_str())
     );
     assert_eq!(pending[0].priority, Priority::HIGHEST);
+    // The queue page counts each level in use.
+    b.goto(&format!("{base}/queues/orders")).await?;
+    b.wait_for_text(
+        "#levels tr[data-level=\"0\"] td[data-l=\"pending\"]",
+        "1",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.wait_for_text(
+        "#levels tr[data-level=\"5\"] td[data-l=\"pending\"]",
+        "2",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.screenshot("dash-queue-levels").await?;
     b.close().await?;
     Ok(())
 }

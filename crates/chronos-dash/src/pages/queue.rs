@@ -156,6 +156,25 @@ pub(crate) async fn page(
             }
         }
         div.chart #chart data-queue=(row.name) { p.muted { "loading…" } }
+        @if !row.levels.is_empty() {
+            section #levels {
+                h2 { "Priority levels" }
+                table.grid {
+                    thead { tr { th { "level" } th.num { "pending" } th.num { "active" } th.num { "oldest pending" } } }
+                    tbody {
+                        @for l in &row.levels {
+                            tr data-level=(l.level) {
+                                td { (l.level) @if l.level == 5 { span.muted { " (default)" } } }
+                                td.num data-l="pending" { (format::thousands(l.pending)) }
+                                td.num data-l="active" { (format::thousands(l.active)) }
+                                td.num { (super::overview::age(l.oldest_pending_ms.map(|ms| (ms / 1000) as i64))) }
+                            }
+                        }
+                    }
+                }
+                p.muted { "0 runs first; a task that waited longer than the queue's aging time goes ahead of newer, more urgent work." }
+            }
+        }
         nav.tabs {
             @for s in STATES {
                 a.active[s == state] href=(listing_href(&row.name, s, &filter, None)) data-state=(s.as_str()) {
