@@ -130,7 +130,8 @@ async fn three_instances_enqueue_each_one_second_trigger_once() {
 
 /// One instance fires for a while and stops; a second one starts "five intervals later" by its
 /// clock, which is frozen there: its catch-up time is exactly `restart` (whole seconds plus
-/// 500 ms), whatever the machine's timing, and it fires nothing after its catch-up.
+/// 100 ms), whatever the machine's timing, and it fires nothing after its catch-up. (Its next
+/// trigger's timer is 900 ms of real time away: room for a loaded machine to stop it first.)
 async fn outage_case(policy: MisfirePolicy) -> (Vec<i64>, i64, i64, u64) {
     let ns = chronos_testkit::namespace();
     let opts = || ScheduleOptions::new().id("job").misfire(policy);
@@ -147,7 +148,7 @@ async fn outage_case(policy: MisfirePolicy) -> (Vec<i64>, i64, i64, u64) {
     // Every instance is down for five and a half intervals, as the second one's clock says.
     let restart = last_before + 6;
     let cfg = SchedulerConfig {
-        clock: TestClock::frozen(restart * 1000 + 500),
+        clock: TestClock::frozen(restart * 1000 + 100),
         ..config(1000)
     };
     let mut second = Scheduler::new(broker(&ns).await, cfg);
