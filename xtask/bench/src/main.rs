@@ -1,9 +1,14 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
-//! `cargo xtask bench [enqueue|e2e|scheduler|inspect|idle|cluster|all]`; never from a timed test.
+//! `cargo xtask bench [enqueue|e2e|priority|scheduler|inspect|idle|cluster|all]`; never from a
+//! timed test.
 //!
 //! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task, per retained
 //!   completed task and per archived (dead-lettered) task.
 //! * `e2e`: drain rates at several concurrencies, enqueue-to-start latency.
+//! * `priority`: enqueue and drain of tasks spread over priority levels 0..9 beside BullMQ's
+//!   `priority` option (rates, Redis CPU and calls per task), and the starvation bound: how many
+//!   starts and milliseconds one level-9 task waits behind an endless flow of level-0 tasks with
+//!   the queue's aging bound at 2 s (BullMQ, which has no aging: whether its low job ran at all).
 //! * `scheduler`: trigger lateness of 10 000 schedules, leader failover.
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
 //! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
@@ -11,10 +16,10 @@
 //!   Redis CPU and calls per task on each shard, redirect and cross-slot errors (the mode fails
 //!   if any), and calls a shard serves for other shards' queues (should be none).
 //!
-//! `enqueue` and `e2e` also print the Redis cost per task, for us and BullMQ: server CPU
-//! (INFO cpu, user + sys) and commands (INFO commandstats, where a script counts as its EVALSHA
-//! plus every command it runs), snapshotted around each phase alone. Rates on shared machines
-//! swing by 20-40 %; these figures barely move.
+//! `enqueue`, `e2e` and `priority` also print the Redis cost per task, for us and BullMQ: server
+//! CPU (INFO cpu, user + sys) and commands (INFO commandstats, where a script counts as its
+//! EVALSHA plus every command it runs), snapshotted around each phase alone. Rates on shared
+//! machines swing by 20-40 %; these figures barely move.
 //!
 //! Each figure is the median of several runs against a fresh throwaway Redis (or
 //! `CHRONOS_REDIS_URL`), and each peer figure comes from the same Redis build on the same machine.
@@ -28,6 +33,7 @@ mod idle;
 mod inspect;
 mod memory;
 mod peers;
+mod priority;
 mod report;
 mod scheduler;
 
@@ -42,7 +48,10 @@ async fn main() -> Result<()> {
         }
     }
     let Some((peers_dir, modes)) = args.split_first() else {
-        bail!("usage: chronos-bench <peers dir> [enqueue|e2e|scheduler|inspect|idle|cluster|all]");
+        bail!(
+            "usage: chronos-bench <peers dir> \
+             [enqueue|e2e|priority|scheduler|inspect|idle|cluster|all]"
+        );
     };
     let peers = peers::Peers::new(peers_dir);
     let all = modes.iter().any(|m| m == "all");
@@ -53,6 +62,10 @@ async fn main() -> Result<()> {
     }
     if all || modes.iter().any(|m| m == "e2e") {
         e2e::run(&peers).await?;
+        ran = true;
+    }
+    if all || modes.iter().any(|m| m == "priority") {
+        priority::run(&peers).await?;
         ran = true;
     }
     if all || modes.iter().any(|m| m == "scheduler") {
@@ -73,8 +86,8 @@ async fn main() -> Result<()> {
     }
     if !ran {
         bail!(
-            "unknown bench mode {modes:?}: expected enqueue, e2e, scheduler, inspect, idle, \
-             cluster or all"
+            "unknown bench mode {modes:?}: expected enqueue, e2e, priority, scheduler, inspect, \
+             idle, cluster or all"
         );
     }
     Ok(())

@@ -3,7 +3,7 @@
 //
 //   REDIS_URL=redis://127.0.0.1:6379/0 node bench.mjs <mode> [options]
 //
-// Modes: enqueue | e2e | latency (see usage() below and README.md).
+// Modes: enqueue | e2e | latency | priority (see usage() below and README.md).
 // Results: one JSON object per line on stdout. Everything else goes to stderr.
 
 import { createRequire } from 'node:module';
@@ -36,6 +36,9 @@ function usage() {
     '  enqueue  --n 100000 --payload 100 [--producers 50] [--batch 1000]',
     '  e2e      --n 100000 --payload 100 --concurrency 1,16,64,256 [--n1 20000]',
     '  latency  --rate 50 --seconds 10 --payload 100 [--worker-concurrency 50]',
+    '  priority --n 100000 --payload 100 --concurrency 1,16,64 [--n1 20000] [--producers 50]',
+    '           [--batch 1000] [--work-ms 5] [--flow-ms 10] [--flow-batch 5] [--backlog 200]',
+    '           [--cap 10] [--runs 3]',
     '',
     'common options:',
     '  --timeout SECONDS   abort (after cleanup) if the mode runs longer (default 900)',
@@ -51,6 +54,10 @@ const DEFAULTS = {
   enqueue: { n: '100000', payload: '100', producers: '50', batch: '1000' },
   e2e: { n: '100000', payload: '100', concurrency: '1,16,64,256', n1: '20000', batch: '1000' },
   latency: { rate: '50', seconds: '10', payload: '100', 'worker-concurrency': '50' },
+  priority: {
+    n: '100000', payload: '100', concurrency: '1,16,64', n1: '20000', producers: '50', batch: '1000',
+    'work-ms': '5', 'flow-ms': '10', 'flow-batch': '5', backlog: '200', cap: '10', runs: '3',
+  },
 };
 
 function parseArgs(argv) {
@@ -307,11 +314,12 @@ class Run {
 // ---------------------------------------------------------------------------
 // modes
 
-async function fillBulk(run, q, n, batch, data) {
+// `opts(i)` gives the options of the i-th job (none by default).
+async function fillBulk(run, q, n, batch, data, opts = () => undefined) {
   for (let done = 0; done < n && !run.stopping; ) {
     const size = Math.min(batch, n - done);
     const jobs = new Array(size);
-    for (let i = 0; i < size; i++) jobs[i] = { name: JOB_NAME, data };
+    for (let i = 0; i < size; i++) jobs[i] = { name: JOB_NAME, data, opts: opts(done + i) };
     await q.addBulk(jobs);
     done += size;
   }
@@ -446,45 +454,161 @@ async function modeE2e(run, o) {
     const q = await run.queue(`e2e-c${c}`);
     await fillBulk(run, q, n, o.batch, data); // not timed
     await expectWaiting(q, n);
-
-    let completed = 0;
-    let failed = 0;
-    let finish;
-    const allDone = new Promise((r) => (finish = r));
-    const w = run.worker(q.name, async () => {}, {
-      concurrency: c,
-      autorun: false,
-      // Worker-level equivalent of job option removeOnComplete/removeOnFail: true.
-      removeOnComplete: { count: 0 },
-      removeOnFail: { count: 0 },
-    });
-    w.on('completed', () => {
-      if (++completed + failed === n) finish();
-    });
-    w.on('failed', (_job, err) => {
-      if (failed++ === 0) log(`  job failed: ${err?.message}`);
-      if (completed + failed === n) finish();
-    });
-    const s0 = await run.snap();
-    await w.waitUntilReady();
-
-    const t0 = nowMs();
-    const running = w.run().catch((e) => log(`worker run() ended with error: ${e.message}`));
-    await allDone;
-    const secs = (nowMs() - t0) / 1000;
-    await run.closeWorker(w);
-    await running;
-    const cost = Run.cost(s0, await run.snap(), n);
-    if (failed > 0) throw new Error(`e2e concurrency ${c}: ${failed} of ${n} jobs failed`);
-
-    const counts = await q.getJobCounts('wait', 'active', 'completed', 'failed');
-    if (counts.wait + counts.active + counts.completed + counts.failed !== 0) {
-      throw new Error(`e2e concurrency ${c}: queue not empty after run: ${JSON.stringify(counts)}`);
-    }
+    const { secs, cost } = await drainTimed(run, q, c, n);
     emit({ mode: 'e2e', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1), ...cost });
     log(`  concurrency ${c}: ${n} jobs in ${secs.toFixed(2)} s`);
     await run.dropQueue(q);
   }
+}
+
+// Drains the n jobs waiting in q with one no-op Worker of concurrency c: seconds from
+// `worker.run()` to the n-th `completed` event, and the Redis cost from the worker's start to
+// its close.
+async function drainTimed(run, q, c, n) {
+  let completed = 0;
+  let failed = 0;
+  let finish;
+  const allDone = new Promise((r) => (finish = r));
+  const w = run.worker(q.name, async () => {}, {
+    concurrency: c,
+    autorun: false,
+    // Worker-level equivalent of job option removeOnComplete/removeOnFail: true.
+    removeOnComplete: { count: 0 },
+    removeOnFail: { count: 0 },
+  });
+  w.on('completed', () => {
+    if (++completed + failed === n) finish();
+  });
+  w.on('failed', (_job, err) => {
+    if (failed++ === 0) log(`  job failed: ${err?.message}`);
+    if (completed + failed === n) finish();
+  });
+  const s0 = await run.snap();
+  await w.waitUntilReady();
+
+  const t0 = nowMs();
+  const running = w.run().catch((e) => log(`worker run() ended with error: ${e.message}`));
+  await allDone;
+  const secs = (nowMs() - t0) / 1000;
+  await run.closeWorker(w);
+  await running;
+  const cost = Run.cost(s0, await run.snap(), n);
+  if (failed > 0) throw new Error(`drain at concurrency ${c}: ${failed} of ${n} jobs failed`);
+
+  const counts = await q.getJobCounts('wait', 'active', 'completed', 'failed', 'prioritized');
+  if (counts.wait + counts.active + counts.completed + counts.failed + counts.prioritized !== 0) {
+    throw new Error(`drain at concurrency ${c}: queue not empty after run: ${JSON.stringify(counts)}`);
+  }
+  return { secs, cost };
+}
+
+// chronos-rs level n (0..9, 0 first) is BullMQ priority n + 1 (1 first; 0 means no priority).
+const spread = (i) => ({ priority: (i % 10) + 1 });
+
+async function expectPrioritized(q, n) {
+  const counts = await q.getJobCounts('wait', 'prioritized');
+  if (counts.prioritized !== n) throw new Error(`queue '${q.name}': expected ${n} prioritized jobs, found ${JSON.stringify(counts)}`);
+}
+
+// The `enqueue` and `e2e` measurements with jobs spread over priorities 1..10, then the
+// starvation runs.
+async function modePriority(run, o) {
+  const data = makeData(o.payload);
+  log(`priority: n=${o.n} (n1=${o.n1} for concurrency 1) payload=${o.payload} B, priorities 1..10, producers=${o.producers}, batch=${o.batch}, concurrency=${o.concurrency.join(',')}`);
+  {
+    const q = await run.queue('prio-single');
+    let issued = 0;
+    const producer = async () => {
+      while (issued < o.n && !run.stopping) {
+        await q.add(JOB_NAME, data, spread(issued++));
+      }
+    };
+    const s0 = await run.snap();
+    const t0 = nowMs();
+    await Promise.all(Array.from({ length: o.producers }, producer));
+    const secs = (nowMs() - t0) / 1000;
+    const cost = Run.cost(s0, await run.snap(), o.n);
+    await expectPrioritized(q, o.n);
+    emit({ mode: 'priority', case: `enqueue_single_c${o.producers}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1), ...cost });
+    log(`  enqueue_single_c${o.producers}: ${o.n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+  {
+    const q = await run.queue('prio-bulk');
+    const s0 = await run.snap();
+    const t0 = nowMs();
+    await fillBulk(run, q, o.n, o.batch, data, spread);
+    const secs = (nowMs() - t0) / 1000;
+    const cost = Run.cost(s0, await run.snap(), o.n);
+    await expectPrioritized(q, o.n);
+    emit({ mode: 'priority', case: `enqueue_bulk_${o.batch}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1), ...cost });
+    log(`  enqueue_bulk_${o.batch}: ${o.n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+  for (const c of o.concurrency) {
+    const n = c === 1 ? Math.min(o.n, o.n1) : o.n;
+    const q = await run.queue(`prio-drain-c${c}`);
+    await fillBulk(run, q, n, o.batch, data, spread); // not timed
+    await expectPrioritized(q, n);
+    const { secs, cost } = await drainTimed(run, q, c, n);
+    emit({ mode: 'priority', case: 'drain', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1), ...cost });
+    log(`  drain concurrency ${c}: ${n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+  for (let i = 0; i < o.runs && !run.stopping; i++) await starvation(run, o, i);
+}
+
+// One priority-10 job behind a priority-1 backlog, while priority-1 jobs keep arriving
+// (flow-batch every flow-ms) faster than a concurrency-1 worker whose jobs take work-ms runs
+// them. BullMQ has no aging: the run reports whether the low job started within the cap, the
+// starts between its add and its start (or all starts within the cap), and its wait.
+async function starvation(run, o, i) {
+  const q = await run.queue(`prio-starve-${i}`);
+  const urgent = () => ({ priority: 1 });
+  const flow = { low: false };
+  await fillBulk(run, q, o.backlog, o.flowBatch, flow, urgent);
+  let starts = 0;
+  let low = null;
+  const w = run.worker(
+    q.name,
+    async (job) => {
+      const before = starts++;
+      if (job.data.low) low = { before, at: nowMs() };
+      await sleep(o.workMs);
+    },
+    { concurrency: 1, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } },
+  );
+  await w.waitUntilReady();
+  await sleep(200); // a steady rate on the backlog first
+  const startsAt = starts;
+  const t0 = nowMs();
+  await q.add(JOB_NAME, { low: true }, { priority: 10 });
+  let result = null;
+  for (let next = t0 + o.flowMs; !run.stopping; next += o.flowMs) {
+    const wait = next - nowMs();
+    if (wait > 0) await sleep(wait);
+    if (low) {
+      result = { ran: 1, starts: low.before - startsAt, waited_ms: round(low.at - t0, 1) };
+      break;
+    }
+    if (nowMs() - t0 >= o.cap * 1000) {
+      result = { ran: 0, starts: starts - startsAt, waited_ms: o.cap * 1000 };
+      break;
+    }
+    await fillBulk(run, q, o.flowBatch, o.flowBatch, flow, urgent);
+  }
+  await run.closeWorker(w);
+  emit({
+    mode: 'priority',
+    case: 'starvation',
+    run: i,
+    ...result,
+    cap_s: o.cap,
+    flow_per_s: round((o.flowBatch * 1000) / o.flowMs, 1),
+    work_ms: o.workMs,
+  });
+  log(`  starvation run ${i}: ${result?.ran ? `ran after ${result.starts} starts` : `not run after ${o.cap} s`}`);
+  await run.dropQueue(q);
 }
 
 async function modeLatency(run, o) {
@@ -580,6 +704,7 @@ async function main() {
   try {
     if (o.mode === 'enqueue') await modeEnqueue(run, o);
     else if (o.mode === 'e2e') await modeE2e(run, o);
+    else if (o.mode === 'priority') await modePriority(run, o);
     else await modeLatency(run, o);
   } catch (e) {
     await abort(e && e.stack ? e.stack : String(e), 1);
