@@ -79,6 +79,10 @@ pub(crate) const PRIORITY: &str = "p";
 /// default, [`chronos_core::Priority::DEFAULT_AGING`] (Lua: `DEFAULT_AGING_MS`).
 pub(crate) const SETTINGS_AGING: &str = "aging_ms";
 
+/// Level hash (`<prefix>stream:levels`): when claim.lua next scans the levels for tasks past
+/// the aging bound (unix ms; Lua: `LEVELS_AGED_AT`). Its other fields are levels.
+pub(crate) const LEVELS_AGED_AT: &str = "aged_at";
+
 /// Queue settings hash: the priority level (`0`..`9`) retried tasks go to when it is more
 /// urgent than their own, so retries run ahead of the backlog (Lua: `S_RETRY_LEVEL`); absent:
 /// retries keep their level.
@@ -147,6 +151,7 @@ pub(crate) fn prologue() -> String {
         chronos_core::Priority::NORMAL
     ));
     lua.push_str(&format!("local S_AGING = '{SETTINGS_AGING}'\n"));
+    lua.push_str(&format!("local LEVELS_AGED_AT = '{LEVELS_AGED_AT}'\n"));
     lua.push_str(&format!("local S_RETRY_LEVEL = '{SETTINGS_RETRY_LEVEL}'\n"));
     lua.push_str(&format!(
         "local DEFAULT_AGING_MS = {}\n",

@@ -132,21 +132,29 @@ local function lane(main, first, level)
   return key
 end
 
--- The levels in use (the fields of level hash `key`), as strings; {} when none (or corrupt).
+-- The levels in use (the fields of level hash `key` that name a level), as strings; {} when
+-- none (or corrupt). The hash's other field, LEVELS_AGED_AT, is claim.lua's.
 local function levels_of(key)
   local l = redis.pcall('HKEYS', key)
   if type(l) ~= 'table' or l.err then return {} end
-  return l
+  local out = {}
+  for _, f in ipairs(l) do
+    if level_index(f) then out[#out + 1] = f end
+  end
+  return out
 end
 
 -- How many of the entries new levels left on main stream `main` (level hash `key`) are still
 -- there: what a count of its tasks leaves out.
 local function markers_in(main, key)
-  local m = redis.pcall('HVALS', key)
+  local m = redis.pcall('HGETALL', key)
   if type(m) ~= 'table' or m.err then return 0 end
   local n = 0
-  for _, mid in ipairs(m) do
-    if mid ~= '' and #redis.call('XRANGE', main, mid, mid) > 0 then n = n + 1 end
+  for j = 1, #m, 2 do
+    local mid = m[j + 1]
+    if level_index(m[j]) and mid ~= '' and #redis.call('XRANGE', main, mid, mid) > 0 then
+      n = n + 1
+    end
   end
   return n
 end
@@ -171,10 +179,11 @@ end
 -- max retry `maxr`, the key of the unique lock it holds (`ukey`; false: none), `discard` '1'
 -- to drop it when it dies, the producer's fingerprint `fp` ('' or nil: none), state `s`, and
 -- where the task is: `where` = F_DELIVERY with its entry id (in the stream), or F_ENVELOPE with
--- its envelope (out of it, scheduled). Every script that creates a task record writes it here,
--- so a field added to a new record is added once.
-local function new_record(tkey, maxr, ukey, discard, fp, s, where, value)
+-- its envelope (out of it, scheduled), and its priority `level` (nil: the default). Every script
+-- that creates a task record writes it here, so a field added to a new record is added once.
+local function new_record(tkey, maxr, ukey, discard, fp, s, where, value, level)
   local h = {tkey, F_RETRIED, '0', F_MAX_RETRY, maxr}
+  if level then h[#h + 1] = F_PRIORITY; h[#h + 1] = level end
   if ukey then h[#h + 1] = F_UNIQUE; h[#h + 1] = ukey end
   if discard == '1' then h[#h + 1] = F_DISCARD; h[#h + 1] = '1' end
   if fp and fp ~= '' then h[#h + 1] = F_FINGERPRINT; h[#h + 1] = fp end

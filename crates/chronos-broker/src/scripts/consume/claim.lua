@@ -27,7 +27,8 @@
 -- Order: with no level in use, the stream's order. With levels, the most urgent level first
 -- (0 before 9; the main stream holds NORMAL_LEVEL), oldest first inside a level; but entries
 -- that have waited longer than the queue's aging bound (settings S_AGING, else
--- DEFAULT_AGING_MS) go first, the lane with the oldest of them first.
+-- DEFAULT_AGING_MS) go first, the lane with the oldest of them first; that check runs at most
+-- once per quarter of the bound (a second at most), so the bound is kept within that much.
 local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
 local want = tonumber(ARGV[3]) or 1
 local out = {}
@@ -113,8 +114,16 @@ else
   end
   table.sort(lanes, function(a, b) return a[1] < b[1] end)
   local aging = tonumber(redis.pcall('HGET', KEYS[4], S_AGING)) or DEFAULT_AGING_MS
-  if aging > 0 then
-    local cutoff = now_ms() - aging
+  -- The aging scan reads two things per level, so it runs at most once per quarter of the
+  -- bound (at most a second): a task waits at most the bound and that much more. The time of
+  -- the next scan is a field of the level hash.
+  local now = now_ms()
+  local scan = aging > 0 and now >= (tonumber(redis.pcall('HGET', KEYS[3], LEVELS_AGED_AT)) or 0)
+  if scan then
+    redis.pcall('HSET', KEYS[3], LEVELS_AGED_AT, now + math.min(math.floor(aging / 4), 1000))
+  end
+  if scan then
+    local cutoff = now - aging
     local aged = {}
     for _, ln in ipairs(lanes) do
       local oldest = oldest_waiting(ln[2])

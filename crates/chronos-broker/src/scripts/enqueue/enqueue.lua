@@ -137,8 +137,9 @@ for t = 0, n - 1 do
       out[#out + 1] = -3
       codes[#codes + 1] = 'k'
     else
-      new_record(tkey, maxr, ukey, discard, fp, s, where, value)
-      if lane_key(KEYS[1], LANES, level) ~= KEYS[1] then redis.call('HSET', tkey, F_PRIORITY, level) end
+      local own = nil
+      if lane_key(KEYS[1], LANES, level) ~= KEYS[1] then own = level end
+      new_record(tkey, maxr, ukey, discard, fp, s, where, value, own)
       if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
       codes[#codes + 1] = '1'
     end
