@@ -370,7 +370,8 @@ fn report_starvation(ours: &[Starved], peer: &[String]) {
         let ms: Vec<f64> = ran.iter().map(|s| s.waited_ms).collect();
         let most = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
         println!(
-            "a level-9 task waits at most {AGING_MS} ms + one fetch: {:.0} starts / {:.0} ms \
+            "a level-9 task waits at most the {AGING_MS} ms bound + a quarter of it (the aging \
+             scan's period) + one fetch: {:.0} starts / {:.0} ms \
              (median of {}; most {:.0} starts / {:.0} ms)",
             median(&starts),
             median(&ms),
