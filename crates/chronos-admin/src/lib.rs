@@ -426,22 +426,12 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
     /// refused or corrupt.
     pub async fn act(&self, name: &str, id: &str, action: TaskAction) -> Result<bool, AdminError> {
         let q = self.require_queue(name).await?;
-        match self.broker.act(&q, id, action).await? {
-            ActionOutcome::Done => Ok(true),
-            ActionOutcome::Already => Ok(false),
-            ActionOutcome::NotFound => Err(AdminError::TaskNotFound {
-                queue: name.to_string(),
-                id: id.to_string(),
-            }),
-            ActionOutcome::Refused(state) => Err(AdminError::Refused {
-                id: id.to_string(),
-                state: state
-                    .map_or("in an unknown state", |s| s.as_str())
-                    .to_string(),
-                action: verb(action),
-            }),
-            ActionOutcome::Corrupt => Err(AdminError::Corrupt { id: id.to_string() }),
-        }
+        outcome(
+            name,
+            id,
+            verb(action),
+            self.broker.act(&q, id, action).await?,
+        )
     }
 
     /// Gives task `id` priority level `priority` (see `Operate::prioritize`). Ok(false) when
@@ -454,22 +444,12 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
         priority: Priority,
     ) -> Result<bool, AdminError> {
         let q = self.require_queue(name).await?;
-        match self.broker.prioritize(&q, id, priority).await? {
-            ActionOutcome::Done => Ok(true),
-            ActionOutcome::Already => Ok(false),
-            ActionOutcome::NotFound => Err(AdminError::TaskNotFound {
-                queue: name.to_string(),
-                id: id.to_string(),
-            }),
-            ActionOutcome::Refused(state) => Err(AdminError::Refused {
-                id: id.to_string(),
-                state: state
-                    .map_or("in an unknown state", |s| s.as_str())
-                    .to_string(),
-                action: "prioritize",
-            }),
-            ActionOutcome::Corrupt => Err(AdminError::Corrupt { id: id.to_string() }),
-        }
+        outcome(
+            name,
+            id,
+            "prioritize",
+            self.broker.prioritize(&q, id, priority).await?,
+        )
     }
 
     /// Applies `action` to every task of `state` passing `filter`, in chunks of 1,000, as one
@@ -724,6 +704,27 @@ impl Admin<RedisBroker> {
     /// Version, memory and clients of the Redis server (of the node answering, on a cluster).
     pub async fn redis_info(&self) -> Result<RedisInfo, AdminError> {
         Ok(RedisInfo::parse(&self.broker.info().await?))
+    }
+}
+
+/// What an operator action's outcome means to the caller: Ok(true) done, Ok(false) already
+/// so, else the error naming queue `name`, task `id` and the action (`verb`).
+fn outcome(name: &str, id: &str, verb: &'static str, o: ActionOutcome) -> Result<bool, AdminError> {
+    match o {
+        ActionOutcome::Done => Ok(true),
+        ActionOutcome::Already => Ok(false),
+        ActionOutcome::NotFound => Err(AdminError::TaskNotFound {
+            queue: name.to_string(),
+            id: id.to_string(),
+        }),
+        ActionOutcome::Refused(state) => Err(AdminError::Refused {
+            id: id.to_string(),
+            state: state
+                .map_or("in an unknown state", |s| s.as_str())
+                .to_string(),
+            action: verb,
+        }),
+        ActionOutcome::Corrupt => Err(AdminError::Corrupt { id: id.to_string() }),
     }
 }
 

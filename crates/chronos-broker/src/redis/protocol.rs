@@ -151,6 +151,11 @@ pub(crate) fn prologue() -> String {
         chronos_core::Priority::NORMAL
     ));
     lua.push_str(&format!("local S_AGING = '{SETTINGS_AGING}'\n"));
+    // The lanes block (`QueueKeys::lanes`): one stream per level, then the level hash.
+    lua.push_str(&format!(
+        "local LEVELS = {}\nlocal LANES_LEN = LEVELS + 1\n",
+        chronos_core::Priority::LEVELS
+    ));
     lua.push_str(&format!("local LEVELS_AGED_AT = '{LEVELS_AGED_AT}'\n"));
     lua.push_str(&format!("local S_RETRY_LEVEL = '{SETTINGS_RETRY_LEVEL}'\n"));
     lua.push_str(&format!(

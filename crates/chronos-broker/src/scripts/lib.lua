@@ -101,7 +101,7 @@ end
 -- Level `level` as a number 0..9, or nil (absent or not a level).
 local function level_index(level)
   local n = tonumber(level)
-  if n and n >= 0 and n <= 9 and n == math.floor(n) then return n end
+  if n and n >= 0 and n < LEVELS and n == math.floor(n) then return n end
   return nil
 end
 
@@ -124,10 +124,10 @@ local function lane(main, first, level)
   if key == main or redis.call('EXISTS', key) == 1 then return key end
   redis.pcall('XGROUP', 'CREATE', key, GROUP, '0', 'MKSTREAM')
   local name = tostring(level_index(level))
-  if redis.pcall('HEXISTS', KEYS[first + 10], name) == 0 then
+  if redis.pcall('HEXISTS', KEYS[first + LEVELS], name) == 0 then
     local mid = redis.pcall('XADD', main, '*', F_TASK_ID, '')
     if type(mid) ~= 'string' then mid = '' end
-    redis.pcall('HSET', KEYS[first + 10], name, mid)
+    redis.pcall('HSET', KEYS[first + LEVELS], name, mid)
   end
   return key
 end

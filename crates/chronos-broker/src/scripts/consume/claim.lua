@@ -48,7 +48,7 @@ local function named(fields)
   return id ~= nil and id ~= ''
 end
 local LANES = nil
-if #KEYS >= 15 then LANES = 5 end
+if #KEYS >= 4 + LANES_LEN then LANES = 5 end
 local receipt = redis.pcall('GET', KEYS[2])
 if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. ':' then
   for item in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do

@@ -15,7 +15,7 @@ local now = now_ms()
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local LANES = #KEYS - 11
+local LANES = #KEYS - LANES_LEN
 local retry_level = redis.pcall('HGET', KEYS[#KEYS], S_RETRY_LEVEL)
 if not level_index(retry_level) then retry_level = nil end
 local todo = {}

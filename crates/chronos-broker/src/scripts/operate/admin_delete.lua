@@ -19,7 +19,7 @@ for j = 2, 5 do
   end
 end
 local group, force = ARGV[1], ARGV[2] == '1'
-local LANES = #KEYS - 10
+local LANES = #KEYS - LANES_LEN + 1
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5]}
 local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do

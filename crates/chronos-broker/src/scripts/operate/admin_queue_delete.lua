@@ -11,11 +11,11 @@ local t = redis.call('TYPE', KEYS[1])
 t = t.ok or t
 if t == 'stream' then
   -- The entries new levels left (lib.lua: `lane`) hold no task.
-  held = held + redis.call('XLEN', KEYS[1]) - markers_in(KEYS[1], KEYS[19])
+  held = held + redis.call('XLEN', KEYS[1]) - markers_in(KEYS[1], KEYS[9 + LEVELS])
 elseif t ~= 'none' then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-for l = 0, 9 do
+for l = 0, LEVELS - 1 do
   local key = KEYS[9 + l]
   if key ~= KEYS[1] then
     local lt = redis.call('TYPE', key)
@@ -31,5 +31,5 @@ for j = 2, 5 do
 end
 if held > 0 then return held end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
-for j = 9, 20 do redis.call('DEL', KEYS[j]) end
+for j = 9, 9 + LANES_LEN do redis.call('DEL', KEYS[j]) end
 return 0

@@ -17,7 +17,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok
   or not type_ok(KEYS[4], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local LANES = #KEYS - 10
+local LANES = #KEYS - LANES_LEN + 1
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4]}
 local codes, states, todo = {}, {}, {}
 for a = 2, #ARGV do

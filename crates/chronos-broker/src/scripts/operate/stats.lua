@@ -19,13 +19,13 @@ local function counts(stream)
 end
 local len, active = counts(KEYS[1])
 local rows = {}
-local levels = levels_of(KEYS[18])
+local levels = levels_of(KEYS[8 + LEVELS])
 if #levels > 0 then
   -- The entries new levels left on the main stream are no tasks.
-  len = len - markers_in(KEYS[1], KEYS[18])
+  len = len - markers_in(KEYS[1], KEYS[8 + LEVELS])
   local main_len, main_active = len, active
   local now = now_ms()
-  for l = 0, 9 do
+  for l = 0, LEVELS - 1 do
     local key = KEYS[8 + l]
     if key == KEYS[1] or redis.call('EXISTS', key) == 1 then
       local n, a = main_len, main_active
