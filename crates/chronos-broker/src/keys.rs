@@ -104,8 +104,12 @@ impl QueueKeys {
     /// The stream of the tasks of priority level `level`: [`QueueKeys::stream`] itself for the
     /// default level, else `<prefix>stream:p<level>` (made, with its consumer group, by the
     /// first task of that level; see [`QueueKeys::levels`]).
+    /// Two pseudo-levels name the tenant streams (see [`QueueKeys::tenants`]): 10 the tenant
+    /// stream `<prefix>stream:t`, 11 its wake stream `<prefix>stream:tw`.
     pub fn lane(&self, level: Option<u8>) -> String {
         match level {
+            Some(crate::redis::TENANT_LANE) => format!("{}stream:t", self.prefix),
+            Some(crate::redis::TENANT_WAKE) => format!("{}stream:tw", self.prefix),
             Some(l) if l != chronos_core::Priority::NORMAL.get() => {
                 format!("{}stream:p{l}", self.prefix)
             }
@@ -129,6 +133,27 @@ impl QueueKeys {
             .collect();
         out.push(self.levels());
         out
+    }
+
+    /// The tenants block a script that may touch tenant tasks declares (lib.lua, "Tenants"):
+    /// the tenant stream (every tenant task's delivery entry, parked in the pending list of a
+    /// consumer of its own until the task's turn), its wake stream (an entry when the rotation
+    /// gets its first tenant, for blocked readers), the waiting set (members
+    /// `<tenant>\0<order>\0<entry id>`, all of score 0, so one tenant's are a lexical range in
+    /// its order), the rotation (tenant -> its turn), the held set (`<tenant>\0<task id>` ->
+    /// when started: what the tenant's cap counts), the settings hash (tenant, or `''` for
+    /// the default -> `<weight> <concurrency> <backlog> <paused>`, `-` where unset) and the
+    /// turn hash (tenant -> its turn, for every tenant with work; `''` -> the current turn).
+    pub fn tenants(&self) -> Vec<String> {
+        vec![
+            self.lane(Some(crate::redis::TENANT_LANE)),
+            self.lane(Some(crate::redis::TENANT_WAKE)),
+            format!("{}tn:w", self.prefix),
+            format!("{}tn:r", self.prefix),
+            format!("{}tn:h", self.prefix),
+            format!("{}tn:c", self.prefix),
+            format!("{}tn:p", self.prefix),
+        ]
     }
 
     /// The hash of one task.

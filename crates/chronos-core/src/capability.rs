@@ -16,6 +16,7 @@ mod results;
 mod sample_queues;
 mod schedules;
 mod settings;
+mod tenants;
 mod throttle;
 
 pub use broker::Broker;
@@ -31,4 +32,5 @@ pub use results::Results;
 pub use sample_queues::SampleQueues;
 pub use schedules::Schedules;
 pub use settings::Settings;
+pub use tenants::Tenants;
 pub use throttle::Throttle;

@@ -49,6 +49,19 @@ pub enum BrokerError {
         /// Queue the unique lock belongs to.
         queue: String,
     },
+    /// The task's tenant already has as many tasks waiting in this queue as its backlog cap
+    /// allows (a tenant setting): nothing was written. Room comes back as the tenant's tasks
+    /// start, so the caller may try again later ([`BrokerError::is_transient`] stays false: a
+    /// client must not retry it in a tight loop).
+    #[error(
+        "tenant {tenant:?} of queue {queue:?} is full: its backlog cap of waiting tasks is reached"
+    )]
+    TenantFull {
+        /// The queue.
+        queue: String,
+        /// The tenant.
+        tenant: String,
+    },
     /// The explicit task id is taken by a different task in this queue. Permanent.
     #[error("task id {id:?} is already used by another task in queue {queue:?}")]
     TaskIdConflict {

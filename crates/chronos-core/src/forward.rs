@@ -178,6 +178,13 @@ macro_rules! forward {
             fn change_queue_settings(&self, queue: &$crate::QueueName, change: &$crate::SettingsChange) -> Result<$crate::QueueSettings, $crate::BrokerError>;
         );
     };
+    (@methods Tenants, $how:tt) => {
+        $crate::forward!(@emit $how
+            fn tenant_settings(&self, queue: &$crate::QueueName, tenant: Option<&str>) -> Result<$crate::TenantSettings, $crate::BrokerError>;
+            fn change_tenant_settings(&self, queue: &$crate::QueueName, tenant: Option<&str>, change: &$crate::TenantChange) -> Result<$crate::TenantSettings, $crate::BrokerError>;
+            fn tenants(&self, queue: &$crate::QueueName, limit: usize) -> Result<$crate::TenantPage, $crate::BrokerError>;
+        );
+    };
     (@methods SampleQueues, $how:tt) => {
         $crate::forward!(@emit $how
             fn sampler_lease(&self, holder: &str, ttl: ::std::time::Duration) -> Result<bool, $crate::BrokerError>;
@@ -258,5 +265,6 @@ pointers!(
     Flows,
     Throttle,
     Settings,
+    Tenants,
     SampleQueues
 );

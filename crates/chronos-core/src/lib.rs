@@ -94,6 +94,7 @@ mod signal;
 mod state;
 mod step;
 mod task;
+mod tenant;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -102,7 +103,7 @@ mod trace_context;
 
 pub use capability::{
     Broker, Consume, Coordinate, Enqueue, Flows, Inspect, Maintain, ManageSchedules, Operate,
-    Results, SampleQueues, Schedules, Settings, Throttle,
+    Results, SampleQueues, Schedules, Settings, Tenants, Throttle,
 };
 pub use chain::Chain;
 pub use client::Client;
@@ -146,6 +147,7 @@ pub use task::{
     NewTask, TaskArgs, TaskInfo, Timestamp, DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_RETRY,
     SCHEDULE_HEADER, TRIGGER_HEADER,
 };
+pub use tenant::{TenantChange, TenantPage, TenantSettings, TenantStats, MAX_TENANT_WEIGHT};
 pub use throttle::{Admission, KeyRate, PermitLimit, Permits};
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]

@@ -122,3 +122,15 @@ pub fn check_rate_key(key: &str) -> Result<(), BrokerError> {
     }
     Ok(())
 }
+
+/// Checks a tenant key ([`crate::EnqueueOptions::tenant`]): it is part of the members of its
+/// queue's tenant sets, next to separators no key may hold.
+pub fn check_tenant(key: &str) -> Result<(), BrokerError> {
+    if key.is_empty() || key.len() > 256 || key.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(BrokerError::InvalidOption(format!(
+            "tenant {key:?} must be 1 to 256 bytes without whitespace or control characters"
+        )));
+    }
+    Ok(())
+}

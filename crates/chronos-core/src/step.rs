@@ -78,6 +78,7 @@ impl StepSpec {
             // Steps run at the default level: a chain's later steps are enqueued by scripts
             // that write no level (see the changelog's note on priorities and workflows).
             priority: crate::Priority::NORMAL,
+            tenant: None,
         }
     }
 }

@@ -110,6 +110,7 @@ pub struct EnqueueOptions {
     pub(crate) durable: Option<(u32, Duration)>,
     pub(crate) rate_key: Option<String>,
     pub(crate) priority: Option<Priority>,
+    pub(crate) tenant: Option<String>,
 }
 
 /// Longest wait [`EnqueueOptions::durable`] accepts: well under the broker's 10 s command
@@ -229,6 +230,19 @@ impl EnqueueOptions {
         self
     }
 
+    /// The tenant the task belongs to, for fair sharing of its queue: a queue's ready tasks
+    /// of different tenants start in a weighted round-robin between the tenants (a tenant's
+    /// backlog of 100,000 never keeps another tenant's single task waiting behind it), under
+    /// each tenant's stored settings (weight, concurrency cap, pause, backlog cap; see
+    /// `Tenants` in the broker). Inside a tenant, tasks start by priority level, then in
+    /// order. Independent of [`EnqueueOptions::rate_key`]: a fairness key and a limit key may
+    /// differ (a customer, and one of their API accounts). The key is 1 to 256 bytes without
+    /// whitespace or control characters.
+    pub fn tenant(mut self, key: impl Into<String>) -> Self {
+        self.tenant = Some(key.into());
+        self
+    }
+
     /// Attach a string header (trace context and the like).
     pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.insert(key.into(), value.into());
@@ -251,7 +265,8 @@ impl EnqueueOptions {
             deadline_ms,
             durable,
             rate_key,
-            priority
+            priority,
+            tenant
         );
         if other.run_at_ms.is_some() || other.process_in.is_some() {
             self.run_at_ms = other.run_at_ms;
@@ -307,6 +322,8 @@ pub struct NewTask {
     pub(crate) durable: Option<(u32, Duration)>,
     /// The priority level ([`EnqueueOptions::priority`]).
     pub(crate) priority: Priority,
+    /// The tenant ([`EnqueueOptions::tenant`]).
+    pub(crate) tenant: Option<String>,
 }
 
 impl NewTask {
@@ -332,6 +349,11 @@ impl NewTask {
         self.priority
     }
 
+    /// The tenant the task belongs to ([`EnqueueOptions::tenant`]), if any.
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
     /// A plain task needs no record of its own: it is stored as one stream entry, and its id is
     /// that entry's (see `RedisBroker`'s storage notes). True when nothing asks for a record:
     /// no explicit id, no unique key, no retention, no rate key, no workflow, no delay, no
@@ -347,6 +369,7 @@ impl NewTask {
             && env.rate_key.is_none()
             && env.flow.is_none()
             && self.priority.is_normal()
+            && self.tenant.is_none()
     }
 }
 
@@ -395,6 +418,9 @@ impl NewTask {
                 )));
             }
         }
+        if let Some(t) = &opts.tenant {
+            crate::names::check_tenant(t)?;
+        }
         let due = match (opts.run_at_ms, opts.process_in) {
             (Some(at), _) => Due::At(at),
             (None, Some(d)) => Due::In(duration_ms(d)),
@@ -433,6 +459,7 @@ impl NewTask {
             explicit_id,
             durable: opts.durable,
             priority: opts.priority.unwrap_or_default(),
+            tenant: opts.tenant,
         })
     }
 

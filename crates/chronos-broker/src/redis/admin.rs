@@ -726,7 +726,7 @@ impl RedisBroker {
         let mut order: Vec<u8> = levels
             .iter()
             .filter_map(|l| l.parse::<u8>().ok())
-            .filter(|&l| l < Priority::LEVELS)
+            .filter(|&l| l < Priority::LEVELS || l == super::TENANT_LANE)
             .chain(std::iter::once(Priority::NORMAL.get()))
             .collect();
         order.sort_unstable();

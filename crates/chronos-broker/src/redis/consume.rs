@@ -162,6 +162,9 @@ impl Consume for RedisBroker {
             keys.task(&lease.task_id),
         ];
         declared.extend(failed_history(&keys));
+        if lane::is_tenant(lane::split(&lease.msg_id).0) {
+            declared.extend(keys.tenants());
+        }
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
@@ -191,6 +194,9 @@ impl Consume for RedisBroker {
             self.unique_or(&keys, lease, tkey),
         ];
         declared.extend(failed_history(&keys));
+        if lane::is_tenant(lane::split(&lease.msg_id).0) {
+            declared.extend(keys.tenants());
+        }
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
@@ -225,6 +231,9 @@ impl Consume for RedisBroker {
                 declared.push(keys.task(&l.task_id));
                 args.push(l.task_id.as_str().into());
                 args.push(lane::split(&l.msg_id).1.into());
+            }
+            if lane::is_tenant(level) {
+                declared.extend(keys.tenants());
             }
             let r = self.run(|s| &s.requeue, declared, args).await?;
             n += reply::int(&r, "requeue")?.max(0) as u64;
@@ -332,6 +341,9 @@ impl RedisBroker {
         for c in plain {
             args.push(c.lease.msg_id.as_str().into());
         }
+        if lane::is_tenant(level) {
+            declared.extend(keys.tenants());
+        }
         let n = self.run(|s| &s.complete, declared, args).await?;
         Ok(reply::int(&n, "complete")?.max(0) as u64)
     }
@@ -345,9 +357,11 @@ impl RedisBroker {
         consumer: &str,
         count: usize,
     ) -> Result<Fetched, BrokerError> {
-        let knew = !self.known_levels(queue).is_empty();
+        let knew = self.known_levels(queue);
         let fetched = self.claim_once(queue, consumer, count).await?;
-        if !knew && !self.known_levels(queue).is_empty() {
+        let now = self.known_levels(queue);
+        let declares = |l: &[u8]| (!l.is_empty(), l.contains(&super::TENANT_LANE));
+        if fetched.leases.is_empty() && declares(&knew) != declares(&now) {
             return self.claim_once(queue, consumer, count).await;
         }
         Ok(fetched)
@@ -365,9 +379,13 @@ impl RedisBroker {
         // The lanes only for a queue known to have levels: a queue without them declares one
         // key more than before levels existed, and its first fetch after a level appears
         // reports it (claim.lua), so the next one reads it.
-        if !self.known_levels(queue).is_empty() {
+        let known = self.known_levels(queue);
+        if !known.is_empty() {
             declared.push(keys.settings());
             declared.extend(keys.lanes());
+        }
+        if known.contains(&super::TENANT_LANE) {
+            declared.extend(keys.tenants());
         }
         let args: Vec<Value> = vec![
             GROUP.into(),

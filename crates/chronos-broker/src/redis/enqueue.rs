@@ -281,14 +281,20 @@ impl RedisBroker {
                 "".into()
             });
             args.push(level_arg(task.priority()));
+            args.push(task.tenant().unwrap_or("").into());
             sent.push((i, task));
         }
         if sent.is_empty() {
             return Ok(out);
         }
         declared.extend(locks);
-        if sent.iter().any(|(_, t)| !t.priority().is_normal()) {
+        let tenants = sent.iter().any(|(_, t)| t.tenant().is_some());
+        if tenants || sent.iter().any(|(_, t)| !t.priority().is_normal()) {
             declared.extend(keys.lanes());
+        }
+        if tenants {
+            declared.push(keys.settings());
+            declared.extend(keys.tenants());
         }
         self.register_queue(&queue).await?;
         let reply = reply::array(self.run(|s| &s.enqueue, declared, args).await?, "enqueue")?;
@@ -330,8 +336,11 @@ impl RedisBroker {
                 }
             };
             let wanted = task.durable().map(|(n, _)| n);
+            let tenant = task.tenant().map(str::to_string);
             let env = task.envelope;
-            use EnqueueCode::{CorruptKeys, Exists, IdConflict, Ready, Scheduled, UniqueHeld};
+            use EnqueueCode::{
+                CorruptKeys, Exists, IdConflict, Ready, Scheduled, TenantFull, UniqueHeld,
+            };
             let r = match EnqueueCode::from_reply(code) {
                 Some(Ready | Exists | Scheduled) if wanted.is_some_and(|w| replicated < w) => {
                     Err(BrokerError::NotReplicated {
@@ -349,6 +358,10 @@ impl RedisBroker {
                     run_at_ms: run_at,
                 }),
                 Some(UniqueHeld) => Err(BrokerError::DuplicateTask { queue: env.queue }),
+                Some(TenantFull) => Err(BrokerError::TenantFull {
+                    queue: env.queue,
+                    tenant: tenant.unwrap_or_default(),
+                }),
                 Some(IdConflict) => Err(BrokerError::TaskIdConflict {
                     id: env.id,
                     queue: env.queue,

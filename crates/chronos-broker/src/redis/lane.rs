@@ -57,9 +57,16 @@ pub(crate) fn by_lane<'a>(ids: impl Iterator<Item = &'a str>) -> Vec<(Option<u8>
 
 /// How urgent a delivery is by its message id: its level, the default for the main stream.
 pub(crate) fn urgency(msg_id: &str) -> u8 {
-    split(msg_id)
-        .0
-        .unwrap_or(chronos_core::Priority::NORMAL.get())
+    match split(msg_id).0 {
+        Some(l) if l < chronos_core::Priority::LEVELS => l,
+        // The tenant stream is served at the default level's place.
+        _ => chronos_core::Priority::NORMAL.get(),
+    }
+}
+
+/// True for a delivery of the tenant stream, whose settle scripts declare the tenants block.
+pub(crate) fn is_tenant(level: Option<u8>) -> bool {
+    level == Some(super::TENANT_LANE)
 }
 
 /// Orders the leases of one read most urgent first (stable inside a level), so that a caller

@@ -46,6 +46,7 @@ impl Maintain for RedisBroker {
         }
         declared.extend(keys.lanes());
         declared.push(keys.settings());
+        declared.extend(keys.tenants());
         let n = self.run(|s| &s.forward, declared, args).await?;
         Ok(Forwarded {
             moved: reply::int(&n, "forward")?.max(0) as u64,
@@ -388,8 +389,10 @@ impl RedisBroker {
         out: &mut Reclaimed,
     ) -> Result<(), BrokerError> {
         let stream = keys.lane(level);
+        let tenant = lane::is_tenant(level);
         // One plain command decides the usual case, nothing idle: the script's page (XPENDING
-        // again plus a lookup per entry) runs only when something is.
+        // again plus a lookup per entry) runs only when something is. Not on the tenant
+        // stream, whose parked entries (waiting tasks) are always idle: idle.lua skips them.
         let probe = CustomCommand::new_static("XPENDING", ClusterHash::FirstKey, false);
         let args: Vec<Value> = vec![
             stream.as_str().into(),
@@ -400,14 +403,16 @@ impl RedisBroker {
             "+".into(),
             1.into(),
         ];
-        match self.inner.client.custom::<Value, _>(probe, args).await {
-            Ok(v) => {
-                if reply::array(v, "xpending")?.is_empty() {
-                    return Ok(());
+        if !tenant {
+            match self.inner.client.custom::<Value, _>(probe, args).await {
+                Ok(v) => {
+                    if reply::array(v, "xpending")?.is_empty() {
+                        return Ok(());
+                    }
                 }
+                Err(e) if e.details().contains("NOGROUP") => return Ok(()),
+                Err(e) => return Err(store(e)),
             }
-            Err(e) if e.details().contains("NOGROUP") => return Ok(()),
-            Err(e) => return Err(store(e)),
         }
         let mut from = "-".to_string();
         let mut left = limit.max(1);
@@ -419,6 +424,7 @@ impl RedisBroker {
                 duration_ms(min_idle).into(),
                 (page as i64).into(),
                 from.as_str().into(),
+                reply::flag(tenant),
             ];
             let listed = match self.run(|s| &s.idle, stream.as_str(), args).await {
                 Err(e) if says(&e, "NOGROUP") => return Ok(()),
@@ -492,6 +498,9 @@ impl RedisBroker {
             declared.push(dkey);
             args.push(mid.into());
             args.push(id.into());
+        }
+        if lane::is_tenant(level) {
+            declared.extend(keys.tenants());
         }
         let res = self.run(|s| &s.reclaim, declared, args).await?;
         let mut parts = reply::array(res, "reclaim")?.into_iter();

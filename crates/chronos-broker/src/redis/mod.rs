@@ -19,10 +19,12 @@ mod scripts;
 mod settings;
 mod signals;
 mod store;
+mod tenants;
 mod throttle;
 mod watch;
 
 pub use consume::RedisReader;
+pub(crate) use protocol::{TENANT_LANE, TENANT_WAKE};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -346,8 +348,12 @@ impl RedisBroker {
     fn read_streams(&self, q: &QueueName) -> Vec<(String, Option<u8>)> {
         let keys = self.queue_keys(q);
         let mut out = vec![(keys.stream(), None)];
+        // Never the tenant stream itself: its new entries are parked as they are added, and a
+        // blocking read must not take them (its wake stream stands for it).
         for l in self.known_levels(q) {
-            out.push((keys.lane(Some(l)), Some(l)));
+            if l != TENANT_LANE {
+                out.push((keys.lane(Some(l)), Some(l)));
+            }
         }
         out
     }

@@ -88,6 +88,27 @@ pub(crate) const LEVELS_AGED_AT: &str = "aged_at";
 /// retries keep their level.
 pub(crate) const SETTINGS_RETRY_LEVEL: &str = "retry_level";
 
+/// Task record: the tenant of a task enqueued with one (Lua: `F_TENANT`): its deliveries are
+/// entries of the queue's tenant stream, and it waits for its turn in the tenants' waiting set.
+pub(crate) const TENANT: &str = "tn";
+/// Task record: a tenant task's place inside its tenant (Lua: `F_TENANT_ORDER`): the key its
+/// member of the waiting set sorts by (a time, later for less urgent levels; lib.lua
+/// `tenant_order`), kept so that a task handed back returns to its place.
+pub(crate) const TENANT_ORDER: &str = "to";
+
+/// The pseudo-level of the tenant stream in lease ids (`10/<entry id>`) and in the level hash
+/// (Lua: `TENANT_LANE`); see `lane.rs`.
+pub(crate) const TENANT_LANE: u8 = 10;
+/// The pseudo-level of the tenants' wake stream, which blocked readers wait on (Lua:
+/// `TENANT_WAKE`).
+pub(crate) const TENANT_WAKE: u8 = 11;
+/// The consumer that holds every waiting tenant task's entry in the tenant stream's pending
+/// list until its turn comes (Lua: `TENANT_PARK`): an entry is delivered by moving it from this
+/// consumer to a worker's. Not a valid worker consumer name (those have no `~`).
+pub(crate) const TENANT_PARK: &str = "~waiting";
+/// Keys in the tenants block ([`crate::QueueKeys::tenants`]; Lua: `TENANTS_LEN`).
+pub(crate) const TENANTS_LEN: usize = 7;
+
 /// Every field, with the name of the Lua local [`prologue`] gives it.
 const FIELDS: &[(&str, &str)] = &[
     ("F_STATE", STATE),
@@ -107,6 +128,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("F_FREE_REDELIVERIES", FREE_REDELIVERIES),
     ("F_TASK_ID", TASK_ID),
     ("F_PRIORITY", PRIORITY),
+    ("F_TENANT", TENANT),
+    ("F_TENANT_ORDER", TENANT_ORDER),
     ("G_SIZE", GROUP_SIZE),
     ("G_OK", GROUP_OK),
     ("G_KO", GROUP_KO),
@@ -124,7 +147,7 @@ const FIELDS: &[(&str, &str)] = &[
 pub(crate) const STARTED: i64 = 1_000_000;
 
 /// Values per task in an enqueue.lua call (Lua: `ENQUEUE_STRIDE`).
-pub(crate) const ENQUEUE_STRIDE: usize = 9;
+pub(crate) const ENQUEUE_STRIDE: usize = 10;
 
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
 pub(crate) const COMPLETE_STRIDE: usize = 4;
@@ -157,6 +180,12 @@ pub(crate) fn prologue() -> String {
         chronos_core::Priority::LEVELS
     ));
     lua.push_str(&format!("local LEVELS_AGED_AT = '{LEVELS_AGED_AT}'\n"));
+    // The tenants block (`QueueKeys::tenants`) and its stream's pseudo-levels and parking
+    // consumer.
+    lua.push_str(&format!(
+        "local TENANT_LANE = '{TENANT_LANE}'\nlocal TENANT_WAKE = '{TENANT_WAKE}'\n\
+         local TENANT_PARK = '{TENANT_PARK}'\nlocal TENANTS_LEN = {TENANTS_LEN}\n"
+    ));
     lua.push_str(&format!("local S_RETRY_LEVEL = '{SETTINGS_RETRY_LEVEL}'\n"));
     lua.push_str(&format!(
         "local DEFAULT_AGING_MS = {}\n",
@@ -182,6 +211,7 @@ mod tests {
         "retry",  // a state ('pending', ... are longer than a field name)
         "o",      // a group member's outcome code (`o` succeeded, `f` failed)
         "j",      // due.lua's list selector (`f`/`j`)
+        "b",      // enqueue.lua's receipt code of a task refused for a full tenant
         "t",      // the rate-limit hash's next-start time
         "id", "epoch", "since", // the scheduler's leader info
         "name",  // a consumer group's name in an XINFO GROUPS reply

@@ -88,6 +88,8 @@ codes! {
         IdConflict = -2,
         /// The queue's stream or scheduled set has the wrong type: nothing written.
         CorruptKeys = -3,
+        /// The task's tenant has as many tasks waiting as its backlog cap: nothing written.
+        TenantFull = -4,
     }
 }
 

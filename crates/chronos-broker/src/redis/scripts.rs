@@ -75,6 +75,7 @@ scripts!(
     flows: [chain_next, group_open, group_report],
     throttle: [permit, permit_return, permit_keep, admit],
     settings: [settings_put],
+    tenants: [tenant_put, tenant_stats],
 );
 
 impl Scripts {

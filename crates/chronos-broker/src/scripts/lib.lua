@@ -133,15 +133,17 @@ local function lane(main, first, level)
 end
 
 -- The levels in use (the fields of level hash `key` that name a level), as strings; {} when
--- none (or corrupt). The hash's other field, LEVELS_AGED_AT, is claim.lua's.
+-- none (or corrupt); and whether the queue has tenant tasks (field TENANT_LANE, see
+-- "Tenants"). The hash's other field, LEVELS_AGED_AT, is claim.lua's.
 local function levels_of(key)
   local l = redis.pcall('HKEYS', key)
-  if type(l) ~= 'table' or l.err then return {} end
-  local out = {}
+  if type(l) ~= 'table' or l.err then return {}, false end
+  local out, tenants = {}, false
   for _, f in ipairs(l) do
     if level_index(f) then out[#out + 1] = f end
+    if f == TENANT_LANE then tenants = true end
   end
-  return out
+  return out, tenants
 end
 
 -- How many of the entries new levels left on main stream `main` (level hash `key`) are still
@@ -152,7 +154,8 @@ local function markers_in(main, key)
   local n = 0
   for j = 1, #m, 2 do
     local mid = m[j + 1]
-    if level_index(m[j]) and mid ~= '' and #redis.call('XRANGE', main, mid, mid) > 0 then
+    if (level_index(m[j]) or m[j] == TENANT_LANE) and mid ~= '' and
+        #redis.call('XRANGE', main, mid, mid) > 0 then
       n = n + 1
     end
   end
@@ -179,11 +182,16 @@ end
 -- max retry `maxr`, the key of the unique lock it holds (`ukey`; false: none), `discard` '1'
 -- to drop it when it dies, the producer's fingerprint `fp` ('' or nil: none), state `s`, and
 -- where the task is: `where` = F_DELIVERY with its entry id (in the stream), or F_ENVELOPE with
--- its envelope (out of it, scheduled), and its priority `level` (nil: the default). Every script
+-- its envelope (out of it, scheduled), its priority `level` (nil: the default), and its tenant
+-- `tn` with its place `order` (nil: none; lib.lua "Tenants"). Every script
 -- that creates a task record writes it here, so a field added to a new record is added once.
-local function new_record(tkey, maxr, ukey, discard, fp, s, where, value, level)
+local function new_record(tkey, maxr, ukey, discard, fp, s, where, value, level, tn, order)
   local h = {tkey, F_RETRIED, '0', F_MAX_RETRY, maxr}
   if level then h[#h + 1] = F_PRIORITY; h[#h + 1] = level end
+  if tn then
+    h[#h + 1] = F_TENANT; h[#h + 1] = tn
+    if order then h[#h + 1] = F_TENANT_ORDER; h[#h + 1] = order end
+  end
   if ukey then h[#h + 1] = F_UNIQUE; h[#h + 1] = ukey end
   if discard == '1' then h[#h + 1] = F_DISCARD; h[#h + 1] = '1' end
   if fp and fp ~= '' then h[#h + 1] = F_FINGERPRINT; h[#h + 1] = fp end
@@ -306,4 +314,155 @@ local function materialize_if_plain(stream, group, tkey, id, mid)
   if id ~= mid then return end
   local s, fields = plain_state(stream, group, tkey, id)
   if s then materialize(tkey, id, s, fields) end
+end
+
+-- Tenants. A task enqueued with a tenant (`tn` in its record) has its delivery entry in the
+-- queue's tenant stream from the start, parked in the pending list of consumer TENANT_PARK, and
+-- a member `<tenant>\0<order>\0<entry id>` in the waiting set, whose members all score 0: one
+-- tenant's members are one lexical range, in their order (`tenant_order`). A tenant with a
+-- waiting task that is under its concurrency cap and not paused is in the rotation (a sorted
+-- set scored by its turn); claim.lua takes the tenant of the earliest turn, moves its first
+-- entry from TENANT_PARK to the fetching consumer (XCLAIM: the entry and the task record stay
+-- as they are, so every later step treats it as any delivery) and advances its turn by
+-- 1 / weight. A delivery holds a member `<tenant>\0<task id>` of the held set from then until
+-- it is settled (completed, retried, dead-lettered, handed back): the cap counts those, and
+-- the script that settles it (`tenant_release`) puts the tenant back in the rotation. A script
+-- that may touch tenant tasks declares the tenants block from index T (QueueKeys::tenants):
+-- KEYS[T] the tenant stream, T+1 its wake stream, T+2 the waiting set, T+3 the rotation, T+4
+-- the held set, T+5 the settings hash, T+6 the turn hash. Tenant keys hold no whitespace or
+-- control characters, so `\0` and `\1` bound their ranges.
+
+-- The lexical range of tenant `tn`'s members of the waiting or the held set.
+local function tenant_range(tn)
+  return '[' .. tn .. '\0', '(' .. tn .. '\1'
+end
+
+-- The settings of tenant `tn`: {weight (at least 1), concurrency cap (0: none), backlog cap
+-- (0: none), paused}, its own stored fields over the queue's default (field '') over the
+-- built-in ones. A stored value that does not parse counts as unset.
+local function tenant_conf(T, tn)
+  local c = redis.pcall('HMGET', KEYS[T + 5], tn, '')
+  if type(c) ~= 'table' or c.err then c = {} end
+  local function fields(v)
+    if type(v) ~= 'string' then return {} end
+    local out = {}
+    for f in string.gmatch(v, '%S+') do out[#out + 1] = f end
+    return out
+  end
+  local mine, all = fields(c[1]), fields(c[2])
+  local function pick(i, default)
+    local v = tonumber(mine[i]) or tonumber(all[i])
+    if v and v >= 0 then return v end
+    return default
+  end
+  return {math.max(pick(1, 1), 1), pick(2, 0), pick(3, 0), pick(4, 0) == 1}
+end
+
+-- How many tasks tenant `tn` has waiting, and held.
+local function tenant_waiting(T, tn)
+  local a, b = tenant_range(tn)
+  return redis.call('ZLEXCOUNT', KEYS[T + 2], a, b)
+end
+local function tenant_held(T, tn)
+  local a, b = tenant_range(tn)
+  return redis.call('ZLEXCOUNT', KEYS[T + 4], a, b)
+end
+
+-- Puts tenant `tn` in the rotation when it is not there, has a task waiting, is not paused and
+-- is under its cap, at its own turn or the current one, whichever is later (a tenant that was
+-- idle saves no credit). The rotation's first tenant leaves an entry on the wake stream, which
+-- a reader blocked there takes (and drops, as any entry without a task) to fetch again.
+local function tenant_activate(T, tn)
+  if redis.call('ZSCORE', KEYS[T + 3], tn) then return end
+  local conf = tenant_conf(T, tn)
+  if conf[4] or tenant_waiting(T, tn) == 0 then return end
+  if conf[2] > 0 and tenant_held(T, tn) >= conf[2] then return end
+  local p = redis.call('HMGET', KEYS[T + 6], tn, '')
+  local now = tonumber(p[2]) or 0
+  local turn = math.max(tonumber(p[1]) or now, now)
+  local first = redis.call('ZCARD', KEYS[T + 3]) == 0
+  redis.call('ZADD', KEYS[T + 3], string.format('%.6f', turn), tn)
+  redis.call('HSET', KEYS[T + 6], tn, string.format('%.6f', turn))
+  if first then
+    redis.pcall('XADD', KEYS[T + 1], 'MAXLEN', '~', 100, '*', F_TASK_ID, '')
+  end
+end
+
+-- After tenant `tn`'s counts changed: back in the rotation when it can be, forgotten (its turn
+-- too) when it has nothing waiting or held.
+local function tenant_settle(T, tn)
+  if tenant_waiting(T, tn) > 0 then
+    tenant_activate(T, tn)
+  elseif tenant_held(T, tn) == 0 then
+    redis.call('ZREM', KEYS[T + 3], tn)
+    redis.call('HDEL', KEYS[T + 6], tn)
+  end
+end
+
+-- The place of a task of level `level` made ready at `now` inside its tenant: its time, plus,
+-- for less urgent levels, a share of the aging bound `aging` (ms; a level-9 task goes ahead of
+-- level-0 tasks made ready more than the bound after it); with no aging, levels strictly
+-- first. Fifteen digits, so that lexical order is numeric order.
+local function tenant_order(level, now, aging)
+  local l = level_index(level) or tonumber(NORMAL_LEVEL)
+  local key
+  if aging and aging > 0 then
+    key = now + l * math.floor(aging / (LEVELS - 1))
+  else
+    key = l * 1e13 + now
+  end
+  return string.format('%015d', key)
+end
+
+-- Makes the tenant stream and its wake stream with their group on the first tenant task, and
+-- records both in level hash `levels` (fields TENANT_LANE and TENANT_WAKE), so fetches read the
+-- rotation and blocking reads wait on the wake stream. A first use leaves an entry without a
+-- task on main stream `main`, as a new level does (lib.lua `lane`).
+local function tenant_lanes(T, main, levels)
+  if redis.call('EXISTS', KEYS[T]) == 1 and redis.call('EXISTS', KEYS[T + 1]) == 1 then return end
+  redis.pcall('XGROUP', 'CREATE', KEYS[T], GROUP, '0', 'MKSTREAM')
+  redis.pcall('XGROUP', 'CREATE', KEYS[T + 1], GROUP, '0', 'MKSTREAM')
+  if levels and redis.pcall('HEXISTS', levels, TENANT_LANE) == 0 then
+    local mid = redis.pcall('XADD', main, '*', F_TASK_ID, '')
+    if type(mid) ~= 'string' then mid = '' end
+    redis.pcall('HSET', levels, TENANT_LANE, mid, TENANT_WAKE, '')
+  end
+end
+
+-- Adds task `id` (envelope `env`; `r`, `err`, `f` as entry_args takes them) of tenant `tn` to
+-- the waiting set at place `order` (tenant_order), ties kept in the order they came (the new
+-- entry's id follows, and stream ids only grow): a new entry of the tenant stream, parked at once (every
+-- entry of that stream is read by the parking consumer as it is added, so the group's next
+-- new entry is always this one). Returns the entry id and the task's full place, which the
+-- caller writes to the record (F_TENANT_ORDER) with F_DELIVERY (the entry id) and F_TENANT.
+local function tenant_park(T, tn, order, id, env, r, err, f)
+  local mid = add_entry(KEYS[T], id, env, r, err, f)
+  redis.call('XREADGROUP', 'GROUP', GROUP, TENANT_PARK, 'COUNT', 1, 'STREAMS', KEYS[T], '>')
+  local ms, seq = string.match(mid, '^(%d+)%-(%d+)$')
+  local place = order .. string.format('%013d%010d', tonumber(ms) or 0, tonumber(seq) or 0)
+  redis.call('ZADD', KEYS[T + 2], 0, tn .. '\0' .. place .. '\0' .. mid)
+  tenant_activate(T, tn)
+  return mid, place
+end
+
+-- Ends the hold of task `id` (hash `tkey`) on its tenant's cap, if it holds one, and puts the
+-- tenant back in the rotation when it can be. Call it before the hash is deleted. Idempotent.
+local function tenant_release(T, tkey, id)
+  local tn = redis.pcall('HGET', tkey, F_TENANT)
+  if type(tn) ~= 'string' then return end
+  if redis.call('ZREM', KEYS[T + 4], tn .. '\0' .. id) == 1 then tenant_settle(T, tn) end
+end
+
+-- Hands delivery `mid` of tenant task `id` (hash `tkey`) back unstarted: the entry goes back to
+-- the parking consumer and the task to its place in its tenant (F_TENANT_ORDER), its hold
+-- released. False when the task has no tenant.
+local function tenant_back(T, tkey, id, mid)
+  local h = redis.call('HMGET', tkey, F_TENANT, F_TENANT_ORDER)
+  if not h[1] then return false end
+  redis.pcall('XCLAIM', KEYS[T], GROUP, TENANT_PARK, 0, mid, 'JUSTID')
+  redis.call('ZADD', KEYS[T + 2], 0, h[1] .. '\0' .. (h[2] or '0') .. '\0' .. mid)
+  redis.call('HSET', tkey, F_STATE, 'pending')
+  redis.call('ZREM', KEYS[T + 4], h[1] .. '\0' .. id)
+  tenant_settle(T, h[1])
+  return true
 end

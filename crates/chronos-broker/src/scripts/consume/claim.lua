@@ -2,8 +2,9 @@
 -- busy (the blocking wait of an idle queue is an XREADGROUP BLOCK on the reader's own
 -- connection, since a script cannot block).
 -- KEYS[1]  the queue's stream, KEYS[2] the consumer's fetch receipt, KEYS[3] the queue's level
---          hash (lib.lua: `lane`); then, when the caller knows the queue has levels, KEYS[4] its
---          settings hash (the aging bound) and KEYS[5..15] its lanes
+--          hash (lib.lua: `lane`); then, when the caller knows the queue has levels or tenants,
+--          KEYS[4] its settings hash (the aging bound) and KEYS[5..15] its lanes, and when it
+--          knows of tenants, its tenants block (lib.lua: "Tenants")
 -- ARGV[1]  consumer group, ARGV[2] consumer, ARGV[3] most entries, ARGV[4] receipt TTL ms,
 -- ARGV[5]  this call's nonce (random per call, the same in a re-send)
 -- Returns: rows: {entry id, task id, envelope, retried, last error, last failed at ms} for an
@@ -29,6 +30,10 @@
 -- that have waited longer than the queue's aging bound (settings S_AGING, else
 -- DEFAULT_AGING_MS) go first, the lane with the oldest of them first; that check runs at most
 -- once per quarter of the bound (a second at most), so the bound is kept within that much.
+-- Tenant tasks are served at the default level's place (after the more urgent levels, before
+-- the main stream), in the rotation's order (lib.lua: "Tenants"): each start of a tenant task
+-- is an entry moved from the parking consumer to this one; its rows have TENANT_LANE as their
+-- level, and the levels row lists TENANT_LANE and TENANT_WAKE.
 local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
 local want = tonumber(ARGV[3]) or 1
 local out = {}
@@ -47,14 +52,17 @@ local function named(fields)
   local id = field_of(fields, F_TASK_ID)
   return id ~= nil and id ~= ''
 end
-local LANES = nil
+local LANES, T = nil, nil
 if #KEYS >= 4 + LANES_LEN then LANES = 5 end
+if #KEYS >= 4 + LANES_LEN + TENANTS_LEN then T = 5 + LANES_LEN end
 local receipt = redis.pcall('GET', KEYS[2])
 if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. ':' then
   for item in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
-    local level, mid = string.match(item, '^(%d)/(.+)$')
+    local level, mid = string.match(item, '^(%d+)/(.+)$')
     if not level then mid = item end
-    local r = redis.call('XRANGE', lane_key(KEYS[1], LANES, level), mid, mid)
+    local stream = lane_key(KEYS[1], LANES, level)
+    if level == TENANT_LANE and T then stream = KEYS[T] end
+    local r = redis.call('XRANGE', stream, mid, mid)
     local fields = r[1] and r[1][2]
     local env = field_of(fields, F_ENVELOPE)
     if env or named(fields) then out[#out + 1] = row(mid, env or false, fields, level) end
@@ -96,13 +104,60 @@ local function read(stream, level, n)
   return nil, foreign
 end
 
-local levels = levels_of(KEYS[3])
+-- Tenant tasks: the tenants in the rotation's order, one start each, until `want` are taken.
+-- A tenant leaves the rotation when it has nothing waiting, is paused or reaches its cap.
+local function serve_tenants()
+  while want > 0 do
+    local top = redis.call('ZRANGE', KEYS[T + 3], 0, 0, 'WITHSCORES')
+    if not top[1] then break end
+    local tn, turn = top[1], tonumber(top[2]) or 0
+    local a, b = tenant_range(tn)
+    local first = redis.call('ZRANGEBYLEX', KEYS[T + 2], a, b, 'LIMIT', 0, 1)[1]
+    local conf = tenant_conf(T, tn)
+    local held = tenant_held(T, tn)
+    if first and not conf[4] and (conf[2] == 0 or held < conf[2]) then
+      redis.call('ZREM', KEYS[T + 2], first)
+      local mid = string.match(first, '%z([^%z]*)$')
+      -- An entry deleted since (an operator's delete) is no longer pending: nothing comes back.
+      local got = redis.pcall('XCLAIM', KEYS[T], group, me, 0, mid)
+      local entry = type(got) == 'table' and not got.err and got[1]
+      local fields = type(entry) == 'table' and entry[2]
+      if fields and named(fields) then
+        -- Score 0 like every member: lexical ranges need one score.
+        redis.call('ZADD', KEYS[T + 4], 0, tn .. '\0' .. field_of(fields, F_TASK_ID))
+        held = held + 1
+        out[#out + 1] = row(mid, field_of(fields, F_ENVELOPE) or false, fields, TENANT_LANE)
+        taken[#taken + 1] = TENANT_LANE .. '/' .. mid
+        want = want - 1
+      elseif mid then
+        settle_entries(KEYS[T], group, {mid})
+      end
+      local next_turn = string.format('%.6f', turn + 1 / conf[1])
+      redis.call('HSET', KEYS[T + 6], '', string.format('%.6f', turn), tn, next_turn)
+      if (conf[2] == 0 or held < conf[2]) and tenant_waiting(T, tn) > 0 then
+        redis.call('ZADD', KEYS[T + 3], next_turn, tn)
+      else
+        redis.call('ZREM', KEYS[T + 3], tn)
+        tenant_settle(T, tn)
+      end
+    else
+      redis.call('ZREM', KEYS[T + 3], tn)
+      tenant_settle(T, tn)
+    end
+  end
+end
+
+local levels, has_tenants = levels_of(KEYS[3])
 local row_of_levels = {''}
 for _, l in ipairs(levels) do row_of_levels[#row_of_levels + 1] = l end
--- Levels in use but not declared: read nothing (the main stream first would break the order);
--- the caller declares the lanes and calls again at once.
-if #levels > 0 and not LANES then return {row_of_levels} end
-if #levels == 0 then
+if has_tenants then
+  row_of_levels[#row_of_levels + 1] = TENANT_LANE
+  row_of_levels[#row_of_levels + 1] = TENANT_WAKE
+end
+-- Levels or tenants in use but not declared: read nothing (the main stream first would break
+-- the order); the caller declares them and calls again at once.
+if (#levels > 0 and not LANES) or (has_tenants and not T) then return {row_of_levels} end
+if #levels == 0 and not has_tenants then
   local failed = read(KEYS[1], nil, want)
   if failed then return failed end
 else
@@ -112,6 +167,8 @@ else
     local key = lane_key(KEYS[1], LANES, l)
     if key ~= KEYS[1] then lanes[#lanes + 1] = {level_index(l), key, l} end
   end
+  -- The rotation sits just before the main stream (a sort key between its neighbours).
+  if has_tenants then lanes[#lanes + 1] = {tonumber(NORMAL_LEVEL) - 0.5, false, TENANT_LANE} end
   table.sort(lanes, function(a, b) return a[1] < b[1] end)
   local aging = tonumber(redis.pcall('HGET', KEYS[4], S_AGING)) or DEFAULT_AGING_MS
   -- The aging scan reads two things per level, so it runs at most once per quarter of the
@@ -126,7 +183,7 @@ else
     local cutoff = now - aging
     local aged = {}
     for _, ln in ipairs(lanes) do
-      local oldest = oldest_waiting(ln[2])
+      local oldest = ln[2] and oldest_waiting(ln[2])
       if oldest and oldest[1] <= cutoff then
         aged[#aged + 1] = {oldest[1], ln, oldest[2]}
       end
@@ -143,6 +200,10 @@ else
     -- Entries without a task (a new level's entry on the main stream) took part of a read:
     -- read that stream again before a less urgent one (bounded: each such entry is removed).
     local foreign = 1
+    if not ln[2] then
+      serve_tenants()
+      foreign = 0
+    end
     while want > 0 and foreign > 0 do
       local failed
       failed, foreign = read(ln[2], ln[3], want)
@@ -151,7 +212,7 @@ else
     end
   end
 end
-if #levels > 0 then out[#out + 1] = row_of_levels end
+if #levels > 0 or has_tenants then out[#out + 1] = row_of_levels end
 if #taken > 0 then
   redis.call('SET', KEYS[2], nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
 end

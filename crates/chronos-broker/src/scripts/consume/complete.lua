@@ -2,7 +2,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2] its completed set, KEYS[3] its processed counter,
 --          KEYS[4] its processed-per-minute hash of today, KEYS[5] its processed counter of today,
 --          then 2 keys per task: task hash, unique lock (the task hash again when the caller
---          knows of none)
+--          knows of none); then, for deliveries of the tenant stream, the tenants block
+--          (lib.lua: "Tenants": each completed task's hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] how many tasks have a hash (n)
 -- then COMPLETE_STRIDE (4) values per such task: task id, stream entry id, retention ms (0 =
 --          delete at once), the handler's result ('' for none; kept as `res` only with a
@@ -17,6 +18,8 @@
 -- hash's channel, for waiters; a deleted one is not (nothing would be left to read).
 local group, n = ARGV[1], tonumber(ARGV[2]) or 0
 local now = now_ms()
+local T = nil
+if #KEYS >= 5 + 2 * n + TENANTS_LEN then T = 6 + 2 * n end
 -- A plain task is completed by its ack: XACK counts only deliveries still pending, so a stale
 -- or re-sent one counts nothing.
 local plain, acked_plain = {}, 0
@@ -52,6 +55,7 @@ for _, t in ipairs(live) do
   local id, mid, keep, tkey, ukey, h, res = unpack(t)
   acked[#acked + 1] = mid
   if h[2] and h[2] == ukey then release_unique(ukey, id) end
+  if T then tenant_release(T, tkey, id) end
   if keep > 0 then
     local fields = {tkey, F_STATE, 'completed', F_COMPLETED_AT, now, F_SETTLED, mid}
     local env = entry_envelope(KEYS[1], mid)

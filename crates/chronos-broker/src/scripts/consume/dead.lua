@@ -2,7 +2,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, KEYS[4] the task
 --          hash, KEYS[5] its done marker, KEYS[6] its unique lock (the task hash again when the
 --          caller knows of none), KEYS[7] its failed-per-minute hash of today, KEYS[8] its
---          failed counter of today
+--          failed counter of today; then, for a delivery of the tenant stream, the tenants
+--          block (lib.lua: "Tenants": the task's hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] error message,
 -- ARGV[5]  '1' when this failure counts as an attempt, ARGV[6] idempotency window ms
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
@@ -34,6 +35,7 @@ end
 local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
 settle_entries(KEYS[1], group, {mid})
+if #KEYS >= 8 + TENANTS_LEN then tenant_release(9, tkey, id) end
 bump(KEYS[3], 1)
 history(KEYS[7], KEYS[8], 1, now)
 if h[2] and h[2] == ukey then release_unique(ukey, id) end

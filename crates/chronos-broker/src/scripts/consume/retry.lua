@@ -1,7 +1,8 @@
 -- Schedule a failed task for a later attempt.
 -- KEYS[1]  the queue's stream, KEYS[2] its retry set, KEYS[3] its failed counter, KEYS[4] the
 --          task hash, KEYS[5] its failed-per-minute hash of today, KEYS[6] its failed counter
---          of today
+--          of today; then, for a delivery of the tenant stream, the tenants block (lib.lua:
+--          "Tenants": the task's hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] error message
 -- Returns: 1 when moved to the retry set (also for a re-sent call whose first run did it: the
@@ -29,6 +30,7 @@ local fields = {tkey, F_STATE, 'retry', F_ERROR, ARGV[5], F_FAILED_AT, now, F_SE
 local env = entry_envelope(KEYS[1], mid)
 if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
 settle_entries(KEYS[1], group, {mid})
+if #KEYS >= 6 + TENANTS_LEN then tenant_release(7, tkey, id) end
 redis.call('HSET', unpack(fields))
 -- The attempt is counted: the free re-deliveries (`z`, reclaim.lua) start again for the next.
 redis.call('HDEL', tkey, F_DELIVERY, F_FREE_REDELIVERIES)

@@ -1,16 +1,20 @@
 -- Enqueue a batch of tasks into one queue, atomically per batch.
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then the
 --          task hash of each task in order, then the unique lock of each unique task in order,
---          then, when a task has a level, the queue's lanes (lib.lua: `lane`)
+--          then, when a task has a level or a tenant, the queue's lanes (lib.lua: `lane`),
+--          then, when a task has a tenant, its settings hash and its tenants block (lib.lua:
+--          "Tenants")
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
--- then ENQUEUE_STRIDE (9) values per task: id, envelope bytes, run-at ms (0 = none), delay
+-- then ENQUEUE_STRIDE (10) values per task: id, envelope bytes, run-at ms (0 = none), delay
 --          ms, unique TTL ms (0 = not unique: then it has no lock key), max retry, dead-letter
---          discard ('1'/'0'), fingerprint ('' = none), priority level ('' = the default)
+--          discard ('1'/'0'), fingerprint ('' = none), priority level ('' = the default),
+--          tenant ('' = none)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
 -- member in the scheduled set. A task of a level other than the default has `p` in its hash
 -- and its entry on its level's stream (lib.lua: `lane`). Due means run-at (or now + delay) is
--- after Redis's clock.
+-- after Redis's clock. A ready task of a tenant has its entry in the tenant stream, parked, and
+-- waits for its tenant's turn (lib.lua: `tenant_park`); `tn` and `to` in its record.
 -- The fingerprint is what the producer chose (kind, payload, options; not the clock), given for
 -- explicit task ids and kept in `fp`: an id still in use is the same task when it matches (a
 -- producer retrying after a timeout builds a new call). The receipt (named by a token random per
@@ -25,6 +29,7 @@
 --   -1  the unique lock is held by another task: nothing written
 --   -2  this id holds a different task: nothing written
 --   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
+--   -4  the task's tenant has as many tasks waiting as its backlog cap: nothing written
 local now = now_ms()
 local out = {now}
 local n = (#ARGV - 1) / ENQUEUE_STRIDE
@@ -39,7 +44,7 @@ end
 
 local receipt = redis.pcall('GET', KEYS[3])
 if type(receipt) == 'string' then
-  -- A re-send: the first run's codes, one character per task ('1', '2', 'u', 'c').
+  -- A re-send: the first run's codes, one character per task ('1', '2', 'u', 'k', 'c', 'b').
   for t = 0, n - 1 do
     local c = string.sub(receipt, t + 1, t + 1)
     local id = ARGV[2 + t * ENQUEUE_STRIDE]
@@ -49,6 +54,8 @@ if type(receipt) == 'string' then
       out[#out + 1] = -3
     elseif c == 'c' then
       out[#out + 1] = -2
+    elseif c == 'b' then
+      out[#out + 1] = -4
     else
       local state, at = state_of(KEYS[4 + t], id)
       out[#out + 1] = {2, at, state}
@@ -62,6 +69,7 @@ end
 local function stored(h)
   if h[1] then return h[1] end
   if not h[2] then return nil end
+  if h[6] and T then return entry_envelope(KEYS[T], h[2]) end
   return entry_envelope(lane_key(KEYS[1], LANES, h[5]), h[2])
 end
 
@@ -79,8 +87,13 @@ local locks = 0
 for t = 0, n - 1 do
   if tonumber(ARGV[6 + t * ENQUEUE_STRIDE]) > 0 then locks = locks + 1 end
 end
-local LANES = nil
-if #KEYS >= 3 + n + locks + 11 then LANES = 4 + n + locks end
+local LANES, T, SETTINGS = nil, nil, nil
+if #KEYS >= 3 + n + locks + LANES_LEN then LANES = 4 + n + locks end
+if #KEYS >= 3 + n + locks + LANES_LEN + 1 + TENANTS_LEN then
+  SETTINGS = LANES + LANES_LEN
+  T = SETTINGS + 1
+end
+local aging = nil
 
 local codes = {}
 local next_lock = 4 + n
@@ -89,6 +102,8 @@ for t = 0, n - 1 do
   local id, env = ARGV[a + 1], ARGV[a + 2]
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local maxr, discard, fp, level = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
+  local tn = ARGV[a + 10]
+  if tn == '' or not T then tn = nil end
   local tkey, ukey = KEYS[4 + t], nil
   if uttl > 0 then
     ukey = KEYS[next_lock]
@@ -99,9 +114,14 @@ for t = 0, n - 1 do
   -- A new id (the common case) costs one EXISTS; only an id in use is read.
   local h = {false, false, false, false, false}
   if redis.call('EXISTS', tkey) == 1 then
-    h = read_hash(tkey, F_ENVELOPE, F_DELIVERY, F_FINGERPRINT, F_STATE, F_PRIORITY)
+    h = read_hash(tkey, F_ENVELOPE, F_DELIVERY, F_FINGERPRINT, F_STATE, F_PRIORITY, F_TENANT)
   end
   local state
+  local full = false
+  if tn and run_at <= now and h and not (h[1] or h[2] or h[3]) then
+    local cap = tenant_conf(T, tn)[3]
+    full = cap > 0 and tenant_waiting(T, tn) >= cap
+  end
   if h == nil then
     out[#out + 1] = -2
     codes[#codes + 1] = 'c'
@@ -117,16 +137,27 @@ for t = 0, n - 1 do
       out[#out + 1] = -2
       codes[#codes + 1] = 'c'
     end
+  elseif full then
+    out[#out + 1] = -4
+    codes[#codes + 1] = 'b'
   elseif uttl > 0 and not redis.call('SET', ukey, id, 'NX', 'PX', uttl) then
     out[#out + 1] = -1
     codes[#codes + 1] = 'u'
   else
     -- One HSET per task with every field (new_record): the hash is written once.
     local placed, s, where, value
+    local order = nil
     if run_at > now then
       s, where, value = 'scheduled', F_ENVELOPE, env
       wake(KEYS[2], run_at)
       placed = redis.pcall('ZADD', KEYS[2], run_at, id)
+    elseif tn then
+      tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
+      if not aging then
+        aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
+      end
+      placed, order = tenant_park(T, tn, tenant_order(level, now, aging), id, env)
+      s, where, value = 'pending', F_DELIVERY, placed
     else
       placed = redis.pcall('XADD', unpack(entry_args(lane(KEYS[1], LANES, level), id, env)))
       s, where, value = 'pending', F_DELIVERY, placed
@@ -138,8 +169,8 @@ for t = 0, n - 1 do
       codes[#codes + 1] = 'k'
     else
       local own = nil
-      if lane_key(KEYS[1], LANES, level) ~= KEYS[1] then own = level end
-      new_record(tkey, maxr, ukey, discard, fp, s, where, value, own)
+      if level_index(level) and level ~= NORMAL_LEVEL and (LANES or tn) then own = level end
+      new_record(tkey, maxr, ukey, discard, fp, s, where, value, own, tn, order)
       if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
       codes[#codes + 1] = '1'
     end

@@ -2,7 +2,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] its retry set, then one task
 --          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes back to its
 --          level's stream), then its settings hash (S_RETRY_LEVEL: a retried task more urgent
---          than its own level goes to that level, ahead of the backlog, and keeps it)
+--          than its own level goes to that level, ahead of the backlog, and keeps it), then its
+--          tenants block (lib.lua: "Tenants": a tenant task goes to the waiting set, parked)
 -- ARGV     pairs: 's' (scheduled) or 'r' (retry), task id (as listed by due.lua)
 -- Returns: how many tasks were moved. A task is moved only if it is still in its set and due by
 -- Redis's clock (so a re-sent call moves nothing twice); a member whose task hash is gone
@@ -15,8 +16,11 @@ local now = now_ms()
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local LANES = #KEYS - LANES_LEN
-local retry_level = redis.pcall('HGET', KEYS[#KEYS], S_RETRY_LEVEL)
+local T = #KEYS - TENANTS_LEN + 1
+local SETTINGS = T - 1
+local LANES = SETTINGS - LANES_LEN
+local retry_level = redis.pcall('HGET', KEYS[SETTINGS], S_RETRY_LEVEL)
+local aging = nil
 if not level_index(retry_level) then retry_level = nil end
 local todo = {}
 for t = 0, #ARGV / 2 - 1 do
@@ -39,18 +43,34 @@ for _, t in ipairs(todo) do
     if zkey == KEYS[3] and retry_level and tonumber(retry_level) < tonumber(level) then
       level = retry_level
     end
-    local stream = lane(KEYS[1], LANES, level)
-    local mid = add_entry(stream, id, env, field_of(all, F_RETRIED), field_of(all, F_ERROR),
-      field_of(all, F_FAILED_AT))
+    local tn = field_of(all, F_TENANT)
+    local stream, mid, order
+    if tn then
+      tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
+      if not aging then
+        aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
+      end
+      stream = KEYS[T]
+      mid, order = tenant_park(T, tn, tenant_order(level, now, aging), id, env,
+        field_of(all, F_RETRIED), field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
+    else
+      stream = lane(KEYS[1], LANES, level)
+      mid = add_entry(stream, id, env, field_of(all, F_RETRIED), field_of(all, F_ERROR),
+        field_of(all, F_FAILED_AT))
+    end
     local args = {tkey, F_STATE, 'pending', F_DELIVERY, mid}
     for j = 1, #all, 2 do
       local k = all[j]
-      if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY and k ~= F_PRIORITY then
+      if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY and k ~= F_PRIORITY and
+          k ~= F_TENANT_ORDER then
         args[#args + 1] = k
         args[#args + 1] = all[j + 1]
       end
     end
-    if stream ~= KEYS[1] then args[#args + 1] = F_PRIORITY; args[#args + 1] = level end
+    if order then args[#args + 1] = F_TENANT_ORDER; args[#args + 1] = order end
+    if stream ~= KEYS[1] and level ~= NORMAL_LEVEL then
+      args[#args + 1] = F_PRIORITY; args[#args + 1] = level
+    end
     redis.call('DEL', tkey)
     redis.call('HSET', unpack(args))
     moved = moved + 1

@@ -5,7 +5,9 @@
 -- KEYS[1]  the queue's stream, KEYS[2] its archive, KEYS[3] its failed counter, KEYS[4] its
 --          failed-per-minute hash of today, KEYS[5] its failed counter of today, KEYS[6] its
 --          reclaim outbox, then 3 keys per delivery: task hash, unique lock (the task hash again
---          when it has none), done marker
+--          when it has none), done marker; then, for the tenant stream, the tenants block
+--          (lib.lua: "Tenants": a tenant task goes back to its place in its tenant, its entry
+--          parked again, or is dead-lettered; either way its hold on the cap ends)
 -- ARGV[1]  consumer group, ARGV[2] min idle ms, ARGV[3] idempotency window ms, ARGV[4] outbox
 --          TTL ms, then pairs: entry id, task id (from idle.lua)
 -- Returns: {re-queued count, {task id, envelope, '1' if discarded else '0'}...}
@@ -24,7 +26,10 @@ end
 -- A stray outbox of another type must not stop recovery: its entries are then not written.
 local outbox = type_ok(KEYS[6], 'hash') and KEYS[6] or false
 local todo = {}
-for t = 0, (#ARGV - 4) / 2 - 1 do
+local n = (#ARGV - 4) / 2
+local T = nil
+if #KEYS >= 6 + 3 * n + TENANTS_LEN then T = 7 + 3 * n end
+for t = 0, n - 1 do
   local mid, id = ARGV[5 + t * 2], ARGV[6 + t * 2]
   local tkey, ukey, dkey = KEYS[7 + t * 3], KEYS[8 + t * 3], KEYS[9 + t * 3]
   local p = redis.call('XPENDING', KEYS[1], group, 'IDLE', idle, mid, mid, 1)
@@ -43,7 +48,9 @@ local requeued, dead = 0, {}
 for _, t in ipairs(todo) do
   local mid, id, tkey, ukey, dkey, h = unpack(t)
   local env = entry_envelope(KEYS[1], mid)
-  settle_entries(KEYS[1], group, {mid})
+  -- A tenant task handed back keeps its entry (parked again); every other case removes it.
+  local tenant = T and h and h[1] == mid and redis.call('HEXISTS', tkey, F_TENANT) == 1
+  if not tenant then settle_entries(KEYS[1], group, {mid}) end
   if h and h[1] == mid then
     local attempted = h[5] == 'active'
     if not attempted then
@@ -67,6 +74,10 @@ for _, t in ipairs(todo) do
       end
       bump(KEYS[3], 1)
       history(KEYS[4], KEYS[5], 1, now)
+      if tenant then
+        settle_entries(KEYS[1], group, {mid})
+        tenant_release(T, tkey, id)
+      end
       if h[3] and h[3] == ukey then release_unique(ukey, id) end
       if h[4] == '1' then
         redis.call('DEL', tkey)
@@ -92,7 +103,11 @@ for _, t in ipairs(todo) do
         local err = 'worker lost: no heartbeat for ' .. idle .. ' ms'
         redis.call('HSET', tkey, F_RETRIED, r, F_ERROR, err, F_FAILED_AT, now)
       end
-      back_to_stream(KEYS[1], tkey, id, env)
+      if tenant then
+        tenant_back(T, tkey, id, mid)
+      else
+        back_to_stream(KEYS[1], tkey, id, env)
+      end
       requeued = requeued + 1
     end
   end

@@ -1,0 +1,353 @@
+//! Fair sharing between the tenants of one queue: the rotation, weights, the concurrency cap
+//! and its tokens through every way a delivery ends, pause, the backlog cap, blocked readers,
+//! and lost replies of the tenant scripts.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use chronos_broker::{
+    BrokerError, Client, Completion, Consume, EnqueueOptions, Lease, Maintain, Priority, QueueName,
+    RedisBroker, TenantChange, Tenants,
+};
+use common::{broker, email, rig, take};
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).expect("queue")
+}
+
+/// Enqueues `email(n)` for `tenant`, each in one batch call.
+async fn put(b: &RedisBroker, tenant: &str, ns: std::ops::Range<u32>, opts: EnqueueOptions) {
+    let items: Vec<_> = ns.map(email).collect();
+    let res = Client::new(b.clone())
+        .enqueue_batch(items.iter().map(|e| (e, opts.clone().tenant(tenant))))
+        .await
+        .expect("enqueue");
+    for r in res {
+        r.expect("enqueued");
+    }
+}
+
+fn n_of(l: &Lease) -> u32 {
+    let env = l.envelope.as_ref().expect("envelope");
+    rmp_serde::from_slice::<common::Email>(&env.payload)
+        .expect("payload")
+        .n
+}
+
+/// One fetch of up to `count`, started.
+async fn fetch(b: &RedisBroker, consumer: &str, count: usize) -> Vec<Lease> {
+    let mut reader = b.open_reader().await.expect("reader");
+    take(
+        b,
+        &mut reader,
+        &q("default"),
+        consumer,
+        count,
+        Duration::ZERO,
+    )
+    .await
+    .leases
+}
+
+async fn complete(b: &RedisBroker, leases: &[Lease]) {
+    let done: Vec<Completion> = leases
+        .iter()
+        .map(|l| Completion {
+            lease: l.id.clone(),
+            retention: None,
+            result: None,
+        })
+        .collect();
+    b.complete(&q("default"), &done).await.expect("complete");
+}
+
+async fn set(b: &RedisBroker, tenant: Option<&str>, change: TenantChange) {
+    b.change_tenant_settings(&q("default"), tenant, &change)
+        .await
+        .expect("settings");
+}
+
+#[tokio::test]
+async fn one_tenants_backlog_never_keeps_anothers_task_waiting() {
+    let b = broker().await;
+    put(&b, "big", 0..2000, EnqueueOptions::new()).await;
+    // Some of the big tenant's tasks run first, then a small tenant's single task arrives.
+    let mut starts = Vec::new();
+    for _ in 0..5 {
+        let got = fetch(&b, "w", 1).await;
+        complete(&b, &got).await;
+        starts.extend(got.iter().map(n_of));
+    }
+    put(&b, "small", 10_000..10_001, EnqueueOptions::new()).await;
+    let mut behind = 0;
+    loop {
+        let got = fetch(&b, "w", 1).await;
+        assert_eq!(got.len(), 1);
+        complete(&b, &got).await;
+        if n_of(&got[0]) == 10_000 {
+            break;
+        }
+        behind += 1;
+        assert!(behind < 100, "the small tenant's task is still waiting");
+    }
+    assert!(
+        behind <= 1,
+        "started {behind} of the big tenant's tasks first"
+    );
+    // The big tenant's own order held: 0, 1, 2, ...
+    assert_eq!(starts, vec![0, 1, 2, 3, 4]);
+    let page = b.tenants(&q("default"), 10).await.expect("tenants");
+    assert_eq!(page.tenants.len(), 1, "{page:?}");
+    assert_eq!(page.tenants[0].tenant, "big");
+    assert_eq!(page.waiting, 2000 - 5 - behind as u64);
+    assert_eq!(page.running, 0);
+}
+
+#[tokio::test]
+async fn weights_share_the_starts_and_an_idle_tenant_saves_no_credit() {
+    let b = broker().await;
+    set(&b, Some("gold"), TenantChange::new().weight(Some(3))).await;
+    put(&b, "gold", 0..100, EnqueueOptions::new()).await;
+    put(&b, "iron", 1000..1100, EnqueueOptions::new()).await;
+    let got = fetch(&b, "w", 40).await;
+    let gold = got.iter().filter(|l| n_of(l) < 1000).count();
+    assert_eq!(got.len(), 40);
+    assert!((29..=31).contains(&gold), "gold started {gold} of 40");
+    complete(&b, &got).await;
+    // Work-conserving: with one tenant left, it takes every start.
+    let all = fetch(&b, "w", 1000).await;
+    assert_eq!(all.len(), 160);
+    complete(&b, &all).await;
+    // Idle for a while, the iron tenant comes back at the current turn: it shares from now on
+    // instead of taking every start until it "catches up".
+    put(&b, "gold", 200..300, EnqueueOptions::new()).await;
+    let first = fetch(&b, "w", 20).await;
+    complete(&b, &first).await;
+    put(&b, "iron", 2000..2100, EnqueueOptions::new()).await;
+    let next = fetch(&b, "w", 8).await;
+    let iron = next.iter().filter(|l| n_of(l) >= 2000).count();
+    assert!((1..=3).contains(&iron), "iron started {iron} of the next 8");
+}
+
+#[tokio::test]
+async fn a_tenants_cap_holds_across_consumers_and_every_way_a_delivery_ends_frees_it() {
+    let b = broker().await;
+    set(&b, Some("a"), TenantChange::new().concurrency(Some(2))).await;
+    put(&b, "a", 0..10, EnqueueOptions::new().max_retry(5)).await;
+    put(&b, "b", 100..103, EnqueueOptions::new()).await;
+    // Three consumers (as three servers would): a's cap counts across them.
+    let w1 = fetch(&b, "w1", 10).await;
+    let w2 = fetch(&b, "w2", 10).await;
+    let w3 = fetch(&b, "w3", 10).await;
+    let a_of = |ls: &[Lease]| ls.iter().filter(|l| n_of(l) < 100).count();
+    assert_eq!(a_of(&w1) + a_of(&w2) + a_of(&w3), 2, "{w1:?} {w2:?} {w3:?}");
+    assert_eq!(
+        w1.len() + w2.len() + w3.len(),
+        5,
+        "b's three run beside them"
+    );
+    let held: Vec<Lease> = [w1, w2, w3]
+        .into_iter()
+        .flatten()
+        .filter(|l| n_of(l) < 100)
+        .collect();
+    // A completion frees one slot.
+    complete(&b, &held[..1]).await;
+    let next = fetch(&b, "w1", 10).await;
+    assert_eq!(next.len(), 1);
+    // A retry frees it too, and the retried task comes back through its tenant.
+    assert!(b
+        .retry(&next[0].id, Duration::ZERO, "boom")
+        .await
+        .expect("retry"));
+    let again = fetch(&b, "w2", 10).await;
+    assert_eq!(again.len(), 1, "one slot free after the retry");
+    // A dead letter frees it.
+    b.dead_letter(&again[0].id, "bad", true)
+        .await
+        .expect("dead");
+    b.forward_due(&q("default"), 100).await.expect("forward");
+    let after = fetch(&b, "w3", 10).await;
+    assert_eq!(after.len(), 1);
+    // Handing back (a server shutting down) frees it and keeps the task's place.
+    let first = n_of(&after[0]);
+    b.requeue(&q("default"), &[after[0].id.clone()])
+        .await
+        .expect("requeue");
+    let back = fetch(&b, "w1", 10).await;
+    assert_eq!(back.iter().map(n_of).collect::<Vec<_>>(), vec![first]);
+    // The retried one was forwarded and waits in its tenant again.
+    let page = b.tenants(&q("default"), 10).await.expect("tenants");
+    let a = page.tenants.iter().find(|t| t.tenant == "a").expect("a");
+    assert_eq!(a.running, 2, "{a:?}");
+    assert!(!a.ready, "at its cap, out of the rotation");
+    // Raising the cap at run time lets its tasks start at once.
+    set(&b, Some("a"), TenantChange::new().concurrency(Some(4))).await;
+    assert_eq!(fetch(&b, "w2", 10).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_lost_workers_hold_comes_back_through_the_recoverer() {
+    let b = broker().await;
+    set(&b, Some("a"), TenantChange::new().concurrency(Some(1))).await;
+    put(&b, "a", 0..3, EnqueueOptions::new()).await;
+    let lost = fetch(&b, "dead", 10).await;
+    assert_eq!(lost.len(), 1);
+    assert!(fetch(&b, "w", 10).await.is_empty(), "a is at its cap");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = b
+        .reclaim_idle(&q("default"), Duration::from_millis(200), 100)
+        .await
+        .expect("reclaim");
+    assert_eq!(r.requeued, 1, "{r:?}");
+    // The lost task goes back to its place (an attempt counted: it had started) and runs again.
+    let got = fetch(&b, "w", 10).await;
+    assert_eq!(
+        got.iter().map(n_of).collect::<Vec<_>>(),
+        vec![n_of(&lost[0])]
+    );
+    assert_eq!(got[0].envelope.as_ref().expect("env").retried, 1);
+    complete(&b, &got).await;
+    assert_eq!(fetch(&b, "w", 10).await.len(), 1);
+    // The lost worker's late completion is stale and frees nothing twice.
+    complete(&b, &lost).await;
+    assert!(fetch(&b, "w", 10).await.is_empty(), "still one at a time");
+}
+
+#[tokio::test]
+async fn a_paused_tenant_waits_and_a_full_one_refuses_enqueues() {
+    let b = broker().await;
+    set(&b, Some("p"), TenantChange::new().paused(Some(true))).await;
+    put(&b, "p", 0..3, EnqueueOptions::new()).await;
+    put(&b, "o", 100..101, EnqueueOptions::new()).await;
+    let got = fetch(&b, "w", 10).await;
+    assert_eq!(got.iter().map(n_of).collect::<Vec<_>>(), vec![100]);
+    set(&b, Some("p"), TenantChange::new().paused(Some(false))).await;
+    assert_eq!(fetch(&b, "w", 10).await.len(), 3);
+
+    set(&b, None, TenantChange::new().backlog(Some(2))).await;
+    put(&b, "f", 0..2, EnqueueOptions::new()).await;
+    let err = Client::new(b.clone())
+        .enqueue(&email(9), EnqueueOptions::new().tenant("f"))
+        .await
+        .expect_err("full");
+    assert!(
+        matches!(&err, BrokerError::TenantFull { tenant, .. } if tenant == "f"),
+        "{err:?}"
+    );
+    // Another tenant has room of its own.
+    put(&b, "g", 0..1, EnqueueOptions::new()).await;
+    let bad = Client::new(b.clone())
+        .enqueue(&email(9), EnqueueOptions::new().tenant("has space"))
+        .await
+        .expect_err("bad key");
+    assert!(matches!(bad, BrokerError::InvalidOption(_)), "{bad:?}");
+}
+
+#[tokio::test]
+async fn levels_order_a_tenants_own_tasks_and_delays_keep_the_tenant() {
+    let b = broker().await;
+    for (n, l) in [(0u32, 9u8), (1, 5), (2, 0)] {
+        Client::new(b.clone())
+            .enqueue(
+                &email(n),
+                EnqueueOptions::new()
+                    .tenant("t")
+                    .priority(Priority::level(l).expect("level")),
+            )
+            .await
+            .expect("enqueue");
+    }
+    Client::new(b.clone())
+        .enqueue(
+            &email(3),
+            EnqueueOptions::new()
+                .tenant("t")
+                .process_in(Duration::from_millis(50)),
+        )
+        .await
+        .expect("enqueue");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    b.forward_due(&q("default"), 100).await.expect("forward");
+    let got = fetch(&b, "w", 10).await;
+    assert_eq!(got.iter().map(n_of).collect::<Vec<_>>(), vec![2, 1, 3, 0]);
+    assert!(got.iter().all(|l| l.id.msg_id.starts_with("10/")));
+}
+
+#[tokio::test]
+async fn a_blocked_reader_wakes_for_a_tenant_task() {
+    let b = broker().await;
+    // The queue learns of tenants first (a reader blocked before any tenant task exists is
+    // woken by the entry the first one leaves on the main stream).
+    put(&b, "t", 0..1, EnqueueOptions::new()).await;
+    let first = fetch(&b, "w", 10).await;
+    complete(&b, &first).await;
+    let producer = b.clone();
+    let put_later = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        put(&producer, "t", 1..2, EnqueueOptions::new()).await;
+    });
+    let mut reader = b.open_reader().await.expect("reader");
+    let started = Instant::now();
+    let mut got = Vec::new();
+    // A wake entry is dropped by the blocking read; the next fetch takes the task.
+    while got.is_empty() && started.elapsed() < Duration::from_secs(5) {
+        got = take(
+            &b,
+            &mut reader,
+            &q("default"),
+            "w",
+            10,
+            Duration::from_secs(5),
+        )
+        .await
+        .leases;
+    }
+    put_later.await.expect("producer");
+    assert_eq!(got.iter().map(n_of).collect::<Vec<_>>(), vec![1]);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "woken after {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn lost_replies_of_the_tenant_scripts_change_nothing_twice() {
+    let rig = rig().await;
+    let queue = q("default");
+    rig.lose_reply_of("tenant_put");
+    rig.via
+        .change_tenant_settings(&queue, Some("a"), &TenantChange::new().concurrency(Some(1)))
+        .await
+        .expect("re-sent");
+    rig.assert_lost(1);
+    rig.lose_reply_of("enqueue");
+    put(&rig.via, "a", 0..3, EnqueueOptions::new()).await;
+    rig.assert_lost(2);
+    let page = rig.direct.tenants(&queue, 10).await.expect("tenants");
+    assert_eq!(page.waiting, 3, "{page:?}");
+    // A claim whose reply is lost returns the same delivery when re-sent.
+    let warm = fetch(&rig.via, "w", 1).await;
+    assert_eq!(warm.len(), 1);
+    complete(&rig.via, &warm).await;
+    rig.lose_reply_of("claim");
+    let got = fetch(&rig.via, "w", 10).await;
+    rig.assert_lost(3);
+    assert_eq!(got.len(), 1, "{got:?}");
+    rig.lose_reply_of("complete");
+    complete(&rig.via, &got).await;
+    rig.assert_lost(4);
+    let last = fetch(&rig.via, "w", 10).await;
+    assert_eq!(last.len(), 1);
+    rig.lose_reply_of("retry");
+    assert!(rig
+        .via
+        .retry(&last[0].id, Duration::from_secs(60), "x")
+        .await
+        .expect("retry"));
+    rig.assert_lost(5);
+    let page = rig.direct.tenants(&queue, 10).await.expect("tenants");
+    assert_eq!((page.waiting, page.running), (0, 0), "{page:?}");
+}
