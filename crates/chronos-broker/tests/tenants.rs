@@ -351,3 +351,120 @@ async fn lost_replies_of_the_tenant_scripts_change_nothing_twice() {
     let page = rig.direct.tenants(&queue, 10).await.expect("tenants");
     assert_eq!((page.waiting, page.running), (0, 0), "{page:?}");
 }
+
+#[tokio::test]
+async fn operators_act_on_tenant_tasks_where_they_wait() {
+    use chronos_broker::{ActionOutcome, Inspect, Operate, TaskAction};
+    let b = broker().await;
+    let queue = q("default");
+    let client = Client::new(b.clone());
+    let mut ids = Vec::new();
+    for n in 0..4u32 {
+        ids.push(
+            client
+                .enqueue(&email(n), EnqueueOptions::new().tenant("t"))
+                .await
+                .expect("enqueue")
+                .id,
+        );
+    }
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active), (4, 0), "{stats:?}");
+    // Delete a waiting one, archive another, move the last one ahead of the rest.
+    assert_eq!(
+        b.act(&queue, &ids[0], TaskAction::Delete)
+            .await
+            .expect("delete"),
+        ActionOutcome::Done
+    );
+    assert_eq!(
+        b.act(&queue, &ids[1], TaskAction::Archive)
+            .await
+            .expect("archive"),
+        ActionOutcome::Done
+    );
+    assert_eq!(
+        b.prioritize(&queue, &ids[3], Priority::HIGHEST)
+            .await
+            .expect("prioritize"),
+        ActionOutcome::Done
+    );
+    let page = b.tenants(&queue, 10).await.expect("tenants");
+    assert_eq!(page.waiting, 2, "{page:?}");
+    let got = fetch(&b, "w", 1).await;
+    assert_eq!(got.iter().map(n_of).collect::<Vec<_>>(), vec![3]);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (1, 1, 1));
+    // Run-now brings the archived one back to its tenant, behind what waits there (as run-now
+    // puts other tasks at the end of their stream).
+    assert_eq!(
+        b.act(&queue, &ids[1], TaskAction::RunNow)
+            .await
+            .expect("run"),
+        ActionOutcome::Done
+    );
+    let rest = fetch(&b, "w", 10).await;
+    assert_eq!(rest.iter().map(n_of).collect::<Vec<_>>(), vec![2, 1]);
+    // A forced delete of running tasks ends their holds: the queue is empty and deletable.
+    set(&b, Some("t"), TenantChange::new().concurrency(Some(3))).await;
+    let deleted = b.delete_queue(&queue, true).await.expect("delete queue");
+    assert_eq!(deleted, 3);
+    let page = b.tenants(&queue, 10).await.expect("tenants");
+    assert_eq!(
+        (page.total, page.waiting, page.running),
+        (0, 0, 0),
+        "{page:?}"
+    );
+    // The queue comes back clean: a new tenant task runs.
+    put(&b, "t", 9..10, EnqueueOptions::new()).await;
+    assert_eq!(fetch(&b, "w", 10).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_rate_keys_deferral_ends_the_tenant_hold_and_the_task_comes_back() {
+    use chronos_broker::{Admission, KeyRate, Throttle};
+    let b = broker().await;
+    let queue = q("default");
+    set(&b, Some("t"), TenantChange::new().concurrency(Some(1))).await;
+    put(&b, "t", 0..2, EnqueueOptions::new().rate_key("k")).await;
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 1, "the cap of 1");
+    let limit = KeyRate {
+        rate: 1,
+        period: Duration::from_millis(300),
+    };
+    // Use the key's one start, then the next delivery of the tenant is deferred.
+    let ids: Vec<_> = f
+        .leases
+        .iter()
+        .map(|l| (l.id.clone(), "k".to_string()))
+        .collect();
+    assert_eq!(
+        b.admit(&queue, &ids, &limit).await.expect("admit")[0],
+        Admission::Run
+    );
+    complete(&b, &f.leases).await;
+    let g = b
+        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(g.leases.len(), 1);
+    let ids: Vec<_> = g
+        .leases
+        .iter()
+        .map(|l| (l.id.clone(), "k".to_string()))
+        .collect();
+    assert!(matches!(
+        b.admit(&queue, &ids, &limit).await.expect("admit")[0],
+        Admission::Deferred { .. }
+    ));
+    let page = b.tenants(&queue, 10).await.expect("tenants");
+    assert_eq!((page.waiting, page.running), (0, 0), "{page:?}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    b.forward_due(&queue, 10).await.expect("forward");
+    assert_eq!(fetch(&b, "w", 10).await.len(), 1, "back through its tenant");
+}

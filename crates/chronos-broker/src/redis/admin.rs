@@ -229,6 +229,7 @@ impl Operate for RedisBroker {
             ];
             declared.extend(keys.lanes());
             declared.push(keys.settings());
+            declared.extend(keys.tenants());
             let held = reply::int(
                 &self
                     .run(|s| &s.admin_queue_delete, declared, Vec::new())
@@ -366,6 +367,8 @@ impl Operate for RedisBroker {
         let keys = self.queue_keys(queue);
         let mut declared = vec![keys.stream(), keys.task(id)];
         declared.extend(keys.lanes());
+        declared.push(keys.settings());
+        declared.extend(keys.tenants());
         let args: Vec<Value> = vec![GROUP.into(), id.into(), priority.to_string().into()];
         let res = self.run(|s| &s.prioritize, declared, args).await?;
         let mut cols = reply::array(res, "prioritize")?.into_iter();
@@ -604,6 +607,8 @@ impl RedisBroker {
                 ]);
                 declared.extend(tasks.iter().map(|(id, _)| keys.task(id)));
                 declared.extend(keys.lanes());
+                declared.push(keys.settings());
+                declared.extend(keys.tenants());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
                 self.run(|s| &s.admin_run, declared, args).await?
@@ -617,6 +622,7 @@ impl RedisBroker {
                 ]);
                 with_lock(&mut declared);
                 declared.extend(keys.lanes());
+                declared.extend(keys.tenants());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
                 self.run(|s| &s.admin_archive, declared, args).await?
@@ -631,6 +637,7 @@ impl RedisBroker {
                 ]);
                 with_lock(&mut declared);
                 declared.extend(keys.lanes());
+                declared.extend(keys.tenants());
                 args.push(GROUP.into());
                 args.push(reply::flag(force));
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));

@@ -42,6 +42,7 @@ impl Inspect for RedisBroker {
             keys.failed(),
         ];
         declared.extend(keys.lanes());
+        declared.extend(keys.tenants());
         let args: Vec<Value> = vec![GROUP.into()];
         let mut v = reply::array(self.run(|s| &s.stats, declared, args).await?, "stats")?;
         let rows = if v.len() > 8 { v.pop() } else { None };

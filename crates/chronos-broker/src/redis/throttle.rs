@@ -190,6 +190,9 @@ impl RedisBroker {
             args.push(lease.task_id.as_str().into());
             args.push(lane::split(&lease.msg_id).1.into());
         }
+        if lane::is_tenant(level) {
+            declared.extend(keys.tenants());
+        }
         let rows = reply::array(self.run(|s| &s.admit, declared, args).await?, "admit")?;
         if rows.len() != deliveries.len() {
             return Err(reply::bad(

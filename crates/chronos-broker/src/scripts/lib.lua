@@ -433,13 +433,18 @@ end
 -- the waiting set at place `order` (tenant_order), ties kept in the order they came (the new
 -- entry's id follows, and stream ids only grow): a new entry of the tenant stream, parked at once (every
 -- entry of that stream is read by the parking consumer as it is added, so the group's next
--- new entry is always this one). Returns the entry id and the task's full place, which the
+-- new entry is always this one). A task coming back passes its old `place` instead, which it
+-- keeps exactly (the entry id after it keeps members apart). Returns the entry id and the
+-- task's full place, which the
 -- caller writes to the record (F_TENANT_ORDER) with F_DELIVERY (the entry id) and F_TENANT.
-local function tenant_park(T, tn, order, id, env, r, err, f)
+local function tenant_place(order, mid)
+  local ms, seq = string.match(mid, '^(%d+)%-(%d+)$')
+  return order .. string.format('%013d%010d', tonumber(ms) or 0, tonumber(seq) or 0)
+end
+local function tenant_park(T, tn, order, id, env, r, err, f, place)
   local mid = add_entry(KEYS[T], id, env, r, err, f)
   redis.call('XREADGROUP', 'GROUP', GROUP, TENANT_PARK, 'COUNT', 1, 'STREAMS', KEYS[T], '>')
-  local ms, seq = string.match(mid, '^(%d+)%-(%d+)$')
-  local place = order .. string.format('%013d%010d', tonumber(ms) or 0, tonumber(seq) or 0)
+  place = place or tenant_place(order, mid)
   redis.call('ZADD', KEYS[T + 2], 0, tn .. '\0' .. place .. '\0' .. mid)
   tenant_activate(T, tn)
   return mid, place
@@ -453,16 +458,34 @@ local function tenant_release(T, tkey, id)
   if redis.call('ZREM', KEYS[T + 4], tn .. '\0' .. id) == 1 then tenant_settle(T, tn) end
 end
 
--- Hands delivery `mid` of tenant task `id` (hash `tkey`) back unstarted: the entry goes back to
--- the parking consumer and the task to its place in its tenant (F_TENANT_ORDER), its hold
--- released. False when the task has no tenant.
-local function tenant_back(T, tkey, id, mid)
-  local h = redis.call('HMGET', tkey, F_TENANT, F_TENANT_ORDER)
-  if not h[1] then return false end
-  redis.pcall('XCLAIM', KEYS[T], GROUP, TENANT_PARK, 0, mid, 'JUSTID')
-  redis.call('ZADD', KEYS[T + 2], 0, h[1] .. '\0' .. (h[2] or '0') .. '\0' .. mid)
-  redis.call('HSET', tkey, F_STATE, 'pending')
+-- Takes tenant task `id` (hash `tkey`, its delivery entry `mid`, nil when it has none) out of
+-- its tenant's sets, waiting or held, as an operator's delete or archive does (the caller
+-- removes the entry), and puts the tenant back in the rotation or forgets it. A no-op for a
+-- task without a tenant.
+local function tenant_forget(T, tkey, id, mid)
+  local h = redis.pcall('HMGET', tkey, F_TENANT, F_TENANT_ORDER)
+  if type(h) ~= 'table' or h.err or not h[1] then return end
+  if mid and h[2] then redis.call('ZREM', KEYS[T + 2], h[1] .. '\0' .. h[2] .. '\0' .. mid) end
   redis.call('ZREM', KEYS[T + 4], h[1] .. '\0' .. id)
+  tenant_settle(T, h[1])
+end
+
+-- Hands delivery `mid` of tenant task `id` (hash `tkey`) back: the task goes back to its place
+-- in its tenant (F_TENANT_ORDER) as a new entry, parked, so that the old delivery
+-- is stale for a worker that still holds it (as back_to_stream does for other tasks), and its
+-- hold on the cap ends. False (nothing done) when the task has no tenant.
+local function tenant_back(T, tkey, id, mid)
+  local h = redis.call('HMGET', tkey, F_TENANT, F_TENANT_ORDER, F_RETRIED, F_ERROR, F_FAILED_AT)
+  if not h[1] then return false end
+  local env = entry_envelope(KEYS[T], mid)
+  settle_entries(KEYS[T], GROUP, {mid})
+  redis.call('ZREM', KEYS[T + 4], h[1] .. '\0' .. id)
+  local place = h[2]
+  if not place or #place < 15 then place = nil end
+  local new
+  new, place = tenant_park(T, h[1], tenant_order(nil, now_ms(), 0), id, env, h[3], h[4], h[5],
+    place)
+  redis.call('HSET', tkey, F_STATE, 'pending', F_DELIVERY, new, F_TENANT_ORDER, place)
   tenant_settle(T, h[1])
   return true
 end

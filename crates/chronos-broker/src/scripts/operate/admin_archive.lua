@@ -3,7 +3,7 @@
 -- but not started yet is archived too: its start then finds the delivery gone and skips it.
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then 2 keys per
 --          task: task hash, unique lock (the task hash again when it has none), then the
---          queue's lanes (lib.lua: `lane`)
+--          queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants")
 -- ARGV[1]  consumer group, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  archived
@@ -17,12 +17,19 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 local group = ARGV[1]
-local LANES = #KEYS - LANES_LEN + 1
+local T = #KEYS - TENANTS_LEN + 1
+local LANES = T - LANES_LEN
+-- The stream a pending task's entry is in: its tenant's, or its level's.
+local function stream_of(h)
+  if h[6] then return KEYS[T] end
+  return lane_key(KEYS[1], LANES, h[4])
+end
 local sets = {scheduled = KEYS[2], retry = KEYS[3]}
 local codes, states, todo = {}, {}, {}
 for i = 2, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i + 1], KEYS[2 * i + 2]
-  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY)
+  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY, F_TENANT)
+  if h then h = {h[1], h[2], h[3], h[4], false, h[5]} end
   -- A plain task (lib.lua) has no hash yet: archiving writes it, from its entry's fields.
   local ps, pf = plain_state(KEYS[1], group, tkey, id)
   if ps then h = {ps, id, false, false, pf} end
@@ -37,7 +44,7 @@ for i = 2, #ARGV do
     if s == 'archived' then
       code = 2
     elseif s == 'pending' then
-      env = h[2] and entry_envelope(lane_key(KEYS[1], LANES, h[4]), h[2])
+      env = h[2] and entry_envelope(stream_of(h), h[2])
       if not env then code = -2 end
     elseif sets[s] == nil then
       code = -1
@@ -51,7 +58,8 @@ local now = now_ms()
 for _, t in ipairs(todo) do
   local id, tkey, ukey, h, env = unpack(t)
   if h[1] == 'pending' then
-    local stream = lane_key(KEYS[1], LANES, h[4])
+    local stream = stream_of(h)
+    if h[6] then tenant_forget(T, tkey, id, h[2]) end
     redis.call('XACK', stream, group, h[2])
     redis.call('XDEL', stream, h[2])
     if h[5] then materialize(tkey, id, 'pending', h[5]) end

@@ -3,7 +3,7 @@
 -- yet is deleted too: its start then finds it gone and skips it.
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets, then
 --          2 keys per task: task hash, unique lock (the task hash again when it has none), then
---          the queue's lanes (lib.lua: `lane`)
+--          the queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants")
 -- ARGV[1]  consumer group, ARGV[2] '1' to delete active tasks too, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  deleted
@@ -19,12 +19,13 @@ for j = 2, 5 do
   end
 end
 local group, force = ARGV[1], ARGV[2] == '1'
-local LANES = #KEYS - LANES_LEN + 1
+local T = #KEYS - TENANTS_LEN + 1
+local LANES = T - LANES_LEN
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5]}
 local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i], KEYS[2 * i + 1]
-  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY)
+  local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY, F_TENANT)
   -- A plain task (lib.lua) has no hash: its entry, whose id is the task's, is all there is.
   local ps = plain_state(KEYS[1], group, tkey, id)
   if ps then h = {ps, id} end
@@ -43,8 +44,10 @@ for i = 3, #ARGV do
 end
 for _, t in ipairs(todo) do
   local id, tkey, ukey, h = unpack(t)
+  if h[5] then tenant_forget(T, tkey, id, h[2]) end
   if h[2] then
     local stream = lane_key(KEYS[1], LANES, h[4])
+    if h[5] then stream = KEYS[T] end
     redis.call('XACK', stream, group, h[2])
     redis.call('XDEL', stream, h[2])
   end

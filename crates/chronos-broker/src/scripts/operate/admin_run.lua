@@ -2,7 +2,8 @@
 -- pending. A dead letter re-run gets its attempts back (`r` = 0).
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then one task
 --          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes to its level's
---          stream)
+--          stream), then its settings hash and its tenants block (lib.lua: "Tenants": a tenant
+--          task waits for its tenant's turn, parked)
 -- ARGV[1]  consumer group, then task ids, one per task hash
 -- Returns: one code per task, in order:
 --    1  moved to the stream
@@ -17,7 +18,10 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok
   or not type_ok(KEYS[4], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local LANES = #KEYS - LANES_LEN + 1
+local T = #KEYS - TENANTS_LEN + 1
+local SETTINGS = T - 1
+local LANES = SETTINGS - LANES_LEN
+local aging = nil
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4]}
 local codes, states, todo = {}, {}, {}
 for a = 2, #ARGV do
@@ -52,14 +56,26 @@ for _, t in ipairs(todo) do
   local id, tkey, all, s = unpack(t)
   local r = field_of(all, F_RETRIED)
   if s == 'archived' then r = '0' end
-  local stream = lane(KEYS[1], LANES, field_of(all, F_PRIORITY))
-  local mid = add_entry(stream, id, field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR),
-    field_of(all, F_FAILED_AT))
+  local tn = field_of(all, F_TENANT)
+  local mid, order
+  if tn then
+    tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
+    if not aging then
+      aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
+    end
+    mid, order = tenant_park(T, tn, tenant_order(field_of(all, F_PRIORITY), now_ms(), aging), id,
+      field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
+  else
+    local stream = lane(KEYS[1], LANES, field_of(all, F_PRIORITY))
+    mid = add_entry(stream, id, field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR),
+      field_of(all, F_FAILED_AT))
+  end
   local args = {tkey, F_STATE, 'pending', F_DELIVERY, mid}
+  if order then args[#args + 1] = F_TENANT_ORDER; args[#args + 1] = order end
   for j = 1, #all, 2 do
     local k = all[j]
     if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY and k ~= F_SETTLED
-        and not (k == F_RETRIED and s == 'archived') then
+        and k ~= F_TENANT_ORDER and not (k == F_RETRIED and s == 'archived') then
       args[#args + 1] = k
       args[#args + 1] = all[j + 1]
     end

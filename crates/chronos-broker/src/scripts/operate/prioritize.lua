@@ -3,7 +3,8 @@
 -- it finds its delivery gone at start and skips it, as after a delete); a scheduled, retry or
 -- archived task only records the level, which the forwarder and run-now honour.
 -- KEYS[1]  the queue's stream, KEYS[2] the task hash, KEYS[3..13] the queue's lanes (lib.lua:
---          `lane`)
+--          `lane`), KEYS[14] its settings hash, then its tenants block (lib.lua: "Tenants": a
+--          waiting tenant task moves to its new place inside its tenant, keeping its time)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] the level ('0'..'9')
 -- Returns: {code, state} (ActionCode): 1 done, 2 it already had the level (also a re-sent
 -- call), 0 no such task, -1 its state (active, completed) refuses it, -2 corrupt record.
@@ -14,12 +15,34 @@ local tkey = KEYS[2]
 -- A plain task (lib.lua) has no hash: a pending one gets it first, from its entry.
 local ps, pf = plain_state(KEYS[1], group, tkey, id)
 if ps == 'active' then return {-1, ps} end
-local h = read_hash(tkey, F_STATE, F_DELIVERY, F_PRIORITY)
+local h = read_hash(tkey, F_STATE, F_DELIVERY, F_PRIORITY, F_TENANT, F_TENANT_ORDER)
 if ps then h = {ps, id, false} end
 if h == nil then return {-2, ''} end
 local s = h[1]
 if not s then return {0, ''} end
 if s == 'active' or s == 'completed' then return {-1, s} end
+if h[4] then
+  local T = 4 + LANES_LEN
+  if (h[3] or NORMAL_LEVEL) == level then return {2, s} end
+  if s == 'pending' and h[2] and h[5] then
+    local old = h[4] .. '\0' .. h[5] .. '\0' .. h[2]
+    if redis.call('ZREM', KEYS[T + 2], old) == 1 then
+      local aging = tonumber(redis.pcall('HGET', KEYS[T - 1], S_AGING)) or DEFAULT_AGING_MS
+      local ms = tonumber(string.match(h[2], '^(%d+)')) or now_ms()
+      local place = tenant_place(tenant_order(level, ms, aging), h[2])
+      redis.call('ZADD', KEYS[T + 2], 0, h[4] .. '\0' .. place .. '\0' .. h[2])
+      redis.call('HSET', tkey, F_TENANT_ORDER, place)
+    end
+  elseif s ~= 'pending' and s ~= 'scheduled' and s ~= 'retry' and s ~= 'archived' then
+    return {-1, s}
+  end
+  if level == NORMAL_LEVEL then
+    redis.call('HDEL', tkey, F_PRIORITY)
+  else
+    redis.call('HSET', tkey, F_PRIORITY, level)
+  end
+  return {1, s}
+end
 local now_stream = lane_key(KEYS[1], LANES, h[3])
 local new_stream = lane_key(KEYS[1], LANES, level)
 if now_stream == new_stream then return {2, s} end

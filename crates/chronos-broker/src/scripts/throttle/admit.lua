@@ -4,7 +4,9 @@
 -- queue's scheduled set, due when its key's next window opens, without spending an attempt and
 -- without an error (the forwarder brings it back then).
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, then 2 keys per delivery: task hash,
---          the rate key's window (string `<window start ms>:<starts>:<deferred>`)
+--          the rate key's window (string `<window start ms>:<starts>:<deferred>`); then, for
+--          deliveries of the tenant stream, the tenants block (lib.lua: "Tenants": a deferred
+--          task's hold on its tenant's cap ends; the forwarder brings it back to its tenant)
 -- ARGV[1]  consumer group, ARGV[2] starts per period per key, ARGV[3] period ms, then pairs:
 --          task id, stream entry id
 -- Returns: one row per delivery: {1} run it (also for a corrupt record, which start.lua then
@@ -23,6 +25,9 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
 end
 local now = now_ms()
 local w = now - now % period
+local n = (#ARGV - 3) / 2
+local T = nil
+if #KEYS >= 2 + 2 * n + TENANTS_LEN then T = 3 + 2 * n end
 -- Reads first: the hash of each task and the window of each key.
 local todo, windows = {}, {}
 for t = 0, (#ARGV - 3) / 2 - 1 do
@@ -62,6 +67,7 @@ for _, t in ipairs(todo) do
       local env = entry_envelope(KEYS[1], mid)
       if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
       settle_entries(KEYS[1], group, {mid})
+      if T then tenant_release(T, tkey, id) end
       redis.call('HSET', unpack(fields))
       redis.call('HDEL', tkey, F_DELIVERY)
       wake(KEYS[2], due)
