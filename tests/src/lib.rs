@@ -22,6 +22,16 @@ pub fn runs_key(ns: &str, task_id: &str) -> String {
     format!("{ns}:runs:{task_id}")
 }
 
+/// The counter of [`Work`] handlers running now in the test worker processes.
+pub fn live_key(ns: &str) -> String {
+    format!("{ns}:live")
+}
+
+/// A sorted set whose member `most` scores the most [`Work`] handlers ever running at once.
+pub fn most_live_key(ns: &str) -> String {
+    format!("{ns}:most-live")
+}
+
 /// The task a test scheduler fires every second.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tick {

@@ -41,6 +41,12 @@ pub use chronos_broker::{
 pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 #[doc(inline)]
 pub use chronos_broker::{QueueSettings, Rate, Setting, Settings, SettingsChange};
+// Fair sharing between the tenants of a queue (`EnqueueOptions::tenant`): their stored
+// settings and counts, the library side of `chronos tenant ls|set|pause`.
+#[doc(inline)]
+pub use chronos_broker::{
+    TenantChange, TenantPage, TenantSettings, TenantStats, Tenants, MAX_TENANT_WEIGHT,
+};
 // Operator actions: the library side of `chronos task run|rm|archive|cancel`, `task ls` and
 // `queue history|rm`, implemented by `RedisBroker`.
 #[doc(inline)]

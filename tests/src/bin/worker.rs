@@ -1,12 +1,14 @@
 //! A worker process for fault tests: serves the `default` queue of namespace `$CHRONOS_NS` on
-//! `$CHRONOS_REDIS_URL`, recording every run of a [`Work`] task before working on it. The tests
-//! kill it with SIGKILL mid-task.
+//! `$CHRONOS_REDIS_URL`, recording every run of a [`Work`] task before working on it, and how
+//! many run at once (`live_key`, the most in `most_live_key`). The tests kill it with SIGKILL
+//! mid-task.
 
 use std::time::Duration;
 
-use chronos::fred::interfaces::KeysInterface;
+use chronos::fred::interfaces::{KeysInterface, SortedSetsInterface};
+use chronos::fred::types::sorted_sets::Ordering;
 use chronos::prelude::*;
-use chronos_tests::{runs_key, Work};
+use chronos_tests::{live_key, most_live_key, runs_key, Work};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -22,7 +24,20 @@ async fn main() -> anyhow::Result<()> {
         let (redis, ns) = (redis.clone(), ns.clone());
         async move {
             let _: i64 = redis.incr(runs_key(&ns, ctx.task_id())).await?;
+            // How many run at once, and the most ever: what a tenant's cap bounds.
+            let live: i64 = redis.incr(live_key(&ns)).await?;
+            let _: i64 = redis
+                .zadd(
+                    most_live_key(&ns),
+                    None,
+                    Some(Ordering::GreaterThan),
+                    false,
+                    false,
+                    (live as f64, "most"),
+                )
+                .await?;
             tokio::time::sleep(Duration::from_millis(task.args.sleep_ms)).await;
+            let _: i64 = redis.decr(live_key(&ns)).await?;
             Ok(())
         }
     })?;
