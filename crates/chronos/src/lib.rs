@@ -100,6 +100,9 @@ pub mod guide {
     #[doc = include_str!("../docs/priorities.md")]
     pub mod priorities {}
 
+    #[doc = include_str!("../docs/tenants.md")]
+    pub mod tenants {}
+
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
 
