@@ -468,3 +468,70 @@ async fn a_rate_keys_deferral_ends_the_tenant_hold_and_the_task_comes_back() {
     b.forward_due(&queue, 10).await.expect("forward");
     assert_eq!(fetch(&b, "w", 10).await.len(), 1, "back through its tenant");
 }
+
+#[tokio::test]
+async fn lifo_tasks_start_before_their_level_newest_first_and_keep_it() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let put_one = |n: u32, opts: EnqueueOptions| {
+        let client = client.clone();
+        async move { client.enqueue(&email(n), opts).await.expect("enqueue").id }
+    };
+    let high = Priority::HIGH;
+    put_one(0, EnqueueOptions::new()).await;
+    put_one(1, EnqueueOptions::new()).await;
+    put_one(2, EnqueueOptions::new().lifo()).await;
+    put_one(3, EnqueueOptions::new().lifo()).await;
+    put_one(4, EnqueueOptions::new().priority(high)).await;
+    put_one(5, EnqueueOptions::new().priority(Priority::LOW).lifo()).await;
+    // Inside a tenant too: its LIFO task goes to the front of the tenant.
+    put_one(6, EnqueueOptions::new().tenant("t")).await;
+    put_one(7, EnqueueOptions::new().tenant("t").lifo()).await;
+    let mut got = Vec::new();
+    for _ in 0..8 {
+        got.extend(fetch(&b, "w", 1).await.iter().map(n_of));
+    }
+    // Level 2 first; at the default level the LIFO ones newest first, then the tenants'
+    // rotation (its LIFO task first), then the main stream; the low LIFO task last.
+    assert_eq!(got, vec![4, 3, 2, 7, 6, 0, 1, 5]);
+}
+
+#[tokio::test]
+async fn a_retried_or_delayed_lifo_task_comes_back_to_the_front() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    client
+        .enqueue(&email(0), EnqueueOptions::new().lifo().max_retry(3))
+        .await
+        .expect("enqueue");
+    let first = fetch(&b, "w", 1).await;
+    assert!(b
+        .retry(&first[0].id, Duration::ZERO, "x")
+        .await
+        .expect("retry"));
+    client
+        .enqueue(
+            &email(1),
+            EnqueueOptions::new()
+                .lifo()
+                .process_in(Duration::from_millis(20)),
+        )
+        .await
+        .expect("enqueue");
+    for n in 2..5u32 {
+        client
+            .enqueue(&email(n), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    b.forward_due(&q("default"), 100).await.expect("forward");
+    let got = fetch(&b, "w", 10).await;
+    let order: Vec<u32> = got.iter().map(n_of).collect();
+    assert_eq!(&order[2..], &[2, 3, 4], "{order:?}");
+    assert_eq!(order.len(), 5);
+    let stats = chronos_broker::Inspect::queue_stats(&b, &q("default"))
+        .await
+        .expect("stats");
+    assert_eq!((stats.pending, stats.active), (0, 5), "{stats:?}");
+}

@@ -79,6 +79,7 @@ impl StepSpec {
             // that write no level (see the changelog's note on priorities and workflows).
             priority: crate::Priority::NORMAL,
             tenant: None,
+            lifo: false,
         }
     }
 }

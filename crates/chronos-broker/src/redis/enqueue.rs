@@ -282,13 +282,14 @@ impl RedisBroker {
             });
             args.push(level_arg(task.priority()));
             args.push(task.tenant().unwrap_or("").into());
+            args.push(reply::flag(task.lifo()));
             sent.push((i, task));
         }
         if sent.is_empty() {
             return Ok(out);
         }
         declared.extend(locks);
-        let tenants = sent.iter().any(|(_, t)| t.tenant().is_some());
+        let tenants = sent.iter().any(|(_, t)| t.tenant().is_some() || t.lifo());
         if tenants || sent.iter().any(|(_, t)| !t.priority().is_normal()) {
             declared.extend(keys.lanes());
         }

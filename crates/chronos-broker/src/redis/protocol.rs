@@ -147,7 +147,7 @@ const FIELDS: &[(&str, &str)] = &[
 pub(crate) const STARTED: i64 = 1_000_000;
 
 /// Values per task in an enqueue.lua call (Lua: `ENQUEUE_STRIDE`).
-pub(crate) const ENQUEUE_STRIDE: usize = 10;
+pub(crate) const ENQUEUE_STRIDE: usize = 11;
 
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
 pub(crate) const COMPLETE_STRIDE: usize = 4;

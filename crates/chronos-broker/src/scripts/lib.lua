@@ -332,6 +332,28 @@ end
 -- the held set, T+5 the settings hash, T+6 the turn hash. Tenant keys hold no whitespace or
 -- control characters, so `\0` and `\1` bound their ranges.
 
+-- Last in, first out (EnqueueOptions::lifo) uses the same sets: a LIFO task of a tenant has a
+-- place before every other place (`front_order`, newest first), and a LIFO task without a
+-- tenant belongs to its level's front, a pseudo-tenant `\1<level>` (`front_of`; no tenant key
+-- holds a control character) that is never in the rotation, has no settings and no cap, and
+-- that claim.lua serves right before the level's stream.
+
+-- The pseudo-tenant of the LIFO tasks of level `level` (nil: the default level).
+local function front_of(level)
+  return '\1' .. tostring(level_index(level) or tonumber(NORMAL_LEVEL))
+end
+
+-- True for a pseudo-tenant (front_of).
+local function is_front(tn)
+  return string.byte(tn, 1) == 1
+end
+
+-- The place of a LIFO task made ready at `now`: before every place tenant_order gives ('-'
+-- sorts before digits), the newest first.
+local function front_order(now)
+  return '-' .. string.format('%014d', 1e14 - now)
+end
+
 -- The lexical range of tenant `tn`'s members of the waiting or the held set.
 local function tenant_range(tn)
   return '[' .. tn .. '\0', '(' .. tn .. '\1'
@@ -341,6 +363,7 @@ end
 -- (0: none), paused}, its own stored fields over the queue's default (field '') over the
 -- built-in ones. A stored value that does not parse counts as unset.
 local function tenant_conf(T, tn)
+  if is_front(tn) then return {1, 0, 0, false} end
   local c = redis.pcall('HMGET', KEYS[T + 5], tn, '')
   if type(c) ~= 'table' or c.err then c = {} end
   local function fields(v)
@@ -373,7 +396,7 @@ end
 -- idle saves no credit). The rotation's first tenant leaves an entry on the wake stream, which
 -- a reader blocked there takes (and drops, as any entry without a task) to fetch again.
 local function tenant_activate(T, tn)
-  if redis.call('ZSCORE', KEYS[T + 3], tn) then return end
+  if is_front(tn) or redis.call('ZSCORE', KEYS[T + 3], tn) then return end
   local conf = tenant_conf(T, tn)
   if conf[4] or tenant_waiting(T, tn) == 0 then return end
   if conf[2] > 0 and tenant_held(T, tn) >= conf[2] then return end
@@ -414,6 +437,13 @@ local function tenant_order(level, now, aging)
   return string.format('%015d', key)
 end
 
+-- The place of a task coming back (a retry, a run-now) made ready at `now`: a LIFO task's
+-- (its old place `to` begins with '-') at the front again, any other by tenant_order.
+local function tenant_reorder(to, level, now, aging)
+  if to and string.sub(to, 1, 1) == '-' then return front_order(now) end
+  return tenant_order(level, now, aging)
+end
+
 -- Makes the tenant stream and its wake stream with their group on the first tenant task, and
 -- records both in level hash `levels` (fields TENANT_LANE and TENANT_WAKE), so fetches read the
 -- rotation and blocking reads wait on the wake stream. A first use leaves an entry without a
@@ -439,7 +469,10 @@ end
 -- caller writes to the record (F_TENANT_ORDER) with F_DELIVERY (the entry id) and F_TENANT.
 local function tenant_place(order, mid)
   local ms, seq = string.match(mid, '^(%d+)%-(%d+)$')
-  return order .. string.format('%013d%010d', tonumber(ms) or 0, tonumber(seq) or 0)
+  ms, seq = tonumber(ms) or 0, tonumber(seq) or 0
+  -- A LIFO place (front_order) breaks its ties newest first too.
+  if string.sub(order, 1, 1) == '-' then ms, seq = 9999999999999 - ms, 9999999999 - seq end
+  return order .. string.format('%013d%010d', ms, seq)
 end
 local function tenant_park(T, tn, order, id, env, r, err, f, place)
   local mid = add_entry(KEYS[T], id, env, r, err, f)

@@ -147,6 +147,27 @@ local function serve_tenants()
   end
 end
 
+-- LIFO tasks without a tenant of level `level` (lib.lua: `front_of`), newest first.
+local function serve_front(level)
+  local a, b = tenant_range(front_of(level))
+  while want > 0 do
+    local first = redis.call('ZRANGEBYLEX', KEYS[T + 2], a, b, 'LIMIT', 0, 1)[1]
+    if not first then break end
+    redis.call('ZREM', KEYS[T + 2], first)
+    local mid = string.match(first, '%z([^%z]*)$')
+    local got = redis.pcall('XCLAIM', KEYS[T], group, me, 0, mid)
+    local entry = type(got) == 'table' and not got.err and got[1]
+    local fields = type(entry) == 'table' and entry[2]
+    if fields and named(fields) then
+      out[#out + 1] = row(mid, field_of(fields, F_ENVELOPE) or false, fields, TENANT_LANE)
+      taken[#taken + 1] = TENANT_LANE .. '/' .. mid
+      want = want - 1
+    elseif mid then
+      settle_entries(KEYS[T], group, {mid})
+    end
+  end
+end
+
 local levels, has_tenants = levels_of(KEYS[3])
 local row_of_levels = {''}
 for _, l in ipairs(levels) do row_of_levels[#row_of_levels + 1] = l end
@@ -168,7 +189,14 @@ else
     if key ~= KEYS[1] then lanes[#lanes + 1] = {level_index(l), key, l} end
   end
   -- The rotation sits just before the main stream (a sort key between its neighbours).
-  if has_tenants then lanes[#lanes + 1] = {tonumber(NORMAL_LEVEL) - 0.5, false, TENANT_LANE} end
+  if has_tenants then
+    lanes[#lanes + 1] = {tonumber(NORMAL_LEVEL) - 0.5, false, TENANT_LANE}
+    -- LIFO tasks without a tenant, when any wait: each level's before its stream (the
+    -- default level's before the rotation too).
+    if redis.call('ZRANGEBYLEX', KEYS[T + 2], '[\1', '(\2', 'LIMIT', 0, 1)[1] then
+      for l = 0, LEVELS - 1 do lanes[#lanes + 1] = {l - 0.75, false, false, l} end
+    end
+  end
   table.sort(lanes, function(a, b) return a[1] < b[1] end)
   local aging = tonumber(redis.pcall('HGET', KEYS[4], S_AGING)) or DEFAULT_AGING_MS
   -- The aging scan reads two things per level, so it runs at most once per quarter of the
@@ -201,7 +229,7 @@ else
     -- read that stream again before a less urgent one (bounded: each such entry is removed).
     local foreign = 1
     if not ln[2] then
-      serve_tenants()
+      if ln[3] == TENANT_LANE then serve_tenants() else serve_front(ln[4]) end
       foreign = 0
     end
     while want > 0 and foreign > 0 do

@@ -5,10 +5,10 @@
 --          then, when a task has a tenant, its settings hash and its tenants block (lib.lua:
 --          "Tenants")
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
--- then ENQUEUE_STRIDE (10) values per task: id, envelope bytes, run-at ms (0 = none), delay
+-- then ENQUEUE_STRIDE (11) values per task: id, envelope bytes, run-at ms (0 = none), delay
 --          ms, unique TTL ms (0 = not unique: then it has no lock key), max retry, dead-letter
 --          discard ('1'/'0'), fingerprint ('' = none), priority level ('' = the default),
---          tenant ('' = none)
+--          tenant ('' = none), '1' for last in, first out (lib.lua: `front_of`)
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
 -- member in the scheduled set. A task of a level other than the default has `p` in its hash
@@ -102,8 +102,10 @@ for t = 0, n - 1 do
   local id, env = ARGV[a + 1], ARGV[a + 2]
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local maxr, discard, fp, level = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
-  local tn = ARGV[a + 10]
+  local tn, lifo = ARGV[a + 10], ARGV[a + 11] == '1'
   if tn == '' or not T then tn = nil end
+  local capped = tn
+  if lifo and T and not tn then tn = front_of(level) end
   local tkey, ukey = KEYS[4 + t], nil
   if uttl > 0 then
     ukey = KEYS[next_lock]
@@ -118,7 +120,7 @@ for t = 0, n - 1 do
   end
   local state
   local full = false
-  if tn and run_at <= now and h and not (h[1] or h[2] or h[3]) then
+  if capped and run_at <= now and h and not (h[1] or h[2] or h[3]) then
     local cap = tenant_conf(T, tn)[3]
     full = cap > 0 and tenant_waiting(T, tn) >= cap
   end
@@ -151,12 +153,16 @@ for t = 0, n - 1 do
       s, where, value = 'scheduled', F_ENVELOPE, env
       wake(KEYS[2], run_at)
       placed = redis.pcall('ZADD', KEYS[2], run_at, id)
+      -- A LIFO task's place says so, for when the forwarder makes it ready.
+      if lifo and tn then order = front_order(now) end
     elseif tn then
       tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
       if not aging then
         aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
       end
-      placed, order = tenant_park(T, tn, tenant_order(level, now, aging), id, env)
+      local first = tenant_order(level, now, aging)
+      if lifo then first = front_order(now) end
+      placed, order = tenant_park(T, tn, first, id, env)
       s, where, value = 'pending', F_DELIVERY, placed
     else
       placed = redis.pcall('XADD', unpack(entry_args(lane(KEYS[1], LANES, level), id, env)))

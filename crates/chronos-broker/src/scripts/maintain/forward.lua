@@ -45,13 +45,16 @@ for _, t in ipairs(todo) do
     end
     local tn = field_of(all, F_TENANT)
     local stream, mid, order
+    -- A LIFO task without a tenant belongs to its level's front, which may have changed.
+    if tn and is_front(tn) then tn = front_of(level) end
     if tn then
       tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
       if not aging then
         aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
       end
       stream = KEYS[T]
-      mid, order = tenant_park(T, tn, tenant_order(level, now, aging), id, env,
+      local first = tenant_reorder(field_of(all, F_TENANT_ORDER), level, now, aging)
+      mid, order = tenant_park(T, tn, first, id, env,
         field_of(all, F_RETRIED), field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
     else
       stream = lane(KEYS[1], LANES, level)
@@ -62,11 +65,12 @@ for _, t in ipairs(todo) do
     for j = 1, #all, 2 do
       local k = all[j]
       if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY and k ~= F_PRIORITY and
-          k ~= F_TENANT_ORDER then
+          k ~= F_TENANT_ORDER and k ~= F_TENANT then
         args[#args + 1] = k
         args[#args + 1] = all[j + 1]
       end
     end
+    if tn then args[#args + 1] = F_TENANT; args[#args + 1] = tn end
     if order then args[#args + 1] = F_TENANT_ORDER; args[#args + 1] = order end
     if stream ~= KEYS[1] and level ~= NORMAL_LEVEL then
       args[#args + 1] = F_PRIORITY; args[#args + 1] = level

@@ -63,8 +63,10 @@ for _, t in ipairs(todo) do
     if not aging then
       aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
     end
-    mid, order = tenant_park(T, tn, tenant_order(field_of(all, F_PRIORITY), now_ms(), aging), id,
-      field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
+    local first = tenant_reorder(field_of(all, F_TENANT_ORDER), field_of(all, F_PRIORITY),
+      now_ms(), aging)
+    mid, order = tenant_park(T, tn, first, id, field_of(all, F_ENVELOPE), r,
+      field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
   else
     local stream = lane(KEYS[1], LANES, field_of(all, F_PRIORITY))
     mid = add_entry(stream, id, field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR),

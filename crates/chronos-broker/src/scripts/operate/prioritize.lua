@@ -24,13 +24,22 @@ if s == 'active' or s == 'completed' then return {-1, s} end
 if h[4] then
   local T = 4 + LANES_LEN
   if (h[3] or NORMAL_LEVEL) == level then return {2, s} end
+  -- A LIFO task without a tenant moves to its new level's front, keeping its place there.
+  local tn = h[4]
+  if is_front(tn) then
+    tn = front_of(level)
+    redis.call('HSET', tkey, F_TENANT, tn)
+  end
   if s == 'pending' and h[2] and h[5] then
     local old = h[4] .. '\0' .. h[5] .. '\0' .. h[2]
     if redis.call('ZREM', KEYS[T + 2], old) == 1 then
-      local aging = tonumber(redis.pcall('HGET', KEYS[T - 1], S_AGING)) or DEFAULT_AGING_MS
-      local ms = tonumber(string.match(h[2], '^(%d+)')) or now_ms()
-      local place = tenant_place(tenant_order(level, ms, aging), h[2])
-      redis.call('ZADD', KEYS[T + 2], 0, h[4] .. '\0' .. place .. '\0' .. h[2])
+      local place = h[5]
+      if string.sub(place, 1, 1) ~= '-' then
+        local aging = tonumber(redis.pcall('HGET', KEYS[T - 1], S_AGING)) or DEFAULT_AGING_MS
+        local ms = tonumber(string.match(h[2], '^(%d+)')) or now_ms()
+        place = tenant_place(tenant_order(level, ms, aging), h[2])
+      end
+      redis.call('ZADD', KEYS[T + 2], 0, tn .. '\0' .. place .. '\0' .. h[2])
       redis.call('HSET', tkey, F_TENANT_ORDER, place)
     end
   elseif s ~= 'pending' and s ~= 'scheduled' and s ~= 'retry' and s ~= 'archived' then

@@ -27,7 +27,10 @@ table.sort(rows, function(a, b)
 end)
 local default = redis.pcall('HGET', KEYS[T + 5], '')
 if type(default) ~= 'string' then default = '' end
-local out = {default, #names, redis.call('ZCARD', KEYS[T + 2]), redis.call('ZCARD', KEYS[T + 4])}
+-- LIFO tasks without a tenant (lib.lua: `front_of`) are no tenant's.
+local fronts = redis.call('ZLEXCOUNT', KEYS[T + 2], '[\1', '(\2')
+local out = {default, #names, redis.call('ZCARD', KEYS[T + 2]) - fronts,
+  redis.call('ZCARD', KEYS[T + 4])}
 for i = 1, math.min(limit, #rows) do
   local tn, waiting, held = rows[i][1], rows[i][2], rows[i][3]
   local a, b = tenant_range(tn)
