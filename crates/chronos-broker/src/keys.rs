@@ -4,6 +4,13 @@ pub(crate) use chronos_core::names::{check_rate_key, check_task_id, is_plain_id}
 
 use crate::{BrokerError, QueueName};
 
+/// The pseudo-level of the tenant stream in lease ids (`10/<entry id>`) and in the level hash
+/// (Lua: `TENANT_LANE`); see `redis/lane.rs`.
+pub(crate) const TENANT_LANE: u8 = 10;
+/// The pseudo-level of the tenants' wake stream, which blocked readers wait on (Lua:
+/// `TENANT_WAKE`).
+pub(crate) const TENANT_WAKE: u8 = 11;
+
 /// Name of the one consumer group every queue stream has.
 pub const GROUP: &str = "workers";
 
@@ -108,8 +115,8 @@ impl QueueKeys {
     /// stream `<prefix>stream:t`, 11 its wake stream `<prefix>stream:tw`.
     pub fn lane(&self, level: Option<u8>) -> String {
         match level {
-            Some(crate::redis::TENANT_LANE) => format!("{}stream:t", self.prefix),
-            Some(crate::redis::TENANT_WAKE) => format!("{}stream:tw", self.prefix),
+            Some(TENANT_LANE) => format!("{}stream:t", self.prefix),
+            Some(TENANT_WAKE) => format!("{}stream:tw", self.prefix),
             Some(l) if l != chronos_core::Priority::NORMAL.get() => {
                 format!("{}stream:p{l}", self.prefix)
             }
@@ -146,8 +153,8 @@ impl QueueKeys {
     /// turn hash (tenant -> its turn, for every tenant with work; `''` -> the current turn).
     pub fn tenants(&self) -> Vec<String> {
         vec![
-            self.lane(Some(crate::redis::TENANT_LANE)),
-            self.lane(Some(crate::redis::TENANT_WAKE)),
+            self.lane(Some(TENANT_LANE)),
+            self.lane(Some(TENANT_WAKE)),
             format!("{}tn:w", self.prefix),
             format!("{}tn:r", self.prefix),
             format!("{}tn:h", self.prefix),

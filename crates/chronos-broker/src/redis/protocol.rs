@@ -96,12 +96,7 @@ pub(crate) const TENANT: &str = "tn";
 /// `tenant_order`), kept so that a task handed back returns to its place.
 pub(crate) const TENANT_ORDER: &str = "to";
 
-/// The pseudo-level of the tenant stream in lease ids (`10/<entry id>`) and in the level hash
-/// (Lua: `TENANT_LANE`); see `lane.rs`.
-pub(crate) const TENANT_LANE: u8 = 10;
-/// The pseudo-level of the tenants' wake stream, which blocked readers wait on (Lua:
-/// `TENANT_WAKE`).
-pub(crate) const TENANT_WAKE: u8 = 11;
+pub(crate) use crate::keys::{TENANT_LANE, TENANT_WAKE};
 /// The consumer that holds every waiting tenant task's entry in the tenant stream's pending
 /// list until its turn comes (Lua: `TENANT_PARK`): an entry is delivered by moving it from this
 /// consumer to a worker's. Not a valid worker consumer name (those have no `~`).

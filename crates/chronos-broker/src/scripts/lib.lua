@@ -483,6 +483,19 @@ local function tenant_park(T, tn, order, id, env, r, err, f, place)
   return mid, place
 end
 
+-- Makes task `id` of tenant `tn` ready (a forwarded, re-run or new task), as tenant_park does,
+-- after making the tenant streams if needed (`levels`: the level hash; `settings`: the queue's
+-- settings hash, for the aging bound): at the place of level `level` now, or at the front for a
+-- task whose old place `to` says LIFO, or `first` when given. Returns the entry id and place.
+local function tenant_ready(T, main, levels, settings, tn, level, to, first, id, env, r, err, f)
+  tenant_lanes(T, main, levels)
+  if not first then
+    local aging = tonumber(redis.pcall('HGET', settings, S_AGING)) or DEFAULT_AGING_MS
+    first = tenant_reorder(to, level, now_ms(), aging)
+  end
+  return tenant_park(T, tn, first, id, env, r, err, f)
+end
+
 -- Ends the hold of task `id` (hash `tkey`) on its tenant's cap, if it holds one, and puts the
 -- tenant back in the rotation when it can be. Call it before the hash is deleted. Idempotent.
 local function tenant_release(T, tkey, id)

@@ -104,6 +104,24 @@ local function read(stream, level, n)
   return nil, foreign
 end
 
+-- Delivers parked member `first` of the waiting set (removed here) to this consumer; the task
+-- id when it was still there.
+local function unpark(first)
+  redis.call('ZREM', KEYS[T + 2], first)
+  local mid = string.match(first, '%z([^%z]*)$')
+  -- An entry deleted since (an operator's delete) is no longer pending: nothing comes back.
+  local got = redis.pcall('XCLAIM', KEYS[T], group, me, 0, mid)
+  local entry = type(got) == 'table' and not got.err and got[1]
+  local fields = type(entry) == 'table' and entry[2]
+  if fields and named(fields) then
+    out[#out + 1] = row(mid, field_of(fields, F_ENVELOPE) or false, fields, TENANT_LANE)
+    taken[#taken + 1] = TENANT_LANE .. '/' .. mid
+    want = want - 1
+    return field_of(fields, F_TASK_ID)
+  end
+  if mid then settle_entries(KEYS[T], group, {mid}) end
+end
+
 -- Tenant tasks: the tenants in the rotation's order, one start each, until `want` are taken.
 -- A tenant leaves the rotation when it has nothing waiting, is paused or reaches its cap.
 local function serve_tenants()
@@ -116,21 +134,11 @@ local function serve_tenants()
     local conf = tenant_conf(T, tn)
     local held = tenant_held(T, tn)
     if first and not conf[4] and (conf[2] == 0 or held < conf[2]) then
-      redis.call('ZREM', KEYS[T + 2], first)
-      local mid = string.match(first, '%z([^%z]*)$')
-      -- An entry deleted since (an operator's delete) is no longer pending: nothing comes back.
-      local got = redis.pcall('XCLAIM', KEYS[T], group, me, 0, mid)
-      local entry = type(got) == 'table' and not got.err and got[1]
-      local fields = type(entry) == 'table' and entry[2]
-      if fields and named(fields) then
+      local id = unpark(first)
+      if id then
         -- Score 0 like every member: lexical ranges need one score.
-        redis.call('ZADD', KEYS[T + 4], 0, tn .. '\0' .. field_of(fields, F_TASK_ID))
+        redis.call('ZADD', KEYS[T + 4], 0, tn .. '\0' .. id)
         held = held + 1
-        out[#out + 1] = row(mid, field_of(fields, F_ENVELOPE) or false, fields, TENANT_LANE)
-        taken[#taken + 1] = TENANT_LANE .. '/' .. mid
-        want = want - 1
-      elseif mid then
-        settle_entries(KEYS[T], group, {mid})
       end
       local next_turn = string.format('%.6f', turn + 1 / conf[1])
       redis.call('HSET', KEYS[T + 6], '', string.format('%.6f', turn), tn, next_turn)
@@ -153,18 +161,7 @@ local function serve_front(level)
   while want > 0 do
     local first = redis.call('ZRANGEBYLEX', KEYS[T + 2], a, b, 'LIMIT', 0, 1)[1]
     if not first then break end
-    redis.call('ZREM', KEYS[T + 2], first)
-    local mid = string.match(first, '%z([^%z]*)$')
-    local got = redis.pcall('XCLAIM', KEYS[T], group, me, 0, mid)
-    local entry = type(got) == 'table' and not got.err and got[1]
-    local fields = type(entry) == 'table' and entry[2]
-    if fields and named(fields) then
-      out[#out + 1] = row(mid, field_of(fields, F_ENVELOPE) or false, fields, TENANT_LANE)
-      taken[#taken + 1] = TENANT_LANE .. '/' .. mid
-      want = want - 1
-    elseif mid then
-      settle_entries(KEYS[T], group, {mid})
-    end
+    unpark(first)
   end
 end
 

@@ -93,7 +93,6 @@ if #KEYS >= 3 + n + locks + LANES_LEN + 1 + TENANTS_LEN then
   SETTINGS = LANES + LANES_LEN
   T = SETTINGS + 1
 end
-local aging = nil
 
 local codes = {}
 local next_lock = 4 + n
@@ -156,13 +155,9 @@ for t = 0, n - 1 do
       -- A LIFO task's place says so, for when the forwarder makes it ready.
       if lifo and tn then order = front_order(now) end
     elseif tn then
-      tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
-      if not aging then
-        aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
-      end
-      local first = tenant_order(level, now, aging)
-      if lifo then first = front_order(now) end
-      placed, order = tenant_park(T, tn, first, id, env)
+      local first = lifo and front_order(now) or nil
+      placed, order = tenant_ready(T, KEYS[1], KEYS[LANES + LEVELS], KEYS[SETTINGS], tn, level,
+        nil, first, id, env)
       s, where, value = 'pending', F_DELIVERY, placed
     else
       placed = redis.pcall('XADD', unpack(entry_args(lane(KEYS[1], LANES, level), id, env)))

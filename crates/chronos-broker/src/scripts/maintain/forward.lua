@@ -20,7 +20,6 @@ local T = #KEYS - TENANTS_LEN + 1
 local SETTINGS = T - 1
 local LANES = SETTINGS - LANES_LEN
 local retry_level = redis.pcall('HGET', KEYS[SETTINGS], S_RETRY_LEVEL)
-local aging = nil
 if not level_index(retry_level) then retry_level = nil end
 local todo = {}
 for t = 0, #ARGV / 2 - 1 do
@@ -48,14 +47,10 @@ for _, t in ipairs(todo) do
     -- A LIFO task without a tenant belongs to its level's front, which may have changed.
     if tn and is_front(tn) then tn = front_of(level) end
     if tn then
-      tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
-      if not aging then
-        aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
-      end
       stream = KEYS[T]
-      local first = tenant_reorder(field_of(all, F_TENANT_ORDER), level, now, aging)
-      mid, order = tenant_park(T, tn, first, id, env,
-        field_of(all, F_RETRIED), field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
+      mid, order = tenant_ready(T, KEYS[1], KEYS[LANES + LEVELS], KEYS[SETTINGS], tn, level,
+        field_of(all, F_TENANT_ORDER), nil, id, env, field_of(all, F_RETRIED),
+        field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
     else
       stream = lane(KEYS[1], LANES, level)
       mid = add_entry(stream, id, env, field_of(all, F_RETRIED), field_of(all, F_ERROR),

@@ -21,7 +21,6 @@ end
 local T = #KEYS - TENANTS_LEN + 1
 local SETTINGS = T - 1
 local LANES = SETTINGS - LANES_LEN
-local aging = nil
 local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4]}
 local codes, states, todo = {}, {}, {}
 for a = 2, #ARGV do
@@ -59,14 +58,9 @@ for _, t in ipairs(todo) do
   local tn = field_of(all, F_TENANT)
   local mid, order
   if tn then
-    tenant_lanes(T, KEYS[1], KEYS[LANES + LEVELS])
-    if not aging then
-      aging = tonumber(redis.pcall('HGET', KEYS[SETTINGS], S_AGING)) or DEFAULT_AGING_MS
-    end
-    local first = tenant_reorder(field_of(all, F_TENANT_ORDER), field_of(all, F_PRIORITY),
-      now_ms(), aging)
-    mid, order = tenant_park(T, tn, first, id, field_of(all, F_ENVELOPE), r,
-      field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
+    mid, order = tenant_ready(T, KEYS[1], KEYS[LANES + LEVELS], KEYS[SETTINGS], tn,
+      field_of(all, F_PRIORITY), field_of(all, F_TENANT_ORDER), nil, id,
+      field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR), field_of(all, F_FAILED_AT))
   else
     local stream = lane(KEYS[1], LANES, field_of(all, F_PRIORITY))
     mid = add_entry(stream, id, field_of(all, F_ENVELOPE), r, field_of(all, F_ERROR),
