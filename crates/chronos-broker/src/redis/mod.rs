@@ -24,7 +24,7 @@ mod throttle;
 mod watch;
 
 pub use consume::RedisReader;
-pub(crate) use protocol::{TENANT_LANE, TENANT_WAKE};
+pub(crate) use crate::keys::TENANT_LANE;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
