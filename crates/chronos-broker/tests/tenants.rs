@@ -535,3 +535,85 @@ async fn a_retried_or_delayed_lifo_task_comes_back_to_the_front() {
         .expect("stats");
     assert_eq!((stats.pending, stats.active), (0, 5), "{stats:?}");
 }
+
+#[tokio::test]
+async fn lost_replies_of_hand_back_reclaim_forward_and_operator_scripts() {
+    use chronos_broker::{ActionOutcome, Operate, TaskAction};
+    let rig = rig().await;
+    let queue = q("default");
+    set(
+        &rig.direct,
+        Some("a"),
+        TenantChange::new().concurrency(Some(1)),
+    )
+    .await;
+    let client = Client::new(rig.direct.clone());
+    let mut ids = Vec::new();
+    for n in 0..4u32 {
+        let opts = EnqueueOptions::new().tenant("a");
+        ids.push(client.enqueue(&email(n), opts).await.expect("enqueue").id);
+    }
+    let page = |b: RedisBroker| async move { b.tenants(&q("default"), 10).await.expect("page") };
+
+    // Handed back twice (the first reply lost): once back in its place, its slot free.
+    let got = fetch(&rig.via, "w", 10).await;
+    assert_eq!(got.iter().map(n_of).collect::<Vec<_>>(), vec![0]);
+    rig.lose_reply_of("requeue");
+    rig.via
+        .requeue(&queue, &[got[0].id.clone()])
+        .await
+        .expect("requeue");
+    rig.assert_lost(1);
+    let p = page(rig.direct.clone()).await;
+    assert_eq!((p.waiting, p.running), (4, 0), "{p:?}");
+
+    // Reclaimed twice: one re-park.
+    let lost = fetch(&rig.via, "gone", 10).await;
+    assert_eq!(lost.iter().map(n_of).collect::<Vec<_>>(), vec![0]);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    rig.lose_reply_of("reclaim");
+    let r = rig
+        .via
+        .reclaim_idle(&queue, Duration::from_millis(200), 100)
+        .await
+        .expect("reclaim");
+    rig.assert_lost(2);
+    assert!(r.requeued <= 1, "{r:?}");
+    let p = page(rig.direct.clone()).await;
+    assert_eq!((p.waiting, p.running), (4, 0), "{p:?}");
+
+    // A retry forwarded twice: back once.
+    let got = fetch(&rig.via, "w", 10).await;
+    assert!(rig
+        .via
+        .retry(&got[0].id, Duration::ZERO, "x")
+        .await
+        .expect("retry"));
+    rig.lose_reply_of("forward");
+    rig.via.forward_due(&queue, 10).await.expect("forward");
+    rig.assert_lost(3);
+    let p = page(rig.direct.clone()).await;
+    assert_eq!((p.waiting, p.running), (4, 0), "{p:?}");
+
+    // An operator's delete and change of level, each re-sent.
+    rig.lose_reply_of("admin_delete");
+    assert_eq!(
+        rig.via
+            .act(&queue, &ids[1], TaskAction::Delete)
+            .await
+            .expect("delete"),
+        ActionOutcome::NotFound,
+        "the re-send finds it deleted"
+    );
+    rig.assert_lost(4);
+    rig.lose_reply_of("prioritize");
+    rig.via
+        .prioritize(&queue, &ids[3], Priority::HIGHEST)
+        .await
+        .expect("prioritize");
+    rig.assert_lost(5);
+    let p = page(rig.direct.clone()).await;
+    assert_eq!((p.waiting, p.running), (3, 0), "{p:?}");
+    let order: Vec<u32> = fetch(&rig.direct, "w", 1).await.iter().map(n_of).collect();
+    assert_eq!(order, vec![3]);
+}

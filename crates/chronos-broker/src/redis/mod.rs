@@ -23,8 +23,8 @@ mod tenants;
 mod throttle;
 mod watch;
 
-pub use consume::RedisReader;
 pub(crate) use crate::keys::TENANT_LANE;
+pub use consume::RedisReader;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
