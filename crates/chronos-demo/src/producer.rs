@@ -1,5 +1,6 @@
 //! The producer: tasks at a steady rate (some charges at a high priority level, newsletters at
-//! a low one), and every 5 s a partner sync per customer and an import group.
+//! a low one), and every 5 s a partner sync per customer (each customer a tenant) and an import
+//! group.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -80,7 +81,11 @@ pub(crate) async fn produce(
                 client
                     .enqueue(
                         &SyncCrm { customer },
-                        EnqueueOptions::new().rate_key(format!("customer-{customer}")),
+                        // Each customer is a tenant (served in turn with the others) and a
+                        // rate key (the partner API's limit per customer).
+                        EnqueueOptions::new()
+                            .tenant(format!("customer-{customer}"))
+                            .rate_key(format!("customer-{customer}")),
                     )
                     .await?;
             }
