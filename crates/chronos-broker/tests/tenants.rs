@@ -617,3 +617,25 @@ async fn lost_replies_of_hand_back_reclaim_forward_and_operator_scripts() {
     let order: Vec<u32> = fetch(&rig.direct, "w", 1).await.iter().map(n_of).collect();
     assert_eq!(order, vec![3]);
 }
+
+#[tokio::test]
+async fn a_cancel_request_names_a_tenant_delivery_as_its_worker_does() {
+    use chronos_broker::{ActionOutcome, Operate, TaskAction};
+    let b = broker().await;
+    let queue = q("default");
+    let id = Client::new(b.clone())
+        .enqueue(&email(1), EnqueueOptions::new().tenant("t"))
+        .await
+        .expect("enqueue")
+        .id;
+    let got = fetch(&b, "w", 1).await;
+    assert_eq!(
+        b.act(&queue, &id, TaskAction::Cancel).await.expect("cancel"),
+        ActionOutcome::Done
+    );
+    let asked = b
+        .cancel_requested(&queue, &[got[0].id.msg_id.clone()])
+        .await
+        .expect("requested");
+    assert_eq!(asked, vec![got[0].id.msg_id.clone()]);
+}

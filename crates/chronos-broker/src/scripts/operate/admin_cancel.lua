@@ -1,6 +1,7 @@
 -- Inspector action "cancel": asks the worker running an active task to cancel it. The request is
 -- the task's current delivery in the queue's cancel set (its stream entry id, `<level>/<entry id>`
--- for a level's stream, as the worker's lease names it: see src/redis/lane.rs) (scored by when it was asked); a
+-- for a level's stream, `<TENANT_LANE>/<entry id>` for a tenant task's, as the worker's lease
+-- names it: see src/redis/lane.rs) (scored by when it was asked); a
 -- worker polls that set for the deliveries it runs and fires their handlers' cancellation.
 -- KEYS[1]  the queue's cancel set, KEYS[2] its stream, then one task hash per task
 -- ARGV[1]  how long requests are kept (ms), ARGV[2] consumer group, then task ids
@@ -16,7 +17,7 @@ end
 local keep = tonumber(ARGV[1]) or 60000
 local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do
-  local h = read_hash(KEYS[i], F_STATE, F_DELIVERY, F_PRIORITY)
+  local h = read_hash(KEYS[i], F_STATE, F_DELIVERY, F_PRIORITY, F_TENANT)
   -- A plain task (lib.lua) has no hash: its delivery is its entry, whose id is the task's.
   local ps = plain_state(KEYS[2], ARGV[2], KEYS[i], ARGV[i])
   if ps then h = {ps, ARGV[i]} end
@@ -33,7 +34,11 @@ for i = 3, #ARGV do
   states[#states + 1] = s
   if code == 1 then
     local mid = h[2]
-    if level_index(h[3]) and h[3] ~= NORMAL_LEVEL then mid = h[3] .. '/' .. mid end
+    if h[4] then
+      mid = TENANT_LANE .. '/' .. mid
+    elseif level_index(h[3]) and h[3] ~= NORMAL_LEVEL then
+      mid = h[3] .. '/' .. mid
+    end
     todo[#todo + 1] = mid
   end
 end
