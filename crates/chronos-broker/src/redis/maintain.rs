@@ -145,6 +145,10 @@ impl Maintain for RedisBroker {
         let mut out: Vec<(String, u64, u64)> = Vec::new();
         for level in self.lane_order(&keys).await? {
             for (name, pending, idle) in self.lane_consumers(&keys.lane(level)).await? {
+                // The tenant stream's parking consumer holds waiting tasks, not deliveries.
+                if name == super::protocol::TENANT_PARK {
+                    continue;
+                }
                 match out.iter_mut().find(|(n, _, _)| *n == name) {
                     Some(c) => {
                         c.1 += pending;
