@@ -178,7 +178,7 @@ fn form(st: &AppState, queue: &str, editing: &Editing<'_>, back: &str) -> Markup
             input type="hidden" name="back" value=(back);
             h3 {
                 @if let Some(t) = editing.tenant { "Settings of tenant " span.mono { (t) } }
-                @else { "Settings" }
+                @else { "Settings of the default for all tenants" }
             }
             table.grid {
                 tbody {
