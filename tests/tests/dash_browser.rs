@@ -463,3 +463,116 @@ async fn an_operator_moves_a_waiting_task_ahead_by_its_priority_level() -> Resul
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn the_queue_page_lists_tenants_and_pauses_one_from_its_row() -> Result<()> {
+    let broker = broker().await?;
+    let client = Client::new(broker.clone());
+    for (tenant, n) in [("acme", 4), ("globex", 2), ("initech", 1)] {
+        invoices(&client, "shared", n, EnqueueOptions::new().tenant(tenant)).await?;
+    }
+    let base = serve(
+        &broker,
+        DashConfig::default(),
+        loopback(),
+        [127, 0, 0, 1].into(),
+    )
+    .await?;
+    let admin = chronos_admin::Admin::new(broker.clone());
+    let cell = |tenant: &str, field: &str| {
+        format!("#tenants tr[data-tenant=\"{tenant}\"] td[data-t=\"{field}\"]")
+    };
+
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/shared")).await?;
+    b.wait_for("#tenants-table", Duration::from_secs(10))
+        .await?;
+    // The busiest first, with their counts.
+    let order = b
+        .execute(
+            "return [...document.querySelectorAll('#tenants-table tbody tr')].map(r => r.dataset.tenant);",
+            &[],
+        )
+        .await?;
+    let order: Vec<&str> = order
+        .as_array()
+        .context("a list")?
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert_eq!(order, ["acme", "globex", "initech"]);
+    for (tenant, n) in [("acme", "4"), ("globex", "2"), ("initech", "1")] {
+        assert_eq!(b.text(&cell(tenant, "waiting")).await?, n, "{tenant}");
+        assert_eq!(b.text(&cell(tenant, "ready")).await?, "yes", "{tenant}");
+    }
+    b.wait_for_text(
+        "#tenant-totals",
+        "3 tenants: 7 waiting",
+        Duration::from_secs(5),
+    )
+    .await?;
+
+    // Pause globex from its row: it leaves the rotation and says so.
+    b.click("#tenants tr[data-tenant=\"globex\"] button[data-tenant-action=\"pause\"]")
+        .await?;
+    b.wait_for_text(".notice", "tenant globex paused", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text(&cell("globex", "paused"), "paused", Duration::from_secs(10))
+        .await?;
+    assert_eq!(b.text(&cell("globex", "ready")).await?, "no");
+    assert_eq!(b.text(&cell("acme", "ready")).await?, "yes");
+    let list = admin.tenants("shared", 10).await?;
+    let globex = list
+        .tenants
+        .iter()
+        .find(|t| t.tenant == "globex")
+        .context("globex listed")?;
+    assert_eq!(globex.settings.paused, Some(true));
+    assert!(!globex.ready);
+
+    // Give acme a weight through the form its row opens.
+    b.click("#tenants a[data-tenant-edit=\"acme\"]").await?;
+    b.wait_for_text("#tenant-form h3", "acme", Duration::from_secs(10))
+        .await?;
+    b.fill("#tenant-weight", "3").await?;
+    b.submit("#tenant-save").await?;
+    b.wait_for_text(
+        ".notice",
+        "settings of tenant acme saved",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.wait_for_text(&cell("acme", "weight"), "3", Duration::from_secs(10))
+        .await?;
+    b.execute("document.querySelector('#tenants').scrollIntoView();", &[])
+        .await?;
+    b.screenshot("dash-queue-tenants").await?;
+    let list = admin.tenants("shared", 10).await?;
+    assert_eq!(list.tenants[0].settings.weight, Some(3));
+    assert_eq!(list.tenants[0].settings.concurrency, None);
+
+    // An out-of-range weight is refused with its reason, and nothing changes.
+    b.goto(&format!("{base}/queues/shared?tenant=acme")).await?;
+    b.wait_for("#tenant-form", Duration::from_secs(10)).await?;
+    b.fill("#tenant-weight", "0").await?;
+    b.submit("#tenant-save").await?;
+    b.wait_for_text("body", "weight must be 1 to 1000", Duration::from_secs(10))
+        .await?;
+    assert_eq!(
+        admin.tenants("shared", 10).await?.tenants[0]
+            .settings
+            .weight,
+        Some(3)
+    );
+
+    // Resume globex: back in the rotation.
+    b.goto(&format!("{base}/queues/shared")).await?;
+    b.click("#tenants tr[data-tenant=\"globex\"] button[data-tenant-action=\"resume\"]")
+        .await?;
+    b.wait_for_text(".notice", "tenant globex resumed", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text(&cell("globex", "ready"), "yes", Duration::from_secs(10))
+        .await?;
+    b.close().await?;
+    Ok(())
+}

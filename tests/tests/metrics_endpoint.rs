@@ -102,6 +102,17 @@ async fn scraped_metrics_move_with_the_work() {
         .set_paused(&QueueName::new(idle).expect("name"), true)
         .await
         .expect("pause");
+    // And a queue no server serves shared by twelve tenants, tNN with NN + 1 tasks: the ten
+    // busiest are named, the other two summed as `other`.
+    let shared = "shared";
+    for t in 0..12u32 {
+        let opts = EnqueueOptions::new()
+            .queue(shared)
+            .tenant(format!("t{t:02}"));
+        for _ in 0..=t {
+            client.enqueue(&Ok1, opts.clone()).await.expect("enqueue");
+        }
+    }
 
     let mut mux = Mux::new();
     mux.handle(|_: Context, _: Task<Ok1>| async {
@@ -178,6 +189,48 @@ async fn scraped_metrics_move_with_the_work() {
         )
         .expect("oldest pending age of the level");
         assert!(age >= 0.5, "level {level}: {age}");
+    }
+    chronos_testkit::eventually(Duration::from_secs(10), "tenants sampled", || async {
+        let page = scrape(addr).await;
+        value(
+            &page,
+            "chronos_queue_tenant_tasks",
+            &[("queue", shared), ("tenant", "other"), ("state", "waiting")],
+        ) == Some(3.0)
+    })
+    .await;
+    let page = scrape(addr).await;
+    let tenant = |t: &str, state: &str| {
+        value(
+            &page,
+            "chronos_queue_tenant_tasks",
+            &[("queue", shared), ("tenant", t), ("state", state)],
+        )
+    };
+    assert_eq!(tenant("t11", "waiting"), Some(12.0), "{page}");
+    assert_eq!(tenant("t02", "waiting"), Some(3.0), "{page}");
+    assert_eq!(tenant("t11", "running"), Some(0.0), "{page}");
+    assert_eq!(tenant("t01", "waiting"), None, "summed in other: {page}");
+    let labels: std::collections::HashSet<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("chronos_queue_tenant_tasks{") && l.contains("queue=\"shared\""))
+        .filter_map(|l| l.split("tenant=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(labels.len(), 11, "ten tenants and other: {labels:?}");
+    let age = value(
+        &page,
+        "chronos_queue_tenant_oldest_pending_age_seconds",
+        &[("queue", shared), ("tenant", "t00")],
+    );
+    assert_eq!(age, None, "{page}");
+    for t in ["t11", "other"] {
+        let age = value(
+            &page,
+            "chronos_queue_tenant_oldest_pending_age_seconds",
+            &[("queue", shared), ("tenant", t)],
+        )
+        .expect("oldest waiting age of the tenant");
+        assert!(age >= 0.5, "{t}: {age}");
     }
     let ok = [("queue", q), ("kind", Ok1::KIND), ("outcome", "succeeded")];
     assert_eq!(value(&before, "chronos_tasks_processed_total", &ok), None);

@@ -18,6 +18,7 @@ mod lookup;
 mod printable;
 mod redact;
 mod settings;
+mod tenants;
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -36,6 +37,9 @@ pub use lookup::UnknownQueue;
 pub use printable::printable;
 pub use redact::redact_url;
 pub use settings::SettingsRow;
+pub use tenants::{
+    TenantList, TenantRow, TenantSettingsChanged, TenantSettingsRow, MAX_TENANT_LIST,
+};
 
 /// What can go wrong in an operation. Each variant's message is one line, fit for a CLI.
 #[derive(Debug, thiserror::Error)]

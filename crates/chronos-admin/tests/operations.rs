@@ -258,3 +258,86 @@ async fn a_count_that_stops_early_is_a_range() {
     assert!(all.exact);
     assert_eq!((all.matched, all.at_most), (1500, 1500));
 }
+
+#[tokio::test]
+async fn tenants_are_listed_with_totals_and_resumed_past_a_paused_default() {
+    use chronos_broker::TenantChange;
+    let admin = admin().await;
+    let client = Client::new(admin.broker().clone());
+    for (tenant, n) in [("a", 3u64), ("b", 2), ("c", 1)] {
+        let mails: Vec<Mail> = (0..n).map(|n| Mail { n }).collect();
+        let opts = EnqueueOptions::new().queue("shared").tenant(tenant);
+        for r in client
+            .enqueue_batch(mails.iter().map(|m| (m, opts.clone())))
+            .await
+            .expect("enqueue")
+        {
+            r.expect("enqueued");
+        }
+    }
+    let list = admin.tenants("shared", 2).await.expect("tenants");
+    assert_eq!((list.total, list.waiting, list.running), (3, 6, 0));
+    assert_eq!(list.more(), 1);
+    let names: Vec<&str> = list.tenants.iter().map(|t| t.tenant.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert!(list.tenants[0]
+        .oldest_age_ms(chronos_broker::now_ms())
+        .is_some());
+
+    // The default pauses everyone; resuming one tenant stores "not paused" for it.
+    admin.pause_tenant("shared", None).await.expect("pause all");
+    let done = admin
+        .resume_tenant("shared", Some("b"))
+        .await
+        .expect("resume");
+    assert_eq!(done.settings.paused, Some(false));
+    let list = admin.tenants("shared", 10).await.expect("tenants");
+    let ready: Vec<(&str, bool, bool)> = list
+        .tenants
+        .iter()
+        .map(|t| (t.tenant.as_str(), t.ready, t.paused()))
+        .collect();
+    assert_eq!(
+        ready,
+        [("a", false, true), ("b", true, false), ("c", false, true)]
+    );
+    // Without a paused default, a resume removes the tenant's own pause.
+    admin
+        .resume_tenant("shared", None)
+        .await
+        .expect("resume all");
+    admin
+        .pause_tenant("shared", Some("a"))
+        .await
+        .expect("pause");
+    let done = admin
+        .resume_tenant("shared", Some("a"))
+        .await
+        .expect("resume");
+    assert_eq!(done.settings.paused, None);
+
+    // Nothing to change, an unknown queue, a bad key: refused, nothing stored.
+    assert!(matches!(
+        admin
+            .change_tenant("shared", Some("a"), &TenantChange::new())
+            .await,
+        Err(AdminError::Invalid(_))
+    ));
+    assert!(matches!(
+        admin.pause_tenant("nosuch", Some("a")).await,
+        Err(AdminError::QueueNotFound(_))
+    ));
+    assert!(matches!(
+        admin.tenants("nosuch", 10).await,
+        Err(AdminError::QueueNotFound(_))
+    ));
+    assert!(admin
+        .change_tenant("shared", Some("a b"), &TenantChange::new().weight(Some(2)))
+        .await
+        .is_err());
+    assert!(admin
+        .tenant_settings("shared", Some("a"))
+        .await
+        .expect("settings")
+        .is_empty());
+}

@@ -81,3 +81,55 @@ async fn the_oldest_pending_task_is_the_first_undelivered_one() {
     assert_eq!(s.oldest_pending_ms, None);
     b.close_reader(reader).await;
 }
+
+#[tokio::test]
+async fn a_sample_names_the_busiest_tenants_and_sums_the_rest() {
+    use chronos_broker::SAMPLED_TENANTS;
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = QueueName::new("shared").expect("name");
+    // No tenants: nothing to name or sum.
+    client
+        .enqueue(&email(0), EnqueueOptions::new().queue("shared"))
+        .await
+        .expect("enqueue");
+    let s = b.sample_queue(&queue).await.expect("sample");
+    assert!(s.tenants.is_empty() && s.other_tenants.is_none(), "{s:?}");
+
+    // Tenant tNN has NN + 1 tasks; the busiest are enqueued first, the two smallest (left out
+    // of the named ones) last.
+    let tenants = SAMPLED_TENANTS as u32 + 2;
+    for t in (0..tenants).rev() {
+        let items: Vec<_> = (0..=t).map(email).collect();
+        let opts = EnqueueOptions::new()
+            .queue("shared")
+            .tenant(format!("t{t:02}"));
+        for r in client
+            .enqueue_batch(items.iter().map(|e| (e, opts.clone())))
+            .await
+            .expect("enqueue")
+        {
+            r.expect("enqueued");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let s = b.sample_queue(&queue).await.expect("sample");
+    assert_eq!(s.tenants.len(), SAMPLED_TENANTS);
+    assert_eq!(s.tenants[0].tenant, format!("t{:02}", tenants - 1));
+    assert_eq!(s.tenants[0].waiting, u64::from(tenants));
+    assert!(s
+        .tenants
+        .iter()
+        .all(|t| t.tenants == 1 && t.oldest_ms.is_some()));
+    let other = s.other_tenants.clone().expect("the rest summed");
+    // t00 (1 task) and t01 (2 tasks).
+    assert_eq!((other.tenants, other.waiting, other.running), (2, 3, 0));
+    let oldest = other.oldest_ms.expect("oldest of the rest");
+    assert!(
+        s.tenants
+            .iter()
+            .all(|t| t.oldest_ms.expect("oldest") <= oldest),
+        "the busiest were enqueued first: {s:?}"
+    );
+    assert!(other.oldest_age(s.sampled_at_ms) < Duration::from_secs(10));
+}

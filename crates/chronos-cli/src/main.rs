@@ -24,6 +24,7 @@ mod servers;
 mod stats;
 mod table;
 mod tasks;
+mod tenants;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -64,6 +65,10 @@ enum Cmd {
     /// Tasks: list, show, and run now, delete, archive or cancel one task or all in a state.
     #[command(subcommand)]
     Task(tasks::TaskCmd),
+    /// Tenants sharing a queue: list them with their counts, change their settings, pause and
+    /// resume them.
+    #[command(subcommand)]
+    Tenant(tenants::TenantCmd),
     /// Registered schedules (also those that never fired).
     #[command(subcommand)]
     Schedule(schedules::ScheduleCmd),
@@ -135,6 +140,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
     match cmd {
         Cmd::Queue(cmd) => queues::run(admin, out, cmd).await,
         Cmd::Task(cmd) => tasks::run(admin, out, cmd).await,
+        Cmd::Tenant(cmd) => tenants::run(admin, out, cmd).await,
         Cmd::Schedule(cmd) => schedules::run(admin, out, cmd).await,
         Cmd::Server(cmd) => servers::run(admin, out, cmd).await,
         Cmd::Leader => servers::leader(admin, out).await,

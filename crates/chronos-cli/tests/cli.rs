@@ -764,3 +764,148 @@ async fn task_prioritize_moves_a_waiting_task_and_queue_show_counts_levels() {
     let row = e.json(&["queue", "limits", "unset", "mail", "--retry-level"]);
     assert!(row[0]["retry_level"].is_null());
 }
+
+/// `n` emails for `tenant` in queue `mail`.
+async fn tenant_mail(e: &Env, tenant: &str, n: usize) {
+    let all: Vec<Email> = (0..n)
+        .map(|i| Email {
+            to: format!("{tenant}-{i}@example.com"),
+        })
+        .collect();
+    let opts = EnqueueOptions::new().queue("mail").tenant(tenant);
+    for r in Client::new(e.broker.clone())
+        .enqueue_batch(all.iter().map(|m| (m, opts.clone())))
+        .await
+        .expect("enqueue")
+    {
+        r.expect("enqueued");
+    }
+}
+
+#[tokio::test]
+async fn tenants_are_listed_busiest_first_and_their_settings_changed() {
+    let e = env().await;
+    tenant_mail(&e, "acme", 5).await;
+    tenant_mail(&e, "globex", 3).await;
+    tenant_mail(&e, "initech", 1).await;
+
+    let list = &e.json(&["tenant", "ls", "mail"])[0];
+    assert_eq!(
+        (&list["total"], &list["waiting"], &list["running"]),
+        (&3.into(), &9.into(), &0.into()),
+        "{list}"
+    );
+    let rows = list["tenants"].as_array().expect("tenants");
+    let names: Vec<&str> = rows.iter().map(|t| t["tenant"].as_str().unwrap()).collect();
+    assert_eq!(names, ["acme", "globex", "initech"]);
+    assert_eq!(rows[0]["waiting"], 5);
+    assert!(rows[0]["oldest_ms"].as_i64().is_some());
+    assert_eq!(rows[0]["ready"], true);
+
+    // A tenant's settings and the default's; `none` removes a stored cap.
+    let set = &e.json(&[
+        "tenant",
+        "set",
+        "mail",
+        "acme",
+        "--weight",
+        "3",
+        "--concurrency",
+        "2",
+        "--backlog",
+        "100",
+    ])[0];
+    assert_eq!(set["tenant"], "acme");
+    assert_eq!(
+        (
+            &set["settings"]["weight"],
+            &set["settings"]["concurrency"],
+            &set["settings"]["backlog"]
+        ),
+        (&3.into(), &2.into(), &100.into())
+    );
+    e.ok(&["tenant", "set", "mail", "acme", "--concurrency", "none"]);
+    e.ok(&["tenant", "set", "mail", "--default", "--backlog", "50"]);
+    e.ok(&["tenant", "pause", "mail", "globex"]);
+
+    // The table: busiest first, `-` where nothing is stored, the default and the totals.
+    let table = e.ok(&["tenant", "ls", "mail", "--limit", "2"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("TENANT"), "{table}");
+    assert!(lines[0].contains("OLDEST") && lines[0].contains("PAUSED"));
+    let acme: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(acme[0], "acme", "{table}");
+    assert_eq!(&acme[1..3], ["5", "0"], "{table}");
+    assert!(acme[3].ends_with('s'), "an age: {table}");
+    assert_eq!(&acme[4..], ["yes", "3", "-", "100", "-"], "{table}");
+    let globex: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(globex[0], "globex", "{table}");
+    assert_eq!(globex[4], "no", "paused, so not ready: {table}");
+    assert_eq!(globex[8], "yes", "{table}");
+    assert!(
+        table.contains("default for all tenants: weight -, concurrency -, backlog 50, paused -"),
+        "{table}"
+    );
+    assert!(
+        table.contains("3 tenants: 9 waiting, 0 running; 1 more tenant not listed"),
+        "{table}"
+    );
+
+    // Resume, unset, and the default's pause, which a tenant's resume overrides.
+    e.ok(&["tenant", "resume", "mail", "globex"]);
+    e.ok(&["tenant", "unset", "mail", "acme", "--all"]);
+    e.ok(&["tenant", "pause", "mail", "--default"]);
+    let resumed = &e.json(&["tenant", "resume", "mail", "initech"])[0];
+    assert_eq!(resumed["settings"]["paused"], false);
+    let list = &e.json(&["tenant", "ls", "mail"])[0];
+    assert_eq!(list["default"]["paused"], true);
+    assert_eq!(list["default"]["backlog"], 50);
+    for t in list["tenants"].as_array().expect("tenants") {
+        let paused = t["tenant"] != "initech";
+        assert_eq!(t["effective"]["paused"], paused, "{t}");
+        assert_eq!(t["ready"], !paused, "{t}");
+        if t["tenant"] == "acme" {
+            assert!(t["settings"]
+                .as_object()
+                .expect("settings")
+                .values()
+                .all(|v| v.is_null()));
+        }
+    }
+    e.ok(&["tenant", "resume", "mail", "--default"]);
+    assert!(e.json(&["tenant", "ls", "mail"])[0]["default"]["paused"].is_null());
+
+    // Out of range, unparsable, a bad key, an unknown queue: exit 1 with one line.
+    for args in [
+        vec!["tenant", "set", "mail", "acme", "--weight", "0"],
+        vec!["tenant", "set", "mail", "acme", "--weight", "1001"],
+        vec!["tenant", "set", "mail", "acme", "--backlog", "0"],
+        vec!["tenant", "set", "mail", "acme", "--concurrency", "many"],
+        vec!["tenant", "set", "mail", "two words", "--weight", "2"],
+        vec!["tenant", "pause", "nosuch", "acme"],
+        vec!["tenant", "ls", "nosuch"],
+    ] {
+        let out = e.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    // Nothing named, or both a tenant and --default: a usage error.
+    for args in [
+        vec!["tenant", "set", "mail", "acme"],
+        vec!["tenant", "set", "mail", "--weight", "2"],
+        vec![
+            "tenant",
+            "set",
+            "mail",
+            "acme",
+            "--default",
+            "--weight",
+            "2",
+        ],
+        vec!["tenant", "unset", "mail", "acme"],
+    ] {
+        assert_eq!(e.run(&args).status.code(), Some(2), "{args:?}");
+    }
+    assert!(e.json(&["tenant", "ls", "mail"])[0]["tenants"][0]["settings"]["weight"].is_null());
+}

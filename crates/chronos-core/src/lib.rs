@@ -133,7 +133,7 @@ pub use queue_settings::{
     MAX_SETTING_PERIOD, MIN_AGING,
 };
 pub use record::{LevelStats, QueueStats, TaskRecord};
-pub use sample::QueueSample;
+pub use sample::{QueueSample, TenantSample, SAMPLED_TENANTS};
 pub use schedule::{
     FireOutcome, FireState, LeaderInfo, ScheduleEntry, ScheduleSource, SchedulerMetrics, Trigger,
 };

@@ -1,4 +1,5 @@
-//! The POSTs: pause and resume a queue; store its limits (the settings form of its page); run,
+//! The POSTs: pause and resume a queue; store its limits (the settings form of its page); store
+//! a tenant's settings, pause or resume a tenant (the tenants section of its page); run,
 //! delete, archive or cancel one task, a selection, or everything a filter matches (after
 //! confirming the count, as a background job with a progress page). Each answers with a
 //! redirect back to the page it came from and a one-line notice, and leaves one log line: who,
@@ -11,7 +12,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
 use chronos_admin::{parse_state, verb, AdminError};
 use chronos_broker::{
-    parse_duration, Priority, Rate, Setting, SettingsChange, TaskAction, TaskFilter,
+    parse_duration, Priority, Rate, Setting, SettingsChange, TaskAction, TaskFilter, TenantChange,
 };
 use futures::StreamExt;
 use maud::html;
@@ -141,6 +142,108 @@ fn settings_change(form: &CheckedForm) -> Result<SettingsChange, AdminError> {
                 .map_err(|e| AdminError::Invalid(format!("retry level {v:?}: {e}")))
         })?,
     })
+}
+
+/// The tenant a tenants form names: None (blank or not sent) for the default for all tenants.
+fn form_tenant(form: &CheckedForm) -> Option<&str> {
+    form.get("tenant").map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// "tenant acme" or "the default for all tenants", for a notice.
+fn tenant_words(tenant: Option<&str>) -> String {
+    tenant.map_or_else(
+        || "the default for all tenants".to_string(),
+        |t| format!("tenant {t}"),
+    )
+}
+
+/// Stores the tenants form of a queue page: each field sent is stored, a field sent blank is
+/// removed (the default's value applies to a tenant, the built-in one to the default), and a
+/// field not sent is kept. Nothing is stored when one field is out of range (400, with the
+/// reason).
+pub(crate) async fn tenant_settings(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let tenant = form_tenant(&form);
+    let change = tenant_change(&form).map_err(|e| PageError(DashError::Admin(e)))?;
+    let done = st.admin.change_tenant(&queue, tenant, &change).await?;
+    let s = &done.settings;
+    tracing::info!(who = %who, queue = %queue, tenant = ?tenant, weight = ?s.weight, concurrency = ?s.concurrency, backlog = ?s.backlog, "console: tenant settings stored");
+    Ok(back_with(
+        &st,
+        form.get("back").unwrap_or("/"),
+        &format!(
+            "Queue {queue}: settings of {} saved; running servers apply them at their next fetch.",
+            tenant_words(tenant)
+        ),
+    ))
+}
+
+/// The change a tenants form asks for. Each field: not sent = keep, blank = remove, else a
+/// whole number.
+fn tenant_change(form: &CheckedForm) -> Result<TenantChange, AdminError> {
+    fn each<T: std::str::FromStr>(
+        form: &CheckedForm,
+        name: &str,
+    ) -> Result<Option<Option<T>>, AdminError> {
+        match form.get(name).map(str::trim) {
+            None => Ok(None),
+            Some("") => Ok(Some(None)),
+            Some(v) => v
+                .parse()
+                .map(|n| Some(Some(n)))
+                .map_err(|_| AdminError::Invalid(format!("{name} {v:?}: write a whole number"))),
+        }
+    }
+    let mut c = TenantChange::new();
+    if let Some(w) = each(form, "weight")? {
+        c = c.weight(w);
+    }
+    if let Some(n) = each(form, "concurrency")? {
+        c = c.concurrency(n);
+    }
+    if let Some(n) = each(form, "backlog")? {
+        c = c.backlog(n);
+    }
+    Ok(c)
+}
+
+pub(crate) async fn tenant_pause(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let tenant = form_tenant(&form);
+    st.admin.pause_tenant(&queue, tenant).await?;
+    tracing::info!(who = %who, queue = %queue, tenant = ?tenant, "console: tenant paused");
+    Ok(back_with(
+        &st,
+        form.get("back").unwrap_or("/"),
+        &format!(
+            "Queue {queue}: {} paused; its waiting tasks start when it is resumed.",
+            tenant_words(tenant)
+        ),
+    ))
+}
+
+pub(crate) async fn tenant_resume(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let tenant = form_tenant(&form);
+    st.admin.resume_tenant(&queue, tenant).await?;
+    tracing::info!(who = %who, queue = %queue, tenant = ?tenant, "console: tenant resumed");
+    Ok(back_with(
+        &st,
+        form.get("back").unwrap_or("/"),
+        &format!("Queue {queue}: {} resumed.", tenant_words(tenant)),
+    ))
 }
 
 pub(crate) async fn one(

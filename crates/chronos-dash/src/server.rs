@@ -52,6 +52,12 @@ impl Dash {
             .route("/queues/{queue}/selection", post(actions::selection))
             .route("/queues/{queue}/bulk", post(actions::bulk))
             .route("/queues/{queue}/settings", post(actions::settings))
+            .route("/queues/{queue}/tenants", post(actions::tenant_settings))
+            .route("/queues/{queue}/tenants/pause", post(actions::tenant_pause))
+            .route(
+                "/queues/{queue}/tenants/resume",
+                post(actions::tenant_resume),
+            )
             .route("/queues/{queue}/tasks/{id}", get(pages::task::page))
             .route("/queues/{queue}/tasks/{id}/{action}", post(actions::one))
             .route("/jobs/{id}", get(pages::job::page))

@@ -1165,3 +1165,162 @@ async fn stored_limits_change_only_with_the_form_token_and_never_when_read_only(
     assert_eq!(r.status, 403);
     Ok(())
 }
+
+#[tokio::test]
+async fn tenant_settings_change_only_with_the_form_token_and_never_when_read_only() -> Result<()> {
+    use chronos_broker::Tenants as _;
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "plain", 1).await?;
+    let plain = send(c.addr, "GET", "/queues/plain", &[], "").await?;
+    assert!(
+        !plain.body.contains("id=\"tenants\""),
+        "no tenants section for a queue without tenants"
+    );
+    let client = Client::new(c.broker.clone());
+    for tenant in ["acme", "<b>x</b>"] {
+        client
+            .enqueue(
+                &Mail { to: "t".into() },
+                EnqueueOptions::new().queue("shared").tenant(tenant),
+            )
+            .await?;
+    }
+    let q = QueueName::new("shared")?;
+    let page = send(c.addr, "GET", "/queues/shared", &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("id=\"tenants-table\""), "{}", page.body);
+    assert!(page.body.contains("id=\"tenant-form\""));
+    assert!(
+        page.body.contains("&lt;b&gt;x&lt;/b&gt;") && !page.body.contains("<b>x</b>"),
+        "a tenant key is text, never markup"
+    );
+    let csrf = page.csrf()?;
+    let origin = format!("http://{}", c.addr);
+    let post = |path: &'static str, body: String| {
+        let origin = origin.clone();
+        async move { send(c.addr, "POST", path, &[("Origin", &origin)], &body).await }
+    };
+
+    let forged = post(
+        "/queues/shared/tenants/pause",
+        form(&[("csrf", "0000"), ("tenant", "acme")]),
+    )
+    .await?;
+    assert_eq!(forged.status, 403, "a wrong CSRF token");
+    assert!(c.broker.tenant_settings(&q, Some("acme")).await?.is_empty());
+
+    let paused = post(
+        "/queues/shared/tenants/pause",
+        form(&[
+            ("csrf", &csrf),
+            ("back", "/queues/shared"),
+            ("tenant", "acme"),
+        ]),
+    )
+    .await?;
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    assert_eq!(
+        c.broker.tenant_settings(&q, Some("acme")).await?.paused,
+        Some(true)
+    );
+
+    // The settings form: blank = remove, not sent = keep; a blank tenant is the default.
+    let ok = post(
+        "/queues/shared/tenants",
+        form(&[
+            ("csrf", &csrf),
+            ("back", "/"),
+            ("tenant", "acme"),
+            ("weight", "4"),
+            ("concurrency", "2"),
+            ("backlog", ""),
+        ]),
+    )
+    .await?;
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    let stored = c.broker.tenant_settings(&q, Some("acme")).await?;
+    assert_eq!(
+        (
+            stored.weight,
+            stored.concurrency,
+            stored.backlog,
+            stored.paused
+        ),
+        (Some(4), Some(2), None, Some(true))
+    );
+    let default = post(
+        "/queues/shared/tenants",
+        form(&[
+            ("csrf", &csrf),
+            ("back", "/"),
+            ("tenant", " "),
+            ("backlog", "9"),
+        ]),
+    )
+    .await?;
+    assert_eq!(default.status, 303, "{}", default.body);
+    assert_eq!(c.broker.tenant_settings(&q, None).await?.backlog, Some(9));
+    assert_eq!(
+        c.broker.tenant_settings(&q, Some("acme")).await?,
+        stored,
+        "the tenant's own settings are kept"
+    );
+
+    let bad = post(
+        "/queues/shared/tenants",
+        form(&[
+            ("csrf", &csrf),
+            ("back", "/"),
+            ("tenant", "acme"),
+            ("weight", "5000"),
+        ]),
+    )
+    .await?;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(
+        bad.body.contains("weight must be 1 to 1000"),
+        "{}",
+        bad.body
+    );
+    assert_eq!(c.broker.tenant_settings(&q, Some("acme")).await?, stored);
+
+    let resumed = post(
+        "/queues/shared/tenants/resume",
+        form(&[("csrf", &csrf), ("back", "/"), ("tenant", "acme")]),
+    )
+    .await?;
+    assert_eq!(resumed.status, 303, "{}", resumed.body);
+    assert_eq!(
+        c.broker.tenant_settings(&q, Some("acme")).await?.paused,
+        None
+    );
+
+    // Read-only: the table without forms, and every tenant POST refused.
+    let ro = console(DashConfig::default().read_only(true)).await?;
+    Client::new(ro.broker.clone())
+        .enqueue(
+            &Mail { to: "t".into() },
+            EnqueueOptions::new().queue("shared").tenant("acme"),
+        )
+        .await?;
+    let page = send(ro.addr, "GET", "/queues/shared", &[], "").await?;
+    assert!(page.body.contains("id=\"tenants-table\""), "{}", page.body);
+    assert!(!page.body.contains("id=\"tenant-form\""));
+    assert!(!page.body.contains("data-tenant-action"));
+    for path in [
+        "/queues/shared/tenants",
+        "/queues/shared/tenants/pause",
+        "/queues/shared/tenants/resume",
+    ] {
+        let r = send(
+            ro.addr,
+            "POST",
+            path,
+            &[],
+            &form(&[("csrf", "whatever"), ("tenant", "acme"), ("weight", "2")]),
+        )
+        .await?;
+        assert_eq!(r.status, 403, "{path}");
+    }
+    Ok(())
+}

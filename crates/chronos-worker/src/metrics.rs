@@ -21,6 +21,8 @@
 //! | `chronos_queue_paused` | gauge | `queue` | 1 while the queue is paused |
 //! | `chronos_queue_level_tasks` | gauge | `queue`, `level`, `state` | for a queue whose tasks use priority levels: tasks per level (`0`..`9`) and state (`pending`, `active`) |
 //! | `chronos_queue_level_oldest_pending_age_seconds` | gauge | `queue`, `level` | for a queue with levels: how long the oldest pending task of each level has waited (0 when none) |
+//! | `chronos_queue_tenant_tasks` | gauge | `queue`, `tenant`, `state` | for a queue shared by tenants: tasks per tenant and state (`waiting`, `running`), for the [`SAMPLED_TENANTS`] tenants with the most waiting, and `tenant="other"` summing the rest |
+//! | `chronos_queue_tenant_oldest_pending_age_seconds` | gauge | `queue`, `tenant` | for the same tenants: how long the next task of each to start has waited (0 when none); for `other`, the oldest among the rest |
 //!
 //! The `chronos_queue_*` gauges are cluster-wide: one process at a time (the holder of a short
 //! lease in Redis) samples every queue every [`crate::ServerConfig::sample_queues`] and
@@ -29,17 +31,23 @@
 //! them, and the built-in endpoint drops a gauge that nobody set for [`GAUGE_IDLE_TIMEOUT`], so
 //! a process that lost the lease stops exporting its last values.
 //!
+//! The tenant gauges stay bounded whatever the number of tenants: at most
+//! [`SAMPLED_TENANTS`] + 1 `tenant` values per queue. A tenant that leaves the busiest is set to
+//! 0 once, then dropped with the idle gauges; a tenant whose key is `other` is counted in
+//! `other`. (Over Redis, `other`'s age covers the busiest thousand of the rest.)
+//!
 //! The scheduler (crate `chronos-scheduler`) reports through the same facade:
 //! `chronos_scheduler_triggers_fired_total`, `chronos_scheduler_triggers_missed_total`,
 //! `chronos_scheduler_triggers_suppressed_total` (all by `queue`),
 //! `chronos_scheduler_trigger_lateness_seconds` (histogram by `queue`, [`LATENESS_BUCKETS`]) and
 //! `chronos_scheduler_leader` (gauge, 1 on the leader).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use ::metrics::{counter, gauge, histogram, Counter, Histogram};
+pub use chronos_core::SAMPLED_TENANTS;
 
 /// Attempts that ended, by `queue`, `kind` and `outcome`.
 pub const TASKS_PROCESSED: &str = "chronos_tasks_processed_total";
@@ -68,6 +76,14 @@ pub const QUEUE_LEVEL_TASKS: &str = "chronos_queue_level_tasks";
 /// Seconds the oldest pending task of each `level` of `queue` has waited, for queues with
 /// levels.
 pub const QUEUE_LEVEL_OLDEST_PENDING_AGE: &str = "chronos_queue_level_oldest_pending_age_seconds";
+/// Tasks per `queue`, `tenant` and `state` (waiting, running), for the busiest tenants and
+/// `other`.
+pub const QUEUE_TENANT_TASKS: &str = "chronos_queue_tenant_tasks";
+/// Seconds the next task to start of each `tenant` of `queue` has waited, for the busiest
+/// tenants and `other`.
+pub const QUEUE_TENANT_OLDEST_PENDING_AGE: &str = "chronos_queue_tenant_oldest_pending_age_seconds";
+/// The `tenant` label of the tenants summed together.
+pub const OTHER_TENANTS: &str = "other";
 /// The scheduler's trigger lateness histogram (named here for its buckets).
 pub const SCHEDULER_LATENESS: &str = "chronos_scheduler_trigger_lateness_seconds";
 
@@ -245,6 +261,67 @@ pub(crate) fn queue_sample(queue: &str, sample: &chronos_core::QueueSample, paus
         let age = l.oldest_pending_ms.unwrap_or(0) as f64 / 1000.0;
         gauge!(QUEUE_LEVEL_OLDEST_PENDING_AGE, "queue" => queue.to_string(), "level" => level)
             .set(age);
+    }
+    tenant_sample(queue, sample);
+}
+
+/// The `tenant` labels set by the last sample of each queue: those that drop out are set to 0
+/// once, so a tenant that left the busiest does not keep its last count until the idle timeout.
+static TENANT_LABELS: LazyLock<std::sync::Mutex<HashMap<String, HashSet<String>>>> =
+    LazyLock::new(Default::default);
+
+/// Sets the tenant gauges of one queue from a sample (see the module docs for the bounds).
+fn tenant_sample(queue: &str, sample: &chronos_core::QueueSample) {
+    let at = sample.sampled_at_ms;
+    let mut set: Vec<(String, u64, u64, f64)> = Vec::new();
+    let (mut other_waiting, mut other_running) = (0, 0);
+    let mut other_age: Option<f64> = None;
+    let mut other = |t: &chronos_core::TenantSample| {
+        other_waiting += t.waiting;
+        other_running += t.running;
+        let age = t.oldest_age(at).as_secs_f64();
+        other_age = Some(other_age.map_or(age, |a: f64| a.max(age)));
+    };
+    for t in &sample.tenants {
+        if t.tenant == OTHER_TENANTS {
+            other(t);
+        } else if t.waiting > 0 || t.running > 0 {
+            set.push((
+                t.tenant.clone(),
+                t.waiting,
+                t.running,
+                t.oldest_age(at).as_secs_f64(),
+            ));
+        }
+    }
+    if let Some(t) = &sample.other_tenants {
+        other(t);
+    }
+    if let Some(age) = other_age {
+        set.push((OTHER_TENANTS.into(), other_waiting, other_running, age));
+    }
+    let gauges = |tenant: &str, waiting: u64, running: u64, age: f64| {
+        for (state, n) in [("waiting", waiting), ("running", running)] {
+            gauge!(QUEUE_TENANT_TASKS, "queue" => queue.to_string(), "tenant" => tenant.to_string(), "state" => state)
+                .set(n as f64);
+        }
+        gauge!(QUEUE_TENANT_OLDEST_PENDING_AGE, "queue" => queue.to_string(), "tenant" => tenant.to_string())
+            .set(age);
+    };
+    let now: HashSet<String> = set.iter().map(|(t, ..)| t.clone()).collect();
+    let before = {
+        let mut labels = TENANT_LABELS.lock().unwrap_or_else(|p| p.into_inner());
+        if now.is_empty() {
+            labels.remove(queue)
+        } else {
+            labels.insert(queue.to_string(), now.clone())
+        }
+    };
+    for gone in before.iter().flatten().filter(|t| !now.contains(*t)) {
+        gauges(gone, 0, 0, 0.0);
+    }
+    for (tenant, waiting, running, age) in &set {
+        gauges(tenant, *waiting, *running, *age);
     }
 }
 
@@ -452,5 +529,88 @@ mod tests {
             "256 kinds and `other`"
         );
         assert!(kinds.contains("other"));
+    }
+
+    /// The tenant series of one queue in a recorder's snapshot: (tenant, state) -> value.
+    fn tenant_series(
+        snapshotter: &metrics_util::debugging::Snapshotter,
+        queue: &str,
+    ) -> HashMap<(String, String), f64> {
+        use metrics_util::debugging::DebugValue;
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| {
+                let k = key.key();
+                (k.name() == QUEUE_TENANT_TASKS || k.name() == QUEUE_TENANT_OLDEST_PENDING_AGE)
+                    && k.labels().any(|l| l.key() == "queue" && l.value() == queue)
+            })
+            .filter_map(|(key, _, _, value)| {
+                let k = key.key();
+                let label = |name: &str| {
+                    k.labels()
+                        .find(|l| l.key() == name)
+                        .map(|l| l.value().to_string())
+                };
+                let state = label("state").unwrap_or_else(|| "age".into());
+                let DebugValue::Gauge(v) = value else {
+                    return None;
+                };
+                Some(((label("tenant")?, state), v.into_inner()))
+            })
+            .collect()
+    }
+
+    fn tenant(name: &str, waiting: u64, oldest_ms: Option<i64>) -> chronos_core::TenantSample {
+        chronos_core::TenantSample {
+            tenant: name.into(),
+            tenants: 1,
+            waiting,
+            running: 1,
+            oldest_ms,
+        }
+    }
+
+    #[test]
+    fn tenant_gauges_name_the_busiest_and_sum_the_rest_under_other() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let queue = "metrics-tenants-test";
+        let mut sample = chronos_core::QueueSample {
+            sampled_at_ms: 100_000,
+            ..Default::default()
+        };
+        sample.tenants = (0..SAMPLED_TENANTS as u64)
+            .map(|n| tenant(&format!("t{n}"), 100 - n, Some(90_000)))
+            .collect();
+        // A tenant whose key is `other` is counted in `other`, not as a second series of it.
+        sample.tenants[3] = tenant(OTHER_TENANTS, 50, Some(40_000));
+        sample.other_tenants = Some(chronos_core::TenantSample {
+            tenant: String::new(),
+            tenants: 5_000,
+            waiting: 7_000,
+            running: 30,
+            oldest_ms: Some(70_000),
+        });
+        metrics::with_local_recorder(&recorder, || tenant_sample(queue, &sample));
+        let got = tenant_series(&snapshotter, queue);
+        let tenants: HashSet<&str> = got.keys().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(tenants.len(), SAMPLED_TENANTS, "nine named and other");
+        let at = |t: &str, s: &str| got.get(&(t.to_string(), s.to_string())).copied();
+        assert_eq!(at("t0", "waiting"), Some(100.0));
+        assert_eq!(at("t0", "age"), Some(10.0));
+        assert_eq!(at("other", "waiting"), Some(7_050.0));
+        assert_eq!(at("other", "running"), Some(31.0));
+        assert_eq!(at("other", "age"), Some(60.0), "the oldest of the rest");
+
+        // t0 drains and leaves the busiest: set to 0 once, not kept at its last count.
+        sample.tenants.remove(0);
+        metrics::with_local_recorder(&recorder, || tenant_sample(queue, &sample));
+        let got = tenant_series(&snapshotter, queue);
+        assert_eq!(
+            got.get(&("t0".to_string(), "waiting".to_string())),
+            Some(&0.0)
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! Queue gauges over Redis: the counts script, and for a queue with pending tasks two stream
-//! reads (O(1) and O(log n)) and `TIME`.
+//! Queue gauges over Redis: the counts script and the tenants script (sent together), and for
+//! a queue with pending tasks two stream reads (O(1) and O(log n)) and `TIME`.
 
 use std::time::Duration;
 
@@ -9,7 +9,17 @@ use fred::types::{ClusterHash, CustomCommand};
 use super::RedisBroker;
 use crate::redis::store::store;
 use crate::GROUP;
-use crate::{now_ms, BrokerError, Coordinate, Inspect, QueueName, QueueSample, SampleQueues};
+use crate::{
+    now_ms, BrokerError, Coordinate, Inspect, QueueName, QueueSample, SampleQueues, TenantPage,
+    TenantSample, Tenants, SAMPLED_TENANTS,
+};
+
+/// Tenants a sample reads one by one to find the oldest waiting task among those it sums
+/// ([`QueueSample::other_tenants`]): the tenants script returns each listed tenant's oldest
+/// task, but none over the rest. Past this many the sum's age covers the busiest of them only;
+/// the counts are always exact. A read lists every tenant's counts anyway (a lexical count per
+/// tenant); this bounds what each further one adds and the size of the reply.
+const TENANTS_READ: usize = 1_000;
 
 impl SampleQueues for RedisBroker {
     async fn sampler_lease(&self, holder: &str, ttl: Duration) -> Result<bool, BrokerError> {
@@ -28,7 +38,9 @@ impl SampleQueues for RedisBroker {
     }
 
     async fn sample_queue(&self, queue: &QueueName) -> Result<QueueSample, BrokerError> {
-        let stats = self.queue_stats(queue).await?;
+        let (stats, tenants) =
+            futures::try_join!(self.queue_stats(queue), self.tenants(queue, TENANTS_READ))?;
+        let (tenants, other_tenants) = tenant_samples(&tenants);
         // Redis' clock only when there is an age to measure with it: an idle queue costs one
         // script call per sample.
         let (oldest_pending_ms, sampled_at_ms) = if stats.pending > 0 {
@@ -52,8 +64,41 @@ impl SampleQueues for RedisBroker {
             stats,
             oldest_pending_ms,
             sampled_at_ms,
+            tenants,
+            other_tenants,
         })
     }
+}
+
+/// The [`SAMPLED_TENANTS`] busiest tenants of `page`, and the sum of the others (counts from
+/// the page's totals, the oldest task from the rows read).
+fn tenant_samples(page: &TenantPage) -> (Vec<TenantSample>, Option<TenantSample>) {
+    let one = |t: &crate::TenantStats| TenantSample {
+        tenant: t.tenant.clone(),
+        tenants: 1,
+        waiting: t.waiting,
+        running: t.running,
+        oldest_ms: t.oldest_ms,
+    };
+    let top: Vec<TenantSample> = page.tenants.iter().take(SAMPLED_TENANTS).map(one).collect();
+    let rest = page.total.saturating_sub(top.len() as u64);
+    if rest == 0 {
+        return (top, None);
+    }
+    let sum = |f: fn(&TenantSample) -> u64| top.iter().map(f).sum::<u64>();
+    let other = TenantSample {
+        tenant: String::new(),
+        tenants: rest,
+        waiting: page.waiting.saturating_sub(sum(|t| t.waiting)),
+        running: page.running.saturating_sub(sum(|t| t.running)),
+        oldest_ms: page
+            .tenants
+            .iter()
+            .skip(SAMPLED_TENANTS)
+            .filter_map(|t| t.oldest_ms)
+            .min(),
+    };
+    (top, Some(other))
 }
 
 impl RedisBroker {

@@ -8,6 +8,7 @@ pub(crate) mod queue;
 pub(crate) mod schedules;
 pub(crate) mod servers;
 pub(crate) mod task;
+pub(crate) mod tenants;
 
 use axum::response::Html;
 use maud::{html, Markup, DOCTYPE};

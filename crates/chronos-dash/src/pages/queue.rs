@@ -1,16 +1,17 @@
 //! A queue: its counts, its chart, its tasks by state with filter and cursor, the actions on
 //! one task, on a selection and on everything the filter matches, and its stored limits
-//! (limits.rs).
+//! (limits.rs) and its tenants (tenants.rs).
 
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
-use chronos_admin::{parse_state, QueueRow, TaskRow};
+use chronos_admin::{parse_state, QueueRow, TaskRow, TenantList};
 use chronos_broker::{TaskAction, TaskFilter, TaskState};
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use super::tenants::Editing;
 use super::{csrf, layout, Nav};
 use crate::error::PageError;
 use crate::format;
@@ -79,6 +80,8 @@ pub(crate) struct Params {
     pub(crate) cursor: Option<String>,
     pub(crate) msg: Option<String>,
     pub(crate) sig: Option<String>,
+    /// The tenant the tenants form edits (none: the default for all tenants).
+    pub(crate) tenant: Option<String>,
 }
 
 impl Params {
@@ -117,7 +120,7 @@ pub(crate) async fn page(
 ) -> Result<Html<String>, PageError> {
     let state = parse_state(p.state.as_deref().unwrap_or("pending"))?;
     let filter = p.filter();
-    let (row, list, oldest, settings) = tokio::try_join!(
+    let (row, list, oldest, settings, tenants) = tokio::try_join!(
         st.admin.queue(&queue),
         st.admin.tasks(
             &queue,
@@ -128,7 +131,9 @@ pub(crate) async fn page(
         ),
         st.admin.oldest_pending_ms(&queue),
         st.admin.queue_settings(&queue),
+        st.admin.tenants(&queue, super::tenants::LISTED),
     )?;
+    let editing = editing(&st, &queue, &tenants, p.tenant.as_deref()).await?;
     let now = format::now_ms();
     let here = listing_href(&queue, state, &filter, p.cursor.as_deref());
     let actions = if st.config.read_only {
@@ -219,6 +224,7 @@ pub(crate) async fn page(
                 a #next-page href=(listing_href(&row.name, state, &filter, Some(next))) { "next page »" }
             }
         }
+        (super::tenants::section(&st, &tenants, &editing, now, &here))
         (super::limits::section(&st, &settings, &here))
     };
     Ok(layout(
@@ -230,6 +236,30 @@ pub(crate) async fn page(
         st.notice(&p.msg, &p.sig),
         body,
     ))
+}
+
+/// What the tenants form edits: the tenant the URL names (its settings from the listing when it
+/// is there, else read), or the default.
+async fn editing<'a>(
+    st: &AppState,
+    queue: &str,
+    list: &TenantList,
+    tenant: Option<&'a str>,
+) -> Result<Editing<'a>, PageError> {
+    let Some(t) = tenant.filter(|t| !t.is_empty()) else {
+        return Ok(Editing {
+            tenant: None,
+            settings: list.default.clone(),
+        });
+    };
+    let settings = match list.tenants.iter().find(|r| r.tenant == t) {
+        Some(r) => r.settings.clone(),
+        None => st.admin.tenant_settings(queue, Some(t)).await?,
+    };
+    Ok(Editing {
+        tenant: Some(t),
+        settings,
+    })
 }
 
 fn task_table(

@@ -1,0 +1,236 @@
+//! The tenants of a queue (fair sharing, [`chronos_broker::Tenants`]): the busiest ones with
+//! their counts and settings, and the changes an operator makes to a tenant's settings or to
+//! the queue's default for all its tenants, as `chronos tenant` and the console's queue page
+//! show and make them.
+
+use chronos_broker::{
+    Inspect, ManageSchedules, Operate, QueueName, Schedules, TenantChange, TenantPage,
+    TenantSettings, TenantStats, Tenants,
+};
+use serde::Serialize;
+
+use crate::{Admin, AdminError};
+
+/// Most tenants one listing may ask for (the store reads every tenant's counts anyway; this
+/// bounds the reply and the page).
+pub const MAX_TENANT_LIST: usize = 1_000;
+
+/// Stored settings of a tenant, or of a queue's default for all its tenants. A field is absent
+/// (`null`) when nothing is stored: the default's value applies to a tenant, the built-in one
+/// (weight 1, no cap, not paused) to the default.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct TenantSettingsRow {
+    /// Share of starts relative to the other tenants.
+    pub weight: Option<u32>,
+    /// Most tasks of the tenant running at once, cluster-wide.
+    pub concurrency: Option<u32>,
+    /// Most tasks of the tenant waiting; enqueues past it fail.
+    pub backlog: Option<u64>,
+    /// A paused tenant's tasks wait until it is resumed.
+    pub paused: Option<bool>,
+}
+
+impl From<&TenantSettings> for TenantSettingsRow {
+    fn from(s: &TenantSettings) -> Self {
+        Self {
+            weight: s.weight,
+            concurrency: s.concurrency,
+            backlog: s.backlog,
+            paused: s.paused,
+        }
+    }
+}
+
+impl TenantSettingsRow {
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// One tenant of a queue for display.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TenantRow {
+    /// The tenant key (untrusted text: pass it through [`crate::printable`] for a terminal).
+    pub tenant: String,
+    /// Tasks waiting for their turn.
+    pub waiting: u64,
+    /// Tasks started or fetched and not settled yet (what its concurrency cap counts).
+    pub running: u64,
+    /// When its next task to start was enqueued or made ready (unix ms of Redis' clock); None
+    /// when none waits.
+    pub oldest_ms: Option<i64>,
+    /// Whether it is in the rotation now: a task waiting, under its cap, not paused.
+    pub ready: bool,
+    /// Its own stored settings.
+    pub settings: TenantSettingsRow,
+    /// What applies to it: its own settings laid over the queue's default (fields neither
+    /// stores stay absent: the built-in values apply).
+    pub effective: TenantSettingsRow,
+}
+
+impl TenantRow {
+    fn new(t: &TenantStats, default: &TenantSettings) -> Self {
+        Self {
+            tenant: t.tenant.clone(),
+            waiting: t.waiting,
+            running: t.running,
+            oldest_ms: t.oldest_ms,
+            ready: t.ready,
+            settings: (&t.settings).into(),
+            effective: (&t.settings.over(default)).into(),
+        }
+    }
+
+    /// Whether the tenant is paused, by its own setting or the default's.
+    pub fn paused(&self) -> bool {
+        self.effective.paused == Some(true)
+    }
+
+    /// How long its next task to start has waited at `now_ms` (zero when the clocks disagree);
+    /// None when none waits.
+    pub fn oldest_age_ms(&self, now_ms: i64) -> Option<u64> {
+        self.oldest_ms
+            .map(|t| u64::try_from(now_ms.saturating_sub(t)).unwrap_or(0))
+    }
+}
+
+/// The tenants of a queue as one read sees them: the busiest first, with totals over all.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TenantList {
+    /// The queue.
+    pub queue: String,
+    /// The queue's stored default for all its tenants.
+    pub default: TenantSettingsRow,
+    /// The tenants with the most tasks waiting (then running, then by key), at most the limit
+    /// asked for.
+    pub tenants: Vec<TenantRow>,
+    /// Tenants in all (with work or settings of their own).
+    pub total: u64,
+    /// Tasks waiting in all tenants, including those not listed.
+    pub waiting: u64,
+    /// Tasks running in all tenants, including those not listed.
+    pub running: u64,
+}
+
+impl TenantList {
+    fn new(queue: &QueueName, page: &TenantPage) -> Self {
+        Self {
+            queue: queue.to_string(),
+            default: (&page.default).into(),
+            tenants: page
+                .tenants
+                .iter()
+                .map(|t| TenantRow::new(t, &page.default))
+                .collect(),
+            total: page.total,
+            waiting: page.waiting,
+            running: page.running,
+        }
+    }
+
+    /// Tenants left out of the listing.
+    pub fn more(&self) -> u64 {
+        self.total.saturating_sub(self.tenants.len() as u64)
+    }
+
+    /// True when the queue has no tenant and no default stored: it does not share by tenant.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0 && self.default.is_empty()
+    }
+}
+
+/// The settings of one tenant (or of the default) after a change.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TenantSettingsChanged {
+    /// The queue.
+    pub queue: String,
+    /// The tenant; None for the queue's default for all its tenants.
+    pub tenant: Option<String>,
+    /// The settings as stored after the change.
+    pub settings: TenantSettingsRow,
+}
+
+impl<B: Inspect + Operate + Schedules + ManageSchedules + Tenants + 'static> Admin<B> {
+    /// The tenants of queue `name`: at most `limit` (up to [`MAX_TENANT_LIST`]) of those with
+    /// the most waiting, with totals over all and the default settings.
+    /// [`AdminError::QueueNotFound`] for a name that names no queue.
+    pub async fn tenants(&self, name: &str, limit: usize) -> Result<TenantList, AdminError> {
+        let q = self.require_queue(name).await?;
+        let page = self
+            .broker()
+            .tenants(&q, limit.min(MAX_TENANT_LIST))
+            .await?;
+        Ok(TenantList::new(&q, &page))
+    }
+
+    /// The settings stored for `tenant` of queue `name` (None: the default for all tenants).
+    pub async fn tenant_settings(
+        &self,
+        name: &str,
+        tenant: Option<&str>,
+    ) -> Result<TenantSettingsRow, AdminError> {
+        let q = self.require_queue(name).await?;
+        Ok((&self.broker().tenant_settings(&q, tenant).await?).into())
+    }
+
+    /// Applies `change` to the settings of `tenant` of queue `name` (None: the queue's default
+    /// for all its tenants) in one atomic step; running servers apply it at their next fetch.
+    /// A change that changes nothing is refused ([`AdminError::Invalid`]), as is a bad tenant
+    /// key or an out-of-range value ([`chronos_broker::BrokerError::InvalidOption`]): nothing
+    /// changed then.
+    pub async fn change_tenant(
+        &self,
+        name: &str,
+        tenant: Option<&str>,
+        change: &TenantChange,
+    ) -> Result<TenantSettingsChanged, AdminError> {
+        if *change == TenantChange::new() {
+            return Err(AdminError::Invalid(
+                "nothing to change: name at least one setting".into(),
+            ));
+        }
+        let q = self.require_queue(name).await?;
+        let s = self
+            .broker()
+            .change_tenant_settings(&q, tenant, change)
+            .await?;
+        Ok(TenantSettingsChanged {
+            queue: q.to_string(),
+            tenant: tenant.map(str::to_string),
+            settings: (&s).into(),
+        })
+    }
+
+    /// Pauses `tenant` of queue `name` (None: through the default, every tenant that stores
+    /// no pause setting of its own): its tasks wait (enqueues still succeed) and it leaves the
+    /// rotation at once. Tasks already running finish.
+    pub async fn pause_tenant(
+        &self,
+        name: &str,
+        tenant: Option<&str>,
+    ) -> Result<TenantSettingsChanged, AdminError> {
+        self.change_tenant(name, tenant, &TenantChange::new().paused(Some(true)))
+            .await
+    }
+
+    /// Resumes `tenant` of queue `name` (None: the default, which then pauses nobody). A
+    /// tenant's own pause is removed, and when the default pauses every tenant, the tenant
+    /// stores "not paused" so that it runs anyway.
+    pub async fn resume_tenant(
+        &self,
+        name: &str,
+        tenant: Option<&str>,
+    ) -> Result<TenantSettingsChanged, AdminError> {
+        let keep_running = match tenant {
+            None => false,
+            Some(_) => {
+                let q = self.require_queue(name).await?;
+                self.broker().tenant_settings(&q, None).await?.paused == Some(true)
+            }
+        };
+        let paused = if keep_running { Some(false) } else { None };
+        self.change_tenant(name, tenant, &TenantChange::new().paused(paused))
+            .await
+    }
+}
