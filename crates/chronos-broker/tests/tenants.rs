@@ -630,7 +630,9 @@ async fn a_cancel_request_names_a_tenant_delivery_as_its_worker_does() {
         .id;
     let got = fetch(&b, "w", 1).await;
     assert_eq!(
-        b.act(&queue, &id, TaskAction::Cancel).await.expect("cancel"),
+        b.act(&queue, &id, TaskAction::Cancel)
+            .await
+            .expect("cancel"),
         ActionOutcome::Done
     );
     let asked = b

@@ -38,7 +38,9 @@ pub use chronos_broker::{
     DEFAULT_CHAIN_RETENTION, DEFAULT_GROUP_TTL,
 };
 #[doc(inline)]
-pub use chronos_broker::{QueueSample, SampleQueues, TRACEPARENT_HEADER, TRACESTATE_HEADER};
+pub use chronos_broker::{
+    QueueSample, SampleQueues, TenantSample, SAMPLED_TENANTS, TRACEPARENT_HEADER, TRACESTATE_HEADER,
+};
 #[doc(inline)]
 pub use chronos_broker::{QueueSettings, Rate, Setting, Settings, SettingsChange};
 // Fair sharing between the tenants of a queue (`EnqueueOptions::tenant`): their stored

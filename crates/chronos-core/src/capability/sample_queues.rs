@@ -31,7 +31,9 @@ pub trait SampleQueues: Inspect {
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
     /// The gauges of one queue. The Redis broker reads them with a constant number of cheap
-    /// commands (no scan, no `MEMORY USAGE`, no `KEYS`), whatever the queue's length.
+    /// commands (no scan, no `MEMORY USAGE`, no `KEYS`), whatever the queue's length, plus,
+    /// for a queue with tenants, one script whose cost grows with the number of tenants with
+    /// work (a few commands each).
     fn sample_queue(
         &self,
         queue: &QueueName,
