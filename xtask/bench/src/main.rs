@@ -1,5 +1,5 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
-//! `cargo xtask bench [enqueue|e2e|priority|scheduler|inspect|idle|cluster|all]`; never from a
+//! `cargo xtask bench [enqueue|e2e|priority|tenants|scheduler|inspect|idle|cluster|all]`; never from a
 //! timed test.
 //!
 //! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task, per retained
@@ -9,6 +9,10 @@
 //!   `priority` option (rates, Redis CPU and calls per task), and the starvation bound: how many
 //!   starts and milliseconds one level-9 task waits behind an endless flow of level-0 tasks with
 //!   the queue's aging bound at 2 s (BullMQ, which has no aging: whether its low job ran at all).
+//! * `tenants`: enqueue and drain of tasks spread over 100 tenants, beside plain tasks and
+//!   BullMQ's plain jobs (it has no groups): rates, Redis CPU and calls per task; and the
+//!   fairness bound: starts of a 100k backlog (of one tenant, of 100) before a new tenant's
+//!   single task starts.
 //! * `scheduler`: trigger lateness of 10 000 schedules, leader failover.
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
 //! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
@@ -36,6 +40,7 @@ mod peers;
 mod priority;
 mod report;
 mod scheduler;
+mod tenants;
 
 use anyhow::{bail, Result};
 
@@ -50,7 +55,7 @@ async fn main() -> Result<()> {
     let Some((peers_dir, modes)) = args.split_first() else {
         bail!(
             "usage: chronos-bench <peers dir> \
-             [enqueue|e2e|priority|scheduler|inspect|idle|cluster|all]"
+             [enqueue|e2e|priority|tenants|scheduler|inspect|idle|cluster|all]"
         );
     };
     let peers = peers::Peers::new(peers_dir);
@@ -66,6 +71,10 @@ async fn main() -> Result<()> {
     }
     if all || modes.iter().any(|m| m == "priority") {
         priority::run(&peers).await?;
+        ran = true;
+    }
+    if all || modes.iter().any(|m| m == "tenants") {
+        tenants::run(&peers).await?;
         ran = true;
     }
     if all || modes.iter().any(|m| m == "scheduler") {
@@ -86,8 +95,8 @@ async fn main() -> Result<()> {
     }
     if !ran {
         bail!(
-            "unknown bench mode {modes:?}: expected enqueue, e2e, priority, scheduler, inspect, \
-             idle, cluster or all"
+            "unknown bench mode {modes:?}: expected enqueue, e2e, priority, tenants, scheduler, \
+             inspect, idle, cluster or all"
         );
     }
     Ok(())

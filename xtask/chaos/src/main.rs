@@ -23,14 +23,16 @@ mod redis_restart;
 mod report;
 mod scheduler_storm;
 mod sentinel_failover;
+mod tenant_storm;
 mod worker_storm;
 
 use anyhow::{bail, Result};
 
 /// The scenarios, in the order they run.
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "worker-storm",
     "priority-storm",
+    "tenant-storm",
     "scheduler-storm",
     "redis-restart",
     "network-stall",
@@ -69,6 +71,7 @@ async fn main() -> Result<()> {
             match *name {
                 "worker-storm" => worker_storm::run(short, false).await,
                 "priority-storm" => worker_storm::run(short, true).await,
+                "tenant-storm" => tenant_storm::run(short).await,
                 "scheduler-storm" => scheduler_storm::run(short).await,
                 "redis-restart" => redis_restart::run(short).await,
                 "network-stall" => network_stall::run(short).await,

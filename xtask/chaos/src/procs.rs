@@ -31,6 +31,38 @@ impl TaskArgs for Job {
     const KIND: &'static str = "chaos:job";
 }
 
+/// A task of a tenant (tenant-storm): sleeps, recording when its attempt started and ended.
+/// The tenant rides in the payload because the handler's context does not carry it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct TenantJob {
+    pub(crate) tenant: String,
+    pub(crate) sleep_ms: u64,
+}
+
+impl TaskArgs for TenantJob {
+    const KIND: &'static str = "chaos:tenant-job";
+}
+
+/// The hashes of tenant-job attempts, both keyed by a random token per attempt: the start
+/// (`<tenant> <task id> <worker pid> <start us>`, written before the work) and the end (`<end
+/// us>`, written after it). An attempt with a start and no end was cut short by its process's
+/// death.
+pub(crate) fn attempt_keys(ns: &str) -> (String, String) {
+    (
+        format!("{ns}:chaos:tn:starts"),
+        format!("{ns}:chaos:tn:ends"),
+    )
+}
+
+/// Microseconds since the epoch, by this machine's clock: every process of a scenario runs on
+/// the same machine, so stamps from different processes compare.
+pub(crate) fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
 /// What the scheduler processes fire every second.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Tick {}
@@ -109,8 +141,9 @@ pub(crate) async fn leading(broker: &RedisBroker, fleet: &[Proc]) -> Result<(Str
 }
 
 /// `__worker <url> <ns> <concurrency> <recover min idle ms>`: serves [`WORK_QUEUE`], recording
-/// each run of a [`Job`] after its sleep and before it returns; stops gracefully on SIGTERM
-/// or SIGINT.
+/// each run of a [`Job`] or a [`TenantJob`] after its sleep and before it returns (and of a
+/// [`TenantJob`] the start and end of every attempt, [`attempt_keys`]); stops gracefully on
+/// SIGTERM or SIGINT.
 pub(crate) async fn worker_main(args: &[String]) -> Result<()> {
     let [url, ns, concurrency, min_idle] = args else {
         bail!("usage: __worker <url> <ns> <concurrency> <recover min idle ms>");
@@ -123,6 +156,26 @@ pub(crate) async fn worker_main(args: &[String]) -> Result<()> {
     let redis = broker.client().clone();
     let runs = runs_key(ns);
     let mut mux = Mux::new();
+    let (r, rk, (starts, ends)) = (redis.clone(), runs.clone(), attempt_keys(ns));
+    mux.handle(move |ctx: Context, task: Task<TenantJob>| {
+        let (redis, runs, starts, ends) = (r.clone(), rk.clone(), starts.clone(), ends.clone());
+        async move {
+            let token = format!("{:016x}", rand::random::<u64>());
+            let start = format!(
+                "{} {} {} {}",
+                task.args.tenant,
+                ctx.task_id(),
+                std::process::id(),
+                now_us()
+            );
+            let _: i64 = redis.hset(&starts, (token.as_str(), start)).await?;
+            tokio::time::sleep(Duration::from_millis(task.args.sleep_ms)).await;
+            let _: i64 = redis.hset(&ends, (token.as_str(), now_us())).await?;
+            let field = format!("{}/{token}", ctx.task_id());
+            let _: i64 = redis.hset(&runs, (field, 1)).await?;
+            Ok(())
+        }
+    })?;
     mux.handle(move |ctx: Context, task: Task<Job>| {
         let (redis, runs) = (redis.clone(), runs.clone());
         async move {

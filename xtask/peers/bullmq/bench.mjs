@@ -3,7 +3,7 @@
 //
 //   REDIS_URL=redis://127.0.0.1:6379/0 node bench.mjs <mode> [options]
 //
-// Modes: enqueue | e2e | latency | priority (see usage() below and README.md).
+// Modes: enqueue | e2e | latency | priority | tenants (see usage() below and README.md).
 // Results: one JSON object per line on stdout. Everything else goes to stderr.
 
 import { createRequire } from 'node:module';
@@ -39,6 +39,8 @@ function usage() {
     '  priority --n 100000 --payload 100 --concurrency 1,16,64 [--n1 20000] [--producers 50]',
     '           [--batch 1000] [--work-ms 5] [--flow-ms 10] [--flow-batch 5] [--backlog 200]',
     '           [--cap 10] [--runs 3]',
+    '  tenants  --n 100000 --payload 100 --concurrency 1,16,64 [--n1 20000] [--producers 50]',
+    '           [--batch 1000] [--fair-concurrency 16] [--cap 120]',
     '',
     'common options:',
     '  --timeout SECONDS   abort (after cleanup) if the mode runs longer (default 900)',
@@ -57,6 +59,10 @@ const DEFAULTS = {
   priority: {
     n: '100000', payload: '100', concurrency: '1,16,64', n1: '20000', producers: '50', batch: '1000',
     'work-ms': '5', 'flow-ms': '10', 'flow-batch': '5', backlog: '200', cap: '10', runs: '3',
+  },
+  tenants: {
+    n: '100000', payload: '100', concurrency: '1,16,64', n1: '20000', producers: '50', batch: '1000',
+    'fair-concurrency': '16', cap: '120',
   },
 };
 
@@ -611,6 +617,91 @@ async function starvation(run, o, i) {
   await run.dropQueue(q);
 }
 
+// The reference for chronos-rs's tenants: BullMQ's open-source version has no groups (fair
+// sharing between groups and per-group concurrency are in its paid edition), so these are plain
+// jobs: enqueue (single and bulk), drain, and a newcomer's single job behind a backlog of n,
+// which waits in FIFO order (starts counted as in `starvation`, up to --cap seconds).
+async function modeTenants(run, o) {
+  const data = makeData(o.payload);
+  log(`tenants (plain jobs: no groups in bullmq): n=${o.n} (n1=${o.n1} for concurrency 1) payload=${o.payload} B, producers=${o.producers}, batch=${o.batch}, concurrency=${o.concurrency.join(',')}`);
+  {
+    const q = await run.queue('tn-single');
+    let issued = 0;
+    const producer = async () => {
+      while (issued < o.n && !run.stopping) {
+        issued++;
+        await q.add(JOB_NAME, data);
+      }
+    };
+    const s0 = await run.snap();
+    const t0 = nowMs();
+    await Promise.all(Array.from({ length: o.producers }, producer));
+    const secs = (nowMs() - t0) / 1000;
+    const cost = Run.cost(s0, await run.snap(), o.n);
+    await expectWaiting(q, o.n);
+    emit({ mode: 'tenants', case: `enqueue_single_c${o.producers}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1), ...cost });
+    log(`  enqueue_single_c${o.producers}: ${o.n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+  {
+    const q = await run.queue('tn-bulk');
+    const s0 = await run.snap();
+    const t0 = nowMs();
+    await fillBulk(run, q, o.n, o.batch, data);
+    const secs = (nowMs() - t0) / 1000;
+    const cost = Run.cost(s0, await run.snap(), o.n);
+    await expectWaiting(q, o.n);
+    emit({ mode: 'tenants', case: `enqueue_bulk_${o.batch}`, n: o.n, payload: o.payload, tasks_per_s: round(o.n / secs, 1), ...cost });
+    log(`  enqueue_bulk_${o.batch}: ${o.n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+  for (const c of o.concurrency) {
+    const n = c === 1 ? Math.min(o.n, o.n1) : o.n;
+    const q = await run.queue(`tn-drain-c${c}`);
+    await fillBulk(run, q, n, o.batch, data); // not timed
+    await expectWaiting(q, n);
+    const { secs, cost } = await drainTimed(run, q, c, n);
+    emit({ mode: 'tenants', case: 'drain', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1), ...cost });
+    log(`  drain concurrency ${c}: ${n} jobs in ${secs.toFixed(2)} s`);
+    await run.dropQueue(q);
+  }
+  {
+    const q = await run.queue('tn-newcomer');
+    await fillBulk(run, q, o.n, o.batch, { newcomer: false });
+    let starts = 0;
+    let seen = null;
+    const w = run.worker(
+      q.name,
+      async (job) => {
+        const before = starts++;
+        if (job.data.newcomer) seen = { before, at: nowMs() };
+      },
+      { concurrency: o.fairConcurrency, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } },
+    );
+    await w.waitUntilReady();
+    await sleep(300); // a steady rate on the backlog first
+    const startsAt = starts;
+    const t0 = nowMs();
+    await q.add(JOB_NAME, { newcomer: true });
+    let result = null;
+    while (!run.stopping) {
+      await sleep(1);
+      if (seen) {
+        result = { ran: 1, starts: seen.before - startsAt, waited_ms: round(seen.at - t0, 1) };
+        break;
+      }
+      if (nowMs() - t0 >= o.cap * 1000) {
+        result = { ran: 0, starts: starts - startsAt, waited_ms: o.cap * 1000 };
+        break;
+      }
+    }
+    await run.closeWorker(w);
+    emit({ mode: 'tenants', case: 'newcomer', ...result, backlog: o.n, concurrency: o.fairConcurrency, cap_s: o.cap });
+    log(`  newcomer: ${result?.ran ? `ran after ${result.starts} starts` : `not run after ${o.cap} s`}`);
+    await run.dropQueue(q);
+  }
+}
+
 async function modeLatency(run, o) {
   const total = o.rate * o.seconds;
   const fill = makeData(o.payload).p;
@@ -705,6 +796,7 @@ async function main() {
     if (o.mode === 'enqueue') await modeEnqueue(run, o);
     else if (o.mode === 'e2e') await modeE2e(run, o);
     else if (o.mode === 'priority') await modePriority(run, o);
+    else if (o.mode === 'tenants') await modeTenants(run, o);
     else await modeLatency(run, o);
   } catch (e) {
     await abort(e && e.stack ? e.stack : String(e), 1);
