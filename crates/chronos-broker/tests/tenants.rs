@@ -641,3 +641,28 @@ async fn a_cancel_request_names_a_tenant_delivery_as_its_worker_does() {
         .expect("requested");
     assert_eq!(asked, vec![got[0].id.msg_id.clone()]);
 }
+
+#[tokio::test]
+async fn tenant_tasks_past_the_aging_bound_go_ahead_of_newer_urgent_work() {
+    use chronos_broker::fred::interfaces::HashesInterface;
+    let b = broker().await;
+    let queue = q("default");
+    let key = b.keyspace().queue(&queue).settings();
+    let _: i64 = b
+        .client()
+        .hset(key, ("aging_ms", "300"))
+        .await
+        .expect("hset");
+    put(&b, "t", 0..2, EnqueueOptions::new()).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let client = Client::new(b.clone());
+    for n in 10..15u32 {
+        client
+            .enqueue(&email(n), EnqueueOptions::new().priority(Priority::HIGHEST))
+            .await
+            .expect("enqueue");
+    }
+    // Both tenant tasks waited past the bound: they start ahead of the urgent ones.
+    let got: Vec<u32> = fetch(&b, "w", 3).await.iter().map(n_of).collect();
+    assert_eq!(got, vec![0, 1, 10]);
+}

@@ -449,7 +449,7 @@ end
 -- rotation and blocking reads wait on the wake stream. A first use leaves an entry without a
 -- task on main stream `main`, as a new level does (lib.lua `lane`).
 local function tenant_lanes(T, main, levels)
-  if redis.call('EXISTS', KEYS[T]) == 1 and redis.call('EXISTS', KEYS[T + 1]) == 1 then return end
+  if redis.call('EXISTS', KEYS[T], KEYS[T + 1]) == 2 then return end
   redis.pcall('XGROUP', 'CREATE', KEYS[T], GROUP, '0', 'MKSTREAM')
   redis.pcall('XGROUP', 'CREATE', KEYS[T + 1], GROUP, '0', 'MKSTREAM')
   if levels and redis.pcall('HEXISTS', levels, TENANT_LANE) == 0 then

@@ -31,7 +31,8 @@
 -- DEFAULT_AGING_MS) go first, the lane with the oldest of them first; that check runs at most
 -- once per quarter of the bound (a second at most), so the bound is kept within that much.
 -- Tenant tasks are served at the default level's place (after the more urgent levels, before
--- the main stream), in the rotation's order (lib.lua: "Tenants"): each start of a tenant task
+-- the main stream), and by the aging scan as many as have waited past the bound, in the
+-- rotation's order (lib.lua: "Tenants"): each start of a tenant task
 -- is an entry moved from the parking consumer to this one; its rows have TENANT_LANE as their
 -- level, and the levels row lists TENANT_LANE and TENANT_WAKE.
 local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
@@ -209,6 +210,12 @@ else
     local aged = {}
     for _, ln in ipairs(lanes) do
       local oldest = ln[2] and oldest_waiting(ln[2])
+      -- Tenant tasks: the oldest parked entry (the parking consumer's pending list is in id
+      -- order), served through the rotation.
+      if ln[3] == TENANT_LANE then
+        local p = redis.call('XPENDING', KEYS[T], group, '-', '+', 1, TENANT_PARK)[1]
+        if p then oldest = {tonumber(string.match(p[1], '^(%d+)')) or now, p[1]} end
+      end
       if oldest and oldest[1] <= cutoff then
         aged[#aged + 1] = {oldest[1], ln, oldest[2]}
       end
@@ -216,9 +223,20 @@ else
     table.sort(aged, function(a, b) return a[1] < b[1] end)
     for _, a in ipairs(aged) do
       if want <= 0 then break end
-      -- Exactly the waiting entries older than the bound: the next ones the group delivers.
-      local n = #redis.call('XRANGE', a[2][2], a[3], tostring(cutoff), 'COUNT', want)
-      read(a[2][2], a[2][3], n)
+      if not a[2][2] then
+        -- As many starts of the rotation as tenant tasks have waited past the bound (the
+        -- rotation picks whose, fairly).
+        local n = #redis.call('XPENDING', KEYS[T], group, '-', tostring(cutoff), want,
+          TENANT_PARK)
+        local rest = want - n
+        want = n
+        serve_tenants()
+        want = want + rest
+      else
+        -- Exactly the waiting entries older than the bound: the next ones the group delivers.
+        local n = #redis.call('XRANGE', a[2][2], a[3], tostring(cutoff), 'COUNT', want)
+        read(a[2][2], a[2][3], n)
+      end
     end
   end
   for _, ln in ipairs(lanes) do
