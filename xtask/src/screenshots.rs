@@ -1,7 +1,8 @@
 //! `cargo xtask screenshots`: the README's pictures of the console, taken from the real console
 //! over a real demo run (not from a test's seeded data). Runs the demo (release) with its console
 //! on a free port, lets it work for a while, then has headless Chromium (Debian's `chromium`)
-//! shoot the overview and a queue page into `crates/chronos/docs/images/`.
+//! shoot the overview, queue pages (dead letters; tenants) and the schedules into
+//! `crates/chronos/docs/images/`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -63,6 +64,12 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
             "dash-queue.png",
             format!("{base}/queues/low?state=archived"),
             "1400,1000",
+        ),
+        // The demo's partner syncs are tenant tasks (one tenant per customer).
+        (
+            "dash-queue-tenants.png",
+            format!("{base}/queues/partner"),
+            "1400,1400",
         ),
         (
             "dash-schedules.png",
