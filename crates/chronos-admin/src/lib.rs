@@ -188,6 +188,8 @@ pub struct TaskRow {
     pub retried: u32,
     /// Retries allowed.
     pub max_retry: u32,
+    /// Times its handler snoozed it (no attempt spent each time).
+    pub snoozes: u32,
     /// Last failure message.
     pub last_error: Option<String>,
     /// When it last failed (unix ms).
@@ -212,6 +214,7 @@ impl TaskRow {
             payload: serde_json::Value::Null,
             retried: 0,
             max_retry: 0,
+            snoozes: r.snoozes,
             last_error: None,
             last_failed_at_ms: None,
             enqueued_at_ms: None,
@@ -763,6 +766,7 @@ mod tests {
             id: "t1".into(),
             state: TaskState::Archived,
             priority: Default::default(),
+            snoozes: 0,
             envelope: Err(DecodeError::Empty),
         };
         let row = TaskRow::from_record(&q, &rec);

@@ -155,3 +155,28 @@ async fn priority_levels_work_on_a_cluster() {
     assert_eq!(order, want);
     b.delete_queue(&queue, true).await.expect("delete");
 }
+
+#[tokio::test]
+async fn a_snooze_runs_in_its_queues_slot() {
+    let b = cluster_broker().await;
+    let client = Client::new(b.clone());
+    let mut reader = b.open_reader().await.expect("reader");
+    for name in ["s0", "s1", "s2", "s3"] {
+        let queue = QueueName::new(name).expect("queue");
+        client
+            .enqueue(&email(1), EnqueueOptions::new().queue(name))
+            .await
+            .expect("enqueue");
+        let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+        let lease = f.leases.into_iter().next().expect("lease");
+        assert_eq!(
+            b.snooze(&lease.id, Duration::ZERO, 5)
+                .await
+                .expect("snooze"),
+            chronos_broker::SnoozeOutcome::Snoozed { snoozes: 1 }
+        );
+        assert_eq!(b.forward_due(&queue, 10).await.expect("forward"), 1);
+        let again = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+        assert_eq!(again.leases.len(), 1, "{name}");
+    }
+}

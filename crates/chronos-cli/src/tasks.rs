@@ -249,6 +249,7 @@ fn show_task(t: &TaskRow) {
         ("kind", t.kind.clone()),
         ("payload", t.payload.to_string()),
         ("retried", format!("{}/{}", t.retried, t.max_retry)),
+        ("snoozed", t.snoozes.to_string()),
         (
             "enqueued",
             t.enqueued_at_ms.map(datetime).unwrap_or_default(),

@@ -116,6 +116,24 @@ pub enum DeadOutcome {
     Stale,
 }
 
+/// What a snooze call did ([`Consume::snooze`](crate::Consume::snooze)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnoozeOutcome {
+    /// Back in the scheduled set, due after the delay; `snoozes` counts this one.
+    Snoozed {
+        /// Times the task has been snoozed, this one included.
+        snoozes: u32,
+    },
+    /// Refused: the task has been snoozed `snoozes` times, the most allowed. Nothing changed;
+    /// the caller dead-letters it.
+    TooMany {
+        /// Times the task has been snoozed.
+        snoozes: u32,
+    },
+    /// The lease was stale: nothing changed.
+    Stale,
+}
+
 /// A task the recoverer dead-lettered.
 #[derive(Debug, Clone)]
 pub struct DeadTask {

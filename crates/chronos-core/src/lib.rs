@@ -109,7 +109,8 @@ pub use chain::Chain;
 pub use client::Client;
 pub use dead_letter::DeadLetter;
 pub use delivery::{
-    Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, StartOutcome,
+    Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, SnoozeOutcome,
+    StartOutcome,
 };
 pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};

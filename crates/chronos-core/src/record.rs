@@ -49,6 +49,8 @@ pub struct TaskRecord {
     pub state: TaskState,
     /// Its priority level inside the queue (as changed by an operator, if one did).
     pub priority: crate::Priority,
+    /// Times its handler snoozed it (no attempt spent each time; 0 for most tasks).
+    pub snoozes: u32,
     /// The envelope, or why it did not decode.
     pub envelope: Result<TaskEnvelope, DecodeError>,
 }

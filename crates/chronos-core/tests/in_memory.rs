@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use chronos_core::{
     decode_args, BrokerError, Client, Completion, Consume, DeadOutcome, Enqueue, EnqueueOptions,
-    Fetched, Interrupt, Lease, LeaseId, NewTask, QueueName, Results, StartOutcome, TaskArgs,
-    TaskInfo, TaskOutcome, TaskState,
+    Fetched, Interrupt, Lease, LeaseId, NewTask, QueueName, Results, SnoozeOutcome, StartOutcome,
+    TaskArgs, TaskInfo, TaskOutcome, TaskState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -165,6 +165,23 @@ impl Consume for Memory {
             .or_default()
             .push_back(task);
         Ok(true)
+    }
+
+    async fn snooze(
+        &self,
+        lease: &LeaseId,
+        _delay: Duration,
+        _max_snoozes: u32,
+    ) -> Result<SnoozeOutcome, BrokerError> {
+        let mut s = self.state.lock().unwrap();
+        let Some(task) = s.active.remove(&lease.task_id) else {
+            return Ok(SnoozeOutcome::Stale);
+        };
+        s.pending
+            .entry(lease.queue.to_string())
+            .or_default()
+            .push_back(task);
+        Ok(SnoozeOutcome::Snoozed { snoozes: 1 })
     }
 
     async fn dead_letter(

@@ -125,6 +125,10 @@ pub struct ServerConfig {
     pub retry_delay: RetryDelayFn,
     /// What to do with tasks no handler here can run.
     pub unrunnable: UnrunnablePolicy,
+    /// Most times one task may be snoozed ([`crate::TaskError::snooze`]); a handler that snoozes
+    /// it once more dead-letters it instead, with a reason that says so (default
+    /// [`DEFAULT_MAX_SNOOZES`]). Counted per task, across every server.
+    pub max_snoozes: u32,
     /// Called for every dead-lettered task, and awaited (see [`DeadLetterHook`]).
     pub on_dead_letter: Option<DeadLetterHook>,
     /// Longest wait for one call of `on_dead_letter` (default 5 s).
@@ -146,6 +150,10 @@ pub struct ServerConfig {
     pub limits: Vec<(String, QueueLimit)>,
 }
 
+/// The default of [`ServerConfig::max_snoozes`]: a task polled every five minutes may snooze
+/// for three days and a half.
+pub const DEFAULT_MAX_SNOOZES: u32 = 1_000;
+
 /// The period of the queue gauges' sampler when `ServerConfig::metrics_addr` turns it on.
 pub const DEFAULT_QUEUE_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -166,6 +174,7 @@ impl Default for ServerConfig {
             archive_max: 10_000,
             retry_delay: Arc::new(default_retry_delay),
             unrunnable: UnrunnablePolicy::default(),
+            max_snoozes: DEFAULT_MAX_SNOOZES,
             on_dead_letter: None,
             dead_letter_hook_timeout: DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
             on_error: None,
@@ -193,6 +202,7 @@ impl fmt::Debug for ServerConfig {
             .field("archive_retention", &self.archive_retention)
             .field("archive_max", &self.archive_max)
             .field("unrunnable", &self.unrunnable)
+            .field("max_snoozes", &self.max_snoozes)
             .field("on_dead_letter", &self.on_dead_letter.is_some())
             .field("dead_letter_hook_timeout", &self.dead_letter_hook_timeout)
             .field("on_error", &self.on_error.is_some())
@@ -290,6 +300,12 @@ impl ServerConfig {
     /// What to do with tasks no handler here can run.
     pub fn unrunnable(mut self, policy: UnrunnablePolicy) -> Self {
         self.unrunnable = policy;
+        self
+    }
+
+    /// Most snoozes of one task before it is dead-lettered.
+    pub fn max_snoozes(mut self, n: u32) -> Self {
+        self.max_snoozes = n;
         self
     }
 

@@ -23,6 +23,8 @@ pub(crate) enum End<'a> {
     Retried(Failure<'a>),
     /// It failed for good, or the task could not run: it is dead-lettered.
     DeadLettered(Failure<'a>),
+    /// The handler asked to run later (a snooze): no attempt spent, no error.
+    Snoozed,
     /// The lease was lost: someone else owns the task now.
     LeaseLost,
     /// Shutdown cancelled it: the task goes back to its queue, no attempt spent.
@@ -52,6 +54,7 @@ pub(crate) fn attempt<B: WorkerBroker>(
         End::Succeeded => (Some(&c.succeeded), Ended::Succeeded, None),
         End::Retried(f) => (Some(&c.failed), Ended::Retried, Some(f)),
         End::DeadLettered(f) => (Some(&c.failed), Ended::DeadLettered, Some(f)),
+        End::Snoozed => (Some(&c.snoozed), Ended::Snoozed, None),
         End::LeaseLost => (None, Ended::LeaseLost, None),
         End::Requeued => (None, Ended::Requeued, None),
     };

@@ -5,10 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chronos_core::{now_ms, Completion, DeadOutcome, Lease, LeaseId, StartOutcome, TaskEnvelope};
+use chronos_core::{
+    now_ms, Completion, DeadOutcome, Lease, LeaseId, SnoozeOutcome, StartOutcome, TaskEnvelope,
+};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info_span, warn, Instrument, Span};
+use tracing::{debug, error, info_span, warn, Instrument, Span};
 
 use crate::backoff::Backoff;
 use crate::config::UnrunnablePolicy;
@@ -375,6 +377,10 @@ async fn settle<B: WorkerBroker>(
             dead_letter(rt, lease, &reason, false).await;
         }
         Outcome::Failed(err) => {
+            if let FailureKind::Snooze(delay) = err.kind() {
+                snooze(rt, q, lease, tries, delay, m).await;
+                return true;
+            }
             let retried = tries.retried.saturating_add(1);
             let failure = Failure {
                 attempt: retried,
@@ -401,6 +407,47 @@ async fn settle<B: WorkerBroker>(
         }
     }
     true
+}
+
+/// Puts the task back for `delay` without spending an attempt, or dead-letters it when it has
+/// snoozed the most it may.
+async fn snooze<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    lease: &Lease,
+    tries: Tries,
+    delay: Duration,
+    m: &KindMetrics,
+) {
+    let most = rt.config.max_snoozes;
+    let done = persist(rt, q, &lease.id.msg_id, "snooze", || {
+        rt.broker.snooze(&lease.id, delay, most)
+    })
+    .await;
+    match done {
+        Ok(SnoozeOutcome::Snoozed { snoozes }) => {
+            ended::attempt(rt, lease, m, End::Snoozed);
+            debug!(?delay, snoozes, "task snoozed");
+        }
+        Ok(SnoozeOutcome::TooMany { snoozes }) => {
+            let reason = format!(
+                "snoozed {snoozes} times, the most a task may (max_snoozes); not run again"
+            );
+            let failure = Failure {
+                attempt: tries.retried.saturating_add(1),
+                message: &reason,
+            };
+            ended::attempt(rt, lease, m, End::DeadLettered(failure));
+            dead_letter(rt, lease, &reason, false).await;
+        }
+        Ok(SnoozeOutcome::Stale) => {
+            ended::attempt(rt, lease, m, End::LeaseLost);
+            warn!("lease lost before the snooze (reclaimed, or deleted by an operator)");
+        }
+        Err(e) => {
+            error!(error = %e, "could not snooze the task; the recoverer will re-deliver it");
+        }
+    }
 }
 
 /// The waits before a failed settlement step is tried again: 100 ms, doubling up to 2 s.

@@ -134,7 +134,7 @@ pub use broker::WorkerBroker;
 pub use config::{
     dead_letter_hook, default_retry_delay, DeadLetterEvent, DeadLetterHook, ErrorHook,
     RetryDelayFn, ServerConfig, TaskFailure, UnrunnablePolicy, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
-    DEFAULT_QUEUE_SAMPLE_INTERVAL,
+    DEFAULT_MAX_SNOOZES, DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
 pub use error::WorkerError;
 pub use limit::QueueLimit;

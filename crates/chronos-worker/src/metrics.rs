@@ -8,7 +8,7 @@
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
-//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `lease_lost`, `requeued` (shutdown) |
+//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `snoozed` (the handler asked to run later: no attempt spent), `lease_lost`, `requeued` (shutdown) |
 //! | `chronos_tasks_failed_total` | counter | `queue`, `kind` | attempts that failed (retried or dead-lettered) |
 //! | `chronos_task_duration_seconds` | histogram | `queue`, `kind` | handler run time ([`DURATION_BUCKETS`]) |
 //! | `chronos_tasks_recovered_total` | counter | `queue` | deliveries of lost workers taken back and re-queued |
@@ -111,6 +111,7 @@ pub(crate) enum Ended {
     Succeeded,
     Retried,
     DeadLettered,
+    Snoozed,
     LeaseLost,
     Requeued,
 }
@@ -123,6 +124,7 @@ pub(crate) struct KindMetrics {
     succeeded: Counter,
     retried: Counter,
     dead_lettered: Counter,
+    snoozed: Counter,
     lease_lost: Counter,
     requeued: Counter,
     failed: Counter,
@@ -137,6 +139,7 @@ impl KindMetrics {
             succeeded: outcome("succeeded"),
             retried: outcome("retried"),
             dead_lettered: outcome("dead_lettered"),
+            snoozed: outcome("snoozed"),
             lease_lost: outcome("lease_lost"),
             requeued: outcome("requeued"),
             failed: counter!(TASKS_FAILED, "queue" => queue.to_string(), "kind" => kind.to_string()),
@@ -156,6 +159,7 @@ impl KindMetrics {
                 self.dead_lettered.increment(1);
                 self.failed.increment(1);
             }
+            Ended::Snoozed => self.snoozed.increment(1),
             Ended::LeaseLost => self.lease_lost.increment(1),
             Ended::Requeued => self.requeued.increment(1),
         }

@@ -11,10 +11,14 @@ pub enum FailureKind {
     RetryAfter(Duration),
     /// Dead-letter at once; retrying cannot help.
     SkipRetry,
+    /// Not a failure: run the task again after this delay, with no attempt spent and no error
+    /// recorded ([`TaskError::snooze`]).
+    Snooze(Duration),
 }
 
 /// The error a handler returns. `?` turns an error into a retryable one; [`TaskError::skip_retry`]
-/// and [`TaskError::retry_after`] choose otherwise without downcasting.
+/// and [`TaskError::retry_after`] choose otherwise without downcasting, and
+/// [`TaskError::snooze`] is no failure at all: run me later.
 ///
 /// What `?` accepts: every type that converts into `Box<dyn std::error::Error + Send + Sync>`,
 /// that is any `std::error::Error + Send + Sync + 'static`, `anyhow::Error` (anyhow provides the
@@ -51,6 +55,20 @@ impl TaskError {
         Self {
             kind: FailureKind::SkipRetry,
             message: message.to_string(),
+        }
+    }
+
+    /// Not a failure: the task is not ready to run yet ("check again in five minutes"). It goes
+    /// back to its queue as a scheduled task due after `delay`: no attempt is spent, no error is
+    /// recorded, and it keeps its level, tenant and unique lock. The task's snooze count (shown by
+    /// the inspector) goes up by one; a task that has snoozed
+    /// [`ServerConfig::max_snoozes`](crate::ServerConfig::max_snoozes) times is dead-lettered
+    /// instead, with a reason that says so, so a handler that always snoozes cannot keep a
+    /// task alive for ever.
+    pub fn snooze(delay: Duration) -> Self {
+        Self {
+            kind: FailureKind::Snooze(delay),
+            message: format!("snoozed for {delay:?}"),
         }
     }
 

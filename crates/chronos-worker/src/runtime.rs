@@ -28,6 +28,8 @@ pub(crate) struct Counters {
     pub(crate) failed: AtomicU64,
     /// Tasks dead-lettered, by this server or its recoverer.
     pub(crate) dead: AtomicU64,
+    /// Attempts whose handler snoozed the task.
+    pub(crate) snoozed: AtomicU64,
     /// Handlers running now (not the dispatcher's permit held while it waits for a task).
     pub(crate) running: AtomicU64,
 }

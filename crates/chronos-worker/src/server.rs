@@ -46,6 +46,8 @@ pub struct ServerStats {
     pub failed: u64,
     /// Tasks dead-lettered by this server (including by its recoverer).
     pub dead: u64,
+    /// Attempts whose handler snoozed the task (no attempt spent).
+    pub snoozed: u64,
     /// Handlers running now.
     pub running: u64,
 }
@@ -173,6 +175,7 @@ fn stats<B: WorkerBroker>(rt: &Runtime<B>) -> ServerStats {
         succeeded: rt.counters.succeeded.load(Ordering::Relaxed),
         failed: rt.counters.failed.load(Ordering::Relaxed),
         dead: rt.counters.dead.load(Ordering::Relaxed),
+        snoozed: rt.counters.snoozed.load(Ordering::Relaxed),
         running: rt.running_count() as u64,
     }
 }

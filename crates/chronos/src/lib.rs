@@ -24,8 +24,9 @@ pub use chronos_broker::{
     Completion, Connect, Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError,
     Enqueue, EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, LevelStats,
     Maintain, NewTask, Priority, QueueName, QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder,
-    Results, ServerRecord, StartOutcome, StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome,
-    TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
+    Results, ServerRecord, SnoozeOutcome, StartOutcome, StoreError, TaskArgs, TaskEnvelope,
+    TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY,
+    SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
@@ -70,7 +71,8 @@ pub use chronos_worker::{
     async_trait, dead_letter_hook, default_retry_delay, Context, DeadLetterEvent, DeadLetterHook,
     ErrorHook, FailureKind, Handler, Middleware, Mux, Next, QueueLimit, RetryDelayFn, Server,
     ServerConfig, ServerHandle, ServerStats, Task, TaskError, TaskFailure, UnrunnablePolicy,
-    WorkerBroker, WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT, DEFAULT_QUEUE_SAMPLE_INTERVAL,
+    WorkerBroker, WorkerError, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT, DEFAULT_MAX_SNOOZES,
+    DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
 
 #[doc(inline)]

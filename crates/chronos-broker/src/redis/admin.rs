@@ -8,7 +8,9 @@ use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::lease::decode_envelope;
-use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, STATE, UNIQUE};
+use super::protocol::{
+    DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES, STATE, UNIQUE,
+};
 use super::record::{Entry, Record};
 use super::reply::ActionCode;
 use super::{lane, reply, RedisBroker};
@@ -54,6 +56,8 @@ struct Item {
     retried: i64,
     error: Option<String>,
     failed_at: i64,
+    /// The hash's `sn` (snoozes), 0 when absent.
+    snoozes: i64,
     /// The hash's `p`, or the default.
     priority: Priority,
     /// The envelope bytes (from the stream entry, or the hash's `e`), when read.
@@ -77,6 +81,7 @@ impl Item {
             id: self.id.clone(),
             state,
             priority: self.priority,
+            snoozes: u32::try_from(self.snoozes).unwrap_or(0),
             envelope,
         })
     }
@@ -855,9 +860,11 @@ impl RedisBroker {
         let zset = !matches!(state, TaskState::Pending | TaskState::Active);
         // The envelope only where it lives in the hash (out of the stream) and is wanted.
         let fields: &'static [&'static str] = if zset && need_env {
-            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY, ENVELOPE]
+            &[
+                STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY, SNOOZES, ENVELOPE,
+            ]
         } else {
-            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY]
+            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY, SNOOZES]
         };
         let hashes = futures::future::join_all(
             listed
@@ -885,6 +892,7 @@ impl RedisBroker {
             let retried = rec.int(RETRIED);
             let error = rec.text(ERROR, "scan").ok().flatten();
             let failed_at = rec.int(FAILED_AT);
+            let snoozes = rec.int(SNOOZES);
             let priority = rec
                 .text(PRIORITY, "scan")
                 .ok()
@@ -904,6 +912,7 @@ impl RedisBroker {
                 retried,
                 error,
                 failed_at,
+                snoozes,
                 priority,
                 env,
             });

@@ -3,13 +3,14 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::lease::{decode_envelope, lease_of_entry, new_lease, ReadReply};
-use super::reply::{DeadCode, RetryCode, StartCode};
+use super::reply::{DeadCode, RetryCode, SnoozeCode, StartCode};
 use super::{client_builder, lane, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
 use crate::{
     duration_ms, now_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, Fetched,
-    HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName, StartOutcome, GROUP,
+    HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName, SnoozeOutcome, StartOutcome,
+    GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -174,6 +175,41 @@ impl Consume for RedisBroker {
         ];
         let n = self.run(|s| &s.retry, declared, args).await?;
         Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
+    }
+
+    async fn snooze(
+        &self,
+        lease: &LeaseId,
+        delay: Duration,
+        max_snoozes: u32,
+    ) -> Result<SnoozeOutcome, BrokerError> {
+        let keys = self.queue_keys(&lease.queue);
+        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
+        let mut declared = vec![stream, keys.scheduled(), keys.task(&lease.task_id)];
+        if lane::is_tenant(lane::split(&lease.msg_id).0) {
+            declared.extend(keys.tenants());
+        }
+        let args: Vec<Value> = vec![
+            GROUP.into(),
+            lease.task_id.as_str().into(),
+            mid.into(),
+            duration_ms(delay).into(),
+            max_snoozes.into(),
+        ];
+        let reply = self.run(|s| &s.snooze, declared, args).await?;
+        let row = reply::array(reply, "snooze")?;
+        let code = row.first().map(|v| reply::int(v, "snooze")).transpose()?;
+        let snoozes = row
+            .get(1)
+            .map(|v| reply::int(v, "snooze"))
+            .transpose()?
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0);
+        Ok(match code.and_then(SnoozeCode::from_reply) {
+            Some(SnoozeCode::Snoozed) => SnoozeOutcome::Snoozed { snoozes },
+            Some(SnoozeCode::TooMany) => SnoozeOutcome::TooMany { snoozes },
+            Some(SnoozeCode::Stale) | None => SnoozeOutcome::Stale,
+        })
     }
 
     async fn dead_letter(

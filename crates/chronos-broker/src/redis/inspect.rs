@@ -2,7 +2,7 @@ use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::lease::decode_envelope;
-use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, STATE};
+use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES, STATE};
 use super::record::{Entry, Record};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
@@ -223,7 +223,7 @@ impl RedisBroker {
         loop {
             attempts += 1;
             const FIELDS: &[&str] = &[
-                STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY, PRIORITY,
+                STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY, PRIORITY, SNOOZES,
             ];
             let mut rec = Record::read(&self.inner.client, keys.task(id), FIELDS)
                 .await
@@ -244,6 +244,7 @@ impl RedisBroker {
             let err = rec.text(ERROR, "task")?;
             let failed = rec.int(FAILED_AT);
             let mid = rec.text(DELIVERY, "task")?;
+            let snoozes = u32::try_from(rec.int(SNOOZES)).unwrap_or(0);
             let level = rec
                 .text(PRIORITY, "task")?
                 .and_then(|p| p.parse::<u8>().ok());
@@ -278,6 +279,7 @@ impl RedisBroker {
                 id: id.to_string(),
                 state,
                 priority,
+                snoozes,
                 envelope,
             }));
         }
@@ -330,6 +332,7 @@ impl RedisBroker {
             id: id.to_string(),
             state,
             priority: Priority::NORMAL,
+            snoozes: 0,
             envelope,
         }))
     }

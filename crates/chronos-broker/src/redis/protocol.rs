@@ -42,6 +42,8 @@ pub(crate) const RESULT: &str = "res";
 pub(crate) const ENVELOPE: &str = "e";
 /// Task record: free re-deliveries of the current attempt (reclaim.lua).
 pub(crate) const FREE_REDELIVERIES: &str = "z";
+/// Task record: times the task was snoozed by its handler (snooze.lua); absent: never.
+pub(crate) const SNOOZES: &str = "sn";
 
 // Stream entry: `i`, `e`, and once the task failed before `r`, `err`, `f` (the record's names);
 // a plain task's entry has no `i`, and `x`/`dl` where they are not the defaults.
@@ -121,6 +123,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("F_RESULT", RESULT),
     ("F_ENVELOPE", ENVELOPE),
     ("F_FREE_REDELIVERIES", FREE_REDELIVERIES),
+    ("F_SNOOZES", SNOOZES),
     ("F_TASK_ID", TASK_ID),
     ("F_PRIORITY", PRIORITY),
     ("F_TENANT", TENANT),

@@ -116,6 +116,18 @@ codes! {
 }
 
 codes! {
+    /// The first value of snooze.lua's reply (the snooze count follows).
+    SnoozeCode {
+        /// Moved to the scheduled set (also for a re-sent call whose first run did it).
+        Snoozed = 1,
+        /// The task has snoozed the most it may: nothing changed.
+        TooMany = 2,
+        /// The lease no longer matches: nothing changed.
+        Stale = 0,
+    }
+}
+
+codes! {
     /// The reply of dead.lua.
     DeadCode {
         /// Archived.

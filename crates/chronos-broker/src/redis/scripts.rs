@@ -41,7 +41,7 @@ macro_rules! scripts {
 // serve both maintain.rs and schedules.rs, and live with the maintenance ones).
 scripts!(
     enqueue: [enqueue, push],
-    consume: [claim, start, complete, retry, dead, requeue],
+    consume: [claim, start, complete, retry, snooze, dead, requeue],
     maintain: [
         due,
         forward,

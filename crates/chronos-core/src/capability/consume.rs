@@ -4,7 +4,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, Completion, DeadOutcome, Fetched, Interrupt, LeaseId, QueueName, StartOutcome,
+    BrokerError, Completion, DeadOutcome, Fetched, Interrupt, LeaseId, QueueName, SnoozeOutcome,
+    StartOutcome,
 };
 
 /// Delivers tasks to workers and settles them.
@@ -67,6 +68,18 @@ pub trait Consume: Send + Sync {
         delay: Duration,
         error: &str,
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
+
+    /// Puts a running task back for `delay` (by the store's clock) without spending an attempt
+    /// or recording an error: its handler asked to be run later. The task waits as a scheduled
+    /// one and keeps its level and tenant; its snooze count goes up by one, unless it has
+    /// reached `max_snoozes` already ([`SnoozeOutcome::TooMany`]: nothing changed). A re-sent
+    /// call whose first run took effect answers what that run did.
+    fn snooze(
+        &self,
+        lease: &LeaseId,
+        delay: Duration,
+        max_snoozes: u32,
+    ) -> impl Future<Output = Result<SnoozeOutcome, BrokerError>> + Send;
 
     /// Dead-letters the task (archive, or discard when it asked so) and releases its unique lock.
     /// `count_attempt` says whether this failure counts as an attempt. A re-sent call whose

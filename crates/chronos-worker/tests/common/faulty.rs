@@ -82,6 +82,15 @@ impl Consume for Faulty {
         self.inner.retry(lease, delay, error)
     }
 
+    fn snooze(
+        &self,
+        lease: &LeaseId,
+        delay: Duration,
+        max_snoozes: u32,
+    ) -> impl Future<Output = Result<SnoozeOutcome, BrokerError>> + Send {
+        self.inner.snooze(lease, delay, max_snoozes)
+    }
+
     fn dead_letter(
         &self,
         lease: &LeaseId,
