@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use chronos_broker::fred::interfaces::{SortedSetsInterface, StreamsInterface};
 use chronos_broker::{
-    ActionOutcome, BrokerError, Client, Consume, EnqueueOptions, Inspect, Maintain, Operate, Priority, Tenants,
-    QueueName, RedisBroker, StartOutcome, TaskAction, TaskArgs, TaskEdit, TaskEnvelope,
-    TaskState,
+    ActionOutcome, BrokerError, Client, Consume, EnqueueOptions, Inspect, Maintain, Operate,
+    Priority, QueueName, RedisBroker, StartOutcome, TaskAction, TaskArgs, TaskEdit, TaskEnvelope,
+    TaskState, Tenants,
 };
 use common::{broker, email, redis_ms, rig, take, Email};
 
@@ -82,7 +82,10 @@ async fn a_pending_tasks_payload_and_level_change_in_one_call_and_nothing_else_d
         "the task already is as asked"
     );
     let (state, prio, after) = read(&b, &named).await;
-    assert_eq!((state, prio, n_of(&after)), (TaskState::Pending, level(1), 20));
+    assert_eq!(
+        (state, prio, n_of(&after)),
+        (TaskState::Pending, level(1), 20)
+    );
     // Every other envelope field is kept, byte for byte once re-encoded.
     let kept = TaskEnvelope {
         payload: before.payload.clone(),
@@ -94,7 +97,10 @@ async fn a_pending_tasks_payload_and_level_change_in_one_call_and_nothing_else_d
         ActionOutcome::Done
     );
     let (state, prio, env) = read(&b, &plain).await;
-    assert_eq!((state, prio, n_of(&env)), (TaskState::Pending, Priority::NORMAL, 10));
+    assert_eq!(
+        (state, prio, n_of(&env)),
+        (TaskState::Pending, Priority::NORMAL, 10)
+    );
     assert_eq!(env.kind, Email::KIND);
     // Level 1 first; the edited plain task went to the end of its level.
     let order: Vec<u32> = fetch(&b, 10).await.into_iter().map(|(n, _)| n).collect();
@@ -110,7 +116,10 @@ async fn a_run_time_schedules_a_pending_task_and_rescores_a_scheduled_or_retry_o
     let now = redis_ms(&b).await;
     let at = now + 3_600_000;
     let edit = TaskEdit::new().run_at(chronos_broker::Timestamp::from_unix_ms(at));
-    assert_eq!(b.edit(&q(), &id, &edit).await.expect("edit"), ActionOutcome::Done);
+    assert_eq!(
+        b.edit(&q(), &id, &edit).await.expect("edit"),
+        ActionOutcome::Done
+    );
     assert_eq!(read(&b, &id).await.0, TaskState::Scheduled);
     assert_eq!(score(&b, keys.scheduled(), &id).await, Some(at as f64));
     let entries: u64 = b.client().xlen(keys.stream()).await.expect("xlen");
@@ -122,7 +131,9 @@ async fn a_run_time_schedules_a_pending_task_and_rescores_a_scheduled_or_retry_o
             .expect("due now"),
         ActionOutcome::Done
     );
-    let s = score(&b, keys.scheduled(), &id).await.expect("still scheduled");
+    let s = score(&b, keys.scheduled(), &id)
+        .await
+        .expect("still scheduled");
     assert!(s >= now as f64 && s < at as f64, "{s}");
     assert_eq!(n_of(&read(&b, &id).await.2), 5);
     b.forward_due(&q(), 100).await.expect("forward");
@@ -172,7 +183,9 @@ async fn a_started_finished_or_archived_task_is_refused_and_left_as_it_was() {
     assert_eq!((state, n_of(&env)), (TaskState::Active, 1));
 
     let dead = put(&b, 2, EnqueueOptions::new().task_id("dead")).await;
-    b.act(&q(), &dead, TaskAction::Archive).await.expect("archive");
+    b.act(&q(), &dead, TaskAction::Archive)
+        .await
+        .expect("archive");
     assert_eq!(
         b.edit(&q(), &dead, &new_args(9)).await.expect("archived"),
         ActionOutcome::Refused(Some(TaskState::Archived))
@@ -202,7 +215,8 @@ async fn bad_edits_fail_before_anything_is_written() {
     ));
     // The test broker's payload limit is 4,096 bytes.
     assert!(matches!(
-        b.edit(&q(), &id, &TaskEdit::new().payload(vec![0xc0; 5000])).await,
+        b.edit(&q(), &id, &TaskEdit::new().payload(vec![0xc0; 5000]))
+            .await,
         Err(BrokerError::PayloadTooLarge { size: 5000, .. })
     ));
     assert!(matches!(
@@ -257,9 +271,13 @@ async fn a_tenant_task_keeps_its_place_inside_its_tenant() {
     );
     // Scheduled for later: it leaves its tenant's waiting tasks.
     assert_eq!(
-        b.edit(&q(), &ids[2], &TaskEdit::new().run_in(Duration::from_secs(600)))
-            .await
-            .expect("later"),
+        b.edit(
+            &q(),
+            &ids[2],
+            &TaskEdit::new().run_in(Duration::from_secs(600))
+        )
+        .await
+        .expect("later"),
         ActionOutcome::Done
     );
     assert_eq!(read(&b, &ids[2]).await.0, TaskState::Scheduled);
@@ -299,8 +317,16 @@ async fn an_edit_whose_reply_is_lost_is_re_sent_and_leaves_the_same_state() {
     );
     rig.assert_lost(1);
     let (state, prio, env) = read(&rig.direct, &a).await;
-    assert_eq!((state, prio, n_of(&env)), (TaskState::Pending, level(3), 30));
-    let level3: u64 = rig.direct.client().xlen(keys.lane(Some(3))).await.expect("xlen");
+    assert_eq!(
+        (state, prio, n_of(&env)),
+        (TaskState::Pending, level(3), 30)
+    );
+    let level3: u64 = rig
+        .direct
+        .client()
+        .xlen(keys.lane(Some(3)))
+        .await
+        .expect("xlen");
     assert_eq!(level3, 1, "one delivery, not two");
 
     // A pending task sent to later, reply lost: scheduled once, no entry left behind.
@@ -319,8 +345,16 @@ async fn an_edit_whose_reply_is_lost_is_re_sent_and_leaves_the_same_state() {
     );
     rig.assert_lost(2);
     assert_eq!(read(&rig.direct, &a).await.0, TaskState::Scheduled);
-    assert_eq!(score(&rig.direct, keys.scheduled(), &a).await, Some(at as f64));
-    let level3: u64 = rig.direct.client().xlen(keys.lane(Some(3))).await.expect("xlen");
+    assert_eq!(
+        score(&rig.direct, keys.scheduled(), &a).await,
+        Some(at as f64)
+    );
+    let level3: u64 = rig
+        .direct
+        .client()
+        .xlen(keys.lane(Some(3)))
+        .await
+        .expect("xlen");
     assert_eq!(level3, 0);
     let stats = rig.direct.queue_stats(&q()).await.expect("stats");
     assert_eq!((stats.pending, stats.scheduled), (1, 1), "{stats:?}");

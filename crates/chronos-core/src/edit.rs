@@ -131,7 +131,9 @@ mod tests {
         impl TaskArgs for Mail {
             const KIND: &'static str = "mail";
         }
-        let e = TaskEdit::new().args(&Mail { to: "a".into() }).expect("args");
+        let e = TaskEdit::new()
+            .args(&Mail { to: "a".into() })
+            .expect("args");
         assert_eq!(e.kind(), Some("mail"));
         assert_eq!(
             crate::payload_json(e.new_payload().expect("payload")),

@@ -114,6 +114,7 @@ pub use dead_letter::DeadLetter;
 pub use delivery::{
     Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, StartOutcome,
 };
+pub use edit::TaskEdit;
 pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};
 pub use flow::{
@@ -129,7 +130,6 @@ pub use operate::{
     ActionOutcome, BulkReport, HistoryPoint, HistorySpan, TaskAction, TaskFilter, TaskPage,
 };
 pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
-pub use edit::TaskEdit;
 pub use payload::{json_payload, payload_json};
 pub use priority::Priority;
 pub use queue_settings::{

@@ -408,7 +408,12 @@ impl Operate for RedisBroker {
         let args: Vec<Value> = vec![
             GROUP.into(),
             id.into(),
-            if edit.new_payload().is_some() { "1" } else { "0" }.into(),
+            if edit.new_payload().is_some() {
+                "1"
+            } else {
+                "0"
+            }
+            .into(),
             Value::Bytes(Bytes::copy_from_slice(
                 edit.new_payload().unwrap_or_default(),
             )),
