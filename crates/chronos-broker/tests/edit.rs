@@ -301,6 +301,33 @@ async fn a_tenant_task_keeps_its_place_inside_its_tenant() {
 }
 
 #[tokio::test]
+async fn a_tenant_tasks_level_and_payload_change_together_and_it_moves_ahead_in_its_tenant() {
+    let b = broker().await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(put(&b, n, EnqueueOptions::new().tenant("acme")).await);
+    }
+    // The inspector reads a pending tenant task's envelope from the tenant stream.
+    assert_eq!(n_of(&read(&b, &ids[0]).await.2), 0);
+    assert_eq!(
+        b.edit(&q(), &ids[2], &new_args(200).priority(Priority::HIGHEST))
+            .await
+            .expect("edit"),
+        ActionOutcome::Done
+    );
+    let (state, prio, env) = read(&b, &ids[2]).await;
+    assert_eq!(
+        (state, prio, n_of(&env)),
+        (TaskState::Pending, Priority::HIGHEST, 200)
+    );
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        order.extend(fetch(&b, 1).await.into_iter().map(|(n, _)| n));
+    }
+    assert_eq!(order, vec![200, 0, 1]);
+}
+
+#[tokio::test]
 async fn an_edit_whose_reply_is_lost_is_re_sent_and_leaves_the_same_state() {
     let rig = rig().await;
     let keys = rig.direct.keyspace().queue(&q());
