@@ -408,6 +408,74 @@ async fn the_queue_page_shows_and_changes_the_limits_stored_in_redis() -> Result
 }
 
 #[tokio::test]
+async fn an_operator_edits_a_waiting_tasks_payload_level_and_run_time() -> Result<()> {
+    let broker = broker().await?;
+    let client = Client::new(broker.clone());
+    let ids = invoices(&client, "edits", 2, EnqueueOptions::new()).await?;
+    let target = ids[1].clone();
+    let base = serve(
+        &broker,
+        DashConfig::default(),
+        loopback(),
+        [127, 0, 0, 1].into(),
+    )
+    .await?;
+
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/edits/tasks/{target}"))
+        .await?;
+    b.wait_for_text("#payload", "customer-1", Duration::from_secs(10))
+        .await?;
+    b.execute(
+        "document.querySelector('#edit-payload').value = '{\"customer\": \"edited-co\", \"cents\": 999}';\
+         document.querySelector('#edit-level').value = '1';",
+        &[],
+    )
+    .await?;
+    b.click("button[data-action=\"edit\"]").await?;
+    b.wait_for_text(".notice", "edited", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text("#payload", "edited-co", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text("#task-priority", "level 1", Duration::from_secs(10))
+        .await?;
+    b.screenshot("dash-task-edit").await?;
+    let q = QueueName::new("edits")?;
+    let rec = broker.task(&q, &target).await?.expect("task");
+    let env = rec.envelope.expect("envelope");
+    let got: Invoice = chronos::decode_args(&env.payload)?;
+    assert_eq!((got.customer.as_str(), got.cents), ("edited-co", 999));
+    assert_eq!(
+        (rec.state, rec.priority),
+        (TaskState::Pending, Priority::level(1)?)
+    );
+
+    // Submitted again untouched but for a delay: the payload is left as it is, the task now
+    // waits as scheduled.
+    b.fill("#edit-in", "1h").await?;
+    b.click("button[data-action=\"edit\"]").await?;
+    b.wait_for_text("#task-state", "scheduled", Duration::from_secs(10))
+        .await?;
+    let rec = broker.task(&q, &target).await?.expect("task");
+    assert_eq!(rec.envelope.expect("envelope").payload, env.payload);
+    // A task that is not waiting has no edit form.
+    b.goto(&format!("{base}/queues/edits/tasks/{}", ids[0]))
+        .await?;
+    b.wait_for("#edit", Duration::from_secs(10)).await?;
+    chronos::Operate::act(&broker, &q, &ids[0], chronos::TaskAction::Archive).await?;
+    b.goto(&format!("{base}/queues/edits/tasks/{}", ids[0]))
+        .await?;
+    b.wait_for_text("#task-state", "archived", Duration::from_secs(10))
+        .await?;
+    let forms = b
+        .execute("return document.querySelectorAll('#edit').length;", &[])
+        .await?;
+    assert_eq!(forms.as_u64(), Some(0), "{forms:?}");
+    b.close().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_operator_moves_a_waiting_task_ahead_by_its_priority_level() -> Result<()> {
     let broker = broker().await?;
     let client = Client::new(broker.clone());

@@ -32,7 +32,7 @@ use chronos_broker::{
 use serde::Serialize;
 
 pub use bulk::{BulkJob, BulkStatus, CancelToken, DEFAULT_BULK_CHUNK};
-pub use chronos_broker::{HistoryPoint, TaskAction as Action};
+pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
 pub use lookup::UnknownQueue;
 pub use printable::printable;
 pub use redact::redact_url;
@@ -459,6 +459,19 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
         )
     }
 
+    /// Edits waiting task `id`'s payload, run time and/or level in one atomic step (see
+    /// `Operate::edit`, which says where an edited task lands). Ok(false) when the task already
+    /// was as asked (also when a call re-sent after a lost reply finds its first run's work
+    /// done). A task that already started (active), finished (completed) or died (archived:
+    /// run it first) is [`AdminError::Refused`] with its state and the action `edit`, and
+    /// nothing changes; [`AdminError::TaskNotFound`], [`AdminError::QueueNotFound`] and
+    /// [`AdminError::Corrupt`] as for the other actions; an empty edit, a payload over the
+    /// limit or a typed payload of another kind is an [`AdminError::Broker`].
+    pub async fn edit(&self, name: &str, id: &str, edit: &TaskEdit) -> Result<bool, AdminError> {
+        let q = self.require_queue(name).await?;
+        outcome(name, id, "edit", self.broker.edit(&q, id, edit).await?)
+    }
+
     /// Applies `action` to every task of `state` passing `filter`, in chunks of 1,000, as one
     /// call without progress (see [`Admin::run_bulk`] for a run that reports its progress and
     /// can be cancelled).
@@ -735,6 +748,33 @@ fn outcome(name: &str, id: &str, verb: &'static str, o: ActionOutcome) -> Result
     }
 }
 
+/// Parses a run time an operator typed for an edit: RFC 3339 with an offset
+/// (`2026-12-24T08:00:00Z`, `2026-12-24T09:00:00+01:00`), or a date and time without one
+/// (`2026-12-24T08:00`, as an HTML `datetime-local` field sends it), read as UTC.
+pub fn parse_run_at(text: &str) -> Result<chronos_broker::Timestamp, AdminError> {
+    let text = text.trim();
+    let at = text.parse::<jiff::Timestamp>().or_else(|_| {
+        text.parse::<jiff::civil::DateTime>()
+            .and_then(|dt| dt.to_zoned(jiff::tz::TimeZone::UTC))
+            .map(|z| z.timestamp())
+    });
+    at.map(|t| chronos_broker::Timestamp::from_unix_ms(t.as_millisecond()))
+        .map_err(|_| {
+            AdminError::Invalid(format!(
+                "bad run time {text:?}: give RFC 3339, like 2026-12-24T08:00:00Z"
+            ))
+        })
+}
+
+/// Parses a delay an operator typed for an edit (`30s`, `5m`, `2h`, `1d`, `0`).
+pub fn parse_run_in(text: &str) -> Result<Duration, AdminError> {
+    chronos_broker::parse_duration(text.trim()).ok_or_else(|| {
+        AdminError::Invalid(format!(
+            "bad delay {text:?}: give a number with a unit, like 30s, 5m, 2h or 1d"
+        ))
+    })
+}
+
 /// Parses a state name (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`).
 pub fn parse_state(s: &str) -> Result<TaskState, AdminError> {
     TaskState::parse(s).ok_or_else(|| {
@@ -751,6 +791,25 @@ pub fn verb(action: TaskAction) -> &'static str {
         TaskAction::Delete => "delete",
         TaskAction::Archive => "archive",
         TaskAction::Cancel => "cancel",
+    }
+}
+
+#[cfg(test)]
+mod edit_input_tests {
+    use super::{parse_run_at, parse_run_in};
+
+    #[test]
+    fn run_times_parse_with_an_offset_or_as_utc_and_garbage_is_an_error() {
+        let z = parse_run_at("2026-12-24T08:00:00Z").expect("rfc3339");
+        assert_eq!(z.unix_ms(), 1_798_099_200_000);
+        assert_eq!(
+            parse_run_at("2026-12-24T09:00:00+01:00").expect("offset"),
+            z
+        );
+        assert_eq!(parse_run_at("2026-12-24T08:00").expect("local"), z);
+        assert!(parse_run_at("tomorrow").is_err());
+        assert_eq!(parse_run_in("30s").expect("in").as_secs(), 30);
+        assert!(parse_run_in("soon").is_err());
     }
 }
 

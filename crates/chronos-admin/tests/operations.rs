@@ -341,3 +341,50 @@ async fn tenants_are_listed_with_totals_and_resumed_past_a_paused_default() {
         .expect("settings")
         .is_empty());
 }
+
+#[tokio::test]
+async fn an_edit_changes_a_waiting_task_and_a_started_one_is_refused_by_a_typed_error() {
+    use chronos_admin::TaskEdit;
+    use chronos_broker::{json_payload, Consume, QueueName};
+    let admin = admin().await;
+    let client = Client::new(admin.broker().clone());
+    let opts = EnqueueOptions::new().queue("mail");
+    let id = client
+        .enqueue(&Mail { n: 1 }, opts.clone().task_id("m1"))
+        .await
+        .expect("enqueue")
+        .id;
+    let edit = TaskEdit::new().payload(json_payload(r#"{"n":42}"#).expect("json"));
+    assert!(admin.edit("mail", &id, &edit).await.expect("edit"));
+    assert!(!admin.edit("mail", &id, &edit).await.expect("again"));
+    let row = admin.task("mail", &id).await.expect("task");
+    assert_eq!(row.payload, serde_json::json!({"n": 42}));
+    assert_eq!(row.kind, Mail::KIND);
+
+    // Started by a worker: refused, named by state and action.
+    let b = admin.broker();
+    let queue = QueueName::new("mail").expect("queue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = b
+        .fetch(&mut reader, &queue, "w", 1, std::time::Duration::ZERO)
+        .await
+        .expect("fetch");
+    let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
+    b.start(&queue, &ids).await.expect("start");
+    let err = admin
+        .edit("mail", &id, &TaskEdit::new().payload(vec![0xc0]))
+        .await
+        .expect_err("active");
+    assert!(
+        matches!(&err, AdminError::Refused { state, action: "edit", .. } if state == "active"),
+        "{err:?}"
+    );
+    assert!(matches!(
+        admin.edit("mail", "nope", &edit).await,
+        Err(AdminError::TaskNotFound { .. })
+    ));
+    assert_eq!(
+        admin.task("mail", &id).await.expect("task").payload,
+        serde_json::json!({"n": 42})
+    );
+}

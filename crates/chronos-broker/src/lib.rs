@@ -45,9 +45,10 @@
 //! * its max retry and dead-letter policy travel in the entry (`x`, `dl`) only when they are not
 //!   the defaults (25, archive);
 //! * the first transition that takes it out of its entry and keeps it (a retry, a dead letter, a
-//!   reclaim, a requeue, a completion with a retention, an operator's archive) first writes the
-//!   hash every other task has, in the same script, and the task goes on as any other; an
-//!   operator's delete, cancel or run-now reads its entry and needs no hash.
+//!   reclaim, a requeue, a completion with a retention, an operator's archive, prioritize or
+//!   edit) first writes the hash every other task has, in the same script, and the task goes
+//!   on as any other; an operator's delete, cancel or run-now reads its entry and needs no
+//!   hash.
 //!
 //! Everything a task can do, a plain task can; it only pays for a record once it needs one.
 //! Workers of releases before plain tasks drop a plain task's entry as foreign: upgrade the
@@ -116,8 +117,8 @@
 //! | `<ns>:signal` | pub/sub channel (no key) | worker signals ([`Maintain::signals`]): `d <ms> <queue>` when a scheduled or retry set gets an earlier due time (lib.lua `wake`, from enqueue, retry, admit, chain_next), `p` when a queue is paused or resumed | those scripts; `Inspect::set_paused` | nothing is stored |
 //! | `<ns>:{<q>}:stream` | stream | one entry `i=<task id> e=<envelope>` per ready or running delivery (the envelope lives here while the task is in the stream); a plain task's entry is `e=<envelope>` alone (plus `x`/`dl` where its max retry or dead-letter policy is not the default), and its id is the entry's id (see [Plain tasks](#plain-tasks)); group `workers` holds the running ones in its PEL, where a started plain task's delivery count is set to 1 000 000 | enqueue, forward, reclaim, requeue (each moves the envelope into the entry) | XDEL on every settle (complete, retry, dead-letter, requeue, reclaim; those that keep the task move the envelope into its hash first), so it holds only live deliveries |
 //! | `<ns>:{<q>}:t:<id>` | hash (none for a plain task while it is pending or active) | `s` state, `m` entry id of the current delivery, `d` entry id of the last settled delivery, `r` failed attempts, `x` max retry, `err`/`f` last error and time, `c` completion time, `u` unique key, `dl` discard flag, `fp` producer fingerprint (explicit ids only), `p` priority level (only when not the default 5), `k` entry id of the delivery that took a start of its rate key (admit.lua); `res` the handler's result (completed and retained only); `e` envelope only while the task is out of the stream (scheduled, retry, archived, completed), so a pending or active task's hash holds small fields and stays a compact listpack | enqueue; every transition | complete (or its retention TTL), discard, janitor for archived and retained tasks |
-//! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at | forward when due |
-//! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry | forward when due |
+//! | `<ns>:{<q>}:scheduled` | zset | delayed task ids by run-at ms | enqueue with process-in/at, an operator's edit of the run time | forward when due |
+//! | `<ns>:{<q>}:retry` | zset | failed task ids by retry-at ms | retry (re-scored by an operator's edit) | forward when due |
 //! | `<ns>:{<q>}:archived` | zset | dead-lettered task ids by died-at ms | dead-letter, reclaim | janitor (age and count caps) |
 //! | `<ns>:{<q>}:completed` | zset | retained task ids by expiry ms | complete with retention | janitor once expired |
 //! | `<ns>:{<q>}:u:<sha256>` | string | id of the task holding the unique lock | unique enqueue | complete, dead-letter, or its TTL |
@@ -134,7 +135,7 @@
 //! | `<ns>:{scheduler}:runtime` | hash | runtime schedule id -> [`ScheduleDef`] (MessagePack) | [`ManageSchedules::put_schedule_def`] (`sched_put.lua`, compare-and-set) | the same, on remove (one field per schedule an operator added) |
 //! | `<ns>:{scheduler}:runtime:rev` | string | revision of the runtime schedules, bumped by every change that wrote | `sched_put.lua` | never (one integer) |
 //! | `<ns>:{<q>}:sched:r:<schedule>:<request>` | string | marker of one run-now request: `<call token>:<outcome>` (the call that ran it, and `1` enqueued or `-4` unique lock held) | [`ManageSchedules::run_schedule`] (`sched_run.lua`) | its TTL (1 day) |
-//! | `<ns>:{<q>}:stream:p<n>` | stream | the deliveries of tasks of priority level `n` (0-9 but 5, the default, whose tasks use `stream`), entries as in `stream`; same group | enqueue, forward, run-now, prioritize of a task of that level (its record's `p`) | XDEL on every settle, as `stream`; deleted with the queue |
+//! | `<ns>:{<q>}:stream:p<n>` | stream | the deliveries of tasks of priority level `n` (0-9 but 5, the default, whose tasks use `stream`), entries as in `stream`; same group | enqueue, forward, run-now, prioritize or edit of a task of that level (its record's `p`) | XDEL on every settle, as `stream`; deleted with the queue |
 //! | `<ns>:{<q>}:stream:levels` | hash | level -> id of the task-less entry the level's first task left on `stream` (it wakes readers blocked there; counts leave it out while it is there) | the first task of a level | deleted with the queue |
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |

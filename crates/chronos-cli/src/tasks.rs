@@ -1,7 +1,11 @@
 //! `chronos task ...`: listing and showing tasks, and acting on one task or all in a state.
 
-use chronos_admin::{printable, Admin, AdminError, BulkJob, CancelToken, TaskRow};
-use chronos_broker::{Priority, RedisBroker, TaskAction, TaskFilter, TaskState};
+use std::time::Duration;
+
+use chronos_admin::{printable, Admin, AdminError, BulkJob, CancelToken, TaskEdit, TaskRow};
+use chronos_broker::{
+    json_payload, Priority, RedisBroker, TaskAction, TaskFilter, TaskState, Timestamp,
+};
 use clap::{Args, Subcommand};
 
 use crate::dates::datetime;
@@ -64,6 +68,33 @@ pub(crate) enum TaskCmd {
         /// The level: 0 to 9, or highest, high, normal, low, lowest.
         #[arg(long, value_parser = parse_priority)]
         level: Priority,
+    },
+    /// Edit a waiting (pending, scheduled or retry) task: its payload, run time and/or level,
+    /// in one atomic step. A task that already started, finished or died is refused. A pending
+    /// task whose payload or level changes goes to the end of its level (a tenant task keeps
+    /// its place); one given a later run time waits as scheduled.
+    #[command(group(
+        clap::ArgGroup::new("change")
+            .required(true)
+            .multiple(true)
+            .args(["payload_json", "at", "run_in", "level"])
+    ))]
+    Edit {
+        queue: String,
+        id: String,
+        /// The new payload as JSON (stored as MessagePack, as `task show` displays it); the
+        /// kind stays.
+        #[arg(long)]
+        payload_json: Option<String>,
+        /// Run at this time: RFC 3339, like 2026-12-24T08:00:00Z (a past time: now).
+        #[arg(long, value_parser = parse_at, conflicts_with = "run_in")]
+        at: Option<Timestamp>,
+        /// Run this long from now: 30s, 5m, 2h, 1d (0: now).
+        #[arg(long = "in", value_name = "DELAY", value_parser = parse_in)]
+        run_in: Option<Duration>,
+        /// The new level: 0 to 9, or highest, high, normal, low, lowest.
+        #[arg(long, value_parser = parse_priority)]
+        level: Option<Priority>,
     },
 }
 
@@ -157,6 +188,39 @@ pub(crate) async fn run(admin: &Admin<RedisBroker>, out: &Out, cmd: TaskCmd) -> 
             };
             out.done(
                 &serde_json::json!({"queue": queue, "id": id, "level": level.get(), "changed": changed}),
+                &text,
+            )
+        }
+        TaskCmd::Edit {
+            queue,
+            id,
+            payload_json,
+            at,
+            run_in,
+            level,
+        } => {
+            let mut edit = TaskEdit::new();
+            if let Some(json) = &payload_json {
+                edit = edit.payload(json_payload(json)?);
+            }
+            if let Some(at) = at {
+                edit = edit.run_at(at);
+            }
+            if let Some(d) = run_in {
+                edit = edit.run_in(d);
+            }
+            if let Some(l) = level {
+                edit = edit.priority(l);
+            }
+            let changed = admin.edit(&queue, &id, &edit).await?;
+            let t = admin.task(&queue, &id).await?;
+            let text = if changed {
+                format!("task {id} edited: now {}", t.state)
+            } else {
+                format!("task {id} already was as asked: {}", t.state)
+            };
+            out.done(
+                &serde_json::json!({"queue": queue, "id": id, "changed": changed, "task": t}),
                 &text,
             )
         }
@@ -271,6 +335,14 @@ fn show_task(t: &TaskRow) {
 
 fn parse_priority(s: &str) -> Result<Priority, String> {
     s.parse::<Priority>().map_err(|e| e.to_string())
+}
+
+fn parse_at(s: &str) -> Result<Timestamp, String> {
+    chronos_admin::parse_run_at(s).map_err(|e| e.to_string())
+}
+
+fn parse_in(s: &str) -> Result<Duration, String> {
+    chronos_admin::parse_run_in(s).map_err(|e| e.to_string())
 }
 
 fn parse_state(s: &str) -> Result<TaskState, String> {

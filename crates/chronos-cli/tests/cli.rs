@@ -711,6 +711,82 @@ async fn queue_limits_are_set_listed_lifted_and_unset() {
 }
 
 #[tokio::test]
+async fn task_edit_changes_payload_level_and_run_time_and_refuses_a_started_task() {
+    use chronos_broker::{Consume, QueueName};
+    let e = env().await;
+    let ids = e.fill().await;
+    let id = ids[3].as_str();
+    let r = e.json(&[
+        "task",
+        "edit",
+        "mail",
+        id,
+        "--payload-json",
+        r#"{"to":"new@example.com"}"#,
+        "--level",
+        "1",
+    ]);
+    assert_eq!(r[0]["changed"], true);
+    assert_eq!(r[0]["task"]["payload"]["to"], "new@example.com");
+    assert_eq!(r[0]["task"]["kind"], Email::KIND);
+    let shown = &e.json(&["task", "show", "mail", id])[0];
+    assert_eq!(
+        (shown["priority"].clone(), shown["state"].clone()),
+        (1.into(), "pending".into())
+    );
+    assert!(e
+        .ok(&["task", "edit", "mail", id, "--level", "1"])
+        .contains("already was as asked"));
+    // Later: scheduled; then a past time makes it due now, still in the scheduled set until
+    // the forwarder moves it.
+    assert!(e
+        .ok(&["task", "edit", "mail", id, "--in", "1h"])
+        .contains("now scheduled"));
+    let r = e.json(&["task", "edit", "mail", id, "--at", "2000-01-01T00:00:00Z"]);
+    assert_eq!(
+        (r[0]["changed"].clone(), r[0]["task"]["state"].clone()),
+        (true.into(), "scheduled".into())
+    );
+    // Usage errors: nothing to change, two run times, a bad time; a payload that is not JSON.
+    for args in [
+        vec!["task", "edit", "mail", id],
+        vec![
+            "task",
+            "edit",
+            "mail",
+            id,
+            "--in",
+            "1h",
+            "--at",
+            "2030-01-01T00:00:00Z",
+        ],
+        vec!["task", "edit", "mail", id, "--at", "tomorrow"],
+    ] {
+        assert_eq!(e.run(&args).status.code(), Some(2), "{args:?}");
+    }
+    let out = e.run(&["task", "edit", "mail", id, "--payload-json", "{nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
+    // A task a worker started is refused, and says why.
+    let queue = QueueName::new("mail").expect("queue");
+    let mut reader = e.broker.open_reader().await.expect("reader");
+    let f = e
+        .broker
+        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    let started = f.leases[0].id.task_id.clone();
+    e.broker
+        .start(&queue, &[f.leases[0].id.clone()])
+        .await
+        .expect("start");
+    let out = e.run(&["task", "edit", "mail", &started, "--level", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is active: cannot edit"), "{err}");
+}
+
+#[tokio::test]
 async fn task_prioritize_moves_a_waiting_task_and_queue_show_counts_levels() {
     let e = env().await;
     let ids = e.fill().await;

@@ -152,6 +152,7 @@ macro_rules! forward {
             fn history(&self, queue: &$crate::QueueName, span: $crate::HistorySpan) -> Result<Vec<$crate::HistoryPoint>, $crate::BrokerError>;
             fn all_queue_stats(&self) -> Result<Vec<($crate::QueueName, $crate::QueueStats)>, $crate::BrokerError>;
             fn prioritize(&self, queue: &$crate::QueueName, id: &str, priority: $crate::Priority) -> Result<$crate::ActionOutcome, $crate::BrokerError>;
+            fn edit(&self, queue: &$crate::QueueName, id: &str, edit: &$crate::TaskEdit) -> Result<$crate::ActionOutcome, $crate::BrokerError>;
         );
     };
     (@methods Flows, $how:tt) => {

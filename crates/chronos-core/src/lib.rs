@@ -44,7 +44,9 @@
 //! * [`Operate`]: operator actions ([`TaskAction`]: run now, delete, archive, cancel) on one
 //!   task or on every task of a state matching a [`TaskFilter`] (kind, payload substring), in
 //!   bounded chunks; listing by cursor ([`TaskPage`]); queue deletion; per-queue history
-//!   ([`HistoryPoint`]). [`payload_json`] shows a payload as JSON.
+//!   ([`HistoryPoint`]); an edit of a waiting task's payload, run time and level
+//!   ([`TaskEdit`], [`Operate::edit`]). [`payload_json`] shows a payload as JSON and
+//!   [`json_payload`] encodes JSON text as one.
 //! * Workflows: [`Chain`] (steps that run one after another, each reading the previous one's
 //!   result; [`Client::enqueue_chain`], [`Client::chain_status`]) and [`Group`] (fan-out /
 //!   fan-in: members and a callback enqueued exactly once when all finished;
@@ -72,6 +74,7 @@ mod chain;
 mod client;
 mod dead_letter;
 mod delivery;
+mod edit;
 mod envelope;
 mod error;
 mod flow;
@@ -112,6 +115,7 @@ pub use delivery::{
     Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, SnoozeOutcome,
     StartOutcome,
 };
+pub use edit::TaskEdit;
 pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};
 pub use flow::{
@@ -127,7 +131,7 @@ pub use operate::{
     ActionOutcome, BulkReport, HistoryPoint, HistorySpan, TaskAction, TaskFilter, TaskPage,
 };
 pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
-pub use payload::payload_json;
+pub use payload::{json_payload, payload_json};
 pub use priority::Priority;
 pub use queue_settings::{
     format_duration, parse_duration, QueueSettings, Rate, Setting, SettingsChange,

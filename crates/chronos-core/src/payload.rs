@@ -24,9 +24,26 @@ pub fn payload_json(payload: &[u8]) -> String {
     }
 }
 
+/// The payload an operator typed as JSON text, encoded to MessagePack as
+/// [`encode_args`](crate::encode_args) encodes a struct (objects become maps with their keys),
+/// so [`payload_json`] shows it back as the same JSON. Text that is not JSON is a
+/// [`BrokerError::InvalidOption`](crate::BrokerError::InvalidOption), before anything is sent.
+pub fn json_payload(text: &str) -> Result<Vec<u8>, crate::BrokerError> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| crate::BrokerError::InvalidOption(format!("payload is not JSON: {e}")))?;
+    rmp_serde::to_vec_named(&value).map_err(|e| crate::BrokerError::Encode(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::payload_json;
+    use super::{json_payload, payload_json};
+
+    #[test]
+    fn json_text_comes_back_as_the_same_json() {
+        let bytes = json_payload(r#"{"to":"b@c","n":[1,2]}"#).expect("json");
+        assert_eq!(payload_json(&bytes), r#"{"n":[1,2],"to":"b@c"}"#);
+        assert!(json_payload("{nope").is_err());
+    }
 
     #[test]
     fn named_struct_decodes_to_a_json_object() {

@@ -12,7 +12,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
 use chronos_admin::{parse_state, verb, AdminError};
 use chronos_broker::{
-    parse_duration, Priority, Rate, Setting, SettingsChange, TaskAction, TaskFilter, TenantChange,
+    json_payload, parse_duration, Priority, Rate, Setting, SettingsChange, TaskAction, TaskEdit,
+    TaskFilter, TenantChange,
 };
 use futures::StreamExt;
 use maud::html;
@@ -255,6 +256,9 @@ pub(crate) async fn one(
     if action == "prioritize" {
         return prioritize(&st, &queue, &id, &who, &form).await;
     }
+    if action == "edit" {
+        return edit(&st, &queue, &id, &who, &form).await;
+    }
     let action = action_or_400(&action)?;
     let changed = st.admin.act(&queue, &id, action).await?;
     tracing::info!(who = %who, queue = %queue, task_id = %id, action = slug(action), changed, "console: task action");
@@ -294,6 +298,71 @@ async fn prioritize(
         format!("Task {id}: already at priority level {level}.")
     };
     Ok(back_with(st, form.get("back").unwrap_or("/"), &msg))
+}
+
+/// The task page's edit form: a new payload (only when the JSON differs from what the page
+/// showed, field `payload_was`: an untouched form must not move a pending task), a run time
+/// (`at`, RFC 3339 or the browser's date and time, read as UTC; or `in`, a delay) and a level
+/// (empty: unchanged), applied in one atomic step.
+async fn edit(
+    st: &AppState,
+    queue: &str,
+    id: &str,
+    who: &Actor,
+    form: &CheckedForm,
+) -> Result<Response, PageError> {
+    let invalid = |m: String| PageError(DashError::Admin(AdminError::Invalid(m)));
+    let field = |name: &str| form.get(name).map(str::trim).filter(|v| !v.is_empty());
+    let mut edit = TaskEdit::new();
+    let mut new_payload = false;
+    if let Some(text) = field("payload") {
+        let typed: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| invalid(format!("the payload is not JSON: {e}")))?;
+        let was = field("payload_was").and_then(|w| serde_json::from_str(w).ok());
+        if was.as_ref() != Some(&typed) {
+            edit = edit.payload(json_payload(text)?);
+            new_payload = true;
+        }
+    }
+    match (field("at"), field("in")) {
+        (Some(_), Some(_)) => {
+            return Err(invalid("give a run time or a delay, not both".into()));
+        }
+        (Some(at), None) => edit = edit.run_at(chronos_admin::parse_run_at(at)?),
+        (None, Some(d)) => edit = edit.run_in(chronos_admin::parse_run_in(d)?),
+        (None, None) => {}
+    }
+    if let Some(l) = field("level") {
+        let level: Priority = l
+            .parse()
+            .map_err(|e: chronos_broker::BrokerError| invalid(e.to_string()))?;
+        edit = edit.priority(level);
+    }
+    let back = form.get("back").unwrap_or("/");
+    if edit.is_empty() {
+        return Ok(back_with(
+            st,
+            back,
+            &format!("Task {id}: nothing to change."),
+        ));
+    }
+    let changed = st.admin.edit(queue, id, &edit).await?;
+    tracing::info!(
+        who = %who,
+        queue = %queue,
+        task_id = %id,
+        payload = new_payload,
+        run_at = ?field("at").or(field("in")),
+        level = ?edit.new_priority().map(Priority::get),
+        changed,
+        "console: task edited"
+    );
+    let msg = if changed {
+        format!("Task {id}: edited.")
+    } else {
+        format!("Task {id}: already as asked, nothing changed.")
+    };
+    Ok(back_with(st, back, &msg))
 }
 
 pub(crate) async fn selection(

@@ -9,8 +9,9 @@
 //! [`Operate`] (implemented by [`RedisBroker`]) is what the `chronos` CLI and the console call:
 //! [`Operate::act`] runs a [`TaskAction`] on one task, [`Operate::act_all`] on every task of a
 //! state that passes a [`TaskFilter`] (in bounded chunks, reported as a [`BulkReport`]),
-//! [`Operate::list_page`] pages a state by cursor ([`TaskPage`]), and [`Operate::history`]
-//! reads a queue's counts per minute or day ([`HistorySpan`]).
+//! [`Operate::list_page`] pages a state by cursor ([`TaskPage`]), [`Operate::history`]
+//! reads a queue's counts per minute or day ([`HistorySpan`]), and [`Operate::edit`] changes a
+//! waiting task's payload, run time and level in one atomic step ([`TaskEdit`]).
 //!
 //! # Testing
 //! [`testing`] runs handlers (alone or through a whole [`Mux`]) in process, records what
@@ -50,12 +51,12 @@ pub use chronos_broker::{QueueSettings, Rate, Setting, Settings, SettingsChange}
 pub use chronos_broker::{
     TenantChange, TenantPage, TenantSettings, TenantStats, Tenants, MAX_TENANT_WEIGHT,
 };
-// Operator actions: the library side of `chronos task run|rm|archive|cancel`, `task ls` and
+// Operator actions: the library side of `chronos task run|rm|archive|cancel|edit`, `task ls` and
 // `queue history|rm`, implemented by `RedisBroker`.
 #[doc(inline)]
 pub use chronos_broker::{
-    payload_json, ActionOutcome, BulkReport, HistoryPoint, HistorySpan, Operate, TaskAction,
-    TaskFilter, TaskPage,
+    json_payload, payload_json, ActionOutcome, BulkReport, HistoryPoint, HistorySpan, Operate,
+    TaskAction, TaskEdit, TaskFilter, TaskPage,
 };
 // What a broker wrapper forwards for pushed signals and interruptible blocking reads
 // (`Maintain::signals`, `Maintain::forward_due_next`, `Consume::interrupter`).

@@ -12,14 +12,14 @@ use super::protocol::{
     DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES, STATE, UNIQUE,
 };
 use super::record::{Entry, Record};
-use super::reply::ActionCode;
+use super::reply::{ActionCode, EditCode};
 use super::{lane, reply, RedisBroker};
 use crate::keys::DAY_MS;
 use crate::redis::store::store;
 use crate::{
     duration_ms, now_ms, ActionOutcome, BrokerError, BulkReport, HistoryCounter, HistoryPoint,
     HistorySpan, Inspect, Operate, Priority, QueueKeys, QueueName, QueueStats, TaskAction,
-    TaskFilter, TaskPage, TaskRecord, TaskState, GROUP,
+    TaskEdit, TaskFilter, TaskPage, TaskRecord, TaskState, GROUP,
 };
 
 /// How long a cancel request is kept: a worker polls several times a second, so a request
@@ -381,6 +381,74 @@ impl Operate for RedisBroker {
         let state =
             reply::string(cols.next().unwrap_or(Value::Null), "prioritize").unwrap_or_default();
         Ok(outcome(code, &state))
+    }
+
+    async fn edit(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        edit: &TaskEdit,
+    ) -> Result<ActionOutcome, BrokerError> {
+        crate::keys::check_task_id(id)?;
+        if edit.is_empty() {
+            return Err(BrokerError::InvalidOption(
+                "an edit needs a payload, a run time or a level".into(),
+            ));
+        }
+        if let Some(p) = edit.new_payload() {
+            if p.len() > self.inner.max_payload {
+                return Err(BrokerError::PayloadTooLarge {
+                    size: p.len(),
+                    limit: self.inner.max_payload,
+                });
+            }
+        }
+        let keys = self.queue_keys(queue);
+        let mut declared = vec![keys.stream(), keys.task(id), keys.scheduled(), keys.retry()];
+        declared.extend(keys.lanes());
+        declared.push(keys.settings());
+        declared.extend(keys.tenants());
+        // The run time is made absolute here, once: a call the client re-sends after a lost
+        // reply carries the same time, so it finds the task already as asked.
+        let args: Vec<Value> = vec![
+            GROUP.into(),
+            id.into(),
+            if edit.new_payload().is_some() {
+                "1"
+            } else {
+                "0"
+            }
+            .into(),
+            Value::Bytes(Bytes::copy_from_slice(
+                edit.new_payload().unwrap_or_default(),
+            )),
+            edit.kind().unwrap_or_default().into(),
+            edit.run_at_ms(now_ms())
+                .map(|ms| ms.to_string())
+                .unwrap_or_default()
+                .into(),
+            edit.new_priority()
+                .map(|p| p.to_string())
+                .unwrap_or_default()
+                .into(),
+        ];
+        let res = self.run(|s| &s.edit, declared, args).await?;
+        let mut cols = reply::array(res, "edit")?.into_iter();
+        let code = reply::int(&cols.next().unwrap_or(Value::Null), "edit")?;
+        let said = reply::string(cols.next().unwrap_or(Value::Null), "edit").unwrap_or_default();
+        Ok(match EditCode::from_reply(code) {
+            Some(EditCode::Done) => ActionOutcome::Done,
+            Some(EditCode::Already) => ActionOutcome::Already,
+            Some(EditCode::NotFound) => ActionOutcome::NotFound,
+            Some(EditCode::Refused) => ActionOutcome::Refused(TaskState::parse(&said)),
+            Some(EditCode::OtherKind) => {
+                return Err(BrokerError::InvalidOption(format!(
+                    "task {id:?} is of kind {said:?}, not {:?}",
+                    edit.kind().unwrap_or_default()
+                )))
+            }
+            Some(EditCode::Corrupt) | None => ActionOutcome::Corrupt,
+        })
     }
 }
 

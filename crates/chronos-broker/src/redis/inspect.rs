@@ -2,7 +2,9 @@ use fred::bytes::Bytes;
 use fred::prelude::*;
 
 use super::lease::decode_envelope;
-use super::protocol::{DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES, STATE};
+use super::protocol::{
+    DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES, STATE, TENANT, TENANT_LANE,
+};
 use super::record::{Entry, Record};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
@@ -223,7 +225,7 @@ impl RedisBroker {
         loop {
             attempts += 1;
             const FIELDS: &[&str] = &[
-                STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY, PRIORITY, SNOOZES,
+                STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY, PRIORITY, TENANT, SNOOZES,
             ];
             let mut rec = Record::read(&self.inner.client, keys.task(id), FIELDS)
                 .await
@@ -251,11 +253,17 @@ impl RedisBroker {
             let priority = level
                 .and_then(|l| Priority::level(l).ok())
                 .unwrap_or_default();
+            // A tenant task's deliveries are in the tenant stream, whatever its level.
+            let lane = if rec.text(TENANT, "task")?.is_some() {
+                keys.lane(Some(TENANT_LANE))
+            } else {
+                keys.lane(level)
+            };
             let env = if matches!(state, TaskState::Pending | TaskState::Active) {
                 match (entry_env.take(), mid) {
                     (Some(e), _) => Value::Bytes(e),
                     (None, Some(mid)) => {
-                        let env = self.entry_envelope(&keys.lane(level), &mid).await?;
+                        let env = self.entry_envelope(&lane, &mid).await?;
                         if env.is_null() && attempts < 3 {
                             continue;
                         }

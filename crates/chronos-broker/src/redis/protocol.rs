@@ -160,6 +160,11 @@ pub(crate) fn prologue() -> String {
         "-- Generated from src/redis/protocol.rs (the Rust side of the protocol): edit it there.\n",
     );
     lua.push_str(&format!("local STARTED = {STARTED}\n"));
+    // The first byte of an envelope this version writes (edit.lua reads envelopes).
+    lua.push_str(&format!(
+        "local ENVELOPE_VERSION = {}\n",
+        chronos_core::ENVELOPE_VERSION
+    ));
     // A string, as the scripts compare and store it: the envelope's default max retry.
     lua.push_str(&format!("local PLAIN_MAX_RETRY = '{DEFAULT_MAX_RETRY}'\n"));
     lua.push_str(&format!("local ENQUEUE_STRIDE = {ENQUEUE_STRIDE}\n"));

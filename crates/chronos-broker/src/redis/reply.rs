@@ -157,6 +157,24 @@ codes! {
 }
 
 codes! {
+    /// The reply of edit.lua: [`ActionCode`]'s codes, and one more.
+    EditCode {
+        /// Edited.
+        Done = 1,
+        /// The task already was as asked (a re-sent call whose first run did it).
+        Already = 2,
+        /// No such task.
+        NotFound = 0,
+        /// Its state refuses the edit (the state name comes with the code).
+        Refused = -1,
+        /// Corrupt record: nothing changed.
+        Corrupt = -2,
+        /// The task is of another kind than the new payload is for (the kind comes with it).
+        OtherKind = -3,
+    }
+}
+
+codes! {
     /// The reply of chain_next.lua.
     ChainNextCode {
         /// The step was written now.

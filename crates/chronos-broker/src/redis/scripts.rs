@@ -61,6 +61,7 @@ scripts!(
         admin_cancel,
         admin_queue_delete,
         prioritize,
+        edit,
     ],
     schedules: [
         leader_acquire,

@@ -4,7 +4,7 @@ use std::future::Future;
 
 use crate::{
     ActionOutcome, BrokerError, BulkReport, HistoryPoint, HistorySpan, Priority, QueueName,
-    QueueStats, TaskAction, TaskFilter, TaskPage, TaskState,
+    QueueStats, TaskAction, TaskEdit, TaskFilter, TaskPage, TaskState,
 };
 
 /// Operator actions for the inspector, CLI and console: task actions (one task or all tasks of
@@ -81,5 +81,28 @@ pub trait Operate: Send + Sync {
         queue: &QueueName,
         id: &str,
         priority: Priority,
+    ) -> impl Future<Output = Result<ActionOutcome, BrokerError>> + Send;
+
+    /// Edits waiting task `id` (pending, scheduled or retry) as `edit` says, in one atomic
+    /// script: its payload (the kind and every other envelope field kept), its run time (a
+    /// pending task with a time in the future becomes scheduled; a scheduled or retry task is
+    /// re-scored in its set; a time now or past makes it due now) and its level (as
+    /// [`Operate::prioritize`]). A pending task whose payload or level changes gets a new
+    /// delivery: at the end of its level, or at its own place inside its tenant; a worker that
+    /// fetched the old delivery but did not start it skips it. The unique lock, if any, is left
+    /// as it is.
+    ///
+    /// Answers [`ActionOutcome::Done`], [`ActionOutcome::Already`] when the task already is as
+    /// asked (also for a call re-sent after a lost reply: the re-send leaves the same state),
+    /// [`ActionOutcome::NotFound`], or [`ActionOutcome::Refused`] with the state of a task that
+    /// already started (active), finished (completed) or died (archived: run it first), and
+    /// nothing changes. Errors: [`BrokerError::PayloadTooLarge`] over the payload limit,
+    /// [`BrokerError::InvalidOption`] for an empty edit or a typed payload
+    /// ([`TaskEdit::args`]) of another kind than the task's, [`BrokerError::InvalidTaskId`].
+    fn edit(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        edit: &TaskEdit,
     ) -> impl Future<Output = Result<ActionOutcome, BrokerError>> + Send;
 }

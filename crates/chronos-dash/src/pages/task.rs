@@ -42,6 +42,12 @@ pub(crate) async fn page(
             state,
             TaskState::Pending | TaskState::Scheduled | TaskState::Retry | TaskState::Archived
         );
+    // Only a task that has not started can be edited (archived: run it first).
+    let can_edit = !st.config.read_only
+        && matches!(
+            state,
+            TaskState::Pending | TaskState::Scheduled | TaskState::Retry
+        );
     let back = task_href(&queue, &id);
     let body = html! {
         p.crumbs { a href=(queue_href(&queue)) { "queue " (queue) } " / task" }
@@ -88,6 +94,35 @@ pub(crate) async fn page(
                         button.small type="submit" data-action="prioritize" { "set priority" }
                     }
                     p.muted { "0 runs first. A pending task moves to the end of its new level; a scheduled, retrying or archived one keeps the level for when it runs." }
+                }
+            }
+            @if can_edit {
+                div.card.wide {
+                    h2 { "Edit" }
+                    form #edit method="post" action={(task_href(&queue, &id)) "/edit"} {
+                        (csrf(&st))
+                        input type="hidden" name="back" value=(back);
+                        input type="hidden" name="payload_was" value=(payload);
+                        label for="edit-payload" { "payload (JSON)" }
+                        br;
+                        textarea #edit-payload.mono name="payload" rows="8" cols="60" { (payload) }
+                        br;
+                        label for="edit-at" { "run at (UTC) " }
+                        input #edit-at type="datetime-local" name="at" step="1";
+                        " or in "
+                        input #edit-in type="text" name="in" size="6" placeholder="30s";
+                        " "
+                        label for="edit-level" { "level " }
+                        select #edit-level name="level" {
+                            option value="" selected { "unchanged" }
+                            @for l in 0..10u8 {
+                                option value=(l) { (l) }
+                            }
+                        }
+                        " "
+                        button.small type="submit" data-action="edit" { "save" }
+                    }
+                    p.muted { "One atomic step; a task that starts meanwhile is refused. A pending task whose payload or level changes goes to the end of its level (a tenant task keeps its place); a run time in the future makes it scheduled, one now or past makes a scheduled or retrying task due at once." }
                 }
             }
             div.card.wide {
