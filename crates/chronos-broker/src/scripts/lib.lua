@@ -535,3 +535,21 @@ local function tenant_back(T, tkey, id, mid)
   tenant_settle(T, h[1])
   return true
 end
+
+-- Sets running delivery `mid` of task `id` (hash `tkey`) aside in zset `set` until `due`, as a
+-- retry or a snooze does: the envelope moves from the entry into the record beside `fields`
+-- (HSET field/value pairs), the entry is settled, a tenant task's hold on its cap ends (the
+-- tenants block from KEYS[T]; T nil: none declared), and the attempt's delivery bookkeeping
+-- (`m`, and the free re-deliveries `z`) goes, so the next delivery starts afresh.
+local function set_aside(stream, group, tkey, id, mid, fields, set, due, T)
+  local args = {tkey}
+  for _, v in ipairs(fields) do args[#args + 1] = v end
+  local env = entry_envelope(stream, mid)
+  if env then args[#args + 1] = F_ENVELOPE; args[#args + 1] = env end
+  settle_entries(stream, group, {mid})
+  if T then tenant_release(T, tkey, id) end
+  redis.call('HSET', unpack(args))
+  redis.call('HDEL', tkey, F_DELIVERY, F_FREE_REDELIVERIES)
+  wake(set, due)
+  redis.call('ZADD', set, due, id)
+end

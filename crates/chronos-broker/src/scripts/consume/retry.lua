@@ -25,17 +25,11 @@ end
 local now = now_ms()
 -- A corrupt attempt counter restarts at 1 rather than failing the script after a write.
 local r = (count_of(h[3]) or 0) + 1
-local fields = {tkey, F_STATE, 'retry', F_ERROR, ARGV[5], F_FAILED_AT, now, F_SETTLED, mid,
-  F_RETRIED, r}
-local env = entry_envelope(KEYS[1], mid)
-if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
-settle_entries(KEYS[1], group, {mid})
-if #KEYS >= 6 + TENANTS_LEN then tenant_release(7, tkey, id) end
-redis.call('HSET', unpack(fields))
+local T = nil
+if #KEYS >= 6 + TENANTS_LEN then T = 7 end
 -- The attempt is counted: the free re-deliveries (`z`, reclaim.lua) start again for the next.
-redis.call('HDEL', tkey, F_DELIVERY, F_FREE_REDELIVERIES)
-wake(KEYS[2], now + delay)
-redis.call('ZADD', KEYS[2], now + delay, id)
+set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'retry', F_ERROR, ARGV[5], F_FAILED_AT, now,
+  F_SETTLED, mid, F_RETRIED, r}, KEYS[2], now + delay, T)
 bump(KEYS[3], 1)
 history(KEYS[5], KEYS[6], 1, now)
 return 1

@@ -29,14 +29,8 @@ if h[1] ~= mid then
 end
 if n >= most then return {2, n} end
 local now = now_ms()
-local fields = {tkey, F_STATE, 'scheduled', F_SETTLED, mid, F_SNOOZES, n + 1}
-local env = entry_envelope(KEYS[1], mid)
-if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
-settle_entries(KEYS[1], group, {mid})
-if #KEYS >= 3 + TENANTS_LEN then tenant_release(4, tkey, id) end
-redis.call('HSET', unpack(fields))
--- The next delivery is a fresh start of the same attempt: free re-deliveries start again.
-redis.call('HDEL', tkey, F_DELIVERY, F_FREE_REDELIVERIES)
-wake(KEYS[2], now + delay)
-redis.call('ZADD', KEYS[2], now + delay, id)
+local T = nil
+if #KEYS >= 3 + TENANTS_LEN then T = 4 end
+set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_SNOOZES, n + 1},
+  KEYS[2], now + delay, T)
 return {1, n + 1}
