@@ -180,3 +180,45 @@ async fn a_snooze_runs_in_its_queues_slot() {
         assert_eq!(again.leases.len(), 1, "{name}");
     }
 }
+
+#[tokio::test]
+async fn deduplication_answers_in_its_queues_slot() {
+    use chronos_broker::{Dedup, DedupMode, EnqueueOutcome, TaskState};
+    let b = cluster_broker().await;
+    let client = Client::new(b.clone());
+    let mut reader = b.open_reader().await.expect("reader");
+    for name in ["d0", "d1", "d2", "d3"] {
+        let queue = QueueName::new(name).expect("queue");
+        let opts = |mode| {
+            EnqueueOptions::new()
+                .queue(name)
+                .dedup(Dedup::key("k").mode(mode))
+        };
+        let first = client
+            .enqueue(&email(1), opts(DedupMode::Replace))
+            .await
+            .expect("enqueue");
+        // The holder's payload is replaced by edit.lua, in the queue's slot.
+        let replaced = client
+            .enqueue(&email(2), opts(DedupMode::Replace))
+            .await
+            .expect("enqueue");
+        assert_eq!(
+            (replaced.outcome, &replaced.id),
+            (EnqueueOutcome::Replaced, &first.id),
+            "{name}"
+        );
+        // A duplicate reads its holder's state on the node of the queue's slot.
+        let dup = client
+            .enqueue(&email(3), opts(DedupMode::Reject))
+            .await
+            .expect("enqueue");
+        assert_eq!(
+            (dup.outcome, dup.state),
+            (EnqueueOutcome::Duplicate, TaskState::Pending),
+            "{name}"
+        );
+        let f = take(&b, &mut reader, &queue, "w", 5, Duration::from_millis(100)).await;
+        assert_eq!(f.leases.len(), 1, "{name}");
+    }
+}

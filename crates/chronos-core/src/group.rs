@@ -59,13 +59,14 @@ impl Group {
     /// A group whose callback runs `callback` under `opts`, with a random id and no members yet.
     pub fn new<T: TaskArgs>(callback: &T, opts: EnqueueOptions) -> Self {
         let opts = T::default_options().merge(opts);
-        let callback = if opts.unique_ttl.is_some() || opts.task_id.is_some() {
-            Err(BrokerError::InvalidOption(
-                "a group callback takes neither a task id nor a unique lock".into(),
-            ))
-        } else {
-            encode_args(callback).and_then(|p| NewTask::build(T::KIND, p, opts, now_ms()))
-        };
+        let callback =
+            if opts.unique_ttl.is_some() || opts.dedup.is_some() || opts.task_id.is_some() {
+                Err(BrokerError::InvalidOption(
+                    "a group callback takes neither a task id nor a unique lock".into(),
+                ))
+            } else {
+                encode_args(callback).and_then(|p| NewTask::build(T::KIND, p, opts, now_ms()))
+            };
         Self {
             id: None,
             callback,

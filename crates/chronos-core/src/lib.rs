@@ -73,6 +73,7 @@ mod capability;
 mod chain;
 mod client;
 mod dead_letter;
+mod dedup;
 mod delivery;
 mod edit;
 mod envelope;
@@ -111,6 +112,10 @@ pub use capability::{
 pub use chain::Chain;
 pub use client::Client;
 pub use dead_letter::DeadLetter;
+pub use dedup::{
+    Dedup, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, LOCK_KEY_PREFIX,
+    MAX_DEDUP_KEY_LEN,
+};
 pub use delivery::{
     Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, SnoozeOutcome,
     StartOutcome,

@@ -12,7 +12,7 @@ impl StepSpec {
         payload: Vec<u8>,
         opts: EnqueueOptions,
     ) -> Result<Self, BrokerError> {
-        if opts.task_id.is_some() || opts.unique_ttl.is_some() {
+        if opts.task_id.is_some() || opts.unique_ttl.is_some() || opts.dedup.is_some() {
             return Err(BrokerError::InvalidOption(
                 "a chain step or group member takes neither a task id (its id is derived from \
                  the chain or group id) nor a unique lock"
@@ -80,6 +80,7 @@ impl StepSpec {
             priority: crate::Priority::NORMAL,
             tenant: None,
             lifo: false,
+            dedup: None,
         }
     }
 }

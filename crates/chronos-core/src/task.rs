@@ -4,7 +4,10 @@ use std::time::{Duration, SystemTime};
 use serde::{de::DeserializeOwned, Serialize};
 use time::OffsetDateTime;
 
-use crate::{BrokerError, DeadLetter, DecodeError, Priority, TaskEnvelope, TaskState};
+use crate::{
+    BrokerError, DeadLetter, DecodeError, Dedup, DedupMode, EnqueueOutcome, Priority, TaskEnvelope,
+    TaskState,
+};
 
 /// The arguments of one kind of task: a plain serde type with a stable kind string.
 ///
@@ -112,6 +115,7 @@ pub struct EnqueueOptions {
     pub(crate) priority: Option<Priority>,
     pub(crate) tenant: Option<String>,
     pub(crate) lifo: Option<bool>,
+    pub(crate) dedup: Option<Dedup>,
 }
 
 /// Longest wait [`EnqueueOptions::durable`] accepts: well under the broker's 10 s command
@@ -156,6 +160,17 @@ impl EnqueueOptions {
     /// dead-lettered or deleted, or `ttl` runs out, whichever comes first; retries keep it.
     pub fn unique(mut self, ttl: Duration) -> Self {
         self.unique_ttl = Some(ttl);
+        self
+    }
+
+    /// Deduplicate this enqueue: while another task holds the lock of the same key in this
+    /// queue, do what the [`Dedup`]'s mode says (refuse, throttle, debounce or replace) and
+    /// answer it in [`TaskInfo::outcome`], with [`TaskInfo::id`] naming the task that will run.
+    /// Unlike [`EnqueueOptions::unique`], a duplicate is an `Ok` answer, not an error. Refused
+    /// together with `unique`, a task id, or (for a debounce, which sets the run time itself) a
+    /// delay or run time: [`BrokerError::InvalidOption`].
+    pub fn dedup(mut self, dedup: Dedup) -> Self {
+        self.dedup = Some(dedup);
         self
     }
 
@@ -277,7 +292,8 @@ impl EnqueueOptions {
             rate_key,
             priority,
             tenant,
-            lifo
+            lifo,
+            dedup
         );
         if other.run_at_ms.is_some() || other.process_in.is_some() {
             self.run_at_ms = other.run_at_ms;
@@ -310,6 +326,11 @@ pub struct TaskInfo {
     pub state: TaskState,
     /// When it may first run (unix ms).
     pub run_at_ms: i64,
+    /// What the enqueue did: always [`EnqueueOutcome::Created`] without
+    /// [`EnqueueOptions::dedup`]. For a duplicate, `id`, `state` and `run_at_ms` are the
+    /// holder's as the store saw them (a throttle's holder that already finished reads
+    /// `Completed`).
+    pub outcome: EnqueueOutcome,
 }
 
 /// A task ready to be written: the envelope plus when it may first run and its unique lock.
@@ -337,6 +358,8 @@ pub struct NewTask {
     pub(crate) tenant: Option<String>,
     /// Last in, first out ([`EnqueueOptions::lifo`]).
     pub(crate) lifo: bool,
+    /// Deduplication beyond a plain unique lock ([`EnqueueOptions::dedup`]).
+    pub(crate) dedup: Option<Dedup>,
 }
 
 impl NewTask {
@@ -371,6 +394,13 @@ impl NewTask {
     /// ([`EnqueueOptions::lifo`]).
     pub fn lifo(&self) -> bool {
         self.lifo
+    }
+
+    /// The deduplication asked for with [`EnqueueOptions::dedup`] (its lock is
+    /// [`TaskEnvelope::unique_key`] with TTL [`NewTask::unique_ttl`]); None for a task that is
+    /// not deduplicated or uses [`EnqueueOptions::unique`].
+    pub fn dedup(&self) -> Option<&Dedup> {
+        self.dedup.as_ref()
     }
 
     /// A plain task needs no record of its own: it is stored as one stream entry, and its id is
@@ -411,7 +441,7 @@ impl NewTask {
     pub fn build(
         kind: &str,
         payload: Vec<u8>,
-        opts: EnqueueOptions,
+        mut opts: EnqueueOptions,
         now_ms: i64,
     ) -> Result<Self, BrokerError> {
         let explicit_id = opts.task_id.is_some();
@@ -429,6 +459,28 @@ impl NewTask {
             return Err(BrokerError::InvalidOption(
                 "unique TTL must be at least 1 ms".into(),
             ));
+        }
+        if let Some(d) = &opts.dedup {
+            d.check()?;
+            let clash = if opts.unique_ttl.is_some() {
+                Some("unique")
+            } else if explicit_id {
+                Some("a task id")
+            } else if matches!(d.dedup_mode(), DedupMode::Debounce { .. })
+                && (opts.run_at_ms.is_some() || opts.process_in.is_some())
+            {
+                Some("a delay or run time (a debounce sets its own)")
+            } else {
+                None
+            };
+            if let Some(what) = clash {
+                return Err(BrokerError::InvalidOption(format!(
+                    "dedup cannot be combined with {what}"
+                )));
+            }
+            if let DedupMode::Debounce { delay, .. } = d.dedup_mode() {
+                opts.process_in = Some(delay);
+            }
         }
         if let Some((replicas, wait)) = opts.durable {
             if replicas == 0 || wait.is_zero() || wait > MAX_DURABLE_WAIT {
@@ -452,7 +504,16 @@ impl NewTask {
             Due::Now => now_ms,
         };
         let queue = opts.queue.unwrap_or_else(|| "default".to_string());
-        let unique_key = opts.unique_ttl.map(|_| unique_hash(&queue, kind, &payload));
+        let (unique_key, unique_ttl) = match &opts.dedup {
+            Some(d) => (
+                Some(d.lock_name(|| unique_hash(&queue, kind, &payload))),
+                Some(d.lock_ttl()),
+            ),
+            None => (
+                opts.unique_ttl.map(|_| unique_hash(&queue, kind, &payload)),
+                opts.unique_ttl,
+            ),
+        };
         Ok(Self {
             envelope: TaskEnvelope {
                 id,
@@ -474,13 +535,14 @@ impl NewTask {
                 rate_key: opts.rate_key,
             },
             run_at_ms,
-            unique_ttl: opts.unique_ttl,
+            unique_ttl,
             due,
             explicit_id,
             durable: opts.durable,
             priority: opts.priority.unwrap_or_default(),
             tenant: opts.tenant,
             lifo: opts.lifo.unwrap_or(false),
+            dedup: opts.dedup,
         })
     }
 

@@ -49,7 +49,11 @@
 //! ([`BrokerError::DuplicateTask`]; locks expire by the wall clock after their TTL, and
 //! nothing here runs tasks, so nothing releases them earlier except [`Recorder::clear`]), and an
 //! explicit task id already used for a different task ([`BrokerError::TaskIdConflict`]; the
-//! same task again answers its first enqueue and is recorded once). What it does not do:
+//! same task again answers its first enqueue and is recorded once). A deduplicated task
+//! ([`crate::EnqueueOptions::dedup`]) is answered as Redis answers it: a duplicate names the
+//! holder; a replace or a debounce gives the recorded holder the new payload (and a debounce
+//! its new run time), since nothing starts here; [`Recorder::drain`] lets go every lock but a
+//! throttle's, which lives its window. What it does not do:
 //! replicas (a [`crate::EnqueueOptions::durable`] enqueue succeeds as if every replica
 //! acknowledged), and tasks never move on (a scheduled task stays scheduled).
 //!
@@ -66,8 +70,9 @@ use std::time::Duration;
 
 use crate::task::Due;
 use crate::{
-    decode_args, now_ms, payload_json, BrokerError, Client, DeadLetter, DecodeError, Enqueue,
-    NewTask, QueueName, TaskArgs, TaskEnvelope, TaskInfo, TaskState, DEFAULT_MAX_PAYLOAD,
+    decode_args, now_ms, payload_json, BrokerError, Client, DeadLetter, DecodeError, Dedup,
+    DedupMode, Enqueue, EnqueueOutcome, NewTask, QueueName, Release, TaskArgs, TaskEnvelope,
+    TaskInfo, TaskState, DEFAULT_MAX_PAYLOAD,
 };
 
 /// An in-memory [`Enqueue`] broker that records every task it stores (see the
@@ -82,8 +87,8 @@ struct Record {
     tasks: Vec<RecordedTask>,
     /// (queue, id) -> index in `tasks`, and the producer's fingerprint for an explicit id.
     ids: HashMap<(String, String), (usize, Option<String>)>,
-    /// (queue, unique key) -> (holder id, expiry unix ms).
-    locks: HashMap<(String, String), (String, i64)>,
+    /// (queue, unique key) -> (holder id, expiry unix ms, let go only at expiry).
+    locks: HashMap<(String, String), (String, i64, bool)>,
     max_payload: Option<usize>,
 }
 
@@ -233,13 +238,15 @@ impl Recorder {
     pub fn drain(&self) -> Vec<RecordedTask> {
         let mut r = self.lock();
         r.ids.clear();
-        r.locks.clear();
+        // A throttle's lock outlives its task.
+        r.locks.retain(|_, (_, _, at_expiry)| *at_expiry);
         std::mem::take(&mut r.tasks)
     }
 
     /// Forgets every task and unique lock.
     pub fn clear(&self) {
         self.drain();
+        self.lock().locks.clear();
     }
 
     /// How many tasks are stored.
@@ -375,14 +382,26 @@ impl Recorder {
         }
         if let (Some(hash), Some(ttl)) = (&env.unique_key, task.unique_ttl) {
             let lock = (env.queue.clone(), hash.clone());
-            if r.locks.get(&lock).is_some_and(|(_, until)| *until > now) {
-                return Err(BrokerError::DuplicateTask {
-                    queue: env.queue.clone(),
-                });
+            let holder = r
+                .locks
+                .get(&lock)
+                .filter(|(_, until, _)| *until > now)
+                .map(|(id, _, _)| id.clone());
+            if let Some(holder) = holder {
+                return match &task.dedup {
+                    None => Err(BrokerError::DuplicateTask {
+                        queue: env.queue.clone(),
+                    }),
+                    Some(d) => Ok(Self::held(r, &task, d, holder, now)),
+                };
             }
             let ttl = crate::duration_ms(ttl).max(1);
+            let at_expiry = task
+                .dedup
+                .as_ref()
+                .is_some_and(|d| d.release_point() == Release::AtExpiry);
             r.locks
-                .insert(lock, (env.id.clone(), now.saturating_add(ttl)));
+                .insert(lock, (env.id.clone(), now.saturating_add(ttl), at_expiry));
         }
         // As the script decides: due after now (by the store's clock) waits in the scheduled set.
         let run_at = match task.due {
@@ -401,6 +420,7 @@ impl Recorder {
             kind: env.kind.clone(),
             state,
             run_at_ms,
+            outcome: EnqueueOutcome::Created,
         };
         let at = r.tasks.len();
         r.ids.insert(id_key, (at, fingerprint));
@@ -410,6 +430,53 @@ impl Recorder {
             unique_ttl: task.unique_ttl,
         });
         Ok(info)
+    }
+}
+
+impl Recorder {
+    /// The answer to a deduplicated task whose key `holder` holds, as the Redis broker gives
+    /// it. Tasks never start here, so a holder still recorded always waits: a replace or a
+    /// debounce of the same kind gives it the new payload (a debounce also its new run time,
+    /// now + delay but no later than its first enqueue + max wait).
+    fn held(r: &mut Record, task: &NewTask, d: &Dedup, holder: String, now: i64) -> TaskInfo {
+        let env = &task.envelope;
+        let Some(&(i, _)) = r.ids.get(&(env.queue.clone(), holder.clone())) else {
+            // A throttle's holder that a drain took away: finished, as far as a test can tell.
+            return TaskInfo {
+                id: holder,
+                queue: env.queue.clone(),
+                kind: env.kind.clone(),
+                state: TaskState::Completed,
+                run_at_ms: now,
+                outcome: EnqueueOutcome::Duplicate,
+            };
+        };
+        let stored = &mut r.tasks[i];
+        let same_kind = stored.envelope.kind == env.kind;
+        let outcome = match d.dedup_mode() {
+            DedupMode::Replace if same_kind => {
+                stored.envelope.payload = env.payload.clone();
+                EnqueueOutcome::Replaced
+            }
+            DedupMode::Debounce { delay, max_wait } if same_kind => {
+                stored.envelope.payload = env.payload.clone();
+                let first = stored.envelope.enqueued_at_ms;
+                let at = now
+                    .saturating_add(crate::duration_ms(delay))
+                    .min(first.saturating_add(crate::duration_ms(max_wait)));
+                (stored.info.state, stored.info.run_at_ms) = if at > now {
+                    (TaskState::Scheduled, at)
+                } else {
+                    (TaskState::Pending, now)
+                };
+                EnqueueOutcome::Extended
+            }
+            _ => EnqueueOutcome::Duplicate,
+        };
+        TaskInfo {
+            outcome,
+            ..stored.info.clone()
+        }
     }
 }
 

@@ -46,6 +46,7 @@ impl Enqueue for Memory {
                 kind: task.envelope.kind.clone(),
                 state: TaskState::Pending,
                 run_at_ms: task.run_at_ms,
+                outcome: Default::default(),
             }));
             let queue = task.envelope.queue.clone();
             s.pending.entry(queue).or_default().push_back(task);

@@ -84,6 +84,7 @@ impl Enqueue for Sink {
                     kind: t.envelope.kind,
                     state: TaskState::Pending,
                     run_at_ms: t.run_at_ms,
+                    outcome: Default::default(),
                 })
             })
             .collect())

@@ -58,6 +58,12 @@ pub use chronos_broker::{
     json_payload, payload_json, ActionOutcome, BulkReport, HistoryPoint, HistorySpan, Operate,
     TaskAction, TaskEdit, TaskFilter, TaskPage,
 };
+// Deduplication of enqueues (`EnqueueOptions::dedup`): modes, release points, and what an
+// enqueue answers.
+#[doc(inline)]
+pub use chronos_broker::{
+    Dedup, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, MAX_DEDUP_KEY_LEN,
+};
 // What a broker wrapper forwards for pushed signals and interruptible blocking reads
 // (`Maintain::signals`, `Maintain::forward_due_next`, `Consume::interrupter`).
 #[doc(inline)]
@@ -104,6 +110,9 @@ pub mod guide {
 
     #[doc = include_str!("../docs/priorities.md")]
     pub mod priorities {}
+
+    #[doc = include_str!("../docs/dedup.md")]
+    pub mod dedup {}
 
     #[doc = include_str!("../docs/tenants.md")]
     pub mod tenants {}

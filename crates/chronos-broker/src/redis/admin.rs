@@ -403,39 +403,15 @@ impl Operate for RedisBroker {
                 });
             }
         }
-        let keys = self.queue_keys(queue);
-        let mut declared = vec![keys.stream(), keys.task(id), keys.scheduled(), keys.retry()];
-        declared.extend(keys.lanes());
-        declared.push(keys.settings());
-        declared.extend(keys.tenants());
         // The run time is made absolute here, once: a call the client re-sends after a lost
         // reply carries the same time, so it finds the task already as asked.
-        let args: Vec<Value> = vec![
-            GROUP.into(),
-            id.into(),
-            if edit.new_payload().is_some() {
-                "1"
-            } else {
-                "0"
-            }
-            .into(),
-            Value::Bytes(Bytes::copy_from_slice(
-                edit.new_payload().unwrap_or_default(),
-            )),
-            edit.kind().unwrap_or_default().into(),
-            edit.run_at_ms(now_ms())
-                .map(|ms| ms.to_string())
-                .unwrap_or_default()
-                .into(),
-            edit.new_priority()
-                .map(|p| p.to_string())
-                .unwrap_or_default()
-                .into(),
-        ];
-        let res = self.run(|s| &s.edit, declared, args).await?;
-        let mut cols = reply::array(res, "edit")?.into_iter();
-        let code = reply::int(&cols.next().unwrap_or(Value::Null), "edit")?;
-        let said = reply::string(cols.next().unwrap_or(Value::Null), "edit").unwrap_or_default();
+        let change = Change {
+            payload: edit.new_payload(),
+            kind: edit.kind(),
+            run_at_ms: edit.run_at_ms(now_ms()),
+            level: edit.new_priority(),
+        };
+        let (code, said, _) = self.edit_script(queue, id, &change, "").await?;
         Ok(match EditCode::from_reply(code) {
             Some(EditCode::Done) => ActionOutcome::Done,
             Some(EditCode::Already) => ActionOutcome::Already,
@@ -449,6 +425,61 @@ impl Operate for RedisBroker {
             }
             Some(EditCode::Corrupt) | None => ActionOutcome::Corrupt,
         })
+    }
+}
+
+/// What one edit.lua call changes (None: unchanged).
+pub(super) struct Change<'a> {
+    /// The new payload.
+    pub payload: Option<&'a [u8]>,
+    /// The kind the payload is for (None: any).
+    pub kind: Option<&'a str>,
+    /// The new run time, absolute.
+    pub run_at_ms: Option<i64>,
+    /// The new level.
+    pub level: Option<chronos_core::Priority>,
+}
+
+impl RedisBroker {
+    /// One edit.lua call: its code, the state it names, and the task's run time (codes 1 and
+    /// 2). `rule` is the deduplication asking ('' for an operator; see edit.lua).
+    pub(super) async fn edit_script(
+        &self,
+        queue: &QueueName,
+        id: &str,
+        change: &Change<'_>,
+        rule: &str,
+    ) -> Result<(i64, String, i64), BrokerError> {
+        let keys = self.queue_keys(queue);
+        let mut declared = vec![keys.stream(), keys.task(id), keys.scheduled(), keys.retry()];
+        declared.extend(keys.lanes());
+        declared.push(keys.settings());
+        declared.extend(keys.tenants());
+        let payload = change.payload;
+        let args: Vec<Value> = vec![
+            GROUP.into(),
+            id.into(),
+            reply::flag(payload.is_some()),
+            Value::Bytes(Bytes::copy_from_slice(payload.unwrap_or_default())),
+            change.kind.unwrap_or_default().into(),
+            change
+                .run_at_ms
+                .map(|ms| ms.to_string())
+                .unwrap_or_default()
+                .into(),
+            change
+                .level
+                .map(|p| p.to_string())
+                .unwrap_or_default()
+                .into(),
+            rule.into(),
+        ];
+        let res = self.run(|s| &s.edit, declared, args).await?;
+        let mut cols = reply::array(res, "edit")?.into_iter();
+        let code = reply::int(&cols.next().unwrap_or(Value::Null), "edit")?;
+        let said = reply::string(cols.next().unwrap_or(Value::Null), "edit").unwrap_or_default();
+        let at = reply::int(&cols.next().unwrap_or(Value::Null), "edit").unwrap_or(0);
+        Ok((code, said, at))
     }
 }
 

@@ -308,13 +308,25 @@ impl RedisBroker {
             (0..leases.len()).partition(|&i| leases[i].is_plain());
         let mut declared = Vec::with_capacity(1 + hashed.len());
         declared.push(keys.lane(level));
-        let mut args: Vec<Value> = Vec::with_capacity(2 + leases.len());
+        let mut args: Vec<Value> = Vec::with_capacity(2 + hashed.len() + leases.len());
         args.push(GROUP.into());
         args.push((hashed.len() as i64).into());
+        // A lock a deduplicated task lets go on start is declared with its task (lib.lua keeps
+        // to declared keys); the task id goes with it, since a lock names its holder.
+        let mut locks = Vec::new();
         for &i in &hashed {
-            declared.push(keys.task(&leases[i].task_id));
-            args.push(lane::split(&leases[i].msg_id).1.into());
+            let lease = leases[i];
+            declared.push(keys.task(&lease.task_id));
+            args.push(lane::split(&lease.msg_id).1.into());
+            match &lease.unique_key {
+                Some(k) => {
+                    locks.push(keys.unique(k));
+                    args.push(lease.task_id.as_str().into());
+                }
+                None => args.push("".into()),
+            }
         }
+        declared.extend(locks);
         for &i in &plain {
             args.push(leases[i].msg_id.as_str().into());
         }

@@ -2,11 +2,14 @@ use std::collections::BTreeMap;
 
 use fred::prelude::*;
 
-use super::reply::{EnqueueCode, PushCode};
+use super::admin::Change;
+use super::protocol::STATE;
+use super::reply::{EditCode, EnqueueCode, PushCode};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
-    duration_ms, now_ms, BrokerError, DeadLetter, Enqueue, NewTask, QueueName, TaskInfo, TaskState,
+    duration_ms, now_ms, BrokerError, DeadLetter, Dedup, DedupMode, Enqueue, EnqueueOutcome,
+    NewTask, QueueName, Release, TaskInfo, TaskState,
 };
 use crate::{Due, DEFAULT_MAX_RETRY};
 
@@ -87,7 +90,7 @@ impl Enqueue for RedisBroker {
             if plain {
                 self.push_chunk(queue, chunk).await
             } else {
-                self.enqueue_chunk(queue, chunk).await
+                self.enqueue_chunk(queue, chunk, DEDUP_ROUNDS).await
             }
         });
         let outcomes = futures::future::join_all(calls).await;
@@ -225,13 +228,19 @@ impl RedisBroker {
                     kind: env.kind,
                     state: TaskState::Pending,
                     run_at_ms,
+                    outcome: EnqueueOutcome::Created,
                 }),
             ));
         }
         Ok(out)
     }
 
-    async fn enqueue_chunk(&self, queue: QueueName, chunk: Batch) -> Result<Placed, BrokerError> {
+    async fn enqueue_chunk(
+        &self,
+        queue: QueueName,
+        chunk: Batch,
+        rounds: u8,
+    ) -> Result<Placed, BrokerError> {
         let mut out = Vec::with_capacity(chunk.len());
         let mut sent = Vec::with_capacity(chunk.len());
         let keys = self.queue_keys(&queue);
@@ -283,6 +292,7 @@ impl RedisBroker {
             args.push(level_arg(task.priority()));
             args.push(task.tenant().unwrap_or("").into());
             args.push(reply::flag(task.lifo()));
+            args.push(dedup_spec(task.dedup()).into());
             sent.push((i, task));
         }
         if sent.is_empty() {
@@ -308,6 +318,7 @@ impl RedisBroker {
         let replicated = self.wait_replicas(&keys.stream(), &sent).await?;
         let mut rows = reply.into_iter();
         let now = reply::int(&rows.next().unwrap_or(Value::Null), "enqueue")?;
+        let mut held = Vec::new();
         for ((i, task), row) in sent.into_iter().zip(rows) {
             // A task already there answers its own state and run time (a re-send, or the same
             // task again), not the ones this call asked for.
@@ -316,6 +327,13 @@ impl RedisBroker {
                     let mut cols = cols.into_iter();
                     let mut next = || cols.next().unwrap_or(Value::Null);
                     let code = reply::int(&next(), "enqueue")?;
+                    if let Some(c @ (EnqueueCode::Duplicate | EnqueueCode::Offer)) =
+                        EnqueueCode::from_reply(code)
+                    {
+                        let holder = reply::string(next(), "enqueue")?;
+                        held.push((i, task, holder, c == EnqueueCode::Offer));
+                        continue;
+                    }
                     let at = reply::int(&next(), "enqueue")?;
                     let state = reply::string(next(), "enqueue")?;
                     (
@@ -340,7 +358,8 @@ impl RedisBroker {
             let tenant = task.tenant().map(str::to_string);
             let env = task.envelope;
             use EnqueueCode::{
-                CorruptKeys, Exists, IdConflict, Ready, Scheduled, TenantFull, UniqueHeld,
+                CorruptKeys, Duplicate, Exists, IdConflict, Offer, Ready, Scheduled, TenantFull,
+                UniqueHeld,
             };
             let r = match EnqueueCode::from_reply(code) {
                 Some(Ready | Exists | Scheduled) if wanted.is_some_and(|w| replicated < w) => {
@@ -357,7 +376,10 @@ impl RedisBroker {
                     kind: env.kind,
                     state,
                     run_at_ms: run_at,
+                    outcome: EnqueueOutcome::Created,
                 }),
+                // Rows of these shapes were taken apart above.
+                Some(Duplicate | Offer) => Err(reply::bad("enqueue", "bad dedup row".into())),
                 Some(UniqueHeld) => Err(BrokerError::DuplicateTask { queue: env.queue }),
                 Some(TenantFull) => Err(BrokerError::TenantFull {
                     queue: env.queue,
@@ -375,7 +397,142 @@ impl RedisBroker {
             };
             out.push((i, r));
         }
+        let answers = held.into_iter().map(|(i, task, holder, offer)| {
+            let queue = &queue;
+            async move {
+                let r = self.settle_dedup(queue, task, holder, offer, rounds).await;
+                (i, r)
+            }
+        });
+        out.extend(futures::future::join_all(answers).await);
         Ok(out)
+    }
+
+    /// The answer to a deduplicated task whose key `holder` held when enqueue.lua ran: a
+    /// duplicate of it, or (`offer`: replace, debounce) the holder with this task's payload,
+    /// through edit.lua, which writes only while the holder still waits. A holder that started
+    /// or was deleted meanwhile may have let its key go, so the task is enqueued again, at most
+    /// `rounds` more times; then the holder's answer stands.
+    async fn settle_dedup(
+        &self,
+        queue: &QueueName,
+        task: NewTask,
+        holder: String,
+        offer: bool,
+        rounds: u8,
+    ) -> Result<TaskInfo, BrokerError> {
+        let info = |id: String, state, run_at_ms, outcome| TaskInfo {
+            id,
+            queue: task.envelope.queue.clone(),
+            kind: task.envelope.kind.clone(),
+            state,
+            run_at_ms,
+            outcome,
+        };
+        if offer {
+            let (rule, outcome) = match task.dedup().map(|d| d.dedup_mode()) {
+                Some(DedupMode::Debounce { delay, max_wait }) => (
+                    format!("d:{}:{}", duration_ms(delay), duration_ms(max_wait)),
+                    EnqueueOutcome::Extended,
+                ),
+                _ => ("p".to_string(), EnqueueOutcome::Replaced),
+            };
+            let change = Change {
+                payload: Some(&task.envelope.payload),
+                kind: Some(&task.envelope.kind),
+                run_at_ms: None,
+                level: None,
+            };
+            let (code, said, at) = self.edit_script(queue, &holder, &change, &rule).await?;
+            match EditCode::from_reply(code) {
+                Some(EditCode::Done | EditCode::Already) => {
+                    let state = TaskState::parse(&said).unwrap_or(TaskState::Pending);
+                    return Ok(info(holder, state, at, outcome));
+                }
+                Some(EditCode::NotFound | EditCode::Refused) if rounds > 0 => {
+                    let again = Box::pin(self.enqueue_chunk(
+                        queue.clone(),
+                        vec![(0, task.clone())],
+                        rounds - 1,
+                    ))
+                    .await?;
+                    return again
+                        .into_iter()
+                        .next()
+                        .map(|(_, r)| r)
+                        .unwrap_or_else(|| Err(reply::bad("enqueue", "no row".into())));
+                }
+                Some(EditCode::Corrupt) | None => {
+                    return Err(reply::bad(
+                        "enqueue",
+                        format!("the record of task {holder:?}, which holds the key, is corrupt"),
+                    ))
+                }
+                // Another kind holds the key (its payload is not this task's to give), or the
+                // holder started and still holds it: a duplicate.
+                _ => {}
+            }
+        }
+        let (state, at) = self.holder_state(queue, &holder).await?;
+        Ok(info(holder, state, at, EnqueueOutcome::Duplicate))
+    }
+
+    /// The state of task `id` and its run time (its score while it waits in a set, else now;
+    /// `Completed` when it has no record any more, as a throttle's finished holder).
+    async fn holder_state(
+        &self,
+        queue: &QueueName,
+        id: &str,
+    ) -> Result<(TaskState, i64), BrokerError> {
+        let keys = self.queue_keys(queue);
+        let pipe = self.inner.client.pipeline();
+        let _: () = pipe.hget(keys.task(id), STATE).await.map_err(store)?;
+        let _: () = pipe.zscore(keys.scheduled(), id).await.map_err(store)?;
+        let _: () = pipe.zscore(keys.retry(), id).await.map_err(store)?;
+        let (state, scheduled, retry): (Option<String>, Option<f64>, Option<f64>) =
+            pipe.all().await.map_err(store)?;
+        let state = match state {
+            Some(s) => TaskState::parse(&s).unwrap_or(TaskState::Pending),
+            None => TaskState::Completed,
+        };
+        let at = match state {
+            TaskState::Scheduled => scheduled,
+            TaskState::Retry => retry,
+            _ => None,
+        };
+        Ok((state, at.map_or_else(now_ms, |s| s as i64)))
+    }
+}
+
+/// How many times an enqueue whose key's holder started meanwhile is tried again.
+const DEDUP_ROUNDS: u8 = 2;
+
+/// The deduplication argument of enqueue.lua: '' for none (or a plain unique lock), else the
+/// mode and the release point.
+fn dedup_spec(dedup: Option<&Dedup>) -> &'static str {
+    let Some(d) = dedup else { return "" };
+    let mode = match d.dedup_mode() {
+        DedupMode::Throttle { .. } => 't',
+        DedupMode::Debounce { .. } => 'd',
+        DedupMode::Replace => 'p',
+        _ => 'r',
+    };
+    let release = match d.release_point() {
+        Release::OnStart => 's',
+        Release::AtExpiry => 'x',
+        _ => 'f',
+    };
+    match (mode, release) {
+        ('r', 's') => "rs",
+        ('r', 'x') => "rx",
+        ('r', _) => "rf",
+        ('t', _) => "tx",
+        ('d', 'f') => "df",
+        ('d', 'x') => "dx",
+        ('d', _) => "ds",
+        ('p', 'f') => "pf",
+        ('p', 'x') => "px",
+        _ => "ps",
     }
 }
 

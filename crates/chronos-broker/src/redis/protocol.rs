@@ -44,6 +44,12 @@ pub(crate) const ENVELOPE: &str = "e";
 pub(crate) const FREE_REDELIVERIES: &str = "z";
 /// Task record: times the task was snoozed by its handler (snooze.lua); absent: never.
 pub(crate) const SNOOZES: &str = "sn";
+/// Task record: `1` when the task's deduplication lock is let go when it starts (start.lua);
+/// absent: when it ends (or, for a lock only its TTL ends, no `u` at all).
+pub(crate) const UNIQUE_RELEASE: &str = "ur";
+/// Task record: unix ms of the first enqueue of a debounced task's run, which bounds how far a
+/// later enqueue may push its run time (edit.lua).
+pub(crate) const DEBOUNCE_FIRST: &str = "df";
 
 // Stream entry: `i`, `e`, and once the task failed before `r`, `err`, `f` (the record's names);
 // a plain task's entry has no `i`, and `x`/`dl` where they are not the defaults.
@@ -124,6 +130,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("F_ENVELOPE", ENVELOPE),
     ("F_FREE_REDELIVERIES", FREE_REDELIVERIES),
     ("F_SNOOZES", SNOOZES),
+    ("F_UNIQUE_RELEASE", UNIQUE_RELEASE),
+    ("F_DEBOUNCE_FIRST", DEBOUNCE_FIRST),
     ("F_TASK_ID", TASK_ID),
     ("F_PRIORITY", PRIORITY),
     ("F_TENANT", TENANT),
@@ -145,7 +153,7 @@ const FIELDS: &[(&str, &str)] = &[
 pub(crate) const STARTED: i64 = 1_000_000;
 
 /// Values per task in an enqueue.lua call (Lua: `ENQUEUE_STRIDE`).
-pub(crate) const ENQUEUE_STRIDE: usize = 11;
+pub(crate) const ENQUEUE_STRIDE: usize = 12;
 
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
 pub(crate) const COMPLETE_STRIDE: usize = 4;
@@ -302,6 +310,10 @@ mod tests {
         ("enqueue.lua", "u"), // receipt code: unique lock held
         ("enqueue.lua", "k"), // receipt code: corrupt queue keys
         ("enqueue.lua", "c"), // receipt code: id conflict
+        ("enqueue.lua", "p"), // dedup mode: replace
+        ("enqueue.lua", "d"), // dedup mode: debounce
+        ("enqueue.lua", "s"), // dedup release: on start
+        ("enqueue.lua", "x"), // dedup release: at expiry
     ];
 
     #[test]

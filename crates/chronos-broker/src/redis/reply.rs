@@ -90,6 +90,12 @@ codes! {
         CorruptKeys = -3,
         /// The task's tenant has as many tasks waiting as its backlog cap: nothing written.
         TenantFull = -4,
+        /// A deduplicated task whose key another task holds (row `{4, holder}`): nothing
+        /// written.
+        Duplicate = 4,
+        /// A replace or debounce whose key a task holds (row `{5, holder}`): nothing written;
+        /// edit.lua gives the holder this payload if it still waits.
+        Offer = 5,
     }
 }
 

@@ -183,10 +183,12 @@ end
 -- to drop it when it dies, the producer's fingerprint `fp` ('' or nil: none), state `s`, and
 -- where the task is: `where` = F_DELIVERY with its entry id (in the stream), or F_ENVELOPE with
 -- its envelope (out of it, scheduled), its priority `level` (nil: the default), and its tenant
--- `tn` with its place `order` (nil: none; lib.lua "Tenants"). Every script
+-- `tn` with its place `order` (nil: none; lib.lua "Tenants"), and `extra` field/value pairs
+-- (nil: none; a deduplicated task's release point and debounce start). Every script
 -- that creates a task record writes it here, so a field added to a new record is added once.
-local function new_record(tkey, maxr, ukey, discard, fp, s, where, value, level, tn, order)
+local function new_record(tkey, maxr, ukey, discard, fp, s, where, value, level, tn, order, extra)
   local h = {tkey, F_RETRIED, '0', F_MAX_RETRY, maxr}
+  if extra then for _, v in ipairs(extra) do h[#h + 1] = v end end
   if level then h[#h + 1] = F_PRIORITY; h[#h + 1] = level end
   if tn then
     h[#h + 1] = F_TENANT; h[#h + 1] = tn

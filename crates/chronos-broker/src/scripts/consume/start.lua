@@ -1,9 +1,13 @@
 -- Mark deliveries as started, right before their handlers run: from here on a lost worker costs
 -- the task an attempt (so a task that keeps killing its workers ends in the dead letters), while
 -- a delivery never started costs nothing.
--- KEYS[1]  the queue's stream, then one task hash per delivery of a task with a hash
--- ARGV[1]  consumer group, ARGV[2] how many deliveries have a task hash (n), then their n entry
---          ids, then the entry ids of plain tasks' deliveries (lib.lua), which have no hash
+-- KEYS[1]  the queue's stream, then one task hash per delivery of a task with a hash, then the
+--          unique lock of each of those deliveries whose lease names one, in the same order
+-- ARGV[1]  consumer group, ARGV[2] how many deliveries have a task hash (n), then for each of
+--          them two values: its entry id, and its task id when its lock is declared ('' when
+--          not); then the entry ids of plain tasks' deliveries (lib.lua), which have no hash
+-- A task whose lock is let go on start (`ur` = '1' in its record, a deduplication's release
+-- point) releases it here, if it still holds it, and forgets it (no `u` any more).
 -- Returns: one row per delivery, in the order of ARGV:
 --   {1, retried, max retry, last error, last failed at ms, unique lock key}  started (fields
 --      the caller merges into the envelope it read with the entry; '' where absent)
@@ -18,9 +22,16 @@
 local group = ARGV[1]
 local n = tonumber(ARGV[2]) or 0
 local out = {}
-for i = 3, 2 + n do
-  local mid, tkey = ARGV[i], KEYS[i - 1]
-  local h = read_hash(tkey, F_DELIVERY, F_RETRIED, F_MAX_RETRY, F_ERROR, F_FAILED_AT, F_UNIQUE)
+local next_lock = 2 + n
+for j = 1, n do
+  local mid, id, tkey = ARGV[1 + 2 * j], ARGV[2 + 2 * j], KEYS[1 + j]
+  local ukey = nil
+  if id ~= '' then
+    ukey = KEYS[next_lock]
+    next_lock = next_lock + 1
+  end
+  local h = read_hash(tkey, F_DELIVERY, F_RETRIED, F_MAX_RETRY, F_ERROR, F_FAILED_AT, F_UNIQUE,
+    F_UNIQUE_RELEASE)
   if h == nil then
     out[#out + 1] = {-1, 'corrupt task record: not a hash'}
   elseif h[1] ~= mid then
@@ -31,11 +42,17 @@ for i = 3, 2 + n do
       ', max retry = ' .. tostring(h[3])}
   else
     redis.call('HSET', tkey, F_STATE, 'active')
-    out[#out + 1] = {1, h[2], h[3], h[4] or '', h[5] or '0', h[6] or ''}
+    local held = h[6]
+    if held and h[7] == '1' then
+      if ukey == held then release_unique(ukey, id) end
+      redis.call('HDEL', tkey, F_UNIQUE, F_UNIQUE_RELEASE)
+      held = nil
+    end
+    out[#out + 1] = {1, h[2], h[3], h[4] or '', h[5] or '0', held or ''}
   end
 end
 local plain = {}
-for i = 3 + n, #ARGV do plain[#plain + 1] = ARGV[i] end
+for i = 3 + 2 * n, #ARGV do plain[#plain + 1] = ARGV[i] end
 if #plain == 0 then return out end
 -- The owner of these deliveries (one consumer fetched them all): the first one still pending
 -- names it. XCLAIM leaves out ids no longer pending (settled, reclaimed or deleted).

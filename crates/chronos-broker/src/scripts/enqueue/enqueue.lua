@@ -5,10 +5,14 @@
 --          then, when a task has a tenant, its settings hash and its tenants block (lib.lua:
 --          "Tenants")
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
--- then ENQUEUE_STRIDE (11) values per task: id, envelope bytes, run-at ms (0 = none), delay
+-- then ENQUEUE_STRIDE (12) values per task: id, envelope bytes, run-at ms (0 = none), delay
 --          ms, unique TTL ms (0 = not unique: then it has no lock key), max retry, dead-letter
 --          discard ('1'/'0'), fingerprint ('' = none), priority level ('' = the default),
---          tenant ('' = none), '1' for last in, first out (lib.lua: `front_of`)
+--          tenant ('' = none), '1' for last in, first out (lib.lua: `front_of`), and the
+--          deduplication ('' = a plain unique lock, or none): the mode (`r` reject, `t`
+--          throttle, `d` debounce, `p` replace) and the release point (`s` on start: `ur` = 1 in
+--          the record; `f` on finish; `x` at expiry: no `u` in the record, so nothing but the
+--          TTL or an operator frees it); a debounced task also records `df`, its first enqueue
 -- Writes: a ready task as a stream entry `i=<id> e=<envelope>` plus a hash of small fields only
 -- (no `e`, so Redis keeps it a compact listpack); a delayed task as a hash with `e` plus its
 -- member in the scheduled set. A task of a level other than the default has `p` in its hash
@@ -30,6 +34,10 @@
 --   -2  this id holds a different task: nothing written
 --   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
 --   -4  the task's tenant has as many tasks waiting as its backlog cap: nothing written
+-- and for a deduplicated task whose key another task holds (nothing written):
+--   {4, holder id}  a duplicate (reject, throttle)
+--   {5, holder id}  the holder may take this payload (replace, debounce): the caller asks
+--                   edit.lua, which knows whether the holder still waits
 local now = now_ms()
 local out = {now}
 local n = (#ARGV - 1) / ENQUEUE_STRIDE
@@ -44,11 +52,18 @@ end
 
 local receipt = redis.pcall('GET', KEYS[3])
 if type(receipt) == 'string' then
-  -- A re-send: the first run's codes, one character per task ('1', '2', 'u', 'k', 'c', 'b').
+  -- A re-send: the first run's codes, one character per task ('1', '2', 'u', 'k', 'c', 'b',
+  -- 'D', 'E'), then the holder of each 'D' and 'E' in order, each after a NUL.
+  local holders = {}
+  for h in string.gmatch(receipt, '%z([^%z]*)') do holders[#holders + 1] = h end
   for t = 0, n - 1 do
     local c = string.sub(receipt, t + 1, t + 1)
     local id = ARGV[2 + t * ENQUEUE_STRIDE]
-    if c == 'u' then
+    if c == 'D' or c == 'E' then
+      local row = {4, table.remove(holders, 1) or ''}
+      if c == 'E' then row[1] = 5 end
+      out[#out + 1] = row
+    elseif c == 'u' then
       out[#out + 1] = -1
     elseif c == 'k' then
       out[#out + 1] = -3
@@ -94,7 +109,7 @@ if #KEYS >= 3 + n + locks + LANES_LEN + 1 + TENANTS_LEN then
   T = SETTINGS + 1
 end
 
-local codes = {}
+local codes, holders = {}, {}
 local next_lock = 4 + n
 for t = 0, n - 1 do
   local a = 1 + t * ENQUEUE_STRIDE
@@ -102,6 +117,8 @@ for t = 0, n - 1 do
   local at, delay, uttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local maxr, discard, fp, level = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
   local tn, lifo = ARGV[a + 10], ARGV[a + 11] == '1'
+  local spec = ARGV[a + 12]
+  local mode, rel = string.sub(spec, 1, 1), string.sub(spec, 2, 2)
   if tn == '' or not T then tn = nil end
   local capped = tn
   if lifo and T and not tn then tn = front_of(level) end
@@ -142,8 +159,22 @@ for t = 0, n - 1 do
     out[#out + 1] = -4
     codes[#codes + 1] = 'b'
   elseif uttl > 0 and not redis.call('SET', ukey, id, 'NX', 'PX', uttl) then
-    out[#out + 1] = -1
-    codes[#codes + 1] = 'u'
+    if spec == '' then
+      out[#out + 1] = -1
+      codes[#codes + 1] = 'u'
+    else
+      -- The holder's record is not declared here (its id is only known now): the caller
+      -- reads it, or asks edit.lua to give it this payload.
+      local holder = redis.call('GET', ukey)
+      if mode == 'p' or mode == 'd' then
+        out[#out + 1] = {5, holder}
+        codes[#codes + 1] = 'E'
+      else
+        out[#out + 1] = {4, holder}
+        codes[#codes + 1] = 'D'
+      end
+      holders[#holders + 1] = holder
+    end
   else
     -- One HSET per task with every field (new_record): the hash is written once.
     local placed, s, where, value
@@ -171,12 +202,25 @@ for t = 0, n - 1 do
     else
       local own = nil
       if level_index(level) and level ~= NORMAL_LEVEL and (LANES or tn) then own = level end
-      new_record(tkey, maxr, ukey, discard, fp, s, where, value, own, tn, order)
+      local extra, rkey = nil, ukey
+      if spec ~= '' then
+        extra = {}
+        if rel == 's' then extra[1] = F_UNIQUE_RELEASE; extra[2] = '1' end
+        if rel == 'x' then rkey = nil end
+        if mode == 'd' then
+          extra[#extra + 1] = F_DEBOUNCE_FIRST; extra[#extra + 1] = now
+        end
+      end
+      new_record(tkey, maxr, rkey, discard, fp, s, where, value, own, tn, order, extra)
       if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
       codes[#codes + 1] = '1'
     end
   end
 end
 local ttl = tonumber(ARGV[1]) or 0
-if ttl > 0 then redis.call('SET', KEYS[3], table.concat(codes), 'PX', ttl) end
+if ttl > 0 then
+  local r = table.concat(codes)
+  if #holders > 0 then r = r .. '\0' .. table.concat(holders, '\0') end
+  redis.call('SET', KEYS[3], r, 'PX', ttl)
+end
 return out

@@ -20,11 +20,15 @@
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] '1' when the payload changes, ARGV[4] the
 --          new payload (MessagePack bytes), ARGV[5] the kind the payload is for ('': any),
 --          ARGV[6] the new run time in unix ms ('': unchanged), ARGV[7] the new level ('0'..'9';
---          '': unchanged)
--- Returns: {code, state}: 1 edited, 2 nothing to change (the task already is as asked: also a
--- call re-sent after a lost reply), 0 no such task, -1 its state refuses it, -2 corrupt record
--- (or an envelope this version cannot read), -3 the task is of another kind (the kind follows
--- instead of the state). Nothing is written unless the code is 1.
+--          '': unchanged), ARGV[8] the deduplication asking ('': an operator): `p` a replace,
+--          `d:<delay ms>:<max wait ms>` a debounce, whose run time is now + delay but no later
+--          than the record's `df` (the run's first enqueue) + max wait (ARGV[6] is then unused).
+--          Either refuses a retry task (it started once: not a waiting task of its key any more)
+-- Returns: {code, state, run time ms}: 1 edited, 2 nothing to change (the task already is as
+-- asked: also a call re-sent after a lost reply), 0 no such task, -1 its state refuses it, -2
+-- corrupt record (or an envelope this version cannot read), -3 the task is of another kind
+-- (the kind follows instead of the state). Nothing is written unless the code is 1. The run
+-- time (the task's score, or now for a pending task) comes with codes 1 and 2 only.
 local group, id = ARGV[1], ARGV[2]
 if not type_ok(KEYS[3], 'zset') or not type_ok(KEYS[4], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
@@ -35,6 +39,8 @@ if ARGV[6] ~= '' then
   run_at = tonumber(ARGV[6])
   if not run_at then return redis.error_reply('E_ARGS bad run time') end
 end
+local rule = ARGV[8] or ''
+local bounce_delay, bounce_max = string.match(rule, '^d:(%d+):(%d+)$')
 local level = nil
 if ARGV[7] ~= '' then
   level = ARGV[7]
@@ -112,6 +118,7 @@ if h == nil then return {-2, ''} end
 local s = h[1]
 if not s then return {0, ''} end
 if s ~= 'pending' and s ~= 'scheduled' and s ~= 'retry' then return {-1, s} end
+if rule ~= '' and s == 'retry' then return {-1, s} end
 local mid, tn, place = h[2], h[4], h[5]
 local old_level = h[3] or NORMAL_LEVEL
 local stream, fields, env = nil, pf, h[6]
@@ -135,6 +142,10 @@ if has_payload then
 end
 local new_level = level or old_level
 local now = now_ms()
+if bounce_delay then
+  local first = tonumber(redis.pcall('HGET', tkey, F_DEBOUNCE_FIRST)) or now
+  run_at = math.min(now + tonumber(bounce_delay), first + tonumber(bounce_max))
+end
 local score = nil
 if s ~= 'pending' then
   score = tonumber(redis.call('ZSCORE', sets[s], id))
@@ -149,7 +160,7 @@ if run_at then
     target = now
   end
 end
-if new_env == env and new_level == old_level and not target then return {2, s} end
+if new_env == env and new_level == old_level and not target then return {2, s, score or now} end
 
 -- Writes. The level first (a LIFO task without a tenant belongs to its level's front).
 local ntn = tn
@@ -172,7 +183,7 @@ if s ~= 'pending' then
     wake(sets[s], target)
     redis.call('ZADD', sets[s], target, id)
   end
-  return {1, s}
+  return {1, s, target or score}
 end
 
 -- A pending task: its delivery leaves (waiting or fetched but not started, held).
@@ -189,7 +200,7 @@ if target then
   wake(KEYS[3], target)
   redis.call('ZADD', KEYS[3], target, id)
   if tn then tenant_settle(T, tn) end
-  return {1, s}
+  return {1, 'scheduled', target}
 end
 local r, err, f = field_of(fields, F_RETRIED), field_of(fields, F_ERROR), field_of(fields, F_FAILED_AT)
 local new_mid
@@ -210,4 +221,4 @@ else
   redis.call('HSET', tkey, F_DELIVERY, new_mid)
 end
 set_level()
-return {1, s}
+return {1, s, now}
