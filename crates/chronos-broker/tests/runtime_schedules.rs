@@ -24,6 +24,7 @@ fn def(id: &str, every_ms: u64) -> ScheduleDef {
         max_retry: Some(3),
         timeout_ms: None,
         unique_ms: None,
+        dedup: None,
         retention_ms: None,
         deadline_after_ms: None,
         discard_on_dead_letter: false,

@@ -501,6 +501,7 @@ fn def(id: &str) -> ScheduleDef {
         max_retry: Some(2),
         timeout_ms: None,
         unique_ms: None,
+        dedup: None,
         retention_ms: None,
         deadline_after_ms: None,
         discard_on_dead_letter: false,
@@ -647,4 +648,86 @@ async fn scheduler_scripts_run_on_a_cluster() {
         .expect("prune")
         .is_empty());
     assert!(b.resign_leadership("t").await.expect("resign"));
+}
+
+/// A schedule's dedup: a throttle's lock outlives the fired task for its whole window (the
+/// record names no lock), and a lock let go on start is freed by the task's start.
+#[tokio::test]
+async fn fire_honours_a_throttle_window_and_a_release_on_start() {
+    use chronos_broker::{Completion, Consume, Dedup, DedupMode, Release};
+    let b = broker().await;
+    let e = leader(&b, "t").await;
+    let ttl = Duration::from_secs(30);
+    let queue = QueueName::new("dd").expect("queue");
+    let throttle = EnqueueOptions::new()
+        .queue("dd")
+        .dedup(Dedup::key("nightly").mode(DedupMode::Throttle {
+            window: Duration::from_secs(60),
+        }));
+    assert_eq!(
+        b.fire(
+            &queue,
+            e,
+            vec![trigger_with("t", 1_000, throttle.clone())],
+            ttl,
+            0
+        )
+        .await
+        .expect("fire"),
+        vec![Fired]
+    );
+    // Run and finish the fired task: the window still holds.
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = common::take(&b, &mut reader, &queue, "w", 5, Duration::ZERO).await;
+    assert_eq!(f.leases.len(), 1);
+    let done = [Completion {
+        lease: f.leases[0].id.clone(),
+        retention: None,
+        result: None,
+    }];
+    b.complete(&queue, &done).await.expect("complete");
+    assert_eq!(
+        b.fire(&queue, e, vec![trigger_with("t", 2_000, throttle)], ttl, 0)
+            .await
+            .expect("fire"),
+        vec![Unique]
+    );
+    // Released on start: the next trigger fires while the first still runs.
+    let on_start = EnqueueOptions::new()
+        .queue("dd")
+        .dedup(Dedup::key("hourly").release(Release::OnStart));
+    assert_eq!(
+        b.fire(
+            &queue,
+            e,
+            vec![trigger_with("h", 1_000, on_start.clone())],
+            ttl,
+            0
+        )
+        .await
+        .expect("fire"),
+        vec![Fired]
+    );
+    assert_eq!(
+        b.fire(
+            &queue,
+            e,
+            vec![trigger_with("h", 2_000, on_start.clone())],
+            ttl,
+            0
+        )
+        .await
+        .expect("fire"),
+        vec![Unique],
+        "held while the first waits"
+    );
+    let f = common::take(&b, &mut reader, &queue, "w", 5, Duration::ZERO).await;
+    assert_eq!(f.leases.len(), 1);
+    assert_eq!(
+        b.fire(&queue, e, vec![trigger_with("h", 3_000, on_start)], ttl, 0)
+            .await
+            .expect("fire"),
+        vec![Fired],
+        "let go when the first started"
+    );
 }

@@ -147,7 +147,9 @@ pub use sample::{QueueSample, TenantSample, SAMPLED_TENANTS};
 pub use schedule::{
     FireOutcome, FireState, LeaderInfo, ScheduleEntry, ScheduleSource, SchedulerMetrics, Trigger,
 };
-pub use schedule_def::{DefMisfire, DefSpec, PutOutcome, ScheduleDef, StoredDef};
+pub use schedule_def::{
+    DefDedup, DefMisfire, DefRelease, DefSpec, PutOutcome, ScheduleDef, StoredDef,
+};
 pub use server_record::ServerRecord;
 pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 pub use state::TaskState;

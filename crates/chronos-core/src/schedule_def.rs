@@ -104,6 +104,81 @@ pub struct ScheduleDef {
     /// catches up on triggers before it.
     #[serde(default)]
     pub active_since_ms: i64,
+    /// The deduplication of each task ([`crate::EnqueueOptions::dedup`]); when set, it holds
+    /// the lock's TTL and `unique_ms` is None. Absent in definitions written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<DefDedup>,
+}
+
+/// A stored schedule's deduplication: what [`crate::Dedup`] a fired task carries. A schedule
+/// deduplicates by rejecting or throttling (a fired trigger is enqueued once or skipped, never
+/// merged into a waiting task).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefDedup {
+    /// The caller's key; None: the task's kind and payload.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// True for [`crate::DedupMode::Throttle`] (its window is `ttl_ms`), false for
+    /// [`crate::DedupMode::Reject`].
+    #[serde(default)]
+    pub throttle: bool,
+    /// The lock's TTL (a throttle's window), in milliseconds.
+    pub ttl_ms: u64,
+    /// When the lock is let go (ignored for a throttle, which lasts its window).
+    pub release: DefRelease,
+}
+
+/// [`crate::Release`] as a stored schedule spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefRelease {
+    /// When the task starts.
+    OnStart,
+    /// When the task ends.
+    OnFinish,
+    /// Only when the TTL runs out.
+    AtExpiry,
+}
+
+impl DefDedup {
+    /// The definition of `dedup`; None for a mode a schedule does not take (replace,
+    /// debounce: a trigger is never merged into a waiting task).
+    pub fn of(dedup: &crate::Dedup) -> Option<Self> {
+        use crate::{DedupMode, Release};
+        let throttle = match dedup.dedup_mode() {
+            DedupMode::Reject => false,
+            DedupMode::Throttle { .. } => true,
+            _ => return None,
+        };
+        Some(Self {
+            key: dedup.caller_key().map(str::to_string),
+            throttle,
+            ttl_ms: u64::try_from(dedup.lock_ttl().as_millis()).unwrap_or(u64::MAX),
+            release: match dedup.release_point() {
+                Release::OnStart => DefRelease::OnStart,
+                Release::AtExpiry => DefRelease::AtExpiry,
+                _ => DefRelease::OnFinish,
+            },
+        })
+    }
+
+    /// The [`crate::Dedup`] this definition stands for.
+    pub fn dedup(&self) -> crate::Dedup {
+        use crate::{Dedup, DedupMode, Release};
+        let ttl = std::time::Duration::from_millis(self.ttl_ms);
+        let d = match &self.key {
+            Some(k) => Dedup::key(k.clone()),
+            None => Dedup::payload(),
+        };
+        if self.throttle {
+            return d.mode(DedupMode::Throttle { window: ttl });
+        }
+        d.ttl(ttl).release(match self.release {
+            DefRelease::OnStart => Release::OnStart,
+            DefRelease::OnFinish => Release::OnFinish,
+            DefRelease::AtExpiry => Release::AtExpiry,
+        })
+    }
 }
 
 impl ScheduleDef {

@@ -167,8 +167,9 @@ impl EnqueueOptions {
     /// queue, do what the [`Dedup`]'s mode says (refuse, throttle, debounce or replace) and
     /// answer it in [`TaskInfo::outcome`], with [`TaskInfo::id`] naming the task that will run.
     /// Unlike [`EnqueueOptions::unique`], a duplicate is an `Ok` answer, not an error. Refused
-    /// together with `unique`, a task id, or (for a debounce, which sets the run time itself) a
-    /// delay or run time: [`BrokerError::InvalidOption`].
+    /// together with `unique`, or (for a debounce, which sets the run time itself) a delay or
+    /// run time: [`BrokerError::InvalidOption`]. An explicit task id enqueued again is still
+    /// the same task (answered `Created`), whatever the key.
     pub fn dedup(mut self, dedup: Dedup) -> Self {
         self.dedup = Some(dedup);
         self
@@ -464,8 +465,6 @@ impl NewTask {
             d.check()?;
             let clash = if opts.unique_ttl.is_some() {
                 Some("unique")
-            } else if explicit_id {
-                Some("a task id")
             } else if matches!(d.dedup_mode(), DedupMode::Debounce { .. })
                 && (opts.run_at_ms.is_some() || opts.process_in.is_some())
             {

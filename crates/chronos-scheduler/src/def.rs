@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use chronos_core::{
-    duration_ms, DeadLetter, DefMisfire, DefSpec, EnqueueOptions, NewTask, QueueName, ScheduleDef,
+    duration_ms, BrokerError, DeadLetter, DefDedup, DefMisfire, DefSpec, EnqueueOptions, NewTask,
+    QueueName, ScheduleDef,
 };
 
 use crate::error::SchedulerError;
@@ -41,6 +42,10 @@ pub(crate) fn def_of(
     if task.durable().is_some() {
         return Err(SchedulerError::DurableSchedule(id));
     }
+    let dedup = match task.dedup() {
+        Some(d) => Some(DefDedup::of(d).ok_or_else(schedule_mode)?),
+        None => None,
+    };
     let env = &task.envelope;
     let queue = QueueName::new(env.queue.clone())?;
     let mut headers = env.headers.clone();
@@ -57,7 +62,9 @@ pub(crate) fn def_of(
         timeout_ms: env.timeout_ms,
         unique_ms: task
             .unique_ttl
+            .filter(|_| dedup.is_none())
             .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
+        dedup,
         retention_ms: env.retention_ms,
         deadline_after_ms: deadline_after
             .map(|d| u64::try_from(duration_ms(d)).unwrap_or(u64::MAX)),
@@ -109,6 +116,9 @@ pub(crate) fn schedule_of(def: &ScheduleDef) -> Result<Schedule, SchedulerError>
     }
     if let Some(ms) = def.unique_ms {
         enqueue = enqueue.unique(Duration::from_millis(ms));
+    }
+    if let Some(d) = &def.dedup {
+        enqueue = enqueue.dedup(d.dedup());
     }
     if let Some(ms) = def.retention_ms {
         enqueue = enqueue.retention(Duration::from_millis(ms));
@@ -205,4 +215,14 @@ fn misfire_of(d: Option<DefMisfire>) -> MisfirePolicy {
         // A policy of a later version: the default, as for a definition without one.
         Some(_) => MisfirePolicy::default(),
     }
+}
+
+/// The error for a schedule whose tasks would replace or debounce: a fired trigger is enqueued
+/// once or skipped, never merged into a waiting task.
+pub(crate) fn schedule_mode() -> SchedulerError {
+    SchedulerError::Broker(BrokerError::InvalidOption(
+        "a schedule's tasks deduplicate by Reject or Throttle: a trigger is enqueued once or \
+         skipped, never merged into a waiting task (Replace, Debounce)"
+            .into(),
+    ))
 }

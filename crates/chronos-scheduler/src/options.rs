@@ -93,6 +93,17 @@ impl ScheduleOptions {
         self
     }
 
+    /// Each fired task deduplicates by `dedup` ([`EnqueueOptions::dedup`]): a trigger whose key
+    /// is held is skipped ([`chronos_core::FireOutcome::Unique`]). A schedule takes
+    /// [`DedupMode::Reject`](chronos_core::DedupMode::Reject) and
+    /// [`DedupMode::Throttle`](chronos_core::DedupMode::Throttle) with any release point; a
+    /// replace or a debounce is refused at registration with an `InvalidOption` error, since a
+    /// fired trigger is enqueued once or skipped, never merged into a waiting task.
+    pub fn dedup(mut self, dedup: chronos_core::Dedup) -> Self {
+        self.enqueue = self.enqueue.dedup(dedup);
+        self
+    }
+
     /// Drop each fired task instead of archiving it when its retries are exhausted.
     pub fn discard_on_dead_letter(mut self) -> Self {
         self.enqueue = self.enqueue.discard_on_dead_letter();

@@ -68,8 +68,16 @@ impl Schedule {
         };
         // Build one trigger now, so a bad option (a zero unique TTL) is an error at
         // registration, not a log line at every trigger.
-        if s.trigger(0, 0, None)?.task.durable().is_some() {
+        let first = s.trigger(0, 0, None)?;
+        if first.task.durable().is_some() {
             return Err(SchedulerError::DurableSchedule(s.id));
+        }
+        if first
+            .task
+            .dedup()
+            .is_some_and(|d| chronos_core::DefDedup::of(d).is_none())
+        {
+            return Err(crate::def::schedule_mode());
         }
         Ok(s)
     }

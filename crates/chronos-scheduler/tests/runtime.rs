@@ -461,3 +461,69 @@ async fn a_queue_move_whose_reply_is_lost_still_forgets_the_old_queues_state() {
         "the old queue's state is forgotten"
     );
 }
+
+/// A runtime schedule keeps its dedup through the stored definition; a mode a schedule does not
+/// take is refused before anything is stored.
+#[tokio::test]
+async fn a_schedules_dedup_is_stored_and_replace_is_refused() {
+    use chronos_broker::{Dedup, DedupMode, Release};
+    let b = broker("dd").await;
+    let runtime = RuntimeSchedules::new(b.clone());
+    let window = Duration::from_secs(90);
+    let throttled = NewSchedule::interval(
+        "dd-throttle",
+        Duration::from_secs(1),
+        &Ping { n: 1 },
+        ScheduleOptions::new().dedup(Dedup::key("nightly").mode(DedupMode::Throttle { window })),
+    )
+    .expect("schedule");
+    let d = throttled.def().dedup.clone().expect("dedup stored");
+    assert_eq!(
+        (d.key.as_deref(), d.throttle, d.ttl_ms),
+        (Some("nightly"), true, 90_000)
+    );
+    assert_eq!(throttled.def().unique_ms, None);
+    runtime.add(throttled).await.expect("add");
+    let stored = runtime
+        .get("dd-throttle")
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(
+        stored.dedup.map(|d| d.dedup()),
+        Some(Dedup::key("nightly").mode(DedupMode::Throttle { window }))
+    );
+    let on_start = NewSchedule::interval(
+        "dd-start",
+        Duration::from_secs(1),
+        &Ping { n: 1 },
+        ScheduleOptions::new().dedup(Dedup::payload().ttl(window).release(Release::OnStart)),
+    )
+    .expect("schedule");
+    assert_eq!(
+        on_start.def().dedup.as_ref().map(|d| d.dedup()),
+        Some(Dedup::payload().ttl(window).release(Release::OnStart))
+    );
+    for mode in [
+        DedupMode::Replace,
+        DedupMode::Debounce {
+            delay: Duration::from_secs(1),
+            max_wait: Duration::from_secs(5),
+        },
+    ] {
+        let err = NewSchedule::interval(
+            "dd-bad",
+            Duration::from_secs(1),
+            &Ping { n: 1 },
+            ScheduleOptions::new().dedup(Dedup::key("k").mode(mode)),
+        )
+        .expect_err("refused");
+        assert!(
+            matches!(
+                err,
+                SchedulerError::Broker(chronos_broker::BrokerError::InvalidOption(_))
+            ),
+            "{err:?}"
+        );
+    }
+}

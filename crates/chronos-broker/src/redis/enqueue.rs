@@ -504,6 +504,16 @@ impl RedisBroker {
     }
 }
 
+/// When a task's unique lock is let go, as fire.lua and sched_run.lua take it (lib.lua
+/// `lock_record`): `s` on start, `x` only at expiry, '' when the task ends.
+pub(super) fn release_arg(task: &NewTask) -> &'static str {
+    match task.dedup().map(Dedup::release_point) {
+        Some(Release::OnStart) => "s",
+        Some(Release::AtExpiry) => "x",
+        _ => "",
+    }
+}
+
 /// How many times an enqueue whose key's holder started meanwhile is tried again.
 const DEDUP_ROUNDS: u8 = 2;
 

@@ -159,7 +159,7 @@ pub(crate) const ENQUEUE_STRIDE: usize = 12;
 pub(crate) const COMPLETE_STRIDE: usize = 4;
 
 /// Values per trigger in a fire.lua call (Lua: `FIRE_STRIDE`).
-pub(crate) const FIRE_STRIDE: usize = 12;
+pub(crate) const FIRE_STRIDE: usize = 13;
 
 /// The Lua prepended to every script: the constants above as `local`s. Locals cost the script
 /// nothing at run time, and the text is the same on every start, so each script's SHA1 is too.

@@ -160,6 +160,7 @@ impl ManageSchedules for RedisBroker {
             uttl.into(),
             ttl_ms(RUN_REQUEST_TTL)?.into(),
             token.as_str().into(),
+            super::enqueue::release_arg(&task).into(),
         ];
         let r = self.run(|s| &s.sched_run, key_list, args).await?;
         let code = reply::int(&r, "sched_run")?;

@@ -285,6 +285,7 @@ impl Schedules for RedisBroker {
             args.push(i64::try_from(tkey).unwrap_or(0).into());
             args.push(i64::try_from(ukey).unwrap_or(0).into());
             args.push(uttl.into());
+            args.push(super::enqueue::release_arg(&t.task).into());
         }
         // A schedule's stored previous task can differ from the caller's hint (a fire whose
         // outcome the caller never learnt): the script names it, and the call goes again with

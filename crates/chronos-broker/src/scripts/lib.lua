@@ -211,6 +211,16 @@ local function back_to_stream(stream, tkey, id, env)
   return new
 end
 
+-- The record's side of a unique lock `ukey` let go at `rel` (`s` when the task starts, `x` only
+-- when its TTL runs out, anything else when the task ends), for new_record: the lock key the
+-- record names (nil for `x`: nothing but the TTL or an operator frees it) and `extra` with the
+-- fields that say so added.
+local function lock_record(ukey, rel, extra)
+  if rel == 's' then extra[#extra + 1] = F_UNIQUE_RELEASE; extra[#extra + 1] = '1' end
+  if rel == 'x' then return nil, extra end
+  return ukey, extra
+end
+
 -- Releases unique lock `ukey` if task `id` holds it.
 local function release_unique(ukey, id)
   if redis.pcall('GET', ukey) == id then redis.call('DEL', ukey) end

@@ -205,11 +205,8 @@ for t = 0, n - 1 do
       local extra, rkey = nil, ukey
       if spec ~= '' then
         extra = {}
-        if rel == 's' then extra[1] = F_UNIQUE_RELEASE; extra[2] = '1' end
-        if rel == 'x' then rkey = nil end
-        if mode == 'd' then
-          extra[#extra + 1] = F_DEBOUNCE_FIRST; extra[#extra + 1] = now
-        end
+        if mode == 'd' then extra = {F_DEBOUNCE_FIRST, now} end
+        rkey, extra = lock_record(ukey, rel, extra)
       end
       new_record(tkey, maxr, rkey, discard, fp, s, where, value, own, tn, order, extra)
       if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end

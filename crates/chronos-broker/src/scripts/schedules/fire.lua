@@ -9,10 +9,10 @@
 --          schedules' previous tasks (for the overlap check); all share the queue's hash tag
 -- ARGV[1]  the caller's leader epoch, ARGV[2] dedup key and marker TTL ms,
 -- ARGV[3]  triggers the caller's misfire policy skipped (added to `missed`)
--- then FIRE_STRIDE (12) values per trigger: schedule id, trigger time ms, task id, envelope
+-- then FIRE_STRIDE (13) values per trigger: schedule id, trigger time ms, task id, envelope
 --   bytes, max retry, dead-letter discard ('1'/'0'), forbid overlap ('1'/'0'), deadline ms (0 = none),
 --   KEYS index of its dedup key, of its task hash, of its unique lock (0 = not unique),
---   unique lock TTL ms
+--   unique lock TTL ms, when the lock is let go (lib.lua `lock_record`: '' when the task ends)
 -- Returns: one integer per trigger:
 --    1  enqueued
 --   -1  already fired (dedup key or task present, or last fired at or past this trigger)
@@ -118,7 +118,8 @@ for j = 0, n - 1 do
     else
       -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
       local mid = add_entry(KEYS[1], id, env)
-      new_record(tkey, maxr, ukey, discard, nil, 'pending', F_DELIVERY, mid)
+      local rkey, extra = lock_record(ukey, ARGV[i + 12], {})
+      new_record(tkey, maxr, rkey, discard, nil, 'pending', F_DELIVERY, mid, nil, nil, nil, extra)
       redis.call('HSET', KEYS[4], sid, id)
       prev_key_of[sid] = tkey
       code = 1

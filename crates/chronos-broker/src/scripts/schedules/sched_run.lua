@@ -5,12 +5,13 @@
 --          hash tag
 -- ARGV[1]  task id, ARGV[2] envelope bytes, ARGV[3] max retry, ARGV[4] dead-letter discard
 --          ('1'/'0'), ARGV[5] unique lock TTL ms (0 = not unique), ARGV[6] marker TTL ms,
--- ARGV[7]  this call's token (random per call, the same in a re-send of the call)
+-- ARGV[7]  this call's token (random per call, the same in a re-send of the call), ARGV[8] when
+--          the unique lock is let go (lib.lua `lock_record`: '' when the task ends)
 -- Returns: 1 enqueued, -1 this request already ran in another call (marker or task present),
 -- -3 a key has the wrong type (nothing written), -4 another task holds the unique lock
 -- (counted as suppressed). A re-sent call (a lost reply) finds its own token in the marker and
 -- answers its first run's outcome, writing nothing. Every check runs before the first write.
-if #ARGV ~= 7 then return redis.error_reply('ERR sched_run: bad argument count') end
+if #ARGV ~= 8 then return redis.error_reply('ERR sched_run: bad argument count') end
 local id, env, maxr, discard, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[7]
 local uttl, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 if not uttl or not ttl or not tonumber(maxr) then
@@ -40,6 +41,7 @@ redis.call('SET', KEYS[3], token .. ':1', 'PX', ttl)
 if uttl > 0 then redis.call('SET', KEYS[5], id, 'PX', uttl) end
 -- Same layout as enqueue.lua: the envelope in the stream entry, small fields in the hash.
 local mid = add_entry(KEYS[1], id, env)
-new_record(KEYS[4], maxr, uttl > 0 and KEYS[5], discard, nil, 'pending', F_DELIVERY, mid)
+local rkey, extra = lock_record(uttl > 0 and KEYS[5], ARGV[8], {})
+new_record(KEYS[4], maxr, rkey, discard, nil, 'pending', F_DELIVERY, mid, nil, nil, nil, extra)
 redis.pcall('HINCRBY', KEYS[2], 'fired', 1)
 return 1
