@@ -122,6 +122,8 @@ pub struct QueueRow {
     /// Per priority level, most urgent first, when the queue's tasks use levels other than the
     /// default (empty otherwise).
     pub levels: Vec<LevelRow>,
+    /// Enqueues deduplicated since the queue was created, by mode.
+    pub deduplicated: chronos_broker::DedupCounts,
 }
 
 /// The tasks of one priority level of a queue.
@@ -150,6 +152,7 @@ impl QueueRow {
             completed: s.completed,
             processed: s.processed,
             failed: s.failed,
+            deduplicated: s.deduplicated,
             levels: s
                 .levels
                 .iter()

@@ -250,6 +250,12 @@ impl QueueKeys {
         format!("{}failed", self.prefix)
     }
 
+    /// The counters of deduplicated enqueues since the queue was created (a hash: `reject`,
+    /// `throttle`, `replace`, `debounce`).
+    pub fn deduplicated(&self) -> String {
+        format!("{}deduplicated", self.prefix)
+    }
+
     /// The sorted set of cancel requests: stream entry ids of active deliveries an operator
     /// asked to cancel, scored by when (unix ms); trimmed and expired after a minute.
     pub fn cancel(&self) -> String {

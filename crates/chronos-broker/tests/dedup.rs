@@ -95,6 +95,12 @@ async fn reject_answers_the_holder_until_the_holder_finishes() {
         put(&b, 10, by_payload).await.outcome,
         EnqueueOutcome::Created
     );
+    // Counted by mode, cluster-wide, in the queue's stats.
+    let counted = b.queue_stats(&q()).await.expect("stats").deduplicated;
+    assert_eq!(
+        (counted.reject, counted.throttle, counted.replace),
+        (3, 0, 0)
+    );
 }
 
 #[tokio::test]
@@ -114,6 +120,8 @@ async fn throttle_keeps_the_first_enqueue_for_its_whole_window_even_after_it_com
     assert_eq!(counts(&b).await, (0, 0, 0));
     tokio::time::sleep(ms(700)).await;
     assert_eq!(put(&b, 3, key).await.outcome, EnqueueOutcome::Created);
+    let counted = b.queue_stats(&q()).await.expect("stats").deduplicated;
+    assert_eq!((counted.reject, counted.throttle), (0, 1));
 }
 
 #[tokio::test]
@@ -165,6 +173,8 @@ async fn replace_gives_the_waiting_task_the_latest_payload_until_it_starts() {
     let rec = b.task(&q(), &s1.id).await.expect("task").expect("exists");
     let env = rec.envelope.expect("envelope");
     assert_eq!(decode_args::<Email>(&env.payload).expect("payload").n, 6);
+    let counted = b.queue_stats(&q()).await.expect("stats").deduplicated;
+    assert_eq!((counted.replace, counted.reject), (3, 0));
 }
 
 #[tokio::test]
@@ -238,6 +248,8 @@ async fn debounce_pushes_the_run_time_but_never_past_max_wait() {
     // Its record says when the run began; the next enqueue starts a new run.
     let next = put(&b, 10, key).await;
     assert_eq!(next.outcome, EnqueueOutcome::Created);
+    let counted = b.queue_stats(&q()).await.expect("stats").deduplicated;
+    assert!(counted.debounce >= 2, "{counted:?}");
 }
 
 #[tokio::test]

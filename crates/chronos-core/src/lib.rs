@@ -142,7 +142,7 @@ pub use queue_settings::{
     format_duration, parse_duration, QueueSettings, Rate, Setting, SettingsChange,
     MAX_SETTING_PERIOD, MIN_AGING,
 };
-pub use record::{LevelStats, QueueStats, TaskRecord};
+pub use record::{DedupCounts, LevelStats, QueueStats, TaskRecord};
 pub use sample::{QueueSample, TenantSample, SAMPLED_TENANTS};
 pub use schedule::{
     FireOutcome, FireState, LeaderInfo, ScheduleEntry, ScheduleSource, SchedulerMetrics, Trigger,

@@ -24,6 +24,36 @@ pub struct QueueStats {
     /// Per priority level, most urgent first, for a queue whose tasks use levels other than
     /// the default (empty otherwise): `pending` and `active` above are their sums.
     pub levels: Vec<LevelStats>,
+    /// Enqueues deduplicated since the queue was created ([`crate::EnqueueOptions::dedup`]).
+    pub deduplicated: DedupCounts,
+}
+
+/// Enqueues that created no task because a task held their key, by mode
+/// ([`QueueStats::deduplicated`]). A replace or debounce counts when it reached its waiting
+/// holder (a call re-sent after a lost reply may count twice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DedupCounts {
+    /// Answered `Duplicate` by [`crate::DedupMode::Reject`].
+    pub reject: u64,
+    /// Answered `Duplicate` by [`crate::DedupMode::Throttle`].
+    pub throttle: u64,
+    /// Answered `Replaced` ([`crate::DedupMode::Replace`]).
+    pub replace: u64,
+    /// Answered `Extended` ([`crate::DedupMode::Debounce`]).
+    pub debounce: u64,
+}
+
+impl DedupCounts {
+    /// The counts with their mode names (`reject`, `throttle`, `replace`, `debounce`), as
+    /// metrics label them.
+    pub fn by_mode(&self) -> [(&'static str, u64); 4] {
+        [
+            ("reject", self.reject),
+            ("throttle", self.throttle),
+            ("replace", self.replace),
+            ("debounce", self.debounce),
+        ]
+    }
 }
 
 /// The tasks of one priority level of a queue ([`QueueStats::levels`]).

@@ -95,6 +95,22 @@ async fn render(st: &AppState) -> Result<String, PageError> {
             .collect(),
     );
     family(
+        "chronos_queue_deduplicated_total",
+        "counter",
+        "Enqueues that wrote no new task because a task held their deduplication key, by mode.",
+        d.queues
+            .iter()
+            .flat_map(|q| {
+                q.row.deduplicated.by_mode().map(|(m, n)| {
+                    (
+                        format!("{{queue=\"{}\",mode=\"{m}\"}}", label(&q.row.name)),
+                        n.to_string(),
+                    )
+                })
+            })
+            .collect(),
+    );
+    family(
         "chronos_queue_failed_total",
         "counter",
         "Failed attempts since the queue was created.",

@@ -282,6 +282,34 @@ async fn with_a_token_nothing_is_shown_before_login() -> Result<()> {
     assert!(bearer
         .body
         .contains("chronos_queue_tasks{queue=\"mail\",state=\"pending\"} 3"));
+    // Deduplicated enqueues are counted by mode.
+    let client = Client::new(c.broker.clone());
+    for n in 0..3 {
+        let mail = Mail {
+            to: format!("digest{n}@example.com"),
+        };
+        let opts = EnqueueOptions::new()
+            .queue("mail")
+            .dedup(chronos_broker::Dedup::key("digest"));
+        client.enqueue(&mail, opts).await?;
+    }
+    // The page is cached for a second.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let scraped = send(
+        c.addr,
+        "GET",
+        "/metrics",
+        &[("Authorization", "Bearer s3cret-token")],
+        "",
+    )
+    .await?;
+    assert!(
+        scraped
+            .body
+            .contains("chronos_queue_deduplicated_total{queue=\"mail\",mode=\"reject\"} 2"),
+        "{}",
+        scraped.body
+    );
 
     // An open redirect is not: `next` must be a local path.
     let away = send(

@@ -451,7 +451,13 @@ impl RedisBroker {
         rule: &str,
     ) -> Result<(i64, String, i64), BrokerError> {
         let keys = self.queue_keys(queue);
-        let mut declared = vec![keys.stream(), keys.task(id), keys.scheduled(), keys.retry()];
+        let mut declared = vec![
+            keys.stream(),
+            keys.task(id),
+            keys.scheduled(),
+            keys.retry(),
+            keys.deduplicated(),
+        ];
         declared.extend(keys.lanes());
         declared.push(keys.settings());
         declared.extend(keys.tenants());

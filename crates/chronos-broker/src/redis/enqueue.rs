@@ -249,6 +249,7 @@ impl RedisBroker {
         declared.push(keys.stream());
         declared.push(keys.scheduled());
         declared.push(keys.enqueue_receipt(&token));
+        declared.push(keys.deduplicated());
         // Lock keys follow all task keys, one per unique task only.
         let mut locks = Vec::new();
         let mut args: Vec<Value> =

@@ -9,9 +9,10 @@ use super::record::{Entry, Record};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
-    now_ms, BrokerError, Inspect, LeaderInfo, LevelStats, Priority, QueueKeys, QueueName,
-    QueueStats, Schedules, ServerRecord, TaskRecord, TaskState, GROUP,
+    now_ms, BrokerError, DedupCounts, Inspect, LeaderInfo, LevelStats, Priority, QueueKeys,
+    QueueName, QueueStats, Schedules, ServerRecord, TaskRecord, TaskState, GROUP,
 };
+use std::collections::HashMap;
 
 /// Stream entries read per page when listing pending or active tasks.
 const PAGE: u64 = 500;
@@ -77,6 +78,14 @@ impl Inspect for RedisBroker {
             });
         }
         let get = |i: usize| n.get(i).copied().unwrap_or(0);
+        // A second read (the stats script's keys are fixed): the deduplication counters.
+        let counts: HashMap<String, String> = self
+            .inner
+            .client
+            .hgetall(keys.deduplicated())
+            .await
+            .map_err(store)?;
+        let count = |m: &str| counts.get(m).and_then(|v| v.parse().ok()).unwrap_or(0);
         Ok(QueueStats {
             pending: get(0).saturating_sub(get(1)),
             active: get(1),
@@ -87,6 +96,12 @@ impl Inspect for RedisBroker {
             processed: get(6),
             failed: get(7),
             levels,
+            deduplicated: DedupCounts {
+                reject: count("reject"),
+                throttle: count("throttle"),
+                replace: count("replace"),
+                debounce: count("debounce"),
+            },
         })
     }
 

@@ -1,6 +1,7 @@
 -- Enqueue a batch of tasks into one queue, atomically per batch.
--- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, then the
---          task hash of each task in order, then the unique lock of each unique task in order,
+-- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] this call's receipt, KEYS[4]
+--          its counters of deduplicated enqueues (hash, by mode), then the task hash of each
+--          task in order, then the unique lock of each unique task in order,
 --          then, when a task has a level or a tenant, the queue's lanes (lib.lua: `lane`),
 --          then, when a task has a tenant, its settings hash and its tenants block (lib.lua:
 --          "Tenants")
@@ -72,7 +73,7 @@ if type(receipt) == 'string' then
     elseif c == 'b' then
       out[#out + 1] = -4
     else
-      local state, at = state_of(KEYS[4 + t], id)
+      local state, at = state_of(KEYS[5 + t], id)
       out[#out + 1] = {2, at, state}
     end
   end
@@ -103,14 +104,14 @@ for t = 0, n - 1 do
   if tonumber(ARGV[6 + t * ENQUEUE_STRIDE]) > 0 then locks = locks + 1 end
 end
 local LANES, T, SETTINGS = nil, nil, nil
-if #KEYS >= 3 + n + locks + LANES_LEN then LANES = 4 + n + locks end
-if #KEYS >= 3 + n + locks + LANES_LEN + 1 + TENANTS_LEN then
+if #KEYS >= 4 + n + locks + LANES_LEN then LANES = 5 + n + locks end
+if #KEYS >= 4 + n + locks + LANES_LEN + 1 + TENANTS_LEN then
   SETTINGS = LANES + LANES_LEN
   T = SETTINGS + 1
 end
 
 local codes, holders = {}, {}
-local next_lock = 4 + n
+local next_lock = 5 + n
 for t = 0, n - 1 do
   local a = 1 + t * ENQUEUE_STRIDE
   local id, env = ARGV[a + 1], ARGV[a + 2]
@@ -122,7 +123,7 @@ for t = 0, n - 1 do
   if tn == '' or not T then tn = nil end
   local capped = tn
   if lifo and T and not tn then tn = front_of(level) end
-  local tkey, ukey = KEYS[4 + t], nil
+  local tkey, ukey = KEYS[5 + t], nil
   if uttl > 0 then
     ukey = KEYS[next_lock]
     next_lock = next_lock + 1
@@ -172,6 +173,7 @@ for t = 0, n - 1 do
       else
         out[#out + 1] = {4, holder}
         codes[#codes + 1] = 'D'
+        redis.pcall('HINCRBY', KEYS[4], mode == 't' and 'throttle' or 'reject', 1)
       end
       holders[#holders + 1] = holder
     end

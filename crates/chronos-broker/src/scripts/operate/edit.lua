@@ -15,8 +15,9 @@
 -- * Level: as prioritize.lua.
 -- The unique lock (if any) is left as it is: it still guards the task until the task ends.
 -- KEYS[1]  the queue's stream, KEYS[2] the task hash, KEYS[3] its scheduled set, KEYS[4] its
---          retry set, KEYS[5..15] the queue's lanes (lib.lua: `lane`), KEYS[16] its settings
---          hash, then its tenants block (lib.lua: "Tenants")
+--          retry set, KEYS[5] its counters of deduplicated enqueues (hash, by mode), KEYS[6..16]
+--          the queue's lanes (lib.lua: `lane`), KEYS[17] its settings hash, then its tenants
+--          block (lib.lua: "Tenants")
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] '1' when the payload changes, ARGV[4] the
 --          new payload (MessagePack bytes), ARGV[5] the kind the payload is for ('': any),
 --          ARGV[6] the new run time in unix ms ('': unchanged), ARGV[7] the new level ('0'..'9';
@@ -159,6 +160,10 @@ if run_at then
   elseif score and score > now then
     target = now
   end
+end
+-- A deduplication that reached its holder counts as one of its mode (a re-sent call once more).
+if rule ~= '' then
+  redis.pcall('HINCRBY', KEYS[5], bounce_delay and 'debounce' or 'replace', 1)
 end
 if new_env == env and new_level == old_level and not target then return {2, s, score or now} end
 
