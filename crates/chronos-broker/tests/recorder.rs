@@ -369,3 +369,72 @@ async fn recorded_tasks_are_what_a_redis_client_writes() {
     );
     assert_eq!(recorder.len(), cases.len());
 }
+
+/// Deduplicated enqueues: the recorder answers each mode as Redis does (outcome, the task
+/// named, its state), and the holder carries the payload Redis gives it.
+#[tokio::test]
+async fn deduplicated_enqueues_are_answered_as_redis_answers_them() {
+    use chronos_broker::{Dedup, DedupMode, EnqueueOutcome};
+    let url = chronos_testkit::shared_url().expect("redis for tests");
+    let redis = RedisBroker::builder(url)
+        .namespace(chronos_testkit::namespace())
+        .connect()
+        .await
+        .expect("connect");
+    let real = Client::new(redis.clone());
+    let recorder = Recorder::new();
+    let fake = recorder.client();
+    let long = Duration::from_secs(60);
+    let modes = [
+        ("r", Dedup::key("r")),
+        (
+            "t",
+            Dedup::key("t").mode(DedupMode::Throttle { window: long }),
+        ),
+        ("p", Dedup::key("p").mode(DedupMode::Replace)),
+        (
+            "d",
+            Dedup::key("d").mode(DedupMode::Debounce {
+                delay: long,
+                max_wait: long * 2,
+            }),
+        ),
+        ("h", Dedup::payload().mode(DedupMode::Replace)),
+    ];
+    for (name, dedup) in modes {
+        let opts = EnqueueOptions::new().queue("dd").dedup(dedup);
+        let mut firsts = Vec::new();
+        for to in ["first", "second"] {
+            let args = email(&format!("{name}-{to}"));
+            let want = real.enqueue(&args, opts.clone()).await.expect("redis");
+            let got = fake.enqueue(&args, opts.clone()).await.expect("recorder");
+            assert_eq!(
+                (got.outcome, got.state),
+                (want.outcome, want.state),
+                "{name} {to}"
+            );
+            if to == "first" {
+                firsts = vec![want.id.clone(), got.id.clone()];
+            } else if got.outcome != EnqueueOutcome::Created {
+                // Both name their own first task: the holder.
+                assert_eq!((&want.id, &got.id), (&firsts[0], &firsts[1]), "{name}");
+            }
+        }
+        let held = recorder
+            .tasks()
+            .into_iter()
+            .find(|t| t.info.id == firsts[1])
+            .expect("recorded")
+            .args::<Email>()
+            .expect("decodes");
+        let stored = redis
+            .task(&QueueName::new("dd").expect("queue"), &firsts[0])
+            .await
+            .expect("read")
+            .expect("stored")
+            .envelope
+            .expect("decodes");
+        let stored: Email = chronos_broker::decode_args(&stored.payload).expect("payload");
+        assert_eq!(held, stored, "{name}: the holder's payload");
+    }
+}
