@@ -1,5 +1,5 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
-//! `cargo xtask bench [enqueue|e2e|priority|tenants|scheduler|inspect|idle|cluster|all]`; never from a
+//! `cargo xtask bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|all]`; never from a
 //! timed test.
 //!
 //! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task, per retained
@@ -13,6 +13,8 @@
 //!   BullMQ's plain jobs (it has no groups): rates, Redis CPU and calls per task; and the
 //!   fairness bound: starts of a 100k backlog (of one tenant, of 100) before a new tenant's
 //!   single task starts.
+//! * `outcomes`: the Redis cost of a task snoozed once and of deduplicated enqueues (debounce,
+//!   replace, rejected duplicate) beside the plain task and the plain enqueue.
 //! * `scheduler`: trigger lateness of 10 000 schedules, leader failover.
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
 //! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
@@ -36,6 +38,7 @@ mod fixture;
 mod idle;
 mod inspect;
 mod memory;
+mod outcomes;
 mod peers;
 mod priority;
 mod report;
@@ -55,7 +58,7 @@ async fn main() -> Result<()> {
     let Some((peers_dir, modes)) = args.split_first() else {
         bail!(
             "usage: chronos-bench <peers dir> \
-             [enqueue|e2e|priority|tenants|scheduler|inspect|idle|cluster|all]"
+             [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|all]"
         );
     };
     let peers = peers::Peers::new(peers_dir);
@@ -81,6 +84,10 @@ async fn main() -> Result<()> {
         scheduler::run().await?;
         ran = true;
     }
+    if all || modes.iter().any(|m| m == "outcomes") {
+        outcomes::run().await?;
+        ran = true;
+    }
     if all || modes.iter().any(|m| m == "inspect") {
         inspect::run().await?;
         ran = true;
@@ -95,8 +102,8 @@ async fn main() -> Result<()> {
     }
     if !ran {
         bail!(
-            "unknown bench mode {modes:?}: expected enqueue, e2e, priority, tenants, scheduler, \
-             inspect, idle, cluster or all"
+            "unknown bench mode {modes:?}: expected enqueue, e2e, priority, tenants, outcomes, \
+             scheduler, inspect, idle, cluster or all"
         );
     }
     Ok(())
