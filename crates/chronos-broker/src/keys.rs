@@ -294,6 +294,22 @@ impl QueueKeys {
         format!("{}kr:{key}", self.prefix)
     }
 
+    /// The queue's handler-signalled block (`TaskError::rate_limited(..).queue_wide()`): a
+    /// string, the block's end (unix ms), expiring then (PXAT). Written by backoff.lua (only
+    /// ever to a later end), read by claim.lua and admit.lua, removed by its expiry or an
+    /// operator's unblock.
+    pub fn queue_block(&self) -> String {
+        format!("{}block", self.prefix)
+    }
+
+    /// The queue's blocked rate keys (`TaskError::rate_limited` on a keyed task): a sorted set
+    /// of rate key -> block end (unix ms). Written by backoff.lua (ZADD GT: only ever to a later
+    /// end), which also trims ended members and sets the key to expire at its latest end; read
+    /// by admit.lua, claim.lua (whether any exists), the inspector and the console.
+    pub fn key_blocks(&self) -> String {
+        format!("{}block:keys", self.prefix)
+    }
+
     /// True when `key` is one of this queue's keys (it carries the queue's prefix, so it lives
     /// in the queue's cluster slot). Key names read back from Redis are checked with this before
     /// a script declares them.

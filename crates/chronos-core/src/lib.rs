@@ -112,6 +112,9 @@ pub use chain::Chain;
 pub use client::Client;
 pub use dead_letter::DeadLetter;
 pub use delivery::{
+    backoff_jitter, BackoffOutcome, BackoffScope, QueueBlocks, MAX_BACKOFF, MIN_BACKOFF,
+};
+pub use delivery::{
     Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, SnoozeOutcome,
     StartOutcome,
 };

@@ -553,3 +553,28 @@ local function set_aside(stream, group, tkey, id, mid, fields, set, due, T)
   wake(set, due)
   redis.call('ZADD', set, due, id)
 end
+
+-- Handler-signalled backoff (backoff.lua sets blocks; claim.lua, admit.lua and hold.lua
+-- honour them). The queue's block is a string holding its end (unix ms); blocked rate keys
+-- are members of a sorted set scored by their end.
+-- The end of the queue's block at `key`, or 0 when none is in force.
+local function queue_block_end(key, now)
+  local v = tonumber(redis.pcall('GET', key))
+  if v and v > now then return v end
+  return 0
+end
+-- The end of rate key `rk`'s block in the sorted set `zkey`, or 0 when none is in force.
+local function key_block_end(zkey, rk, now)
+  local v = tonumber(redis.pcall('ZSCORE', zkey, rk))
+  if v and v > now then return v end
+  return 0
+end
+-- When a task held back by a block that ends at `ends` is due: the end plus a jitter in
+-- [0, w], w a fifth of the time left (20 ms..5 s, as chronos_core::backoff_jitter), picked
+-- from the task id, so the tasks held by one block come back spread out, not at one instant,
+-- and the same task always gets the same time for the same block.
+local function backoff_due(id, ends, now)
+  local w = math.floor((ends - now) / 5)
+  if w < 20 then w = 20 elseif w > 5000 then w = 5000 end
+  return ends + tonumber(string.sub(redis.sha1hex(id .. ':' .. ends), 1, 7), 16) % (w + 1)
+end
