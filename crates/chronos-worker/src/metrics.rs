@@ -8,7 +8,7 @@
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
-//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `snoozed` (the handler asked to run later: no attempt spent), `lease_lost`, `requeued` (shutdown) |
+//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `snoozed` (the handler asked to run later: no attempt spent), `throttled` (the handler was rate limited and blocked its rate key or queue: no attempt spent), `lease_lost`, `requeued` (shutdown) |
 //! | `chronos_tasks_failed_total` | counter | `queue`, `kind` | attempts that failed (retried or dead-lettered) |
 //! | `chronos_task_duration_seconds` | histogram | `queue`, `kind` | handler run time ([`DURATION_BUCKETS`]) |
 //! | `chronos_tasks_recovered_total` | counter | `queue` | deliveries of lost workers taken back and re-queued |
@@ -112,6 +112,7 @@ pub(crate) enum Ended {
     Retried,
     DeadLettered,
     Snoozed,
+    Throttled,
     LeaseLost,
     Requeued,
 }
@@ -125,6 +126,7 @@ pub(crate) struct KindMetrics {
     retried: Counter,
     dead_lettered: Counter,
     snoozed: Counter,
+    throttled: Counter,
     lease_lost: Counter,
     requeued: Counter,
     failed: Counter,
@@ -140,6 +142,7 @@ impl KindMetrics {
             retried: outcome("retried"),
             dead_lettered: outcome("dead_lettered"),
             snoozed: outcome("snoozed"),
+            throttled: outcome("throttled"),
             lease_lost: outcome("lease_lost"),
             requeued: outcome("requeued"),
             failed: counter!(TASKS_FAILED, "queue" => queue.to_string(), "kind" => kind.to_string()),
@@ -160,6 +163,7 @@ impl KindMetrics {
                 self.failed.increment(1);
             }
             Ended::Snoozed => self.snoozed.increment(1),
+            Ended::Throttled => self.throttled.increment(1),
             Ended::LeaseLost => self.lease_lost.increment(1),
             Ended::Requeued => self.requeued.increment(1),
         }

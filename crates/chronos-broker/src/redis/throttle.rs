@@ -203,9 +203,9 @@ impl RedisBroker {
         Ok(n > 0)
     }
 
-    /// Holds back deliveries a blocking read took while their queue is blocked (hold.lua):
-    /// returns those to run. Costs one call (an `EVALSHA` and a `GET`) per lane that delivered
-    /// something. A failed call is logged and the deliveries run: a block set during a read is
+    /// Holds back deliveries a blocking read took while their queue or their rate key is
+    /// blocked (hold.lua): returns those to run. Costs one call (an `EVALSHA` and an `EXISTS`)
+    /// per lane that delivered something. A failed call is logged and the deliveries run: a block set during a read is
     /// a race this narrows, and dropping the deliveries would strand them until recovery.
     pub(super) async fn hold(&self, queue: &QueueName, leases: Vec<Lease>) -> Vec<Lease> {
         if leases.is_empty() {
@@ -218,13 +218,23 @@ impl RedisBroker {
             declared.push(keys.lane(level));
             declared.push(keys.scheduled());
             declared.push(keys.queue_block());
-            let mut args: Vec<Value> = Vec::with_capacity(1 + 2 * idx.len());
+            declared.push(keys.key_blocks());
+            let mut args: Vec<Value> = Vec::with_capacity(1 + 3 * idx.len());
             args.push(GROUP.into());
             for &i in &idx {
                 let id = &leases[i].id;
+                // A key that is not valid was never blocked (back_off checks it).
+                let key = leases[i]
+                    .envelope
+                    .as_ref()
+                    .ok()
+                    .and_then(|e| e.rate_key.as_deref())
+                    .filter(|k| crate::keys::check_rate_key(k).is_ok())
+                    .unwrap_or("");
                 declared.push(keys.task(&id.task_id));
                 args.push(id.task_id.as_str().into());
                 args.push(lane::split(&id.msg_id).1.into());
+                args.push(key.into());
             }
             if lane::is_tenant(level) {
                 declared.extend(keys.tenants());
