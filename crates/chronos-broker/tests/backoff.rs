@@ -400,3 +400,84 @@ async fn a_backoff_whose_reply_is_lost_answers_the_same_on_resend() {
     assert_eq!(r.as_deref(), Some("0"));
     assert!(due >= until);
 }
+
+#[tokio::test]
+async fn a_blocking_read_holds_back_deliveries_of_a_blocked_key() {
+    let b = broker().await;
+    let queue = q("default");
+    let first = running(&b, Some("api")).await;
+    blocked(
+        b.back_off(
+            &first.id,
+            &BackoffScope::Key("api".into()),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("back off"),
+    );
+    let reader_b = b.clone();
+    let read = tokio::spawn(async move {
+        let mut reader = reader_b.open_reader().await.expect("reader");
+        reader_b
+            .fetch(&mut reader, &q("default"), "w2", 10, Duration::from_secs(3))
+            .await
+            .expect("fetch")
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    enqueue_keyed(&b, "api", 1).await;
+    enqueue_keyed(&b, "other", 1).await;
+    let mut got = read.await.expect("join").leases;
+    if got.is_empty() {
+        // The read woke on the first entry only: the second is read at once.
+        let mut reader = b.open_reader().await.expect("reader");
+        got = b
+            .fetch(&mut reader, &queue, "w2", 10, Duration::ZERO)
+            .await
+            .expect("fetch")
+            .leases;
+    }
+    let keys: Vec<_> = keyed(&got).into_iter().map(|(_, k)| k).collect();
+    assert_eq!(
+        keys,
+        vec!["other".to_string()],
+        "the key's delivery is held"
+    );
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!(stats.scheduled, 2, "the blocked task and the held one");
+}
+
+#[tokio::test]
+async fn a_rate_limited_tenant_task_frees_its_tenants_slot() {
+    use chronos_broker::{TenantChange, Tenants};
+    let b = broker().await;
+    let queue = q("default");
+    b.change_tenant_settings(&queue, Some("a"), &TenantChange::new().concurrency(Some(1)))
+        .await
+        .expect("cap");
+    let client = Client::new(b.clone());
+    for n in 0..2 {
+        client
+            .enqueue(&email(n), EnqueueOptions::new().tenant("a"))
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let first = take(&b, &mut reader, &queue, "w", 10, Duration::ZERO).await;
+    assert_eq!(first.leases.len(), 1, "the cap lets one run");
+    blocked(
+        b.back_off(
+            &first.leases[0].id,
+            &BackoffScope::Key("a-api".into()),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("back off"),
+    );
+    // Its slot is free at once: the other task starts.
+    let second = take(&b, &mut reader, &queue, "w", 10, Duration::ZERO).await;
+    assert_eq!(second.leases.len(), 1);
+    assert_ne!(second.leases[0].id.task_id, first.leases[0].id.task_id);
+    let page = b.tenants(&queue, 10).await.expect("tenants");
+    let a = page.tenants.iter().find(|t| t.tenant == "a").expect("a");
+    assert_eq!(a.running, 1, "{a:?}");
+}
