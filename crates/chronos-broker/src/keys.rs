@@ -127,7 +127,9 @@ impl QueueKeys {
     /// The hash of the priority levels other than the default that have a stream in this
     /// queue (`<prefix>stream:levels`, level -> the id of the empty entry the level's first
     /// task left on the main stream to wake blocked readers): what a fetch reads to know where
-    /// to look. Bounded by the number of levels; deleted with the queue.
+    /// to look; also `aged_at` (claim.lua's next aging scan) and `blocked` (a handler blocked
+    /// the queue or a rate key: claim.lua then reads [`QueueKeys::queue_block`] and
+    /// [`QueueKeys::key_blocks`]). Bounded by the number of levels; deleted with the queue.
     pub fn levels(&self) -> String {
         format!("{}stream:levels", self.prefix)
     }

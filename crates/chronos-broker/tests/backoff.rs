@@ -481,3 +481,95 @@ async fn a_rate_limited_tenant_task_frees_its_tenants_slot() {
     let a = page.tenants.iter().find(|t| t.tenant == "a").expect("a");
     assert_eq!(a.running, 1, "{a:?}");
 }
+
+/// Calls of `cmd` counted by Redis since its last `CONFIG RESETSTAT`.
+async fn calls_of(b: &RedisBroker, cmd: &str) -> u64 {
+    use chronos_broker::fred::interfaces::ClientLike;
+    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
+    let info: String = b
+        .client()
+        .custom(
+            CustomCommand::new_static("INFO", ClusterHash::Random, false),
+            vec!["commandstats"],
+        )
+        .await
+        .expect("info");
+    let prefix = format!("cmdstat_{cmd}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn reset_stats(b: &RedisBroker) {
+    use chronos_broker::fred::interfaces::ClientLike;
+    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
+    let _: String = b
+        .client()
+        .custom(
+            CustomCommand::new_static("CONFIG", ClusterHash::Random, false),
+            vec!["RESETSTAT"],
+        )
+        .await
+        .expect("resetstat");
+}
+
+#[tokio::test]
+async fn a_fetch_of_a_never_blocked_queue_reads_no_block_key_and_the_flag_goes_with_the_blocks() {
+    // A Redis of its own, so its command counts are this test's.
+    let rig = rig().await;
+    let b = rig.direct.clone();
+    let queue = q("default");
+    let mut reader = b.open_reader().await.expect("reader");
+    Client::new(b.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    reset_stats(&b).await;
+    let f = b
+        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 1);
+    assert_eq!(calls_of(&b, "exists").await, 0, "no block ever: no EXISTS");
+    assert_eq!(calls_of(&b, "get").await, 1, "only the fetch receipt");
+
+    // A block sets the flag; lifted (or ended), the next fetch drops it and pays nothing again.
+    let started = b
+        .start(&queue, std::slice::from_ref(&f.leases[0].id))
+        .await
+        .expect("start");
+    assert_eq!(started.len(), 1);
+    blocked(
+        b.back_off(
+            &f.leases[0].id,
+            &BackoffScope::Queue,
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("back off"),
+    );
+    let levels = b.keyspace().queue(&queue).levels();
+    let flag: bool = b
+        .client()
+        .hexists(&levels, "blocked")
+        .await
+        .expect("hexists");
+    assert!(flag);
+    assert!(b.unblock(&queue, None).await.expect("unblock"));
+    b.fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .await
+        .expect("fetch");
+    let flag: bool = b
+        .client()
+        .hexists(&levels, "blocked")
+        .await
+        .expect("hexists");
+    assert!(!flag, "claim.lua removed the flag");
+    reset_stats(&b).await;
+    b.fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(calls_of(&b, "exists").await, 0);
+}

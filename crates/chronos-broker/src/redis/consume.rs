@@ -240,6 +240,7 @@ impl Consume for RedisBroker {
             keys.task(&lease.task_id),
             keys.queue_block(),
             keys.key_blocks(),
+            keys.levels(),
         ];
         if lane::is_tenant(lane::split(&lease.msg_id).0) {
             declared.extend(keys.tenants());

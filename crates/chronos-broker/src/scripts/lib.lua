@@ -133,17 +133,19 @@ local function lane(main, first, level)
 end
 
 -- The levels in use (the fields of level hash `key` that name a level), as strings; {} when
--- none (or corrupt); and whether the queue has tenant tasks (field TENANT_LANE, see
--- "Tenants"). The hash's other field, LEVELS_AGED_AT, is claim.lua's.
+-- none (or corrupt); whether the queue has tenant tasks (field TENANT_LANE, see "Tenants");
+-- and whether a handler may have blocked it or its keys (field LEVELS_BLOCKED, backoff.lua).
+-- The hash's other field, LEVELS_AGED_AT, is claim.lua's.
 local function levels_of(key)
   local l = redis.pcall('HKEYS', key)
-  if type(l) ~= 'table' or l.err then return {}, false end
-  local out, tenants = {}, false
+  if type(l) ~= 'table' or l.err then return {}, false, false end
+  local out, tenants, blocked = {}, false, false
   for _, f in ipairs(l) do
     if level_index(f) then out[#out + 1] = f end
     if f == TENANT_LANE then tenants = true end
+    if f == LEVELS_BLOCKED then blocked = true end
   end
-  return out, tenants
+  return out, tenants, blocked
 end
 
 -- How many of the entries new levels left on main stream `main` (level hash `key`) are still

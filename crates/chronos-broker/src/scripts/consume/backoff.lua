@@ -6,8 +6,10 @@
 -- at once keep the later end). Ended key blocks are trimmed here, and the key-block set
 -- expires at its latest end, so neither key outlives its blocks.
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] the task hash, KEYS[4] the
---          queue's block, KEYS[5] its blocked keys; then, for a delivery of the tenant stream,
---          the tenants block (lib.lua: "Tenants": the task's hold on its tenant's cap ends)
+--          queue's block, KEYS[5] its blocked keys, KEYS[6] its level hash (field
+--          LEVELS_BLOCKED tells claim.lua to look at the block keys); then, for a delivery of the
+--          tenant stream, the tenants block (lib.lua: "Tenants": the task's hold on its
+--          tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] scope: 'q' the queue, 'k' the rate key ARGV[6]
 -- Returns: {1, block end ms, task due ms} blocked (also for a re-sent call whose first run did
@@ -48,8 +50,9 @@ else
   local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
   redis.call('PEXPIREAT', KEYS[5], tonumber(last[2]) or ends)
 end
+redis.call('HSET', KEYS[6], LEVELS_BLOCKED, 1)
 local due = backoff_due(id, ends, now)
 local T = nil
-if #KEYS >= 5 + TENANTS_LEN then T = 6 end
+if #KEYS >= 6 + TENANTS_LEN then T = 7 end
 set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid}, KEYS[2], due, T)
 return {1, ends, due}

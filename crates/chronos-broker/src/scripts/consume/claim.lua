@@ -11,7 +11,10 @@
 -- A blocked queue (TaskError::rate_limited(..).queue_wide()) reads nothing: the answer is the
 -- one row {'!', block end ms, 1 or 0}; otherwise, when some of its rate keys are blocked, a
 -- last row {'!', 0, 1} says so (the caller checks keyed deliveries, admit.lua). A re-sent
--- call answers from its receipt, block or not (those deliveries were taken before).
+-- call answers from its receipt, block or not (those deliveries were taken before). The block
+-- keys are read only when the level hash has its LEVELS_BLOCKED field (backoff.lua sets it),
+-- so a queue no handler ever blocked pays no command for them; the field goes once neither
+-- block key is left.
 -- Returns: rows: {entry id, task id, envelope, retried, last error, last failed at ms} for an
 -- entry to run (the last three from the entry, '0'/'' for a first delivery), {entry id,
 -- envelope} for a plain task's entry (lib.lua: its id is the entry's), or {entry id} for
@@ -77,14 +80,6 @@ if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. 
     if env or named(fields) then out[#out + 1] = row(mid, env or false, fields, level) end
   end
   return out
-end
-
-local key_blocks = 0
--- One EXISTS for both keys: a queue without blocks pays that one command per call.
-if BLOCK and redis.call('EXISTS', BLOCK, KBLOCKS) > 0 then
-  local ends = queue_block_end(BLOCK, now_ms())
-  if redis.call('EXISTS', KBLOCKS) == 1 then key_blocks = 1 end
-  if ends > 0 then return {{'!', ends, key_blocks}} end
 end
 
 local taken = {}
@@ -182,7 +177,17 @@ local function serve_front(level)
   end
 end
 
-local levels, has_tenants = levels_of(KEYS[3])
+local levels, has_tenants, flagged = levels_of(KEYS[3])
+local key_blocks = 0
+if BLOCK and flagged then
+  if redis.call('EXISTS', BLOCK, KBLOCKS) == 0 then
+    redis.call('HDEL', KEYS[3], LEVELS_BLOCKED)
+  else
+    local ends = queue_block_end(BLOCK, now_ms())
+    if redis.call('EXISTS', KBLOCKS) == 1 then key_blocks = 1 end
+    if ends > 0 then return {{'!', ends, key_blocks}} end
+  end
+end
 local row_of_levels = {''}
 for _, l in ipairs(levels) do row_of_levels[#row_of_levels + 1] = l end
 if has_tenants then
