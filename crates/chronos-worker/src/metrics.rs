@@ -539,6 +539,29 @@ mod tests {
         assert!(kinds.contains("other"));
     }
 
+    #[test]
+    fn a_throttled_attempt_counts_under_its_own_outcome() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            KindMetrics::new("metrics-throttle-test", "job").ended(Ended::Throttled);
+        });
+        let outcomes: Vec<String> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == TASKS_PROCESSED)
+            .filter(|(.., v)| matches!(v, metrics_util::debugging::DebugValue::Counter(1)))
+            .filter_map(|(key, ..)| {
+                key.key()
+                    .labels()
+                    .find(|l| l.key() == "outcome")
+                    .map(|l| l.value().to_string())
+            })
+            .collect();
+        assert_eq!(outcomes, vec!["throttled".to_string()]);
+    }
+
     /// The tenant series of one queue in a recorder's snapshot: (tenant, state) -> value.
     fn tenant_series(
         snapshotter: &metrics_util::debugging::Snapshotter,

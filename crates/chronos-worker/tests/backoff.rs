@@ -48,7 +48,7 @@ async fn a_rate_limited_key_holds_its_tasks_until_the_end_while_other_keys_run()
     let b = broker().await;
     let runs = Arc::new(Mutex::new(Vec::new()));
     let mux = recording_mux(runs.clone(), "a", || {
-        TaskError::rate_limited(Duration::from_millis(600))
+        TaskError::rate_limited(Duration::from_millis(1500))
     });
     let server = Server::new(b.clone(), mux, fast_config())
         .expect("server")
