@@ -312,6 +312,13 @@ impl QueueKeys {
         format!("{}block:keys", self.prefix)
     }
 
+    /// How many times handlers blocked the queue or one of its keys during UTC day `day` (days
+    /// since the epoch): a string counter, incremented by backoff.lua, expiring two days after
+    /// its first count.
+    pub fn throttled_day(&self, day: i64) -> String {
+        format!("{}h:t:d:{day}", self.prefix)
+    }
+
     /// True when `key` is one of this queue's keys (it carries the queue's prefix, so it lives
     /// in the queue's cluster slot). Key names read back from Redis are checked with this before
     /// a script declares them.

@@ -334,7 +334,11 @@ async fn a_block_extends_but_never_shortens_and_an_operator_can_lift_it() {
     assert!(!b.unblock(&queue, Some("api")).await.expect("unblock"));
     assert!(b.unblock(&queue, None).await.expect("unblock"));
     let blocks = b.queue_blocks(&queue, 10).await.expect("blocks");
-    assert_eq!(blocks, chronos_broker::QueueBlocks::default());
+    assert_eq!((blocks.queue_until_ms, blocks.keys.len()), (None, 0));
+    assert_eq!(
+        blocks.throttled_today, 3,
+        "every block counts, extended or not"
+    );
 }
 
 #[tokio::test]
@@ -395,6 +399,7 @@ async fn a_backoff_whose_reply_is_lost_answers_the_same_on_resend() {
     assert_eq!((stats.active, stats.scheduled, stats.failed), (0, 1, 0));
     let blocks = rig.direct.queue_blocks(&queue, 10).await.expect("blocks");
     assert_eq!(blocks.keys, vec![("api".to_string(), until)]);
+    assert_eq!(blocks.throttled_today, 1, "counted once");
     let key = rig.direct.keyspace().queue(&queue).task(&lease.id.task_id);
     let r: Option<String> = rig.direct.client().hget(key, "r").await.expect("hget");
     assert_eq!(r.as_deref(), Some("0"));

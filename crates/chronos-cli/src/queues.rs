@@ -88,6 +88,7 @@ pub(crate) async fn run(
                 let throttled = serde_json::json!({
                     "queue_until_ms": blocks.queue_until_ms,
                     "keys": keys,
+                    "today": blocks.throttled_today,
                 });
                 out.line(
                     &serde_json::json!({ "queue": row, "today": today, "throttled": throttled }),
@@ -113,6 +114,9 @@ pub(crate) async fn run(
                 }
                 if let Some(t) = today {
                     println!("today: processed {}, failed {}", t.processed, t.failed);
+                }
+                if blocks.throttled_today > 0 {
+                    println!("throttled today: {} times", blocks.throttled_today);
                 }
                 if let Some(until) = blocks.queue_until_ms {
                     println!("throttled until {} (the whole queue)", datetime(until));

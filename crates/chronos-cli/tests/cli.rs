@@ -1022,6 +1022,7 @@ async fn queue_show_lists_handler_blocks_and_unblock_lifts_them() {
     let shown = e.json(&["queue", "show", "api"]);
     assert_eq!(shown[0]["throttled"]["keys"][0]["key"], "acme");
     assert!(shown[0]["throttled"]["queue_until_ms"].is_null());
+    assert_eq!(shown[0]["throttled"]["today"], 1);
     assert!(e.ok(&["queue", "show", "api"]).contains("BLOCKED KEY"));
     let r = e.json(&["queue", "unblock", "api", "--key", "acme"]);
     assert_eq!(r[0]["lifted"], true);

@@ -187,6 +187,8 @@ pub struct QueueBlocks {
     pub queue_until_ms: Option<i64>,
     /// Blocked rate keys with the end of each block (unix ms), soonest end first.
     pub keys: Vec<(String, i64)>,
+    /// How many times handlers blocked the queue or one of its keys today (UTC).
+    pub throttled_today: u64,
 }
 
 /// A task the recoverer dead-lettered.

@@ -155,6 +155,8 @@ async fn a_throttled_queue_says_until_when_and_its_blocks_can_be_lifted() -> Res
         Duration::from_secs(5),
     )
     .await?;
+    b.wait_for_text("#throttled-today", "2", Duration::from_secs(5))
+        .await?;
     b.screenshot("dash-queue-throttled").await?;
     // Lift the queue's own block: the badge goes, the key's block stays.
     b.click("#blocks tr[data-block=\"\"] button").await?;

@@ -241,6 +241,7 @@ impl Consume for RedisBroker {
             keys.queue_block(),
             keys.key_blocks(),
             keys.levels(),
+            keys.throttled_day(now_ms().div_euclid(DAY_MS)),
         ];
         if lane::is_tenant(lane::split(&lease.msg_id).0) {
             declared.extend(keys.tenants());

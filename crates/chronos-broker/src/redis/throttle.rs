@@ -156,8 +156,9 @@ fn rate_args(limit: &PermitLimit) -> (i64, i64) {
 
 impl RedisBroker {
     /// The handler-signalled blocks of `queue` in force now (by Redis' clock): the queue's own
-    /// and its blocked rate keys, soonest end first, at most `max_keys` of them. Two reads, no
-    /// SCAN; ended key blocks are skipped (backoff.lua trims them).
+    /// and its blocked rate keys, soonest end first, at most `max_keys` of them, and today's
+    /// count of blocks. A few reads, no SCAN; ended key blocks are skipped (backoff.lua trims
+    /// them).
     pub async fn queue_blocks(
         &self,
         queue: &QueueName,
@@ -184,9 +185,14 @@ impl RedisBroker {
             )
             .await
             .unwrap_or_default();
+        let today: Option<u64> = client
+            .get(keys.throttled_day(now.div_euclid(crate::keys::DAY_MS)))
+            .await
+            .unwrap_or(None);
         Ok(QueueBlocks {
             queue_until_ms,
             keys: rows.into_iter().map(|(k, e)| (k, e as i64)).collect(),
+            throttled_today: today.unwrap_or(0),
         })
     }
 

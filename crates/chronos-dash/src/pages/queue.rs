@@ -211,6 +211,9 @@ pub(crate) async fn page(
                 "oldest pending: " span data-f="oldest_pending_s" { (super::overview::age(oldest.map(|t| (now.saturating_sub(t) / 1000).max(0)))) }
                 " · processed " span data-f="processed" { (format::thousands(row.processed)) }
                 " · failed " span data-f="failed" { (format::thousands(row.failed)) }
+                @if blocks.throttled_today > 0 {
+                    " · throttled today " span #throttled-today { (format::thousands(blocks.throttled_today)) }
+                }
             }
             @if !st.config.read_only {
                 form.inline method="post" action={(queue_href(&row.name)) "/" (if row.paused { "resume" } else { "pause" })} {

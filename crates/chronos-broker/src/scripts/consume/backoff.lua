@@ -7,8 +7,8 @@
 -- expires at its latest end, so neither key outlives its blocks.
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] the task hash, KEYS[4] the
 --          queue's block, KEYS[5] its blocked keys, KEYS[6] its level hash (field
---          LEVELS_BLOCKED tells claim.lua to look at the block keys); then, for a delivery of the
---          tenant stream, the tenants block (lib.lua: "Tenants": the task's hold on its
+--          LEVELS_BLOCKED tells claim.lua to look at the block keys), KEYS[7] today's
+--          throttle counter (keys.rs `throttled_day`); then, for a delivery of the tenant stream, the tenants block (lib.lua: "Tenants": the task's hold on its
 --          tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] scope: 'q' the queue, 'k' the rate key ARGV[6]
@@ -51,8 +51,9 @@ else
   redis.call('PEXPIREAT', KEYS[5], tonumber(last[2]) or ends)
 end
 redis.call('HSET', KEYS[6], LEVELS_BLOCKED, 1)
+if redis.call('INCR', KEYS[7]) == 1 then redis.call('PEXPIRE', KEYS[7], 2 * 86400000) end
 local due = backoff_due(id, ends, now)
 local T = nil
-if #KEYS >= 6 + TENANTS_LEN then T = 7 end
+if #KEYS >= 7 + TENANTS_LEN then T = 8 end
 set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid}, KEYS[2], due, T)
 return {1, ends, due}
