@@ -470,8 +470,12 @@ async fn back_off<B: WorkerBroker>(
         .as_ref()
         .ok()
         .and_then(|e| e.rate_key.clone());
+    // A key enqueue would refuse (an older producer's) cannot name a block: the queue's then,
+    // rather than a call that fails for good and leaves the task to the recoverer.
     let scope = match key {
-        Some(k) if !queue_wide => BackoffScope::Key(k),
+        Some(k) if !queue_wide && chronos_core::names::check_rate_key(&k).is_ok() => {
+            BackoffScope::Key(k)
+        }
         _ => BackoffScope::Queue,
     };
     let done = persist(rt, q, &lease.id.msg_id, "backoff", || {
