@@ -724,6 +724,26 @@ impl Admin<RedisBroker> {
         Ok(self.broker.oldest_ready_ms(&QueueName::new(name)?).await?)
     }
 
+    /// The handler-signalled blocks of queue `name` in force now (`TaskError::rate_limited`):
+    /// the queue's own and up to `max_keys` blocked rate keys with their ends, soonest first.
+    /// Two reads, no SCAN.
+    pub async fn queue_blocks(
+        &self,
+        name: &str,
+        max_keys: usize,
+    ) -> Result<chronos_broker::QueueBlocks, AdminError> {
+        Ok(self
+            .broker
+            .queue_blocks(&QueueName::new(name)?, max_keys)
+            .await?)
+    }
+
+    /// Lifts a handler-signalled block of queue `name` at once: rate key `key`'s, or the
+    /// queue's own. Tasks already held back keep their due time. True when a block was lifted.
+    pub async fn unblock(&self, name: &str, key: Option<&str>) -> Result<bool, AdminError> {
+        Ok(self.broker.unblock(&QueueName::new(name)?, key).await?)
+    }
+
     /// Version, memory and clients of the Redis server (of the node answering, on a cluster).
     pub async fn redis_info(&self) -> Result<RedisInfo, AdminError> {
         Ok(RedisInfo::parse(&self.broker.info().await?))

@@ -127,7 +127,9 @@ impl QueueKeys {
     /// The hash of the priority levels other than the default that have a stream in this
     /// queue (`<prefix>stream:levels`, level -> the id of the empty entry the level's first
     /// task left on the main stream to wake blocked readers): what a fetch reads to know where
-    /// to look. Bounded by the number of levels; deleted with the queue.
+    /// to look; also `aged_at` (claim.lua's next aging scan) and `blocked` (a handler blocked
+    /// the queue or a rate key: claim.lua then reads [`QueueKeys::queue_block`] and
+    /// [`QueueKeys::key_blocks`]). Bounded by the number of levels; deleted with the queue.
     pub fn levels(&self) -> String {
         format!("{}stream:levels", self.prefix)
     }
@@ -298,6 +300,29 @@ impl QueueKeys {
     /// windows ahead), expiring at the window's end.
     pub fn rate_key(&self, key: &str) -> String {
         format!("{}kr:{key}", self.prefix)
+    }
+
+    /// The queue's handler-signalled block (`TaskError::rate_limited(..).queue_wide()`): a
+    /// string, the block's end (unix ms), expiring then (PXAT). Written by backoff.lua (only
+    /// ever to a later end), read by claim.lua and admit.lua, removed by its expiry or an
+    /// operator's unblock.
+    pub fn queue_block(&self) -> String {
+        format!("{}block", self.prefix)
+    }
+
+    /// The queue's blocked rate keys (`TaskError::rate_limited` on a keyed task): a sorted set
+    /// of rate key -> block end (unix ms). Written by backoff.lua (ZADD GT: only ever to a later
+    /// end), which also trims ended members and sets the key to expire at its latest end; read
+    /// by admit.lua, claim.lua (whether any exists), the inspector and the console.
+    pub fn key_blocks(&self) -> String {
+        format!("{}block:keys", self.prefix)
+    }
+
+    /// How many times handlers blocked the queue or one of its keys during UTC day `day` (days
+    /// since the epoch): a string counter, incremented by backoff.lua, expiring two days after
+    /// its first count.
+    pub fn throttled_day(&self, day: i64) -> String {
+        format!("{}h:t:d:{day}", self.prefix)
     }
 
     /// True when `key` is one of this queue's keys (it carries the queue's prefix, so it lives

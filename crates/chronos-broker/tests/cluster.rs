@@ -222,3 +222,54 @@ async fn deduplication_answers_in_its_queues_slot() {
         assert_eq!(f.leases.len(), 1, "{name}");
     }
 }
+
+#[tokio::test]
+async fn a_backoff_and_its_holds_run_in_their_queues_slot() {
+    use chronos_broker::{BackoffOutcome, BackoffScope, Throttle};
+    let b = cluster_broker().await;
+    let client = Client::new(b.clone());
+    let mut reader = b.open_reader().await.expect("reader");
+    for name in ["b0", "b1", "b2", "b3"] {
+        let queue = QueueName::new(name).expect("queue");
+        for _ in 0..2 {
+            client
+                .enqueue(&email(1), EnqueueOptions::new().queue(name).rate_key("k"))
+                .await
+                .expect("enqueue");
+        }
+        let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+        let lease = f.leases.into_iter().next().expect("lease");
+        let got = b
+            .back_off(
+                &lease.id,
+                &BackoffScope::Key("k".into()),
+                Duration::from_secs(60),
+            )
+            .await
+            .expect("back off");
+        assert!(matches!(got, BackoffOutcome::Blocked { .. }), "{name}");
+        let f = b
+            .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+            .await
+            .expect("fetch");
+        assert!(f.key_blocks, "{name}");
+        let keyed: Vec<_> = f
+            .leases
+            .iter()
+            .map(|l| (l.id.clone(), "k".to_string()))
+            .collect();
+        let rate = chronos_broker::KeyRate {
+            rate: 0,
+            period: Duration::from_secs(1),
+        };
+        let a = b.admit(&queue, &keyed, &rate).await.expect("admit");
+        assert!(
+            matches!(a[0], chronos_broker::Admission::Deferred { .. }),
+            "{name}"
+        );
+        assert_eq!(
+            b.queue_blocks(&queue, 10).await.expect("blocks").keys.len(),
+            1
+        );
+    }
+}

@@ -21,6 +21,14 @@ pub(crate) enum QueueCmd {
     Pause { queue: String },
     /// Workers fetch from the queue again.
     Resume { queue: String },
+    /// Lifts a block a handler set (`TaskError::rate_limited`): the queue's own, or rate key
+    /// --key's. Tasks already held back keep their due time.
+    Unblock {
+        queue: String,
+        /// The blocked rate key (default: the queue's own block).
+        #[arg(long)]
+        key: Option<String>,
+    },
     /// Deletes the queue (refused while it holds tasks, unless --force).
     Rm {
         queue: String,
@@ -43,6 +51,9 @@ pub(crate) enum QueueCmd {
     #[command(subcommand)]
     Limits(LimitsCmd),
 }
+
+/// Most blocked rate keys `queue show` lists (soonest end first).
+const BLOCKED_KEYS_SHOWN: usize = 100;
 
 /// The bucket of `queue history`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,8 +78,21 @@ pub(crate) async fn run(
                 .await?
                 .last()
                 .copied();
+            let blocks = admin.queue_blocks(&queue, BLOCKED_KEYS_SHOWN).await?;
             if out.json {
-                out.line(&serde_json::json!({ "queue": row, "today": today }))
+                let keys: Vec<_> = blocks
+                    .keys
+                    .iter()
+                    .map(|(k, until)| serde_json::json!({"key": k, "until_ms": until}))
+                    .collect();
+                let throttled = serde_json::json!({
+                    "queue_until_ms": blocks.queue_until_ms,
+                    "keys": keys,
+                    "today": blocks.throttled_today,
+                });
+                out.line(
+                    &serde_json::json!({ "queue": row, "today": today, "throttled": throttled }),
+                )
             } else {
                 out.queues(std::slice::from_ref(&row))?;
                 if !row.levels.is_empty() {
@@ -91,6 +115,20 @@ pub(crate) async fn run(
                 if let Some(t) = today {
                     println!("today: processed {}, failed {}", t.processed, t.failed);
                 }
+                if blocks.throttled_today > 0 {
+                    println!("throttled today: {} times", blocks.throttled_today);
+                }
+                if let Some(until) = blocks.queue_until_ms {
+                    println!("throttled until {} (the whole queue)", datetime(until));
+                }
+                if !blocks.keys.is_empty() {
+                    let rows: Vec<Vec<String>> = blocks
+                        .keys
+                        .iter()
+                        .map(|(k, until)| vec![printable(k).into_owned(), datetime(*until)])
+                        .collect();
+                    print_table(&["BLOCKED KEY", "THROTTLED UNTIL"], &rows);
+                }
                 Ok(())
             }
         }
@@ -106,6 +144,20 @@ pub(crate) async fn run(
             out.done(
                 &serde_json::json!({"queue": queue, "paused": false}),
                 &format!("queue {queue} resumed"),
+            )
+        }
+        QueueCmd::Unblock { queue, key } => {
+            let lifted = admin.unblock(&queue, key.as_deref()).await?;
+            let what = key.as_deref().map_or("the queue".to_string(), |k| {
+                format!("rate key {}", printable(k))
+            });
+            out.done(
+                &serde_json::json!({"queue": queue, "key": key, "lifted": lifted}),
+                &if lifted {
+                    format!("queue {queue}: block of {what} lifted")
+                } else {
+                    format!("queue {queue}: {what} was not blocked")
+                },
             )
         }
         QueueCmd::Rm { queue, force } => {

@@ -985,3 +985,52 @@ async fn tenants_are_listed_busiest_first_and_their_settings_changed() {
     }
     assert!(e.json(&["tenant", "ls", "mail"])[0]["tenants"][0]["settings"]["weight"].is_null());
 }
+
+#[tokio::test]
+async fn queue_show_lists_handler_blocks_and_unblock_lifts_them() {
+    use chronos_broker::{BackoffScope, Consume, QueueName};
+    let e = env().await;
+    let q = QueueName::new("api").expect("queue");
+    Client::new(e.broker.clone())
+        .enqueue(
+            &Email {
+                to: "a@example.com".into(),
+            },
+            EnqueueOptions::new().queue("api").rate_key("acme"),
+        )
+        .await
+        .expect("enqueue");
+    let mut reader = e.broker.open_reader().await.expect("reader");
+    let f = e
+        .broker
+        .fetch(&mut reader, &q, "w", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    let lease = f.leases.into_iter().next().expect("one delivery");
+    e.broker
+        .start(&q, std::slice::from_ref(&lease.id))
+        .await
+        .expect("start");
+    e.broker
+        .back_off(
+            &lease.id,
+            &BackoffScope::Key("acme".into()),
+            Duration::from_secs(600),
+        )
+        .await
+        .expect("back off");
+    let shown = e.json(&["queue", "show", "api"]);
+    assert_eq!(shown[0]["throttled"]["keys"][0]["key"], "acme");
+    assert!(shown[0]["throttled"]["queue_until_ms"].is_null());
+    assert_eq!(shown[0]["throttled"]["today"], 1);
+    assert!(e.ok(&["queue", "show", "api"]).contains("BLOCKED KEY"));
+    let r = e.json(&["queue", "unblock", "api", "--key", "acme"]);
+    assert_eq!(r[0]["lifted"], true);
+    let r = e.json(&["queue", "unblock", "api"]);
+    assert_eq!(r[0]["lifted"], false);
+    let shown = e.json(&["queue", "show", "api"]);
+    assert_eq!(
+        shown[0]["throttled"]["keys"].as_array().map(Vec::len),
+        Some(0)
+    );
+}

@@ -91,6 +91,13 @@ pub struct Fetched {
     /// Stream entries that carried no live task (deleted task, foreign entry); they were acked
     /// and removed so they never block the queue.
     pub dropped: usize,
+    /// The queue is blocked by a handler-signalled backoff until this time (unix ms, store
+    /// clock): nothing was read; do not fetch it again before then.
+    pub blocked_until_ms: Option<i64>,
+    /// Some rate keys of the queue are blocked: check keyed deliveries with
+    /// [`Throttle::admit`](crate::Throttle::admit) before starting them, even where the queue
+    /// has no per-key rate.
+    pub key_blocks: bool,
 }
 
 /// A succeeded task to acknowledge.
@@ -132,6 +139,56 @@ pub enum SnoozeOutcome {
     },
     /// The lease was stale: nothing changed.
     Stale,
+}
+
+/// What a handler-signalled backoff blocks ([`Consume::back_off`](crate::Consume::back_off)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackoffScope {
+    /// Every task of this rate key in the task's queue: fetched deliveries of the key are held
+    /// back (moved once to the scheduled set) until the block ends.
+    Key(String),
+    /// The whole queue: workers on every server stop fetching it until the block ends.
+    Queue,
+}
+
+/// What a backoff call did ([`Consume::back_off`](crate::Consume::back_off)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackoffOutcome {
+    /// The block is set (or was already set to end later: a block only ever extends) and the
+    /// task is back in the scheduled set with no attempt spent and no error recorded.
+    Blocked {
+        /// When the block ends (unix ms, store clock): the later of the old and the new end.
+        until_ms: i64,
+        /// When the task itself is due again (unix ms): `until_ms` plus a jitter.
+        due_ms: i64,
+    },
+    /// The lease was stale: nothing changed (no block set either).
+    Stale,
+}
+
+/// Handler-signalled backoff limits: the shortest and longest block
+/// ([`Consume::back_off`](crate::Consume::back_off) clamps its delay to these).
+pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest block one call sets (an hour): a bad `Retry-After` (a date years ahead) must
+/// not stop a queue for ever. A handler that needs longer signals again when it runs.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// The width of the jitter added to a block's end when tasks come back, for a block with
+/// `remaining` left: a fifth of it, at least 20 ms and at most 5 s, so the tasks held back and
+/// the workers waiting do not all come back at one instant.
+pub fn backoff_jitter(remaining: Duration) -> Duration {
+    (remaining / 5).clamp(Duration::from_millis(20), Duration::from_secs(5))
+}
+
+/// The handler-signalled blocks of one queue in force now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueBlocks {
+    /// The whole queue is blocked until this time (unix ms), if it is.
+    pub queue_until_ms: Option<i64>,
+    /// Blocked rate keys with the end of each block (unix ms), soonest end first.
+    pub keys: Vec<(String, i64)>,
+    /// How many times handlers blocked the queue or one of its keys today (UTC).
+    pub throttled_today: u64,
 }
 
 /// A task the recoverer dead-lettered.

@@ -117,6 +117,9 @@ pub use dedup::{
     MAX_DEDUP_KEY_LEN,
 };
 pub use delivery::{
+    backoff_jitter, BackoffOutcome, BackoffScope, QueueBlocks, MAX_BACKOFF, MIN_BACKOFF,
+};
+pub use delivery::{
     Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, SnoozeOutcome,
     StartOutcome,
 };

@@ -185,6 +185,26 @@ impl Consume for Memory {
         Ok(SnoozeOutcome::Snoozed { snoozes: 1 })
     }
 
+    async fn back_off(
+        &self,
+        lease: &LeaseId,
+        _scope: &chronos_core::BackoffScope,
+        _delay: Duration,
+    ) -> Result<chronos_core::BackoffOutcome, BrokerError> {
+        let mut s = self.state.lock().unwrap();
+        let Some(task) = s.active.remove(&lease.task_id) else {
+            return Ok(chronos_core::BackoffOutcome::Stale);
+        };
+        s.pending
+            .entry(lease.queue.to_string())
+            .or_default()
+            .push_back(task);
+        Ok(chronos_core::BackoffOutcome::Blocked {
+            until_ms: 0,
+            due_ms: 0,
+        })
+    }
+
     async fn dead_letter(
         &self,
         lease: &LeaseId,

@@ -74,6 +74,29 @@ pub(crate) async fn resume(
     ))
 }
 
+/// Lifts a handler-signalled block (`TaskError::rate_limited`): the form's `key`'s, or the
+/// queue's own when it sends none. Tasks already held back keep their due time.
+pub(crate) async fn unblock(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let key = form.get("key").filter(|k| !k.is_empty());
+    let lifted = st.admin.unblock(&queue, key).await?;
+    tracing::info!(who = %who, queue = %queue, key = ?key, lifted, "console: block lifted");
+    let what = match key {
+        Some(k) => format!("rate key {k}"),
+        None => "the queue".to_string(),
+    };
+    let msg = if lifted {
+        format!("Queue {queue}: the block of {what} is lifted; tasks already held back keep their time.")
+    } else {
+        format!("Queue {queue}: {what} was not blocked.")
+    };
+    Ok(back_with(&st, form.get("back").unwrap_or("/"), &msg))
+}
+
 /// Stores the settings form of a queue page: each field sent is stored, a field sent blank is
 /// removed (each server's configuration applies), `none` lifts a limit, and a field not sent
 /// is kept. Nothing is stored when one field is out of range (400, with the reason).

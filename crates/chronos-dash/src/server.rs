@@ -49,6 +49,7 @@ impl Dash {
             .route("/queues/{queue}", get(pages::queue::page))
             .route("/queues/{queue}/pause", post(actions::pause))
             .route("/queues/{queue}/resume", post(actions::resume))
+            .route("/queues/{queue}/unblock", post(actions::unblock))
             .route("/queues/{queue}/selection", post(actions::selection))
             .route("/queues/{queue}/bulk", post(actions::bulk))
             .route("/queues/{queue}/settings", post(actions::settings))

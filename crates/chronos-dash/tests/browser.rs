@@ -105,3 +105,67 @@ async fn a_running_bulk_action_is_cancelled_from_its_progress_page() -> Result<(
     b.close().await?;
     Ok(())
 }
+
+/// Starts one task of `queue` (optionally keyed) as a worker would and answers it rate
+/// limited: its key's block, or the queue's.
+async fn rate_limited(
+    broker: &RedisBroker,
+    queue: &str,
+    scope: chronos_broker::BackoffScope,
+) -> Result<()> {
+    use chronos_broker::Consume;
+    let opts = match &scope {
+        chronos_broker::BackoffScope::Key(k) => EnqueueOptions::new().queue(queue).rate_key(k),
+        _ => EnqueueOptions::new().queue(queue),
+    };
+    Client::new(broker.clone())
+        .enqueue(&Refund { order: 1 }, opts)
+        .await?;
+    let q = QueueName::new(queue)?;
+    let mut reader = broker.open_reader().await?;
+    let f = broker
+        .fetch(&mut reader, &q, "w", 1, Duration::ZERO)
+        .await?;
+    let lease = f.leases.into_iter().next().expect("one delivery");
+    broker.start(&q, std::slice::from_ref(&lease.id)).await?;
+    broker
+        .back_off(&lease.id, &scope, Duration::from_secs(600))
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_throttled_queue_says_until_when_and_its_blocks_can_be_lifted() -> Result<()> {
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    // The key first: a blocked queue hands out nothing to block with.
+    rate_limited(
+        &broker,
+        "api",
+        chronos_broker::BackoffScope::Key("acme".into()),
+    )
+    .await?;
+    rate_limited(&broker, "api", chronos_broker::BackoffScope::Queue).await?;
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/api")).await?;
+    b.wait_for_text("#throttled", "throttled until", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text(
+        "#blocks tr[data-block=\"acme\"]",
+        "throttled until",
+        Duration::from_secs(5),
+    )
+    .await?;
+    b.wait_for_text("#throttled-today", "2", Duration::from_secs(5))
+        .await?;
+    b.screenshot("dash-queue-throttled").await?;
+    // Lift the queue's own block: the badge goes, the key's block stays.
+    b.click("#blocks tr[data-block=\"\"] button").await?;
+    b.wait_for_text("p.notice", "lifted", Duration::from_secs(10))
+        .await?;
+    let q = QueueName::new("api")?;
+    let blocks = broker.queue_blocks(&q, 10).await?;
+    assert_eq!(blocks.queue_until_ms, None);
+    assert_eq!(blocks.keys.len(), 1);
+    b.close().await?;
+    Ok(())
+}

@@ -25,6 +25,9 @@ pub(crate) enum End<'a> {
     DeadLettered(Failure<'a>),
     /// The handler asked to run later (a snooze): no attempt spent, no error.
     Snoozed,
+    /// The handler was rate limited: its key or queue is blocked and the task waits for the
+    /// block's end; no attempt spent, no error.
+    Throttled,
     /// The lease was lost: someone else owns the task now.
     LeaseLost,
     /// Shutdown cancelled it: the task goes back to its queue, no attempt spent.
@@ -55,6 +58,7 @@ pub(crate) fn attempt<B: WorkerBroker>(
         End::Retried(f) => (Some(&c.failed), Ended::Retried, Some(f)),
         End::DeadLettered(f) => (Some(&c.failed), Ended::DeadLettered, Some(f)),
         End::Snoozed => (Some(&c.snoozed), Ended::Snoozed, None),
+        End::Throttled => (Some(&c.throttled), Ended::Throttled, None),
         End::LeaseLost => (None, Ended::LeaseLost, None),
         End::Requeued => (None, Ended::Requeued, None),
     };

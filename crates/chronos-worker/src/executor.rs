@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chronos_core::{
-    now_ms, Completion, DeadOutcome, Lease, LeaseId, SnoozeOutcome, StartOutcome, TaskEnvelope,
+    now_ms, BackoffOutcome, BackoffScope, Completion, DeadOutcome, Lease, LeaseId, SnoozeOutcome,
+    StartOutcome, TaskEnvelope,
 };
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -381,6 +382,10 @@ async fn settle<B: WorkerBroker>(
                 snooze(rt, q, lease, tries, delay, m).await;
                 return true;
             }
+            if let FailureKind::RateLimited { delay, queue_wide } = err.kind() {
+                back_off(rt, q, lease, delay, queue_wide, m).await;
+                return true;
+            }
             let retried = tries.retried.saturating_add(1);
             let failure = Failure {
                 attempt: retried,
@@ -446,6 +451,51 @@ async fn snooze<B: WorkerBroker>(
         }
         Err(e) => {
             error!(error = %e, "could not snooze the task; the recoverer will re-deliver it");
+        }
+    }
+}
+
+/// Blocks the task's rate key (or its queue: `queue_wide`, or a task without a key) for `delay`
+/// and puts the task back for the block's end, without spending an attempt.
+async fn back_off<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    lease: &Lease,
+    delay: Duration,
+    queue_wide: bool,
+    m: &KindMetrics,
+) {
+    let key = lease
+        .envelope
+        .as_ref()
+        .ok()
+        .and_then(|e| e.rate_key.clone());
+    // A key enqueue would refuse (an older producer's) cannot name a block: the queue's then,
+    // rather than a call that fails for good and leaves the task to the recoverer.
+    let scope = match key {
+        Some(k) if !queue_wide && chronos_core::names::check_rate_key(&k).is_ok() => {
+            BackoffScope::Key(k)
+        }
+        _ => BackoffScope::Queue,
+    };
+    let done = persist(rt, q, &lease.id.msg_id, "backoff", || {
+        rt.broker.back_off(&lease.id, &scope, delay)
+    })
+    .await;
+    match done {
+        Ok(BackoffOutcome::Blocked { until_ms, due_ms }) => {
+            ended::attempt(rt, lease, m, End::Throttled);
+            debug!(
+                ?scope,
+                until_ms, due_ms, "rate limited; blocked until the end"
+            );
+        }
+        Ok(BackoffOutcome::Stale) => {
+            ended::attempt(rt, lease, m, End::LeaseLost);
+            warn!("lease lost before the backoff (reclaimed, or deleted by an operator)");
+        }
+        Err(e) => {
+            error!(error = %e, "could not block for the rate limit; the recoverer will re-deliver the task");
         }
     }
 }

@@ -87,6 +87,15 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             .broker
             .fetch(&mut reader, &queue, &rt.id, count, Duration::ZERO)
             .await;
+        if let Ok(f) = &result {
+            if f.blocked_until_ms.is_some() {
+                // Blocked by a handler (TaskError::rate_limited): neither read nor wait on it
+                // (not parked either, so the shared read does not take its tasks) until then.
+                rt.mark_drained(q);
+                limiter::blocked_wait(&rt, &queue, f.blocked_until_ms).await;
+                continue;
+            }
+        }
         if matches!(&result, Ok(f) if f.leases.is_empty()) {
             rt.mark_drained(q);
             if rt.watching.load(Ordering::Relaxed) {
@@ -110,9 +119,28 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
                 if fetched.dropped > 0 {
                     warn!(queue = %queue, dropped = fetched.dropped, "dropped stream entries with no live task");
                 }
-                if !fetched.leases.is_empty() {
-                    debug!(queue = %queue, n = fetched.leases.len(), "fetched");
-                    rt.push(q, fetched.leases);
+                if fetched.blocked_until_ms.is_some() {
+                    rt.mark_drained(q);
+                    limiter::blocked_wait(&rt, &queue, fetched.blocked_until_ms).await;
+                    continue;
+                }
+                let mut leases = fetched.leases;
+                if fetched.key_blocks {
+                    // Some rate keys are blocked: their deliveries wait for the block's end.
+                    rt.hold(q, &leases);
+                    leases = match limiter::check_keys(&rt, q, Some(limiter::BLOCKS_ONLY), leases)
+                        .await
+                    {
+                        Ok(run) => run,
+                        Err((e, all)) => {
+                            warn!(queue = %queue, error = %e, "could not check blocked rate keys; running the tasks");
+                            all
+                        }
+                    };
+                }
+                if !leases.is_empty() {
+                    debug!(queue = %queue, n = leases.len(), "fetched");
+                    rt.push(q, leases);
                 }
             }
             Err(e) => {

@@ -116,6 +116,7 @@ mod mux;
 mod outcome;
 mod park;
 mod recoverer;
+mod retry_after;
 mod runtime;
 mod sampler;
 mod server;
@@ -140,6 +141,7 @@ pub use error::WorkerError;
 pub use limit::QueueLimit;
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};
+pub use retry_after::{retry_after_header, InvalidRetryAfter};
 pub use server::{Server, ServerHandle, ServerStats};
 pub use task::{Context, Task};
 

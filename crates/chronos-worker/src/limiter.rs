@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_core::{Admission, BrokerError, Consume, Lease, QueueName};
+use chronos_core::{Admission, BrokerError, Consume, KeyRate, Lease, QueueName};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -73,13 +73,24 @@ pub(crate) async fn round<B: WorkerBroker>(
         None
     };
     let granted = permits.as_ref().map_or(count, |p| p.granted);
+    // Whether some rate keys of the queue are blocked by a handler (the fetch says so).
+    let mut key_blocks = false;
     let mut leases: Vec<Lease> = if waiting.is_empty() {
         match rt
             .broker
             .fetch(reader, queue, &rt.id, granted, Duration::ZERO)
             .await
         {
-            Ok(f) => f.leases,
+            Ok(f) if f.blocked_until_ms.is_some() => {
+                give_back(rt, queue, &spec, permits.as_ref(), 0).await;
+                rt.mark_drained(q);
+                blocked_wait(rt, queue, f.blocked_until_ms).await;
+                return Ok(());
+            }
+            Ok(f) => {
+                key_blocks = f.key_blocks;
+                f.leases
+            }
             Err(e) => {
                 give_back(rt, queue, &spec, permits.as_ref(), 0).await;
                 return Err(e);
@@ -97,6 +108,11 @@ pub(crate) async fn round<B: WorkerBroker>(
         // arrives waits here for its permit in the next round, so take one at most.
         let n = if limit.needs_permits() { 1 } else { count };
         let f = rt.broker.fetch(reader, queue, &rt.id, n, block).await?;
+        if f.blocked_until_ms.is_some() {
+            blocked_wait(rt, queue, f.blocked_until_ms).await;
+            return Ok(());
+        }
+        key_blocks = f.key_blocks;
         if permits.is_some() || f.leases.is_empty() {
             rt.hold(q, &f.leases);
             waiting.extend(f.leases);
@@ -105,7 +121,10 @@ pub(crate) async fn round<B: WorkerBroker>(
         leases = f.leases;
     }
     rt.hold(q, &leases);
-    let run = match admit(rt, q, limit, leases).await {
+    let key_rate = limit
+        .key_rate()
+        .or_else(|| key_blocks.then_some(BLOCKS_ONLY));
+    let run = match check_keys(rt, q, key_rate, leases).await {
         Ok(run) => run,
         Err((e, back)) => {
             give_back(rt, queue, &spec, permits.as_ref(), 0).await;
@@ -132,15 +151,41 @@ pub(crate) async fn round<B: WorkerBroker>(
     Ok(())
 }
 
-/// Checks keyed deliveries against the per-key limit: returns those to run; deferred and gone
-/// ones are let go. On a Redis error every delivery comes back unchecked with the error.
-async fn admit<B: WorkerBroker>(
+/// The per-key check of a queue without a per-key rate whose rate keys are blocked by a
+/// handler ([`chronos_core::Fetched::key_blocks`]): blocks only.
+pub(crate) const BLOCKS_ONLY: KeyRate = KeyRate {
+    rate: 0,
+    period: Duration::from_secs(1),
+};
+
+/// Sleeps until a queue's handler-signalled block ends (unix ms by Redis' clock, compared with
+/// this host's: a skewed host wakes early and is told again, or late by its skew, at most
+/// [`chronos_core::MAX_BACKOFF`]), plus a jitter of this worker's, so that the workers of every
+/// server do not all fetch at the same instant; or less when fetching stops.
+pub(crate) async fn blocked_wait<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    queue: &QueueName,
+    until_ms: Option<i64>,
+) {
+    let Some(until) = until_ms else { return };
+    let left = Duration::from_millis(until.saturating_sub(chronos_core::now_ms()).max(0) as u64)
+        .min(chronos_core::MAX_BACKOFF);
+    let width = chronos_core::backoff_jitter(left).as_millis() as u64;
+    let jitter = Duration::from_millis(rand::random::<u64>() % (width + 1));
+    debug!(queue = %queue, ?left, "queue blocked by a handler; not fetching it until the end");
+    sleep_or_stop(rt, left + jitter).await;
+}
+
+/// Checks keyed deliveries against the per-key limit and the handler-signalled key blocks
+/// (`key_rate` None: nothing to check): returns those to run; deferred and gone ones are let
+/// go. On a Redis error every delivery comes back unchecked with the error.
+pub(crate) async fn check_keys<B: WorkerBroker>(
     rt: &Runtime<B>,
     q: usize,
-    limit: QueueLimit,
+    key_rate: Option<KeyRate>,
     leases: Vec<Lease>,
 ) -> Result<Vec<Lease>, (BrokerError, Vec<Lease>)> {
-    let Some(key_rate) = limit.key_rate() else {
+    let Some(key_rate) = key_rate else {
         return Ok(leases);
     };
     let keyed: Vec<(chronos_core::LeaseId, String)> = leases

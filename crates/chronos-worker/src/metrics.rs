@@ -8,7 +8,7 @@
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
-//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `snoozed` (the handler asked to run later: no attempt spent), `lease_lost`, `requeued` (shutdown) |
+//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `snoozed` (the handler asked to run later: no attempt spent), `throttled` (the handler was rate limited and blocked its rate key or queue: no attempt spent), `lease_lost`, `requeued` (shutdown) |
 //! | `chronos_tasks_failed_total` | counter | `queue`, `kind` | attempts that failed (retried or dead-lettered) |
 //! | `chronos_task_duration_seconds` | histogram | `queue`, `kind` | handler run time ([`DURATION_BUCKETS`]) |
 //! | `chronos_tasks_recovered_total` | counter | `queue` | deliveries of lost workers taken back and re-queued |
@@ -112,6 +112,7 @@ pub(crate) enum Ended {
     Retried,
     DeadLettered,
     Snoozed,
+    Throttled,
     LeaseLost,
     Requeued,
 }
@@ -125,6 +126,7 @@ pub(crate) struct KindMetrics {
     retried: Counter,
     dead_lettered: Counter,
     snoozed: Counter,
+    throttled: Counter,
     lease_lost: Counter,
     requeued: Counter,
     failed: Counter,
@@ -140,6 +142,7 @@ impl KindMetrics {
             retried: outcome("retried"),
             dead_lettered: outcome("dead_lettered"),
             snoozed: outcome("snoozed"),
+            throttled: outcome("throttled"),
             lease_lost: outcome("lease_lost"),
             requeued: outcome("requeued"),
             failed: counter!(TASKS_FAILED, "queue" => queue.to_string(), "kind" => kind.to_string()),
@@ -160,6 +163,7 @@ impl KindMetrics {
                 self.failed.increment(1);
             }
             Ended::Snoozed => self.snoozed.increment(1),
+            Ended::Throttled => self.throttled.increment(1),
             Ended::LeaseLost => self.lease_lost.increment(1),
             Ended::Requeued => self.requeued.increment(1),
         }
@@ -533,6 +537,29 @@ mod tests {
             "256 kinds and `other`"
         );
         assert!(kinds.contains("other"));
+    }
+
+    #[test]
+    fn a_throttled_attempt_counts_under_its_own_outcome() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            KindMetrics::new("metrics-throttle-test", "job").ended(Ended::Throttled);
+        });
+        let outcomes: Vec<String> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == TASKS_PROCESSED)
+            .filter(|(.., v)| matches!(v, metrics_util::debugging::DebugValue::Counter(1)))
+            .filter_map(|(key, ..)| {
+                key.key()
+                    .labels()
+                    .find(|l| l.key() == "outcome")
+                    .map(|l| l.value().to_string())
+            })
+            .collect();
+        assert_eq!(outcomes, vec!["throttled".to_string()]);
     }
 
     /// The tenant series of one queue in a recorder's snapshot: (tenant, state) -> value.

@@ -14,6 +14,16 @@ pub enum FailureKind {
     /// Not a failure: run the task again after this delay, with no attempt spent and no error
     /// recorded ([`TaskError::snooze`]).
     Snooze(Duration),
+    /// Not a failure: the handler was rate limited. Block the task's rate key (or, with
+    /// `queue_wide` or when the task has no key, its whole queue) cluster-wide for `delay`,
+    /// and run the task again after it, with no attempt spent ([`TaskError::rate_limited`]).
+    RateLimited {
+        /// How long to block (clamped by the broker to
+        /// [`MIN_BACKOFF`](chronos_core::MIN_BACKOFF)..=[`MAX_BACKOFF`](chronos_core::MAX_BACKOFF)).
+        delay: Duration,
+        /// Block the whole queue even when the task has a rate key.
+        queue_wide: bool,
+    },
 }
 
 /// The error a handler returns. `?` turns an error into a retryable one; [`TaskError::skip_retry`]
@@ -70,6 +80,53 @@ impl TaskError {
             kind: FailureKind::Snooze(delay),
             message: format!("snoozed for {delay:?}"),
         }
+    }
+
+    /// Not a failure: the API this task calls said "too many requests". Blocks the task's rate
+    /// key ([`EnqueueOptions::rate_key`](chronos_core::EnqueueOptions::rate_key)), or its whole
+    /// queue when it has none, on every server until `delay` from now (by Redis' clock), and
+    /// puts the task back to run after the block, at the block's end plus a jitter:
+    ///
+    /// * no attempt is spent, no error is recorded, and it is not counted as a snooze;
+    /// * other tasks of a blocked key are held back without running (each moved once to the
+    ///   scheduled set, due at the block's end plus a jitter, so they come back spread out);
+    ///   a blocked queue is not fetched at all until its end (plus a jitter per worker);
+    /// * a block only extends: a shorter one signalled meanwhile keeps the later end;
+    /// * `delay` is clamped to [`MIN_BACKOFF`](chronos_core::MIN_BACKOFF) (100 ms; a zero delay
+    ///   means that) ..= [`MAX_BACKOFF`](chronos_core::MAX_BACKOFF) (an hour).
+    ///
+    /// Chain [`TaskError::queue_wide`] to block the whole queue even when the task has a key.
+    pub fn rate_limited(delay: Duration) -> Self {
+        Self {
+            kind: FailureKind::RateLimited {
+                delay,
+                queue_wide: false,
+            },
+            message: format!("rate limited for {delay:?}"),
+        }
+    }
+
+    /// [`TaskError::rate_limited`] for as long as an HTTP `Retry-After` header asks
+    /// ([`crate::retry_after_header`], from the local clock), or `fallback` when the header is
+    /// missing or unreadable.
+    pub fn rate_limited_for_header(value: Option<&str>, fallback: Duration) -> Self {
+        let delay = value
+            .and_then(|v| crate::retry_after_header(v, std::time::SystemTime::now()).ok())
+            .unwrap_or(fallback);
+        Self::rate_limited(delay)
+    }
+
+    /// Makes a [`TaskError::rate_limited`] block the task's whole queue, even when the task
+    /// has a rate key (the API limits the account, not one key). No effect on other errors.
+    pub fn queue_wide(mut self) -> Self {
+        if let FailureKind::RateLimited { delay, .. } = self.kind {
+            self.kind = FailureKind::RateLimited {
+                delay,
+                queue_wide: true,
+            };
+            self.message = format!("rate limited (whole queue) for {delay:?}");
+        }
+        self
     }
 
     /// What happens next.

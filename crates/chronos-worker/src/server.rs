@@ -48,6 +48,9 @@ pub struct ServerStats {
     pub dead: u64,
     /// Attempts whose handler snoozed the task (no attempt spent).
     pub snoozed: u64,
+    /// Attempts whose handler was rate limited and blocked its rate key or queue
+    /// ([`crate::TaskError::rate_limited`]; no attempt spent).
+    pub throttled: u64,
     /// Handlers running now.
     pub running: u64,
 }
@@ -176,6 +179,7 @@ fn stats<B: WorkerBroker>(rt: &Runtime<B>) -> ServerStats {
         failed: rt.counters.failed.load(Ordering::Relaxed),
         dead: rt.counters.dead.load(Ordering::Relaxed),
         snoozed: rt.counters.snoozed.load(Ordering::Relaxed),
+        throttled: rt.counters.throttled.load(Ordering::Relaxed),
         running: rt.running_count() as u64,
     }
 }

@@ -31,6 +31,14 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
+// Handler-signalled backoff (`TaskError::rate_limited`): what a broker records, and the
+// blocks in force (`RedisBroker::queue_blocks`, `chronos queue show`, the console).
+#[doc(inline)]
+pub use chronos_broker::{
+    backoff_jitter, BackoffOutcome, BackoffScope, QueueBlocks, MAX_BACKOFF, MIN_BACKOFF,
+};
+#[doc(inline)]
+pub use chronos_worker::{retry_after_header, InvalidRetryAfter};
 // A queue's settings stored in Redis (limits that override each server's config at run time,
 // the aging time of priority levels): the library side of `chronos queue limits`.
 #[doc(inline)]

@@ -3,14 +3,14 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::lease::{decode_envelope, lease_of_entry, new_lease, ReadReply};
-use super::reply::{DeadCode, RetryCode, SnoozeCode, StartCode};
+use super::reply::{BackoffCode, DeadCode, RetryCode, SnoozeCode, StartCode};
 use super::{client_builder, lane, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
 use crate::{
-    duration_ms, now_ms, Attempt, BrokerError, Completion, Consume, DeadOutcome, Fetched,
-    HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName, SnoozeOutcome, StartOutcome,
-    GROUP,
+    duration_ms, now_ms, Attempt, BackoffOutcome, BackoffScope, BrokerError, Completion, Consume,
+    DeadOutcome, Fetched, HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName,
+    SnoozeOutcome, StartOutcome, GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -47,7 +47,12 @@ impl Consume for RedisBroker {
         block: Duration,
     ) -> Result<Fetched, BrokerError> {
         let fetched = self.claim(queue, consumer, count).await?;
-        if block.is_zero() || !fetched.leases.is_empty() || fetched.dropped > 0 {
+        // A blocked queue is not waited on either: the caller sleeps until the block ends.
+        if block.is_zero()
+            || !fetched.leases.is_empty()
+            || fetched.dropped > 0
+            || fetched.blocked_until_ms.is_some()
+        {
             return Ok(fetched);
         }
         // Nothing ready: block on the reader's own connection. XREADGROUP hands each new entry
@@ -109,6 +114,8 @@ impl Consume for RedisBroker {
             }
         }
         fetched.dropped = self.drop_foreign(queue, foreign).await;
+        // A block set while this read waited: what it read waits for the block's end instead.
+        fetched.leases = self.hold(queue, fetched.leases).await;
         Ok(fetched)
     }
 
@@ -209,6 +216,59 @@ impl Consume for RedisBroker {
             Some(SnoozeCode::Snoozed) => SnoozeOutcome::Snoozed { snoozes },
             Some(SnoozeCode::TooMany) => SnoozeOutcome::TooMany { snoozes },
             Some(SnoozeCode::Stale) | None => SnoozeOutcome::Stale,
+        })
+    }
+
+    async fn back_off(
+        &self,
+        lease: &LeaseId,
+        scope: &BackoffScope,
+        delay: Duration,
+    ) -> Result<BackoffOutcome, BrokerError> {
+        let keys = self.queue_keys(&lease.queue);
+        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
+        let (code, key) = match scope {
+            BackoffScope::Queue => ("q", ""),
+            BackoffScope::Key(k) => {
+                crate::keys::check_rate_key(k)?;
+                ("k", k.as_str())
+            }
+        };
+        let mut declared = vec![
+            stream,
+            keys.scheduled(),
+            keys.task(&lease.task_id),
+            keys.queue_block(),
+            keys.key_blocks(),
+            keys.levels(),
+            keys.throttled_day(now_ms().div_euclid(DAY_MS)),
+        ];
+        if lane::is_tenant(lane::split(&lease.msg_id).0) {
+            declared.extend(keys.tenants());
+        }
+        let delay = delay.clamp(crate::MIN_BACKOFF, crate::MAX_BACKOFF);
+        let args: Vec<Value> = vec![
+            GROUP.into(),
+            lease.task_id.as_str().into(),
+            mid.into(),
+            duration_ms(delay).into(),
+            code.into(),
+            key.into(),
+        ];
+        let reply = self.run(|s| &s.backoff, declared, args).await?;
+        let row = reply::array(reply, "backoff")?;
+        let num = |i: usize| {
+            row.get(i)
+                .map(|v| reply::int(v, "backoff"))
+                .transpose()
+                .map(Option::unwrap_or_default)
+        };
+        Ok(match BackoffCode::from_reply(num(0)?) {
+            Some(BackoffCode::Blocked) => BackoffOutcome::Blocked {
+                until_ms: num(1)?,
+                due_ms: num(2)?,
+            },
+            Some(BackoffCode::Stale) | None => BackoffOutcome::Stale,
         })
     }
 
@@ -435,12 +495,15 @@ impl RedisBroker {
         if known.contains(&super::TENANT_LANE) {
             declared.extend(keys.tenants());
         }
+        declared.push(keys.queue_block());
+        declared.push(keys.key_blocks());
         let args: Vec<Value> = vec![
             GROUP.into(),
             consumer.into(),
             (count.max(1) as i64).into(),
             duration_ms(RECEIPT_TTL).into(),
             nonce.into(),
+            reply::flag(true),
         ];
         let rows = match self.run(|s| &s.claim, declared, args).await {
             Ok(v) => reply::array(v, "claim")?,
@@ -453,6 +516,11 @@ impl RedisBroker {
         let mut fetched = Fetched::default();
         let mut levels = Vec::new();
         for row in rows {
+            if let Some((until, keyed)) = blocks_row(&row) {
+                fetched.blocked_until_ms = (until > 0).then_some(until);
+                fetched.key_blocks = keyed;
+                continue;
+            }
             if let Some(l) = levels_row(&row) {
                 levels = l;
                 continue;
@@ -590,6 +658,16 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
 }
 
 /// The levels of claim.lua's last row `{'', level, ...}`; None for any other row.
+/// The blocks row of claim.lua, `{'!', queue block end ms or 0, 1 when keys are blocked}`.
+fn blocks_row(row: &Value) -> Option<(i64, bool)> {
+    let Value::Array(cols) = row else { return None };
+    if cols.first().and_then(Value::as_str).as_deref() != Some("!") {
+        return None;
+    }
+    let num = |i: usize| cols.get(i).and_then(Value::as_i64).unwrap_or(0);
+    Some((num(1), num(2) == 1))
+}
+
 fn levels_row(row: &Value) -> Option<Vec<u8>> {
     let Value::Array(cols) = row else { return None };
     if cols.first().and_then(Value::as_str).as_deref() != Some("") {

@@ -91,6 +91,11 @@ pub(crate) const SETTINGS_AGING: &str = "aging_ms";
 /// the aging bound (unix ms; Lua: `LEVELS_AGED_AT`). Its other fields are levels.
 pub(crate) const LEVELS_AGED_AT: &str = "aged_at";
 
+/// Level hash: present (value `1`) once a handler blocked the queue or one of its rate keys
+/// (backoff.lua), so claim.lua, which reads the hash's fields anyway, checks the block keys
+/// only then (Lua: `LEVELS_BLOCKED`); claim.lua removes it when no block key is left.
+pub(crate) const LEVELS_BLOCKED: &str = "blocked";
+
 /// Queue settings hash: the priority level (`0`..`9`) retried tasks go to when it is more
 /// urgent than their own, so retries run ahead of the backlog (Lua: `S_RETRY_LEVEL`); absent:
 /// retries keep their level.
@@ -191,6 +196,7 @@ pub(crate) fn prologue() -> String {
         chronos_core::Priority::LEVELS
     ));
     lua.push_str(&format!("local LEVELS_AGED_AT = '{LEVELS_AGED_AT}'\n"));
+    lua.push_str(&format!("local LEVELS_BLOCKED = '{LEVELS_BLOCKED}'\n"));
     // The tenants block (`QueueKeys::tenants`) and its stream's pseudo-levels and parking
     // consumer.
     lua.push_str(&format!(

@@ -134,6 +134,17 @@ codes! {
 }
 
 codes! {
+    /// The first value of backoff.lua's reply (the block's end and the task's due time follow).
+    BackoffCode {
+        /// The block is set and the task scheduled (also for a re-sent call whose first run
+        /// did it).
+        Blocked = 1,
+        /// The lease no longer matches: nothing changed.
+        Stale = 0,
+    }
+}
+
+codes! {
     /// The reply of dead.lua.
     DeadCode {
         /// Archived.
@@ -297,7 +308,7 @@ codes! {
 }
 
 codes! {
-    /// The first value of an admit.lua row.
+    /// The first value of an admit.lua or hold.lua row.
     AdmitCode {
         /// Run it.
         Run = 1,

@@ -108,7 +108,7 @@ impl RedisBroker {
     }
 
     /// Redis' clock, the one stream entry ids are stamped with.
-    async fn server_time_ms(&self) -> Result<i64, BrokerError> {
+    pub(super) async fn server_time_ms(&self) -> Result<i64, BrokerError> {
         let cmd = CustomCommand::new_static("TIME", ClusterHash::Random, false);
         let t: Vec<String> = self
             .inner

@@ -41,7 +41,7 @@ macro_rules! scripts {
 // serve both maintain.rs and schedules.rs, and live with the maintenance ones).
 scripts!(
     enqueue: [enqueue, push],
-    consume: [claim, start, complete, retry, snooze, dead, requeue],
+    consume: [claim, start, complete, retry, snooze, backoff, dead, requeue],
     maintain: [
         due,
         forward,
@@ -74,7 +74,7 @@ scripts!(
         sched_run,
     ],
     flows: [chain_next, group_open, group_report],
-    throttle: [permit, permit_return, permit_keep, admit],
+    throttle: [permit, permit_return, permit_keep, admit, hold],
     settings: [settings_put],
     tenants: [tenant_put, tenant_stats],
 );

@@ -8,9 +8,10 @@ use tracing::warn;
 
 use super::reply::AdmitCode;
 use super::{lane, reply, RedisBroker};
+use crate::redis::store::store;
 use crate::{
-    duration_ms, Admission, BrokerError, KeyRate, LeaseId, PermitLimit, Permits, QueueName,
-    Throttle, GROUP,
+    duration_ms, Admission, BrokerError, KeyRate, Lease, LeaseId, PermitLimit, Permits,
+    QueueBlocks, QueueName, Throttle, GROUP,
 };
 
 /// How long a permit receipt lives: longer than any re-send can come (commands time out after
@@ -154,6 +155,120 @@ fn rate_args(limit: &PermitLimit) -> (i64, i64) {
 }
 
 impl RedisBroker {
+    /// The handler-signalled blocks of `queue` in force now (by Redis' clock): the queue's own
+    /// and its blocked rate keys, soonest end first, at most `max_keys` of them, and today's
+    /// count of blocks. A few reads, no SCAN; ended key blocks are skipped (backoff.lua trims
+    /// them).
+    pub async fn queue_blocks(
+        &self,
+        queue: &QueueName,
+        max_keys: usize,
+    ) -> Result<QueueBlocks, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let client = &self.inner.client;
+        let now = self.server_time_ms().await?;
+        let queue_until: Option<String> = client
+            .get(keys.queue_block())
+            .await
+            // A key of the wrong type blocks nothing (claim.lua reads it the same way).
+            .unwrap_or(None);
+        let queue_until_ms = queue_until
+            .and_then(|v| v.parse::<i64>().ok())
+            .filter(|&e| e > now);
+        let rows: Vec<(String, f64)> = client
+            .zrangebyscore(
+                keys.key_blocks(),
+                format!("({now}"),
+                "+inf",
+                true,
+                Some((0, max_keys.min(10_000) as i64)),
+            )
+            .await
+            .unwrap_or_default();
+        let today: Option<u64> = client
+            .get(keys.throttled_day(now.div_euclid(crate::keys::DAY_MS)))
+            .await
+            .unwrap_or(None);
+        Ok(QueueBlocks {
+            queue_until_ms,
+            keys: rows.into_iter().map(|(k, e)| (k, e as i64)).collect(),
+            throttled_today: today.unwrap_or(0),
+        })
+    }
+
+    /// Lifts a handler-signalled block at once: rate key `key`'s, or the queue's own when None.
+    /// Tasks already held back stay scheduled until the time they were given (they are not
+    /// pulled forward). True when a block was in place.
+    pub async fn unblock(&self, queue: &QueueName, key: Option<&str>) -> Result<bool, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let client = &self.inner.client;
+        let n: i64 = match key {
+            None => client.del(keys.queue_block()).await.map_err(store)?,
+            Some(k) => client.zrem(keys.key_blocks(), k).await.map_err(store)?,
+        };
+        Ok(n > 0)
+    }
+
+    /// Holds back deliveries a blocking read took while their queue or their rate key is
+    /// blocked (hold.lua): returns those to run. Costs one call (an `EVALSHA` and an `EXISTS`)
+    /// per lane that delivered something. A failed call is logged and the deliveries run: a block set during a read is
+    /// a race this narrows, and dropping the deliveries would strand them until recovery.
+    pub(super) async fn hold(&self, queue: &QueueName, leases: Vec<Lease>) -> Vec<Lease> {
+        if leases.is_empty() {
+            return leases;
+        }
+        let keys = self.queue_keys(queue);
+        let mut run = vec![true; leases.len()];
+        for (level, idx) in lane::by_lane(leases.iter().map(|l| l.id.msg_id.as_str())) {
+            let mut declared = Vec::with_capacity(3 + idx.len());
+            declared.push(keys.lane(level));
+            declared.push(keys.scheduled());
+            declared.push(keys.queue_block());
+            declared.push(keys.key_blocks());
+            let mut args: Vec<Value> = Vec::with_capacity(1 + 3 * idx.len());
+            args.push(GROUP.into());
+            for &i in &idx {
+                let id = &leases[i].id;
+                // A key that is not valid was never blocked (back_off checks it).
+                let key = leases[i]
+                    .envelope
+                    .as_ref()
+                    .ok()
+                    .and_then(|e| e.rate_key.as_deref())
+                    .filter(|k| crate::keys::check_rate_key(k).is_ok())
+                    .unwrap_or("");
+                declared.push(keys.task(&id.task_id));
+                args.push(id.task_id.as_str().into());
+                args.push(lane::split(&id.msg_id).1.into());
+                args.push(key.into());
+            }
+            if lane::is_tenant(level) {
+                declared.extend(keys.tenants());
+            }
+            let rows = match self.run(|s| &s.hold, declared, args).await {
+                Ok(v) => reply::array(v, "hold").unwrap_or_default(),
+                Err(e) => {
+                    warn!(queue = %queue, error = %e, "could not check the queue's block; running what was read");
+                    continue;
+                }
+            };
+            for (i, row) in idx.into_iter().zip(rows) {
+                let code = reply::array(row, "hold")
+                    .ok()
+                    .and_then(|c| c.first().and_then(Value::as_i64));
+                run[i] = matches!(
+                    code.and_then(AdmitCode::from_reply),
+                    Some(AdmitCode::Run) | None
+                );
+            }
+        }
+        leases
+            .into_iter()
+            .zip(run)
+            .filter_map(|(l, r)| r.then_some(l))
+            .collect()
+    }
+
     async fn admit_chunk(
         &self,
         queue: &QueueName,
@@ -179,9 +294,11 @@ impl RedisBroker {
         let mut declared = Vec::with_capacity(2 + 2 * deliveries.len());
         declared.push(keys.lane(level));
         declared.push(keys.scheduled());
+        declared.push(keys.key_blocks());
         let mut args: Vec<Value> = Vec::with_capacity(3 + 2 * deliveries.len());
         args.push(GROUP.into());
-        args.push(i64::from(limit.rate.max(1)).into());
+        // Rate 0: no per-key rate, blocks only (admit.lua).
+        args.push(i64::from(limit.rate).into());
         args.push(duration_ms(limit.period).max(1).into());
         for (lease, key) in deliveries {
             crate::keys::check_rate_key(key)?;
@@ -189,6 +306,7 @@ impl RedisBroker {
             declared.push(keys.rate_key(key));
             args.push(lease.task_id.as_str().into());
             args.push(lane::split(&lease.msg_id).1.into());
+            args.push(key.as_str().into());
         }
         if lane::is_tenant(level) {
             declared.extend(keys.tenants());

@@ -89,6 +89,8 @@ pub(super) async fn watch(
             }
         }
         fetched.dropped = broker.drop_foreign(queue, foreign).await;
+        // A block set while this read waited: what it read waits for the block's end instead.
+        fetched.leases = broker.hold(queue, fetched.leases).await;
         if fetched.leases.is_empty() && fetched.dropped == 0 {
             continue;
         }

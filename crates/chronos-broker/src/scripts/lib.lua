@@ -133,17 +133,19 @@ local function lane(main, first, level)
 end
 
 -- The levels in use (the fields of level hash `key` that name a level), as strings; {} when
--- none (or corrupt); and whether the queue has tenant tasks (field TENANT_LANE, see
--- "Tenants"). The hash's other field, LEVELS_AGED_AT, is claim.lua's.
+-- none (or corrupt); whether the queue has tenant tasks (field TENANT_LANE, see "Tenants");
+-- and whether a handler may have blocked it or its keys (field LEVELS_BLOCKED, backoff.lua).
+-- The hash's other field, LEVELS_AGED_AT, is claim.lua's.
 local function levels_of(key)
   local l = redis.pcall('HKEYS', key)
-  if type(l) ~= 'table' or l.err then return {}, false end
-  local out, tenants = {}, false
+  if type(l) ~= 'table' or l.err then return {}, false, false end
+  local out, tenants, blocked = {}, false, false
   for _, f in ipairs(l) do
     if level_index(f) then out[#out + 1] = f end
     if f == TENANT_LANE then tenants = true end
+    if f == LEVELS_BLOCKED then blocked = true end
   end
-  return out, tenants
+  return out, tenants, blocked
 end
 
 -- How many of the entries new levels left on main stream `main` (level hash `key`) are still
@@ -564,4 +566,29 @@ local function set_aside(stream, group, tkey, id, mid, fields, set, due, T)
   redis.call('HDEL', tkey, F_DELIVERY, F_FREE_REDELIVERIES)
   wake(set, due)
   redis.call('ZADD', set, due, id)
+end
+
+-- Handler-signalled backoff (backoff.lua sets blocks; claim.lua, admit.lua and hold.lua
+-- honour them). The queue's block is a string holding its end (unix ms); blocked rate keys
+-- are members of a sorted set scored by their end.
+-- The end of the queue's block at `key`, or 0 when none is in force.
+local function queue_block_end(key, now)
+  local v = tonumber(redis.pcall('GET', key))
+  if v and v > now then return v end
+  return 0
+end
+-- The end of rate key `rk`'s block in the sorted set `zkey`, or 0 when none is in force.
+local function key_block_end(zkey, rk, now)
+  local v = tonumber(redis.pcall('ZSCORE', zkey, rk))
+  if v and v > now then return v end
+  return 0
+end
+-- When a task held back by a block that ends at `ends` is due: the end plus a jitter in
+-- [0, w], w a fifth of the time left (20 ms..5 s, as chronos_core::backoff_jitter), picked
+-- from the task id, so the tasks held by one block come back spread out, not at one instant,
+-- and the same task always gets the same time for the same block.
+local function backoff_due(id, ends, now)
+  local w = math.floor((ends - now) / 5)
+  if w < 20 then w = 20 elseif w > 5000 then w = 5000 end
+  return ends + tonumber(string.sub(redis.sha1hex(id .. ':' .. ends), 1, 7), 16) % (w + 1)
 end

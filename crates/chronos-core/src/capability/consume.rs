@@ -4,8 +4,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, Completion, DeadOutcome, Fetched, Interrupt, LeaseId, QueueName, SnoozeOutcome,
-    StartOutcome,
+    BackoffOutcome, BackoffScope, BrokerError, Completion, DeadOutcome, Fetched, Interrupt,
+    LeaseId, QueueName, SnoozeOutcome, StartOutcome,
 };
 
 /// Delivers tasks to workers and settles them.
@@ -80,6 +80,20 @@ pub trait Consume: Send + Sync {
         delay: Duration,
         max_snoozes: u32,
     ) -> impl Future<Output = Result<SnoozeOutcome, BrokerError>> + Send;
+
+    /// Blocks `scope` (the task's rate key, or its whole queue) cluster-wide until `delay` from
+    /// now (store clock; clamped to [`MIN_BACKOFF`](crate::MIN_BACKOFF)..=
+    /// [`MAX_BACKOFF`](crate::MAX_BACKOFF)) and puts the running task back as scheduled, due
+    /// at the block's end plus a jitter ([`backoff_jitter`](crate::backoff_jitter)), in one
+    /// atomic step: no attempt spent, no error recorded, not counted as a snooze; a tenant
+    /// task's slot is freed. A block only extends: one that already ends later is kept. A
+    /// re-sent call whose first run took effect answers what that run did.
+    fn back_off(
+        &self,
+        lease: &LeaseId,
+        scope: &BackoffScope,
+        delay: Duration,
+    ) -> impl Future<Output = Result<BackoffOutcome, BrokerError>> + Send;
 
     /// Dead-letters the task (archive, or discard when it asked so) and releases its unique lock.
     /// `count_attempt` says whether this failure counts as an attempt. A re-sent call whose

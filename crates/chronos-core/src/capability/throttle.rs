@@ -58,6 +58,12 @@ pub trait Throttle: Send + Sync {
     /// full is moved to the queue's scheduled set until its key has room again (no attempt
     /// spent, no error recorded). One answer per delivery, in order.
     ///
+    /// A delivery whose key is blocked by a handler ([`Consume::back_off`](crate::Consume::back_off)
+    /// with [`BackoffScope::Key`](crate::BackoffScope::Key)) is deferred the same way to the
+    /// block's end plus a jitter, whatever room its key has. A `limit` with a `rate` of 0 checks
+    /// those blocks only (a queue without a per-key rate whose fetch reported
+    /// [`Fetched::key_blocks`](crate::Fetched::key_blocks)).
+    ///
     /// A delivery whose rate key is not a valid key (one written by an older producer, or by
     /// hand, that bypassed enqueue's check) is answered [`Admission::Run`] without counting:
     /// it runs unkeyed, and never fails the deliveries checked with it.

@@ -113,6 +113,60 @@ pub(crate) fn listing_href(
     href
 }
 
+/// Most blocked rate keys listed on a queue page (soonest end first).
+const BLOCKED_KEYS_LISTED: usize = 50;
+
+/// The handler-signalled blocks of a queue (`TaskError::rate_limited`), each with its end and,
+/// unless read-only, a button that lifts it. Nothing when none is in force.
+fn blocks_section(
+    st: &AppState,
+    queue: &str,
+    blocks: &chronos_broker::QueueBlocks,
+    now: i64,
+    here: &str,
+) -> Markup {
+    if blocks.queue_until_ms.is_none() && blocks.keys.is_empty() {
+        return html! {};
+    }
+    let lift = |key: Option<&str>| {
+        html! {
+            @if !st.config.read_only {
+                form.inline method="post" action={(queue_href(queue)) "/unblock"} {
+                    (csrf(st))
+                    input type="hidden" name="back" value=(here);
+                    @if let Some(k) = key { input type="hidden" name="key" value=(k); }
+                    button.small type="submit" { "lift" }
+                }
+            }
+        }
+    };
+    html! {
+        section #blocks {
+            h2 { "Throttled" }
+            p.muted { "A handler was rate limited: blocked work is held back, without spending attempts, until the end (plus a jitter)." }
+            table.grid {
+                thead { tr { th { "blocked" } th { "until" } th { "" } } }
+                tbody {
+                    @if let Some(until) = blocks.queue_until_ms {
+                        tr data-block="" {
+                            td { "the whole queue" }
+                            td { "throttled until " (format::time(until)) " (" (format::relative(until, now)) ")" }
+                            td { (lift(None)) }
+                        }
+                    }
+                    @for (key, until) in &blocks.keys {
+                        tr data-block=(key) {
+                            td { "rate key " code { (key) } }
+                            td { "throttled until " (format::time(*until)) " (" (format::relative(*until, now)) ")" }
+                            td { (lift(Some(key))) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 pub(crate) async fn page(
     State(st): State<Arc<AppState>>,
     Path(queue): Path<String>,
@@ -120,7 +174,7 @@ pub(crate) async fn page(
 ) -> Result<Html<String>, PageError> {
     let state = parse_state(p.state.as_deref().unwrap_or("pending"))?;
     let filter = p.filter();
-    let (row, list, oldest, settings, tenants) = tokio::try_join!(
+    let (row, list, oldest, settings, tenants, blocks) = tokio::try_join!(
         st.admin.queue(&queue),
         st.admin.tasks(
             &queue,
@@ -132,6 +186,7 @@ pub(crate) async fn page(
         st.admin.oldest_pending_ms(&queue),
         st.admin.queue_settings(&queue),
         st.admin.tenants(&queue, super::tenants::LISTED),
+        st.admin.queue_blocks(&queue, BLOCKED_KEYS_LISTED),
     )?;
     let editing = editing(&st, &queue, &tenants, p.tenant.as_deref()).await?;
     let now = format::now_ms();
@@ -145,12 +200,20 @@ pub(crate) async fn page(
         h1 {
             "Queue " span #queue-name { (row.name) }
             @if row.paused { " " span.badge.paused { "paused" } }
+            @if let Some(until) = blocks.queue_until_ms {
+                " " span.badge.paused #throttled title="a handler was rate limited (TaskError::rate_limited(..).queue_wide()): no server fetches this queue until then" {
+                    "throttled until " (format::time(until))
+                }
+            }
         }
         div.toolbar {
             span.muted {
                 "oldest pending: " span data-f="oldest_pending_s" { (super::overview::age(oldest.map(|t| (now.saturating_sub(t) / 1000).max(0)))) }
                 " · processed " span data-f="processed" { (format::thousands(row.processed)) }
                 " · failed " span data-f="failed" { (format::thousands(row.failed)) }
+                @if blocks.throttled_today > 0 {
+                    " · throttled today " span #throttled-today { (format::thousands(blocks.throttled_today)) }
+                }
             }
             @if !st.config.read_only {
                 form.inline method="post" action={(queue_href(&row.name)) "/" (if row.paused { "resume" } else { "pause" })} {
@@ -224,6 +287,7 @@ pub(crate) async fn page(
                 a #next-page href=(listing_href(&row.name, state, &filter, Some(next))) { "next page »" }
             }
         }
+        (blocks_section(&st, &row.name, &blocks, now, &here))
         (super::tenants::section(&st, &tenants, &editing, now, &here))
         (super::limits::section(&st, &settings, &here))
     };

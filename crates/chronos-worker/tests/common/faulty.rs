@@ -91,6 +91,15 @@ impl Consume for Faulty {
         self.inner.snooze(lease, delay, max_snoozes)
     }
 
+    fn back_off(
+        &self,
+        lease: &LeaseId,
+        scope: &chronos_broker::BackoffScope,
+        delay: Duration,
+    ) -> impl Future<Output = Result<chronos_broker::BackoffOutcome, BrokerError>> + Send {
+        self.inner.back_off(lease, scope, delay)
+    }
+
     fn dead_letter(
         &self,
         lease: &LeaseId,

@@ -6,7 +6,15 @@
 --          KEYS[4] its settings hash (the aging bound) and KEYS[5..15] its lanes, and when it
 --          knows of tenants, its tenants block (lib.lua: "Tenants")
 -- ARGV[1]  consumer group, ARGV[2] consumer, ARGV[3] most entries, ARGV[4] receipt TTL ms,
--- ARGV[5]  this call's nonce (random per call, the same in a re-send)
+-- ARGV[5]  this call's nonce (random per call, the same in a re-send), ARGV[6] '1' when the
+--          last two KEYS are the queue's block and its blocked keys (lib.lua `queue_block_end`)
+-- A blocked queue (TaskError::rate_limited(..).queue_wide()) reads nothing: the answer is the
+-- one row {'!', block end ms, 1 or 0}; otherwise, when some of its rate keys are blocked, a
+-- last row {'!', 0, 1} says so (the caller checks keyed deliveries, admit.lua). A re-sent
+-- call answers from its receipt, block or not (those deliveries were taken before). The block
+-- keys are read only when the level hash has its LEVELS_BLOCKED field (backoff.lua sets it),
+-- so a queue no handler ever blocked pays no command for them; the field goes once neither
+-- block key is left.
 -- Returns: rows: {entry id, task id, envelope, retried, last error, last failed at ms} for an
 -- entry to run (the last three from the entry, '0'/'' for a first delivery), {entry id,
 -- envelope} for a plain task's entry (lib.lua: its id is the entry's), or {entry id} for
@@ -54,8 +62,11 @@ local function named(fields)
   return id ~= nil and id ~= ''
 end
 local LANES, T = nil, nil
-if #KEYS >= 4 + LANES_LEN then LANES = 5 end
-if #KEYS >= 4 + LANES_LEN + TENANTS_LEN then T = 5 + LANES_LEN end
+-- The block keys come last, so they never shift the optional keys before them.
+local NK, BLOCK, KBLOCKS = #KEYS, nil, nil
+if ARGV[6] == '1' then NK = #KEYS - 2; BLOCK = KEYS[NK + 1]; KBLOCKS = KEYS[NK + 2] end
+if NK >= 4 + LANES_LEN then LANES = 5 end
+if NK >= 4 + LANES_LEN + TENANTS_LEN then T = 5 + LANES_LEN end
 local receipt = redis.pcall('GET', KEYS[2])
 if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. ':' then
   for item in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
@@ -166,7 +177,17 @@ local function serve_front(level)
   end
 end
 
-local levels, has_tenants = levels_of(KEYS[3])
+local levels, has_tenants, flagged = levels_of(KEYS[3])
+local key_blocks = 0
+if BLOCK and flagged then
+  if redis.call('EXISTS', BLOCK, KBLOCKS) == 0 then
+    redis.call('HDEL', KEYS[3], LEVELS_BLOCKED)
+  else
+    local ends = queue_block_end(BLOCK, now_ms())
+    if redis.call('EXISTS', KBLOCKS) == 1 then key_blocks = 1 end
+    if ends > 0 then return {{'!', ends, key_blocks}} end
+  end
+end
 local row_of_levels = {''}
 for _, l in ipairs(levels) do row_of_levels[#row_of_levels + 1] = l end
 if has_tenants then
@@ -256,6 +277,7 @@ else
   end
 end
 if #levels > 0 or has_tenants then out[#out + 1] = row_of_levels end
+if key_blocks == 1 then out[#out + 1] = {'!', 0, 1} end
 if #taken > 0 then
   redis.call('SET', KEYS[2], nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
 end

@@ -3,12 +3,16 @@
 -- room takes a start from it; one whose key is full is deferred: it leaves the stream for the
 -- queue's scheduled set, due when its key's next window opens, without spending an attempt and
 -- without an error (the forwarder brings it back then).
--- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, then 2 keys per delivery: task hash,
+-- A delivery whose key is blocked by a handler (TaskError::rate_limited, backoff.lua) is
+-- deferred the same way to the block's end plus a jitter (lib.lua `backoff_due`), whatever
+-- room its window has; a rate of 0 checks blocks only (a queue without a per-key rate).
+-- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] its blocked keys (lib.lua
+--          `key_block_end`), then 2 keys per delivery: task hash,
 --          the rate key's window (string `<window start ms>:<starts>:<deferred>`); then, for
 --          deliveries of the tenant stream, the tenants block (lib.lua: "Tenants": a deferred
 --          task's hold on its tenant's cap ends; the forwarder brings it back to its tenant)
--- ARGV[1]  consumer group, ARGV[2] starts per period per key, ARGV[3] period ms, then pairs:
---          task id, stream entry id
+-- ARGV[1]  consumer group, ARGV[2] starts per period per key (0: none, blocks only), ARGV[3] period ms, then triples:
+--          task id, stream entry id, rate key (0 rate: blocks only)
 -- Returns: one row per delivery: {1} run it (also for a corrupt record, which start.lua then
 -- reports), {0, due ms} deferred, {-1} no longer current (deleted or settled; its entry is
 -- acked and removed).
@@ -19,22 +23,31 @@
 -- window is due `1 + floor(k / rate)` windows later), so a backlog of one key comes back about
 -- `rate` per window instead of all at once and again and again.
 local group, rate, period = ARGV[1], tonumber(ARGV[2]) or 1, tonumber(ARGV[3]) or 1000
+-- Rate 0: no per-key rate, only blocks (then no window is read or written).
 if period < 1 then period = 1 end
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 local now = now_ms()
 local w = now - now % period
-local n = (#ARGV - 3) / 2
+local n = (#ARGV - 3) / 3
 local T = nil
-if #KEYS >= 2 + 2 * n + TENANTS_LEN then T = 3 + 2 * n end
+if #KEYS >= 3 + 2 * n + TENANTS_LEN then T = 4 + 2 * n end
+-- Blocked keys, read once per key and only when any block exists.
+local blocked = nil
+if redis.call('EXISTS', KEYS[3]) == 1 then blocked = {} end
 -- Reads first: the hash of each task and the window of each key.
 local todo, windows = {}, {}
-for t = 0, (#ARGV - 3) / 2 - 1 do
-  local id, mid = ARGV[4 + t * 2], ARGV[5 + t * 2]
-  local tkey, kkey = KEYS[3 + t * 2], KEYS[4 + t * 2]
+for t = 0, n - 1 do
+  local id, mid, rk = ARGV[4 + t * 3], ARGV[5 + t * 3], ARGV[6 + t * 3]
+  local tkey, kkey = KEYS[4 + t * 2], KEYS[5 + t * 2]
   local h = read_hash(tkey, F_DELIVERY, F_RATE_TAKEN, F_SETTLED, F_STATE)
-  if windows[kkey] == nil then
+  if blocked and blocked[kkey] == nil then
+    blocked[kkey] = key_block_end(KEYS[3], rk, now)
+  end
+  if windows[kkey] == nil and rate <= 0 then
+    windows[kkey] = {0, 0}
+  elseif windows[kkey] == nil then
     local v = redis.pcall('GET', kkey)
     local used, deferred = 0, 0
     if type(v) == 'string' then
@@ -53,6 +66,13 @@ for _, t in ipairs(todo) do
     out[#out + 1] = {1}
   elseif h[1] == mid then
     if h[2] == mid then
+      out[#out + 1] = {1}
+    elseif blocked and blocked[kkey] > 0 then
+      local due = backoff_due(id, blocked[kkey], now)
+      set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid}, KEYS[2],
+        due, T)
+      out[#out + 1] = {0, due}
+    elseif rate <= 0 then
       out[#out + 1] = {1}
     elseif windows[kkey][1] < rate then
       windows[kkey][1] = windows[kkey][1] + 1
