@@ -232,6 +232,7 @@ mod tests {
         "t",      // the rate-limit hash's next-start time
         "id", "epoch", "since", // the scheduler's leader info
         "name",  // a consumer group's name in an XINFO GROUPS reply
+        "q",     // backoff.lua's scope: `q` the queue (`k` the rate key)
     ];
 
     fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -320,6 +321,8 @@ mod tests {
         ("enqueue.lua", "d"), // dedup mode: debounce
         ("enqueue.lua", "s"), // dedup release: on start
         ("enqueue.lua", "x"), // dedup release: at expiry
+        ("lib.lua", "s"),     // lock_record's release point: on start
+        ("lib.lua", "x"),     // lock_record's release point: at expiry
     ];
 
     #[test]
