@@ -4,15 +4,9 @@ pub(crate) use chronos_core::names::{check_rate_key, check_task_id, is_plain_id}
 
 use crate::{BrokerError, QueueName};
 
-/// The pseudo-level of the tenant stream in lease ids (`10/<entry id>`) and in the level hash
-/// (Lua: `TENANT_LANE`); see `redis/lane.rs`.
-pub(crate) const TENANT_LANE: u8 = 10;
-/// The pseudo-level of the tenants' wake stream, which blocked readers wait on (Lua:
-/// `TENANT_WAKE`).
-pub(crate) const TENANT_WAKE: u8 = 11;
-
 /// Name of the one consumer group every queue stream has.
-pub const GROUP: &str = "workers";
+pub use chronos_protocol::GROUP;
+pub(crate) use chronos_protocol::{TENANT_LANE, TENANT_WAKE};
 
 /// The key layout of one namespace. Every key of a queue carries the queue's hash tag, so that
 /// every script touches a single cluster slot. See the crate docs for the full table.

@@ -1,6 +1,7 @@
 //! The Redis broker of chronos-rs: the key layout, the stream and sorted-set primitives and the
-//! Lua scripts, implementing the capability traits of `chronos-core` ([`RedisBroker`]) for
-//! standalone Redis, Sentinel and Redis Cluster.
+//! calls of the Lua scripts (whose text and shared names live in `chronos-protocol`),
+//! implementing the capability traits of `chronos-core` ([`RedisBroker`]) for standalone Redis,
+//! Sentinel and Redis Cluster.
 //!
 //! Who should depend on this crate directly: producer-only services over Redis (they need
 //! [`Client`] and nothing else) and tools that read the key layout. Everything of

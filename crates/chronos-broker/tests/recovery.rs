@@ -161,7 +161,8 @@ fn scripts_declare_every_key_they_touch() {
     // Keys built inside a script from a prefix passed in ARGV are invisible to Redis Cluster,
     // which then cannot route, migrate or refuse them correctly. Every script takes its keys
     // in KEYS; values derived from ARGV never name a key.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../chronos-protocol/src/scripts");
     let mut checked = 0;
     for path in common::lua_files(&dir) {
         let text = std::fs::read_to_string(&path).expect("read");

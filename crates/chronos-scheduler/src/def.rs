@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use chronos_core::{
-    duration_ms, BrokerError, DeadLetter, DefDedup, DefMisfire, DefSpec, EnqueueOptions, NewTask,
-    QueueName, ScheduleDef,
+    duration_ms, DeadLetter, DefDedup, DefMisfire, DefSpec, EnqueueOptions, NewTask, QueueName,
+    ScheduleDef,
 };
 
 use crate::error::SchedulerError;
@@ -43,7 +43,7 @@ pub(crate) fn def_of(
         return Err(SchedulerError::DurableSchedule(id));
     }
     let dedup = match task.dedup() {
-        Some(d) => Some(DefDedup::of(d).ok_or_else(schedule_mode)?),
+        Some(d) => Some(DefDedup::of(d).ok_or_else(SchedulerError::schedule_mode)?),
         None => None,
     };
     let env = &task.envelope;
@@ -215,14 +215,4 @@ fn misfire_of(d: Option<DefMisfire>) -> MisfirePolicy {
         // A policy of a later version: the default, as for a definition without one.
         Some(_) => MisfirePolicy::default(),
     }
-}
-
-/// The error for a schedule whose tasks would replace or debounce: a fired trigger is enqueued
-/// once or skipped, never merged into a waiting task.
-pub(crate) fn schedule_mode() -> SchedulerError {
-    SchedulerError::Broker(BrokerError::InvalidOption(
-        "a schedule's tasks deduplicate by Reject or Throttle: a trigger is enqueued once or \
-         skipped, never merged into a waiting task (Replace, Debounce)"
-            .into(),
-    ))
 }

@@ -42,6 +42,18 @@ pub enum SchedulerError {
     Broker(#[from] chronos_core::BrokerError),
 }
 
+impl SchedulerError {
+    /// The error for a schedule whose tasks would replace or debounce: a fired trigger is
+    /// enqueued once or skipped, never merged into a waiting task.
+    pub(crate) fn schedule_mode() -> Self {
+        Self::Broker(chronos_core::BrokerError::InvalidOption(
+            "a schedule's tasks deduplicate by Reject or Throttle: a trigger is enqueued once \
+             or skipped, never merged into a waiting task (Replace, Debounce)"
+                .into(),
+        ))
+    }
+}
+
 // Lets `NewSchedule::raw` take a `Spec` (which converts to itself and cannot fail) as well as a
 // deprecated `RuntimeSpec`, through one `TryInto<Spec>` bound.
 impl From<Infallible> for SchedulerError {

@@ -77,7 +77,7 @@ impl Schedule {
             .dedup()
             .is_some_and(|d| chronos_core::DefDedup::of(d).is_none())
         {
-            return Err(crate::def::schedule_mode());
+            return Err(SchedulerError::schedule_mode());
         }
         Ok(s)
     }

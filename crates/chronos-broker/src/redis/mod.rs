@@ -8,7 +8,6 @@ mod inspect;
 mod lane;
 mod lease;
 mod maintain;
-mod protocol;
 mod record;
 mod reply;
 mod results;
@@ -16,6 +15,8 @@ mod runtime;
 mod sample;
 mod schedules;
 mod scripts;
+// The names and numbers shared with the Lua scripts, as `protocol::STATE` and so on.
+use chronos_protocol as protocol;
 mod settings;
 mod signals;
 mod store;
@@ -208,8 +209,8 @@ impl RedisBrokerBuilder {
                 );
             }
         }
-        let scripts = Scripts::new();
-        scripts.load_all(&client).await?;
+        let scripts = scripts::scripts();
+        scripts::load_all(&scripts, &client).await?;
         Ok(RedisBroker {
             inner: Arc::new(Inner {
                 client,

@@ -1,92 +1,27 @@
-//! The Lua scripts, one per atomic transition, embedded from `src/scripts/<capability>/*.lua`,
-//! each with the constants of the protocol (generated from `protocol.rs`) and the shared helpers
-//! of `src/scripts/lib.lua` prepended.
+//! The Lua scripts of `chronos-protocol`, loaded into this broker's client: their text is the
+//! same on every start, so each one's SHA1 is computed once and stays valid across restarts.
 
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::{protocol, RedisBroker};
+use super::RedisBroker;
 use crate::redis::store::store;
 use crate::BrokerError;
 
-macro_rules! scripts {
-    ($($dir:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
-        /// Every script, with its SHA1 computed once at start-up.
-        pub(crate) struct Scripts {
-            $($(pub(crate) $name: Script,)*)*
-        }
+/// Every script, as fred's EVALSHA handle.
+pub(crate) type Scripts = chronos_protocol::Scripts<Script>;
 
-        impl Scripts {
-            pub(crate) fn new() -> Self {
-                let head = format!("{}{}", protocol::prologue(), include_str!("../scripts/lib.lua"));
-                Self {
-                    $($($name: Script::from_lua(format!(
-                        "{head}{}",
-                        include_str!(concat!(
-                            "../scripts/", stringify!($dir), "/", stringify!($name), ".lua"
-                        )),
-                    )),)*)*
-                }
-            }
-
-            /// All scripts with their names, for loading and for the test that loads each.
-            pub(crate) fn all(&self) -> Vec<(&'static str, &Script)> {
-                vec![$($((stringify!($name), &self.$name),)*)*]
-            }
-        }
-    };
+/// The scripts of this version, with their SHA1s computed.
+pub(crate) fn scripts() -> Scripts {
+    chronos_protocol::sources().map(Script::from_lua)
 }
 
-// One folder per capability, named as the module of src/redis/ that calls its scripts (locks
-// serve both maintain.rs and schedules.rs, and live with the maintenance ones).
-scripts!(
-    enqueue: [enqueue, push],
-    consume: [claim, start, complete, retry, snooze, backoff, dead, requeue],
-    maintain: [
-        due,
-        forward,
-        idle,
-        reclaim,
-        heartbeat,
-        janitor,
-        lock_renew,
-        lock_release,
-        drop_consumer,
-    ],
-    operate: [
-        stats,
-        admin_run,
-        admin_archive,
-        admin_delete,
-        admin_cancel,
-        admin_queue_delete,
-        prioritize,
-        edit,
-    ],
-    schedules: [
-        leader_acquire,
-        fence,
-        fire,
-        sched_register,
-        registry_publish,
-        registry_prune,
-        sched_put,
-        sched_run,
-    ],
-    flows: [chain_next, group_open, group_report],
-    throttle: [permit, permit_return, permit_keep, admit, hold],
-    settings: [settings_put],
-    tenants: [tenant_put, tenant_stats],
-);
-
-impl Scripts {
-    /// SCRIPT LOAD of every script on every primary, so the first EVALSHA of each already hits.
-    pub(crate) async fn load_all(&self, client: &Client) -> Result<(), BrokerError> {
-        for (_, s) in self.all() {
-            s.load(client).await.map_err(store)?;
-        }
-        Ok(())
+/// SCRIPT LOAD of every script on every primary, so the first EVALSHA of each already hits.
+pub(crate) async fn load_all(scripts: &Scripts, client: &Client) -> Result<(), BrokerError> {
+    for (_, s) in scripts.all() {
+        s.load(client).await.map_err(store)?;
     }
+    Ok(())
 }
 
 impl RedisBroker {

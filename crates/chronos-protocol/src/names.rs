@@ -1,5 +1,5 @@
-//! The protocol between the Rust side and the Lua scripts, named once: the fields of a task
-//! record, of a stream entry and of a group record, and the numbers both sides must agree on.
+//! The names and numbers both sides agree on, named once: the fields of a task record, of a
+//! stream entry and of a group record, and the numbers of the argument layouts.
 //!
 //! The Lua side gets the same names from [`prologue`], which the loader prepends to every
 //! script (before `lib.lua`), so a number or a field name is written in Rust only: scripts say
@@ -8,114 +8,122 @@
 //! scripts' own record (`G_*` fields, spelled in group_open.lua and group_report.lua) and a
 //! few argument codes that share a letter with a field (listed in the test).
 
-use crate::DEFAULT_MAX_RETRY;
+use chronos_core::DEFAULT_MAX_RETRY;
+
+/// Name of the one consumer group every queue stream has (Lua: `GROUP`).
+pub const GROUP: &str = "workers";
 
 // Task record: the hash `<ns>:{<q>}:t:<id>` (see the crate docs, "Key layout").
 
 /// Task record: state (`pending`, `active`, `scheduled`, `retry`, `archived`, `completed`).
-pub(crate) const STATE: &str = "s";
+pub const STATE: &str = "s";
 /// Task record: entry id of the current delivery.
-pub(crate) const DELIVERY: &str = "m";
+pub const DELIVERY: &str = "m";
 /// Task record: entry id of the last settled delivery (answers a re-sent settle).
-pub(crate) const SETTLED: &str = "d";
+pub const SETTLED: &str = "d";
 /// Task record and entry: failed attempts so far.
-pub(crate) const RETRIED: &str = "r";
+pub const RETRIED: &str = "r";
 /// Task record and plain entry: max retry.
-pub(crate) const MAX_RETRY: &str = "x";
+pub const MAX_RETRY: &str = "x";
 /// Task record and entry: last error.
-pub(crate) const ERROR: &str = "err";
+pub const ERROR: &str = "err";
 /// Task record and entry: when the last attempt failed (unix ms).
-pub(crate) const FAILED_AT: &str = "f";
+pub const FAILED_AT: &str = "f";
 /// Task record: completion time (unix ms).
-pub(crate) const COMPLETED_AT: &str = "c";
+pub const COMPLETED_AT: &str = "c";
 /// Task record: the unique lock's key, when the task holds one.
-pub(crate) const UNIQUE: &str = "u";
+pub const UNIQUE: &str = "u";
 /// Task record and plain entry: `'1'` to drop the task when it dies (else it is archived).
-pub(crate) const DISCARD: &str = "dl";
+pub const DISCARD: &str = "dl";
 /// Task record: the producer's fingerprint of an explicit id.
-pub(crate) const FINGERPRINT: &str = "fp";
+pub const FINGERPRINT: &str = "fp";
 /// Task record: entry id of the delivery that took a start of its rate key (admit.lua).
-pub(crate) const RATE_TAKEN: &str = "k";
+pub const RATE_TAKEN: &str = "k";
 /// Task record: the handler's result (completed and retained only).
-pub(crate) const RESULT: &str = "res";
+pub const RESULT: &str = "res";
 /// Task record and entry: the envelope (in the record only while the task is out of the stream).
-pub(crate) const ENVELOPE: &str = "e";
+pub const ENVELOPE: &str = "e";
 /// Task record: free re-deliveries of the current attempt (reclaim.lua).
-pub(crate) const FREE_REDELIVERIES: &str = "z";
+pub const FREE_REDELIVERIES: &str = "z";
 /// Task record: times the task was snoozed by its handler (snooze.lua); absent: never.
-pub(crate) const SNOOZES: &str = "sn";
+pub const SNOOZES: &str = "sn";
 /// Task record: `1` when the task's deduplication lock is let go when it starts (start.lua);
 /// absent: when it ends (or, for a lock only its TTL ends, no `u` at all).
-pub(crate) const UNIQUE_RELEASE: &str = "ur";
+pub const UNIQUE_RELEASE: &str = "ur";
 /// Task record: unix ms of the first enqueue of a debounced task's run, which bounds how far a
 /// later enqueue may push its run time (edit.lua).
-pub(crate) const DEBOUNCE_FIRST: &str = "df";
+pub const DEBOUNCE_FIRST: &str = "df";
 
 // Stream entry: `i`, `e`, and once the task failed before `r`, `err`, `f` (the record's names);
 // a plain task's entry has no `i`, and `x`/`dl` where they are not the defaults.
 
 /// Entry: the task id (absent from a plain task's entry, whose id is the task's).
-pub(crate) const TASK_ID: &str = "i";
+pub const TASK_ID: &str = "i";
 
 // Group record: the hash `<ns>:{<cbq>}:g:<gid>` (group_open.lua, group_report.lua).
 
 /// Group record: number of members.
-pub(crate) const GROUP_SIZE: &str = "n";
+pub const GROUP_SIZE: &str = "n";
 /// Group record: members that succeeded.
-pub(crate) const GROUP_OK: &str = "ok";
+pub const GROUP_OK: &str = "ok";
 /// Group record: members that were dead-lettered.
-pub(crate) const GROUP_KO: &str = "ko";
+pub const GROUP_KO: &str = "ko";
 /// Group record: `'1'` once the callback was enqueued.
-pub(crate) const GROUP_FIRED: &str = "fired";
+pub const GROUP_FIRED: &str = "fired";
 /// Group record: the callback's envelope.
-pub(crate) const GROUP_CALLBACK: &str = "cb";
+pub const GROUP_CALLBACK: &str = "cb";
 /// Group record: offset of the counts text in the callback's envelope.
-pub(crate) const GROUP_OFFSET: &str = "off";
+pub const GROUP_OFFSET: &str = "off";
 /// Group record: the callback's task id.
-pub(crate) const GROUP_CALLBACK_ID: &str = "cbid";
+pub const GROUP_CALLBACK_ID: &str = "cbid";
 /// Group record: `'1'` when members' results are collected.
-pub(crate) const GROUP_COLLECT: &str = "col";
+pub const GROUP_COLLECT: &str = "col";
 /// Group record: the group's TTL (ms).
-pub(crate) const GROUP_TTL: &str = "ttl";
+pub const GROUP_TTL: &str = "ttl";
 
 /// Task record: the task's priority level (`0`..`9`), present only for a level other than the
-/// default: it names the stream the task's deliveries go to (see [`crate::QueueKeys::lane`]).
-pub(crate) const PRIORITY: &str = "p";
+/// default: it names the stream the task's deliveries go to (see `chronos_broker::QueueKeys::lane`).
+pub const PRIORITY: &str = "p";
 
 /// Queue settings hash (`<prefix>settings`): how long a task of a level may wait behind more
 /// urgent levels before it is served ahead of them, in ms (Lua: `S_AGING`); absent: the
 /// default, [`chronos_core::Priority::DEFAULT_AGING`] (Lua: `DEFAULT_AGING_MS`).
-pub(crate) const SETTINGS_AGING: &str = "aging_ms";
+pub const SETTINGS_AGING: &str = "aging_ms";
 
 /// Level hash (`<prefix>stream:levels`): when claim.lua next scans the levels for tasks past
 /// the aging bound (unix ms; Lua: `LEVELS_AGED_AT`). Its other fields are levels.
-pub(crate) const LEVELS_AGED_AT: &str = "aged_at";
+pub const LEVELS_AGED_AT: &str = "aged_at";
 
 /// Level hash: present (value `1`) once a handler blocked the queue or one of its rate keys
 /// (backoff.lua), so claim.lua, which reads the hash's fields anyway, checks the block keys
 /// only then (Lua: `LEVELS_BLOCKED`); claim.lua removes it when no block key is left.
-pub(crate) const LEVELS_BLOCKED: &str = "blocked";
+pub const LEVELS_BLOCKED: &str = "blocked";
 
 /// Queue settings hash: the priority level (`0`..`9`) retried tasks go to when it is more
 /// urgent than their own, so retries run ahead of the backlog (Lua: `S_RETRY_LEVEL`); absent:
 /// retries keep their level.
-pub(crate) const SETTINGS_RETRY_LEVEL: &str = "retry_level";
+pub const SETTINGS_RETRY_LEVEL: &str = "retry_level";
 
 /// Task record: the tenant of a task enqueued with one (Lua: `F_TENANT`): its deliveries are
 /// entries of the queue's tenant stream, and it waits for its turn in the tenants' waiting set.
-pub(crate) const TENANT: &str = "tn";
+pub const TENANT: &str = "tn";
 /// Task record: a tenant task's place inside its tenant (Lua: `F_TENANT_ORDER`): the key its
 /// member of the waiting set sorts by (a time, later for less urgent levels; lib.lua
 /// `tenant_order`), kept so that a task handed back returns to its place.
-pub(crate) const TENANT_ORDER: &str = "to";
+pub const TENANT_ORDER: &str = "to";
 
-pub(crate) use crate::keys::{TENANT_LANE, TENANT_WAKE};
+/// The pseudo-level of the tenant stream in lease ids (`10/<entry id>`) and in the level hash
+/// (Lua: `TENANT_LANE`).
+pub const TENANT_LANE: u8 = 10;
+/// The pseudo-level of the tenants' wake stream, which blocked readers wait on (Lua:
+/// `TENANT_WAKE`).
+pub const TENANT_WAKE: u8 = 11;
 /// The consumer that holds every waiting tenant task's entry in the tenant stream's pending
 /// list until its turn comes (Lua: `TENANT_PARK`): an entry is delivered by moving it from this
 /// consumer to a worker's. Not a valid worker consumer name (those have no `~`).
-pub(crate) const TENANT_PARK: &str = "~waiting";
-/// Keys in the tenants block ([`crate::QueueKeys::tenants`]; Lua: `TENANTS_LEN`).
-pub(crate) const TENANTS_LEN: usize = 7;
+pub const TENANT_PARK: &str = "~waiting";
+/// Keys in the tenants block (`chronos_broker::QueueKeys::tenants`; Lua: `TENANTS_LEN`).
+pub const TENANTS_LEN: usize = 7;
 
 /// Every field, with the name of the Lua local [`prologue`] gives it.
 const FIELDS: &[(&str, &str)] = &[
@@ -155,22 +163,22 @@ const FIELDS: &[(&str, &str)] = &[
 /// The delivery count start.lua sets on a started plain task's pending entry (XCLAIM
 /// RETRYCOUNT): far above any count a read or a reclaim gives, so the pending list itself
 /// records "started" (Lua: `STARTED`).
-pub(crate) const STARTED: i64 = 1_000_000;
+pub const STARTED: i64 = 1_000_000;
 
 /// Values per task in an enqueue.lua call (Lua: `ENQUEUE_STRIDE`).
-pub(crate) const ENQUEUE_STRIDE: usize = 12;
+pub const ENQUEUE_STRIDE: usize = 12;
 
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
-pub(crate) const COMPLETE_STRIDE: usize = 4;
+pub const COMPLETE_STRIDE: usize = 4;
 
 /// Values per trigger in a fire.lua call (Lua: `FIRE_STRIDE`).
-pub(crate) const FIRE_STRIDE: usize = 13;
+pub const FIRE_STRIDE: usize = 13;
 
 /// The Lua prepended to every script: the constants above as `local`s. Locals cost the script
 /// nothing at run time, and the text is the same on every start, so each script's SHA1 is too.
-pub(crate) fn prologue() -> String {
+pub fn prologue() -> String {
     let mut lua = String::from(
-        "-- Generated from src/redis/protocol.rs (the Rust side of the protocol): edit it there.\n",
+        "-- Generated from chronos-protocol's src/names.rs (the Rust side of the protocol): edit it there.\n",
     );
     lua.push_str(&format!("local STARTED = {STARTED}\n"));
     // The first byte of an envelope this version writes (edit.lua reads envelopes).
@@ -184,7 +192,7 @@ pub(crate) fn prologue() -> String {
     lua.push_str(&format!("local COMPLETE_STRIDE = {COMPLETE_STRIDE}\n"));
     lua.push_str(&format!("local FIRE_STRIDE = {FIRE_STRIDE}\n"));
     // The consumer group of every stream, and the level whose tasks use the main stream.
-    lua.push_str(&format!("local GROUP = '{}'\n", crate::GROUP));
+    lua.push_str(&format!("local GROUP = '{}'\n", GROUP));
     lua.push_str(&format!(
         "local NORMAL_LEVEL = '{}'\n",
         chronos_core::Priority::NORMAL
@@ -278,7 +286,7 @@ mod tests {
             for w in words(&text) {
                 assert!(
                     declared.contains(w.as_str()) || NOT_FIELDS.contains(&w.as_str()),
-                    "{}: '{w}' looks like a field but protocol.rs declares none such",
+                    "{}: '{w}' looks like a field but names.rs declares none such",
                     path.display()
                 );
                 used.insert(w);
@@ -289,7 +297,7 @@ mod tests {
                 if (name.starts_with("F_") || name.starts_with("G_")) && name.len() > 2 {
                     assert!(
                         FIELDS.iter().any(|(n, _)| *n == name),
-                        "{}: {name} is not generated by protocol.rs",
+                        "{}: {name} is not generated by names.rs",
                         path.display()
                     );
                 }

@@ -1,6 +1,6 @@
 -- Helpers shared by the scripts: scripts.rs prepends this file to every script (Redis gives
 -- scripts no way to share functions at run time), after the prologue it generates from
--- src/redis/protocol.rs: the numbers both sides agree on and the field names (`F_STATE` = 's',
+-- chronos-protocol's src/names.rs: the numbers both sides agree on and the field names (`F_STATE` = 's',
 -- ...), which the helpers here use. Functions only; nothing here writes unless it says so.
 --
 -- Rules every script follows (see the crate docs):
@@ -291,7 +291,7 @@ end
 -- PLAIN_MAX_RETRY (the max retry of a plain task whose entry names none: the envelope's
 -- default) and STARTED (the delivery count start.lua sets on a started plain task's pending
 -- entry, so the pending list itself records "started" and a plain task needs no hash to be
--- charged an attempt when its worker is lost) come from the prologue (src/redis/protocol.rs).
+-- charged an attempt when its worker is lost) come from the prologue (chronos-protocol's src/names.rs).
 
 -- True when `id` has the shape of a stream entry id (`<ms>-<seq>`), which only plain tasks use.
 local function plain_id(id)
