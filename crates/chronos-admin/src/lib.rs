@@ -124,6 +124,8 @@ pub struct QueueRow {
     pub levels: Vec<LevelRow>,
     /// Enqueues deduplicated since the queue was created, by mode.
     pub deduplicated: chronos_broker::DedupCounts,
+    /// Cancelled by their handler and kept.
+    pub cancelled: u64,
 }
 
 /// The tasks of one priority level of a queue.
@@ -153,6 +155,7 @@ impl QueueRow {
             processed: s.processed,
             failed: s.failed,
             deduplicated: s.deduplicated,
+            cancelled: s.cancelled,
             levels: s
                 .levels
                 .iter()
@@ -168,7 +171,13 @@ impl QueueRow {
 
     /// Tasks held in every state.
     pub fn size(&self) -> u64 {
-        self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
+        self.pending
+            + self.active
+            + self.scheduled
+            + self.retry
+            + self.archived
+            + self.completed
+            + self.cancelled
     }
 }
 
@@ -203,6 +212,10 @@ pub struct TaskRow {
     pub headers: BTreeMap<String, String>,
     /// Why the envelope does not decode, when it does not.
     pub decode_error: Option<String>,
+    /// Why its handler cancelled it (a cancelled task only).
+    pub cancel_reason: Option<String>,
+    /// When its handler cancelled it (unix ms; a cancelled task only).
+    pub cancelled_at_ms: Option<i64>,
 }
 
 impl TaskRow {
@@ -223,6 +236,8 @@ impl TaskRow {
             enqueued_at_ms: None,
             headers: BTreeMap::new(),
             decode_error: None,
+            cancel_reason: r.cancelled.as_ref().map(|c| c.reason.clone()),
+            cancelled_at_ms: r.cancelled.as_ref().map(|c| c.at_ms),
         };
         match &r.envelope {
             Ok(e) => {
@@ -552,6 +567,7 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
             total.retry += q.retry;
             total.archived += q.archived;
             total.completed += q.completed;
+            total.cancelled += q.cancelled;
             total.processed += q.processed;
             total.failed += q.failed;
         }
@@ -606,6 +622,7 @@ impl<B: Inspect + Operate + 'static> Admin<B> {
             TaskState::Retry => Some(s.retry),
             TaskState::Archived => Some(s.archived),
             TaskState::Completed => Some(s.completed),
+            TaskState::Cancelled => Some(s.cancelled),
             _ => None,
         };
         if let (true, Some(n)) = (filter.is_empty(), in_state) {
@@ -802,7 +819,7 @@ pub fn parse_run_in(text: &str) -> Result<Duration, AdminError> {
 pub fn parse_state(s: &str) -> Result<TaskState, AdminError> {
     TaskState::parse(s).ok_or_else(|| {
         AdminError::Invalid(format!(
-            "unknown state {s:?} (pending, active, scheduled, retry, archived, completed)"
+            "unknown state {s:?} (pending, active, scheduled, retry, archived, completed, cancelled)"
         ))
     })
 }
@@ -850,6 +867,7 @@ mod tests {
             priority: Default::default(),
             snoozes: 0,
             envelope: Err(DecodeError::Empty),
+            cancelled: None,
         };
         let row = TaskRow::from_record(&q, &rec);
         assert_eq!((row.id.as_str(), row.state.as_str()), ("t1", "archived"));

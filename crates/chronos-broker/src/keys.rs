@@ -184,6 +184,11 @@ impl QueueKeys {
         format!("{}completed", self.prefix)
     }
 
+    /// Sorted set of tasks their handler cancelled, scored by when (unix ms).
+    pub fn cancelled(&self) -> String {
+        format!("{}cancelled", self.prefix)
+    }
+
     /// The unique lock for one content hash.
     pub fn unique(&self, hash: &str) -> String {
         format!("{}u:{hash}", self.prefix)

@@ -54,6 +54,7 @@ pub(crate) fn queue_table(rows: &[QueueRow], total: Option<&QueueRow>) -> String
                 q.retry.to_string(),
                 q.archived.to_string(),
                 q.completed.to_string(),
+                q.cancelled.to_string(),
                 q.processed.to_string(),
                 q.failed.to_string(),
             ]
@@ -69,6 +70,7 @@ pub(crate) fn queue_table(rows: &[QueueRow], total: Option<&QueueRow>) -> String
             "RETRY",
             "ARCHIVED",
             "COMPLETED",
+            "CANCELLED",
             "PROCESSED",
             "FAILED",
         ],

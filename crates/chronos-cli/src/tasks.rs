@@ -38,7 +38,7 @@ pub(crate) enum TaskCmd {
     },
     /// One task with its payload.
     Show { queue: String, id: String },
-    /// Run now: scheduled, retry or archived -> pending.
+    /// Run now: scheduled, retry, archived or cancelled -> pending.
     // The queue comes first, then one id or --all: clap would print the required group first,
     // the reverse of what the command takes.
     #[command(
@@ -326,6 +326,13 @@ fn show_task(t: &TaskRow) {
     ];
     for (k, v) in &t.headers {
         fields.push(("header", format!("{k}={v}")));
+    }
+    if let Some(r) = &t.cancel_reason {
+        fields.push(("cancel reason", r.clone()));
+        fields.push((
+            "cancelled",
+            t.cancelled_at_ms.map(datetime).unwrap_or_default(),
+        ));
     }
     if let Some(e) = &t.decode_error {
         fields.push(("decode error", e.clone()));

@@ -123,6 +123,15 @@ pub enum DeadOutcome {
     Stale,
 }
 
+/// What a cancel call did ([`Consume::cancel`](crate::Consume::cancel)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Ended as cancelled: in the queue's cancelled set, with the reason.
+    Cancelled,
+    /// The lease was stale: nothing changed.
+    Stale,
+}
+
 /// What a snooze call did ([`Consume::snooze`](crate::Consume::snooze)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnoozeOutcome {

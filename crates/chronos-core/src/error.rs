@@ -142,6 +142,16 @@ pub enum BrokerError {
         error: String,
     },
 
+    /// The task was cancelled by its handler: it has no result ([`crate::Client::result`],
+    /// [`crate::Client::wait`]).
+    #[error("task {id:?} was cancelled: {reason}")]
+    TaskCancelled {
+        /// Task id.
+        id: String,
+        /// The handler's reason.
+        reason: String,
+    },
+
     /// No such task is known: never enqueued, deleted, or completed without a retention (a
     /// result is kept only while its task is retained).
     #[error(

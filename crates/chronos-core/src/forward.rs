@@ -74,6 +74,7 @@ macro_rules! forward {
             fn snooze(&self, lease: &$crate::LeaseId, delay: ::std::time::Duration, max_snoozes: u32) -> Result<$crate::SnoozeOutcome, $crate::BrokerError>;
             fn back_off(&self, lease: &$crate::LeaseId, scope: &$crate::BackoffScope, delay: ::std::time::Duration) -> Result<$crate::BackoffOutcome, $crate::BrokerError>;
             fn dead_letter(&self, lease: &$crate::LeaseId, error: &str, count_attempt: bool) -> Result<$crate::DeadOutcome, $crate::BrokerError>;
+            fn cancel(&self, lease: &$crate::LeaseId, reason: &str) -> Result<$crate::CancelOutcome, $crate::BrokerError>;
             fn requeue(&self, queue: &$crate::QueueName, leases: &[$crate::LeaseId]) -> Result<u64, $crate::BrokerError>;
             fn watch(&self, reader: &mut Self::Reader, queues: &[$crate::QueueName], consumer: &str, count: usize, block: ::std::time::Duration) -> Result<Option<Vec<(usize, $crate::Fetched)>>, $crate::BrokerError>;
             plain fn interrupter(&self, reader: &Self::Reader) -> Option<$crate::Interrupt>;

@@ -120,8 +120,8 @@ pub use delivery::{
     backoff_jitter, BackoffOutcome, BackoffScope, QueueBlocks, MAX_BACKOFF, MIN_BACKOFF,
 };
 pub use delivery::{
-    Attempt, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed, SnoozeOutcome,
-    StartOutcome,
+    Attempt, CancelOutcome, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed,
+    SnoozeOutcome, StartOutcome,
 };
 pub use edit::TaskEdit;
 pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
@@ -145,7 +145,7 @@ pub use queue_settings::{
     format_duration, parse_duration, QueueSettings, Rate, Setting, SettingsChange,
     MAX_SETTING_PERIOD, MIN_AGING,
 };
-pub use record::{DedupCounts, LevelStats, QueueStats, TaskRecord};
+pub use record::{Cancellation, DedupCounts, LevelStats, QueueStats, TaskRecord};
 pub use sample::{QueueSample, TenantSample, SAMPLED_TENANTS};
 pub use schedule::{
     FireOutcome, FireState, LeaderInfo, ScheduleEntry, ScheduleSource, SchedulerMetrics, Trigger,

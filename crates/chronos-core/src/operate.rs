@@ -22,13 +22,19 @@ impl TaskAction {
     /// The states this action takes a task from.
     pub fn sources(self) -> &'static [TaskState] {
         match self {
-            TaskAction::RunNow => &[TaskState::Scheduled, TaskState::Retry, TaskState::Archived],
+            TaskAction::RunNow => &[
+                TaskState::Scheduled,
+                TaskState::Retry,
+                TaskState::Archived,
+                TaskState::Cancelled,
+            ],
             TaskAction::Delete => &[
                 TaskState::Pending,
                 TaskState::Scheduled,
                 TaskState::Retry,
                 TaskState::Archived,
                 TaskState::Completed,
+                TaskState::Cancelled,
             ],
             TaskAction::Archive => &[TaskState::Pending, TaskState::Scheduled, TaskState::Retry],
             TaskAction::Cancel => &[TaskState::Active],

@@ -25,6 +25,11 @@ pub enum TaskOutcome {
         /// The last error.
         error: String,
     },
+    /// Ended by its handler as cancelled ([`crate::TaskState::Cancelled`]), with its reason.
+    Cancelled {
+        /// Why, as the handler said.
+        reason: String,
+    },
     /// No such task: never enqueued, deleted, or completed without a retention (so nothing of
     /// it, and of its result, was kept).
     NotFound,

@@ -26,6 +26,8 @@ pub struct QueueStats {
     pub levels: Vec<LevelStats>,
     /// Enqueues deduplicated since the queue was created ([`crate::EnqueueOptions::dedup`]).
     pub deduplicated: DedupCounts,
+    /// Ended by their handler as cancelled and kept ([`TaskState::Cancelled`]).
+    pub cancelled: u64,
 }
 
 /// Enqueues that created no task because a task held their key, by mode
@@ -83,4 +85,15 @@ pub struct TaskRecord {
     pub snoozes: u32,
     /// The envelope, or why it did not decode.
     pub envelope: Result<TaskEnvelope, DecodeError>,
+    /// Why and when its handler cancelled it (a [`TaskState::Cancelled`] task only).
+    pub cancelled: Option<Cancellation>,
+}
+
+/// Why and when a task was cancelled by its handler ([`TaskRecord::cancelled`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Cancellation {
+    /// The handler's reason.
+    pub reason: String,
+    /// When (unix ms, by the store's clock).
+    pub at_ms: i64,
 }

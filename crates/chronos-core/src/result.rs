@@ -68,6 +68,10 @@ fn final_result<R: DeserializeOwned>(
             id: id.to_string(),
             error,
         }),
+        TaskOutcome::Cancelled { reason } => Err(BrokerError::TaskCancelled {
+            id: id.to_string(),
+            reason,
+        }),
         TaskOutcome::NotFound => Err(BrokerError::TaskNotFound {
             queue: queue.to_string(),
             id: id.to_string(),

@@ -16,6 +16,10 @@ pub enum TaskState {
     Archived,
     /// Succeeded and kept for its retention period.
     Completed,
+    /// Ended by its handler as cancelled ([`Consume::cancel`](crate::Consume::cancel)): no
+    /// error and no dead letter; kept, with the reason, as long as the archive keeps dead
+    /// letters.
+    Cancelled,
 }
 
 impl TaskState {
@@ -28,6 +32,7 @@ impl TaskState {
             TaskState::Retry => "retry",
             TaskState::Archived => "archived",
             TaskState::Completed => "completed",
+            TaskState::Cancelled => "cancelled",
         }
     }
 
@@ -40,6 +45,7 @@ impl TaskState {
             "retry" => TaskState::Retry,
             "archived" => TaskState::Archived,
             "completed" => TaskState::Completed,
+            "cancelled" => TaskState::Cancelled,
             _ => return None,
         })
     }

@@ -8,9 +8,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chronos_core::{
-    decode_args, BrokerError, Client, Completion, Consume, DeadOutcome, Enqueue, EnqueueOptions,
-    Fetched, Interrupt, Lease, LeaseId, NewTask, QueueName, Results, SnoozeOutcome, StartOutcome,
-    TaskArgs, TaskInfo, TaskOutcome, TaskState,
+    decode_args, BrokerError, CancelOutcome, Client, Completion, Consume, DeadOutcome, Enqueue,
+    EnqueueOptions, Fetched, Interrupt, Lease, LeaseId, NewTask, QueueName, Results, SnoozeOutcome,
+    StartOutcome, TaskArgs, TaskInfo, TaskOutcome, TaskState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -216,6 +216,16 @@ impl Consume for Memory {
             DeadOutcome::Discarded
         } else {
             DeadOutcome::Stale
+        })
+    }
+
+    async fn cancel(&self, lease: &LeaseId, _reason: &str) -> Result<CancelOutcome, BrokerError> {
+        // This store keeps no finished tasks: a cancelled one is dropped, as a dead one is.
+        let removed = self.state.lock().unwrap().active.remove(&lease.task_id);
+        Ok(if removed.is_some() {
+            CancelOutcome::Cancelled
+        } else {
+            CancelOutcome::Stale
         })
     }
 

@@ -58,12 +58,13 @@ async fn render(st: &AppState) -> Result<String, PageError> {
             ("retry", q.retry),
             ("archived", q.archived),
             ("completed", q.completed),
+            ("cancelled", q.cancelled),
         ]
     };
     family(
         "chronos_queue_tasks",
         "gauge",
-        "Tasks in the queue by state (completed: kept for retention).",
+        "Tasks in the queue by state (completed: kept for retention; cancelled: by their handler, kept as dead letters are).",
         d.queues
             .iter()
             .flat_map(|q| {

@@ -723,6 +723,46 @@ async fn the_oldest_waiting_task_has_an_age() -> Result<()> {
 }
 
 #[tokio::test]
+async fn a_cancelled_task_has_its_tab_its_reason_and_its_gauge() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let ids = seed(&c.broker, "orders", 1).await?;
+    let q = QueueName::new("orders")?;
+    let mut reader = c.broker.open_reader().await?;
+    let got = c
+        .broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await?;
+    c.broker.close_reader(reader).await;
+    let lease = got.leases.first().context("one delivery")?;
+    c.broker.start(&q, std::slice::from_ref(&lease.id)).await?;
+    c.broker
+        .cancel(&lease.id, "customer withdrew the order")
+        .await?;
+    let page = send(c.addr, "GET", "/queues/orders?state=cancelled", &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(&ids[0]), "{}", page.body);
+    assert!(page.body.contains("customer withdrew the order"));
+    let task = send(
+        c.addr,
+        "GET",
+        &format!("/queues/orders/tasks/{}", ids[0]),
+        &[],
+        "",
+    )
+    .await?;
+    assert!(task.body.contains("id=\"cancel-reason\""), "{}", task.body);
+    let metrics = send(c.addr, "GET", "/metrics", &[], "").await?;
+    assert!(
+        metrics
+            .body
+            .contains("chronos_queue_tasks{queue=\"orders\",state=\"cancelled\"} 1"),
+        "{}",
+        metrics.body
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_schedules_page_shows_where_each_schedule_comes_from() -> Result<()> {
     use chronos_scheduler::{NewSchedule, RuntimeSpec, ScheduleOptions};
     let c = console(DashConfig::default()).await?;

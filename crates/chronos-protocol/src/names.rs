@@ -54,6 +54,12 @@ pub const UNIQUE_RELEASE: &str = "ur";
 /// later enqueue may push its run time (edit.lua).
 pub const DEBOUNCE_FIRST: &str = "df";
 
+/// Task record: the reason its handler gave for cancelling it (cancel.lua; Lua:
+/// `F_CANCEL_REASON`), present only in a cancelled task.
+pub const CANCEL_REASON: &str = "cr";
+/// Task record: when its handler cancelled it (unix ms; Lua: `F_CANCELLED_AT`).
+pub const CANCELLED_AT: &str = "ca";
+
 // Stream entry: `i`, `e`, and once the task failed before `r`, `err`, `f` (the record's names);
 // a plain task's entry has no `i`, and `x`/`dl` where they are not the defaults.
 
@@ -145,6 +151,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("F_SNOOZES", SNOOZES),
     ("F_UNIQUE_RELEASE", UNIQUE_RELEASE),
     ("F_DEBOUNCE_FIRST", DEBOUNCE_FIRST),
+    ("F_CANCEL_REASON", CANCEL_REASON),
+    ("F_CANCELLED_AT", CANCELLED_AT),
     ("F_TASK_ID", TASK_ID),
     ("F_PRIORITY", PRIORITY),
     ("F_TENANT", TENANT),
@@ -322,6 +330,7 @@ mod tests {
         ("due.lua", "f"),     // which lists: 'f' forward
         ("forward.lua", "r"), // set of a task: 'r' retry
         ("janitor.lua", "c"), // set of a task: 'c' completed
+        ("janitor.lua", "x"), // set of a task: 'x' cancelled
         ("enqueue.lua", "u"), // receipt code: unique lock held
         ("enqueue.lua", "k"), // receipt code: corrupt queue keys
         ("enqueue.lua", "c"), // receipt code: id conflict

@@ -48,7 +48,7 @@ macro_rules! scripts {
 // both the maintenance and the schedules modules, and live with the maintenance ones).
 scripts!(
     enqueue: [enqueue, push],
-    consume: [claim, start, complete, retry, snooze, backoff, dead, requeue],
+    consume: [claim, start, complete, retry, snooze, backoff, cancel, dead, requeue],
     maintain: [
         due,
         forward,

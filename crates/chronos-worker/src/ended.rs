@@ -28,6 +28,8 @@ pub(crate) enum End<'a> {
     /// The handler was rate limited: its key or queue is blocked and the task waits for the
     /// block's end; no attempt spent, no error.
     Throttled,
+    /// The handler cancelled the task: it ended as cancelled, not failed.
+    Cancelled,
     /// The lease was lost: someone else owns the task now.
     LeaseLost,
     /// Shutdown cancelled it: the task goes back to its queue, no attempt spent.
@@ -59,6 +61,7 @@ pub(crate) fn attempt<B: WorkerBroker>(
         End::DeadLettered(f) => (Some(&c.failed), Ended::DeadLettered, Some(f)),
         End::Snoozed => (Some(&c.snoozed), Ended::Snoozed, None),
         End::Throttled => (Some(&c.throttled), Ended::Throttled, None),
+        End::Cancelled => (Some(&c.cancelled), Ended::Cancelled, None),
         End::LeaseLost => (None, Ended::LeaseLost, None),
         End::Requeued => (None, Ended::Requeued, None),
     };

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chronos_core::{
-    now_ms, BackoffOutcome, BackoffScope, Completion, DeadOutcome, Lease, LeaseId, SnoozeOutcome,
-    StartOutcome, TaskEnvelope,
+    now_ms, BackoffOutcome, BackoffScope, CancelOutcome, Completion, DeadOutcome, Lease, LeaseId,
+    SnoozeOutcome, StartOutcome, TaskEnvelope,
 };
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info_span, warn, Instrument, Span};
+use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
 use crate::backoff::Backoff;
 use crate::config::UnrunnablePolicy;
@@ -386,6 +386,10 @@ async fn settle<B: WorkerBroker>(
                 back_off(rt, q, lease, delay, queue_wide, m).await;
                 return true;
             }
+            if err.kind() == FailureKind::Cancel {
+                cancel(rt, q, lease, err.message(), m).await;
+                return true;
+            }
             let retried = tries.retried.saturating_add(1);
             let failure = Failure {
                 attempt: retried,
@@ -451,6 +455,46 @@ async fn snooze<B: WorkerBroker>(
         }
         Err(e) => {
             error!(error = %e, "could not snooze the task; the recoverer will re-deliver it");
+        }
+    }
+}
+
+/// Ends the task as cancelled with `reason`: a group member is reported to its group as not
+/// succeeded first (uncounted, its group would never fire), as for a dead letter.
+async fn cancel<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    lease: &Lease,
+    reason: &str,
+    m: &KindMetrics,
+) {
+    let msg_id = lease.id.msg_id.as_str();
+    if let Some(env) = lease.envelope.as_ref().ok().filter(|e| e.flow.is_some()) {
+        let note = format!("cancelled: {reason}");
+        let counted = persist(rt, q, msg_id, "group report", || {
+            crate::flow::failed(&rt.broker, env, &note)
+        })
+        .await;
+        if let Err(e) = counted {
+            error!(error = %e, "could not report the cancel to its group; the task will be delivered again after recovery");
+            return;
+        }
+    }
+    let done = persist(rt, q, msg_id, "cancel", || {
+        rt.broker.cancel(&lease.id, reason)
+    })
+    .await;
+    match done {
+        Ok(CancelOutcome::Cancelled) => {
+            ended::attempt(rt, lease, m, End::Cancelled);
+            info!(reason, "task cancelled by its handler");
+        }
+        Ok(CancelOutcome::Stale) => {
+            ended::attempt(rt, lease, m, End::LeaseLost);
+            warn!("lease lost before the cancel (reclaimed, or deleted by an operator)");
+        }
+        Err(e) => {
+            error!(error = %e, "could not cancel the task; the recoverer will re-deliver it");
         }
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
-//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `snoozed` (the handler asked to run later: no attempt spent), `throttled` (the handler was rate limited and blocked its rate key or queue: no attempt spent), `lease_lost`, `requeued` (shutdown) |
+//! | `chronos_tasks_processed_total` | counter | `queue`, `kind`, `outcome` | attempts that ended: `succeeded`, `retried`, `dead_lettered`, `snoozed` (the handler asked to run later: no attempt spent), `throttled` (the handler was rate limited and blocked its rate key or queue: no attempt spent), `cancelled` (the handler ended the task as cancelled: not a failure), `lease_lost`, `requeued` (shutdown) |
 //! | `chronos_tasks_failed_total` | counter | `queue`, `kind` | attempts that failed (retried or dead-lettered) |
 //! | `chronos_task_duration_seconds` | histogram | `queue`, `kind` | handler run time ([`DURATION_BUCKETS`]) |
 //! | `chronos_tasks_recovered_total` | counter | `queue` | deliveries of lost workers taken back and re-queued |
@@ -113,6 +113,7 @@ pub(crate) enum Ended {
     DeadLettered,
     Snoozed,
     Throttled,
+    Cancelled,
     LeaseLost,
     Requeued,
 }
@@ -127,6 +128,7 @@ pub(crate) struct KindMetrics {
     dead_lettered: Counter,
     snoozed: Counter,
     throttled: Counter,
+    cancelled: Counter,
     lease_lost: Counter,
     requeued: Counter,
     failed: Counter,
@@ -143,6 +145,7 @@ impl KindMetrics {
             dead_lettered: outcome("dead_lettered"),
             snoozed: outcome("snoozed"),
             throttled: outcome("throttled"),
+            cancelled: outcome("cancelled"),
             lease_lost: outcome("lease_lost"),
             requeued: outcome("requeued"),
             failed: counter!(TASKS_FAILED, "queue" => queue.to_string(), "kind" => kind.to_string()),
@@ -164,6 +167,7 @@ impl KindMetrics {
             }
             Ended::Snoozed => self.snoozed.increment(1),
             Ended::Throttled => self.throttled.increment(1),
+            Ended::Cancelled => self.cancelled.increment(1),
             Ended::LeaseLost => self.lease_lost.increment(1),
             Ended::Requeued => self.requeued.increment(1),
         }
@@ -541,12 +545,36 @@ mod tests {
 
     #[test]
     fn a_throttled_attempt_counts_under_its_own_outcome() {
+        assert_eq!(outcomes_of(Ended::Throttled), vec!["throttled".to_string()]);
+    }
+
+    #[test]
+    fn a_cancelled_task_counts_under_its_own_outcome_and_not_as_failed() {
+        assert_eq!(outcomes_of(Ended::Cancelled), vec!["cancelled".to_string()]);
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         metrics::with_local_recorder(&recorder, || {
-            KindMetrics::new("metrics-throttle-test", "job").ended(Ended::Throttled);
+            KindMetrics::new("metrics-cancel-test", "job").ended(Ended::Cancelled);
         });
-        let outcomes: Vec<String> = snapshotter
+        let failed = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .any(|(key, .., v)| {
+                key.key().name() == TASKS_FAILED
+                    && matches!(v, metrics_util::debugging::DebugValue::Counter(n) if n > 0)
+            });
+        assert!(!failed, "a cancel is no failure");
+    }
+
+    /// The `outcome` labels counted once after one attempt ended `how`.
+    fn outcomes_of(how: Ended) -> Vec<String> {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            KindMetrics::new("metrics-outcome-test", "job").ended(how);
+        });
+        snapshotter
             .snapshot()
             .into_vec()
             .into_iter()
@@ -558,8 +586,7 @@ mod tests {
                     .find(|l| l.key() == "outcome")
                     .map(|l| l.value().to_string())
             })
-            .collect();
-        assert_eq!(outcomes, vec!["throttled".to_string()]);
+            .collect()
     }
 
     /// The tenant series of one queue in a recorder's snapshot: (tenant, state) -> value.

@@ -24,11 +24,15 @@ pub enum FailureKind {
         /// Block the whole queue even when the task has a rate key.
         queue_wide: bool,
     },
+    /// Not a failure: the task should not run (any more). It ends as cancelled, with the
+    /// message as its reason ([`TaskError::cancel`]).
+    Cancel,
 }
 
 /// The error a handler returns. `?` turns an error into a retryable one; [`TaskError::skip_retry`]
 /// and [`TaskError::retry_after`] choose otherwise without downcasting, and
-/// [`TaskError::snooze`] is no failure at all: run me later.
+/// [`TaskError::snooze`], [`TaskError::rate_limited`] and [`TaskError::cancel`] are no failures
+/// at all: run me later, the API said "not now", and do not run me.
 ///
 /// What `?` accepts: every type that converts into `Box<dyn std::error::Error + Send + Sync>`,
 /// that is any `std::error::Error + Send + Sync + 'static`, `anyhow::Error` (anyhow provides the
@@ -127,6 +131,30 @@ impl TaskError {
             self.message = format!("rate limited (whole queue) for {delay:?}");
         }
         self
+    }
+
+    /// Not a failure: the task should not run (any more): the order it was for was withdrawn,
+    /// the user it was for is gone, an operator's cancel reached the handler
+    /// ([`Context::cancelled`](crate::Context::cancelled)). The task ends as cancelled
+    /// ([`TaskState::Cancelled`](chronos_core::TaskState::Cancelled)), with `reason`:
+    ///
+    /// * no attempt is spent, no error is recorded, it is not retried and not dead-lettered, and
+    ///   neither the error hook nor the dead-letter hook runs;
+    /// * it is kept in the queue's cancelled set, listed and shown by the inspector, the CLI and
+    ///   the console with its reason, for as long as the archive keeps dead letters
+    ///   ([`ServerConfig::archive_retention`](crate::ServerConfig::archive_retention) and
+    ///   [`ServerConfig::archive_max`](crate::ServerConfig::archive_max), counted on their own),
+    ///   and an operator can run it again or delete it;
+    /// * its unique or deduplication lock is released as when it finishes;
+    /// * a producer waiting for its result gets
+    ///   [`BrokerError::TaskCancelled`](chronos_core::BrokerError::TaskCancelled); a group
+    ///   counts it as not succeeded, and a chain stops at it;
+    /// * it counts under `outcome="cancelled"` and in [`ServerStats::cancelled`](crate::ServerStats::cancelled).
+    pub fn cancel(reason: impl fmt::Display) -> Self {
+        Self {
+            kind: FailureKind::Cancel,
+            message: reason.to_string(),
+        }
     }
 
     /// What happens next.

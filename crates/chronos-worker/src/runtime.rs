@@ -32,6 +32,8 @@ pub(crate) struct Counters {
     pub(crate) snoozed: AtomicU64,
     /// Attempts whose handler was rate limited (`TaskError::rate_limited`).
     pub(crate) throttled: AtomicU64,
+    /// Tasks whose handler cancelled them (`TaskError::cancel`).
+    pub(crate) cancelled: AtomicU64,
     /// Handlers running now (not the dispatcher's permit held while it waits for a task).
     pub(crate) running: AtomicU64,
 }

@@ -51,6 +51,8 @@ pub struct ServerStats {
     /// Attempts whose handler was rate limited and blocked its rate key or queue
     /// ([`crate::TaskError::rate_limited`]; no attempt spent).
     pub throttled: u64,
+    /// Tasks whose handler ended them as cancelled ([`crate::TaskError::cancel`]; not failures).
+    pub cancelled: u64,
     /// Handlers running now.
     pub running: u64,
 }
@@ -180,6 +182,7 @@ fn stats<B: WorkerBroker>(rt: &Runtime<B>) -> ServerStats {
         dead: rt.counters.dead.load(Ordering::Relaxed),
         snoozed: rt.counters.snoozed.load(Ordering::Relaxed),
         throttled: rt.counters.throttled.load(Ordering::Relaxed),
+        cancelled: rt.counters.cancelled.load(Ordering::Relaxed),
         running: rt.running_count() as u64,
     }
 }

@@ -39,6 +39,9 @@ pub use chronos_broker::{
 };
 #[doc(inline)]
 pub use chronos_worker::{retry_after_header, InvalidRetryAfter};
+// A handler's cancel (`TaskError::cancel`): what a broker answers and what the inspector shows.
+#[doc(inline)]
+pub use chronos_broker::{CancelOutcome, Cancellation};
 // A queue's settings stored in Redis (limits that override each server's config at run time,
 // the aging time of priority levels): the library side of `chronos queue limits`.
 #[doc(inline)]

@@ -9,7 +9,8 @@ use fred::prelude::*;
 
 use super::lease::decode_envelope;
 use super::protocol::{
-    DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES, STATE, UNIQUE,
+    CANCELLED_AT, CANCEL_REASON, DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES,
+    STATE, UNIQUE,
 };
 use super::record::{Entry, Record};
 use super::reply::{ActionCode, EditCode};
@@ -17,9 +18,9 @@ use super::{lane, reply, RedisBroker};
 use crate::keys::DAY_MS;
 use crate::redis::store::store;
 use crate::{
-    duration_ms, now_ms, ActionOutcome, BrokerError, BulkReport, HistoryCounter, HistoryPoint,
-    HistorySpan, Inspect, Operate, Priority, QueueKeys, QueueName, QueueStats, TaskAction,
-    TaskEdit, TaskFilter, TaskPage, TaskRecord, TaskState, GROUP,
+    duration_ms, now_ms, ActionOutcome, BrokerError, BulkReport, Cancellation, HistoryCounter,
+    HistoryPoint, HistorySpan, Inspect, Operate, Priority, QueueKeys, QueueName, QueueStats,
+    TaskAction, TaskEdit, TaskFilter, TaskPage, TaskRecord, TaskState, GROUP,
 };
 
 /// How long a cancel request is kept: a worker polls several times a second, so a request
@@ -62,6 +63,8 @@ struct Item {
     priority: Priority,
     /// The envelope bytes (from the stream entry, or the hash's `e`), when read.
     env: Value,
+    /// The hash's `cr` and `ca` (a cancelled task's reason and time).
+    cancelled: Option<Cancellation>,
 }
 
 impl Item {
@@ -83,6 +86,7 @@ impl Item {
             priority: self.priority,
             snoozes: u32::try_from(self.snoozes).unwrap_or(0),
             envelope,
+            cancelled: self.cancelled.clone(),
         })
     }
 }
@@ -207,6 +211,7 @@ impl Operate for RedisBroker {
                     TaskState::Retry,
                     TaskState::Archived,
                     TaskState::Completed,
+                    TaskState::Cancelled,
                 ] {
                     let r = self
                         .bulk(
@@ -235,6 +240,7 @@ impl Operate for RedisBroker {
             declared.extend(keys.lanes());
             declared.push(keys.settings());
             declared.extend(keys.tenants());
+            declared.push(keys.cancelled());
             let held = reply::int(
                 &self
                     .run(|s| &s.admin_queue_delete, declared, Vec::new())
@@ -719,6 +725,7 @@ impl RedisBroker {
                 declared.extend(keys.lanes());
                 declared.push(keys.settings());
                 declared.extend(keys.tenants());
+                declared.push(keys.cancelled());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
                 self.run(|s| &s.admin_run, declared, args).await?
@@ -748,6 +755,7 @@ impl RedisBroker {
                 with_lock(&mut declared);
                 declared.extend(keys.lanes());
                 declared.extend(keys.tenants());
+                declared.push(keys.cancelled());
                 args.push(GROUP.into());
                 args.push(reply::flag(force));
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
@@ -940,6 +948,7 @@ impl RedisBroker {
                     TaskState::Scheduled => keys.scheduled(),
                     TaskState::Retry => keys.retry(),
                     TaskState::Archived => keys.archived(),
+                    TaskState::Cancelled => keys.cancelled(),
                     _ => keys.completed(),
                 };
                 let page = self.zset_page(&z, cursor, n).await?;
@@ -966,10 +975,29 @@ impl RedisBroker {
         // The envelope only where it lives in the hash (out of the stream) and is wanted.
         let fields: &'static [&'static str] = if zset && need_env {
             &[
-                STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY, SNOOZES, ENVELOPE,
+                STATE,
+                UNIQUE,
+                RETRIED,
+                ERROR,
+                FAILED_AT,
+                PRIORITY,
+                SNOOZES,
+                CANCEL_REASON,
+                CANCELLED_AT,
+                ENVELOPE,
             ]
         } else {
-            &[STATE, UNIQUE, RETRIED, ERROR, FAILED_AT, PRIORITY, SNOOZES]
+            &[
+                STATE,
+                UNIQUE,
+                RETRIED,
+                ERROR,
+                FAILED_AT,
+                PRIORITY,
+                SNOOZES,
+                CANCEL_REASON,
+                CANCELLED_AT,
+            ]
         };
         let hashes = futures::future::join_all(
             listed
@@ -1005,6 +1033,7 @@ impl RedisBroker {
                 .and_then(|p| p.parse::<u8>().ok())
                 .and_then(|l| Priority::level(l).ok())
                 .unwrap_or_default();
+            let cancelled = rec.cancellation();
             let env = match entry_env {
                 Some(b) => Value::Bytes(b),
                 None => rec.take(ENVELOPE),
@@ -1020,6 +1049,7 @@ impl RedisBroker {
                 snoozes,
                 priority,
                 env,
+                cancelled,
             });
         }
         Ok(Chunk {

@@ -3,14 +3,14 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::lease::{decode_envelope, lease_of_entry, new_lease, ReadReply};
-use super::reply::{BackoffCode, DeadCode, RetryCode, SnoozeCode, StartCode};
+use super::reply::{BackoffCode, CancelCode, DeadCode, RetryCode, SnoozeCode, StartCode};
 use super::{client_builder, lane, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
 use crate::{
-    duration_ms, now_ms, Attempt, BackoffOutcome, BackoffScope, BrokerError, Completion, Consume,
-    DeadOutcome, Fetched, HistoryCounter, Interrupt, Lease, LeaseId, QueueKeys, QueueName,
-    SnoozeOutcome, StartOutcome, GROUP,
+    duration_ms, now_ms, Attempt, BackoffOutcome, BackoffScope, BrokerError, CancelOutcome,
+    Completion, Consume, DeadOutcome, Fetched, HistoryCounter, Interrupt, Lease, LeaseId,
+    QueueKeys, QueueName, SnoozeOutcome, StartOutcome, GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -309,6 +309,34 @@ impl Consume for RedisBroker {
                 Some(DeadCode::Archived) => DeadOutcome::Archived,
                 Some(DeadCode::Discarded) => DeadOutcome::Discarded,
                 Some(DeadCode::Stale) | None => DeadOutcome::Stale,
+            },
+        )
+    }
+
+    async fn cancel(&self, lease: &LeaseId, reason: &str) -> Result<CancelOutcome, BrokerError> {
+        let keys = self.queue_keys(&lease.queue);
+        let tkey = keys.task(&lease.task_id);
+        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
+        let mut declared = vec![
+            stream,
+            keys.cancelled(),
+            tkey.clone(),
+            self.unique_or(&keys, lease, tkey),
+        ];
+        if lane::is_tenant(lane::split(&lease.msg_id).0) {
+            declared.extend(keys.tenants());
+        }
+        let args: Vec<Value> = vec![
+            GROUP.into(),
+            lease.task_id.as_str().into(),
+            mid.into(),
+            reason.into(),
+        ];
+        let reply = self.run(|s| &s.cancel, declared, args).await?;
+        Ok(
+            match CancelCode::from_reply(reply::int(&reply, "cancel")?) {
+                Some(CancelCode::Cancelled) => CancelOutcome::Cancelled,
+                Some(CancelCode::Stale) | None => CancelOutcome::Stale,
             },
         )
     }

@@ -6,7 +6,7 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use super::protocol::{
-    ERROR, GROUP_CALLBACK_ID, GROUP_FIRED, GROUP_KO, GROUP_OK, GROUP_SIZE, STATE,
+    CANCEL_REASON, ERROR, GROUP_CALLBACK_ID, GROUP_FIRED, GROUP_KO, GROUP_OK, GROUP_SIZE, STATE,
 };
 use super::record::Record;
 use super::reply::{ChainNextCode, GroupOpenCode, GroupReportCode};
@@ -122,9 +122,13 @@ impl Flows for RedisBroker {
         }
         for (i, (queue, id)) in chain.steps.iter().enumerate() {
             let step = u32::try_from(i).unwrap_or(u32::MAX);
-            let rec = Record::read(client, self.queue_keys(queue).task(id), &[STATE, ERROR])
-                .await
-                .map_err(store)?;
+            let rec = Record::read(
+                client,
+                self.queue_keys(queue).task(id),
+                &[STATE, ERROR, CANCEL_REASON],
+            )
+            .await
+            .map_err(store)?;
             let state = rec.text(STATE, "chain")?;
             let Some(state) = state else {
                 return Ok(ChainStatus::Unknown);
@@ -136,6 +140,14 @@ impl Flows for RedisBroker {
                     return Ok(ChainStatus::Failed {
                         step,
                         error: error.unwrap_or_default(),
+                    });
+                }
+                // The chain stops at a cancelled step, as at a dead one.
+                Some(TaskState::Cancelled) => {
+                    let reason = rec.text(CANCEL_REASON, "chain")?;
+                    return Ok(ChainStatus::Failed {
+                        step,
+                        error: format!("cancelled: {}", reason.unwrap_or_default()),
                     });
                 }
                 Some(state) => return Ok(ChainStatus::Running { step, state }),

@@ -3,7 +3,8 @@ use fred::prelude::*;
 
 use super::lease::decode_envelope;
 use super::protocol::{
-    DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES, STATE, TENANT, TENANT_LANE,
+    CANCELLED_AT, CANCEL_REASON, DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES,
+    STATE, TENANT, TENANT_LANE,
 };
 use super::record::{Entry, Record};
 use super::{reply, RedisBroker};
@@ -78,13 +79,13 @@ impl Inspect for RedisBroker {
             });
         }
         let get = |i: usize| n.get(i).copied().unwrap_or(0);
-        // A second read (the stats script's keys are fixed): the deduplication counters.
-        let counts: HashMap<String, String> = self
-            .inner
-            .client
-            .hgetall(keys.deduplicated())
-            .await
-            .map_err(store)?;
+        // A second read in one round trip (the stats script's keys are fixed): the
+        // deduplication counters and the cancelled set's size.
+        let pipe = self.inner.client.pipeline();
+        let _: () = pipe.hgetall(keys.deduplicated()).await.map_err(store)?;
+        let _: () = pipe.zcard(keys.cancelled()).await.map_err(store)?;
+        let (counts, cancelled): (HashMap<String, String>, u64) =
+            pipe.all().await.map_err(store)?;
         let count = |m: &str| counts.get(m).and_then(|v| v.parse().ok()).unwrap_or(0);
         Ok(QueueStats {
             pending: get(0).saturating_sub(get(1)),
@@ -102,6 +103,7 @@ impl Inspect for RedisBroker {
                 replace: count("replace"),
                 debounce: count("debounce"),
             },
+            cancelled,
         })
     }
 
@@ -122,6 +124,7 @@ impl Inspect for RedisBroker {
             TaskState::Retry => Some(keys.retry()),
             TaskState::Archived => Some(keys.archived()),
             TaskState::Completed => Some(keys.completed()),
+            TaskState::Cancelled => Some(keys.cancelled()),
             _ => None,
         };
         // Task ids, with the envelope of their stream entry when listed from the stream.
@@ -240,7 +243,17 @@ impl RedisBroker {
         loop {
             attempts += 1;
             const FIELDS: &[&str] = &[
-                STATE, ENVELOPE, RETRIED, ERROR, FAILED_AT, DELIVERY, PRIORITY, TENANT, SNOOZES,
+                STATE,
+                ENVELOPE,
+                RETRIED,
+                ERROR,
+                FAILED_AT,
+                DELIVERY,
+                PRIORITY,
+                TENANT,
+                SNOOZES,
+                CANCEL_REASON,
+                CANCELLED_AT,
             ];
             let mut rec = Record::read(&self.inner.client, keys.task(id), FIELDS)
                 .await
@@ -262,6 +275,7 @@ impl RedisBroker {
             let failed = rec.int(FAILED_AT);
             let mid = rec.text(DELIVERY, "task")?;
             let snoozes = u32::try_from(rec.int(SNOOZES)).unwrap_or(0);
+            let cancelled = rec.cancellation();
             let level = rec
                 .text(PRIORITY, "task")?
                 .and_then(|p| p.parse::<u8>().ok());
@@ -304,6 +318,7 @@ impl RedisBroker {
                 priority,
                 snoozes,
                 envelope,
+                cancelled,
             }));
         }
     }
@@ -357,6 +372,7 @@ impl RedisBroker {
             priority: Priority::NORMAL,
             snoozes: 0,
             envelope,
+            cancelled: None,
         }))
     }
 

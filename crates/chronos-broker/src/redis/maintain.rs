@@ -31,6 +31,11 @@ impl Maintain for RedisBroker {
     ) -> Result<Forwarded, BrokerError> {
         let keys = self.queue_keys(queue);
         let (scheduled, retry, next) = self.due(&keys, "f", limit, Duration::ZERO, 0).await?;
+        // Ms until the earliest task left is due, -1 when none is left.
+        let next = match next {
+            Some(v) => Some(reply::int(&v, "due")?).filter(|&ms| ms >= 0),
+            None => None,
+        };
         let next = next.map(|ms| Duration::from_millis(ms.max(0) as u64));
         if scheduled.is_empty() && retry.is_empty() {
             return Ok(Forwarded { moved: 0, next });
@@ -119,21 +124,23 @@ impl Maintain for RedisBroker {
     ) -> Result<u64, BrokerError> {
         let keys = self.queue_keys(queue);
         let max_len = i64::try_from(archive_max_len).unwrap_or(i64::MAX);
-        let (completed, archived, _) = self
+        let (completed, archived, rest) = self
             .due(&keys, "j", limit, archive_max_age, max_len)
             .await?;
-        if completed.is_empty() && archived.is_empty() {
+        let cancelled = ids_of(rest.unwrap_or(Value::Null))?;
+        if completed.is_empty() && archived.is_empty() && cancelled.is_empty() {
             return Ok(0);
         }
         let mut declared = vec![keys.completed(), keys.archived()];
         let mut args: Vec<Value> = vec![duration_ms(archive_max_age).into(), max_len.into()];
-        for (set, ids) in [("c", completed), ("a", archived)] {
+        for (set, ids) in [("c", completed), ("a", archived), ("x", cancelled)] {
             for id in ids {
                 declared.push(keys.task(&id));
                 args.push(set.into());
                 args.push(id.into());
             }
         }
+        declared.push(keys.cancelled());
         let n = self.run(|s| &s.janitor, declared, args).await?;
         Ok(reply::int(&n, "janitor")?.max(0) as u64)
     }
@@ -342,9 +349,21 @@ impl Maintain for RedisBroker {
     }
 }
 
+/// A list of ids in a reply of due.lua.
+fn ids_of(list: Value) -> Result<Vec<String>, BrokerError> {
+    if list.is_null() {
+        return Ok(Vec::new());
+    }
+    reply::array(list, "due")?
+        .into_iter()
+        .map(|v| reply::string(v, "due"))
+        .collect()
+}
+
 impl RedisBroker {
     /// What is due in one queue by Redis's clock (due.lua): for `which` = "f" the due scheduled
-    /// and retry ids, for "j" the expired retained ids and the archived ids to trim.
+    /// and retry ids and the ms until the next is due (an int), for "j" the expired retained
+    /// ids, the archived ids to trim and the cancelled ids to trim (a list).
     async fn due(
         &self,
         keys: &QueueKeys,
@@ -352,12 +371,13 @@ impl RedisBroker {
         limit: usize,
         max_age: Duration,
         max_len: i64,
-    ) -> Result<(Vec<String>, Vec<String>, Option<i64>), BrokerError> {
+    ) -> Result<(Vec<String>, Vec<String>, Option<Value>), BrokerError> {
         let declared = vec![
             keys.scheduled(),
             keys.retry(),
             keys.completed(),
             keys.archived(),
+            keys.cancelled(),
         ];
         let args: Vec<Value> = vec![
             (limit.max(1) as i64).into(),
@@ -367,19 +387,9 @@ impl RedisBroker {
         ];
         let mut lists =
             reply::array(self.run(|s| &s.due, declared, args).await?, "due")?.into_iter();
-        let mut ids = || -> Result<Vec<String>, BrokerError> {
-            reply::array(lists.next().unwrap_or(Value::Null), "due")?
-                .into_iter()
-                .map(|v| reply::string(v, "due"))
-                .collect()
-        };
-        let (a, b) = (ids()?, ids()?);
-        // 'f' only: ms until the earliest task left is due, -1 when none is left.
-        let next = match lists.next() {
-            Some(v) => Some(reply::int(&v, "due")?).filter(|&ms| ms >= 0),
-            None => None,
-        };
-        Ok((a, b, next))
+        let a = ids_of(lists.next().unwrap_or(Value::Null))?;
+        let b = ids_of(lists.next().unwrap_or(Value::Null))?;
+        Ok((a, b, lists.next()))
     }
 
     /// [`Maintain::reclaim_idle`] on one lane of the queue (`level`'s stream; None: the main

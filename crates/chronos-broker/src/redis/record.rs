@@ -65,6 +65,17 @@ impl Record {
     pub(crate) fn int(&self, field: &str) -> i64 {
         self.value(field).as_i64().unwrap_or(0)
     }
+
+    /// A cancelled task's reason and time (`cr`, `ca`), when the record has a reason (and
+    /// both were read). A reason that is not text reads as none.
+    pub(crate) fn cancellation(&self) -> Option<crate::Cancellation> {
+        use super::protocol::{CANCELLED_AT, CANCEL_REASON};
+        let reason = self.text(CANCEL_REASON, "task").ok().flatten()?;
+        Some(crate::Cancellation {
+            reason,
+            at_ms: self.int(CANCELLED_AT),
+        })
+    }
 }
 
 /// The fields of one stream entry that the Rust side reads (see [`super::protocol`]): a task's

@@ -145,6 +145,16 @@ codes! {
 }
 
 codes! {
+    /// The reply of cancel.lua.
+    CancelCode {
+        /// In the cancelled set (also for a re-sent call whose first run did it).
+        Cancelled = 1,
+        /// The lease no longer matches: nothing changed.
+        Stale = 0,
+    }
+}
+
+codes! {
     /// The reply of dead.lua.
     DeadCode {
         /// Archived.

@@ -9,7 +9,7 @@ use fred::prelude::*;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::protocol::{ERROR, RESULT, STATE};
+use super::protocol::{CANCEL_REASON, ERROR, RESULT, STATE};
 use super::record::Record;
 use super::{client_builder, reply, RedisBroker};
 use crate::redis::store::store;
@@ -163,9 +163,13 @@ impl Results for RedisBroker {
         let keys = self.queue_keys(queue);
         let mut plain_rechecked = !crate::keys::is_plain_id(id);
         loop {
-            let mut rec = Record::read(&self.inner.client, keys.task(id), &[STATE, RESULT, ERROR])
-                .await
-                .map_err(store)?;
+            let mut rec = Record::read(
+                &self.inner.client,
+                keys.task(id),
+                &[STATE, RESULT, ERROR, CANCEL_REASON],
+            )
+            .await
+            .map_err(store)?;
             if !rec.exists() {
                 // A discarded dead letter leaves only its marker, for the idempotency window.
                 let marker: Option<String> =
@@ -201,6 +205,9 @@ impl Results for RedisBroker {
                 },
                 TaskState::Archived => TaskOutcome::Failed {
                     error: error.unwrap_or_default(),
+                },
+                TaskState::Cancelled => TaskOutcome::Cancelled {
+                    reason: rec.text(CANCEL_REASON, "outcome")?.unwrap_or_default(),
                 },
                 s => TaskOutcome::Unfinished(s),
             });

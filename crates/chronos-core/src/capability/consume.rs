@@ -4,8 +4,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BackoffOutcome, BackoffScope, BrokerError, Completion, DeadOutcome, Fetched, Interrupt,
-    LeaseId, QueueName, SnoozeOutcome, StartOutcome,
+    BackoffOutcome, BackoffScope, BrokerError, CancelOutcome, Completion, DeadOutcome, Fetched,
+    Interrupt, LeaseId, QueueName, SnoozeOutcome, StartOutcome,
 };
 
 /// Delivers tasks to workers and settles them.
@@ -104,6 +104,17 @@ pub trait Consume: Send + Sync {
         error: &str,
         count_attempt: bool,
     ) -> impl Future<Output = Result<DeadOutcome, BrokerError>> + Send;
+
+    /// Ends the task as cancelled, because its handler said it should not run (any more):
+    /// neither a failure nor a dead letter. It leaves the stream for the queue's cancelled set
+    /// ([`TaskState::Cancelled`](crate::TaskState::Cancelled)) with `reason`, and its unique or
+    /// deduplication lock is released, as when it finishes. No attempt is counted. A re-sent
+    /// call whose first run took effect answers what that run did (never `Stale`).
+    fn cancel(
+        &self,
+        lease: &LeaseId,
+        reason: &str,
+    ) -> impl Future<Output = Result<CancelOutcome, BrokerError>> + Send;
 
     /// Puts fetched but unstarted tasks back at the end of their queue without counting an
     /// attempt. Returns how many were re-queued.

@@ -19,13 +19,14 @@ use crate::href::{encode, queue_href, task_href};
 use crate::state::AppState;
 
 /// The states a queue page has a tab for, in the order of a task's life.
-pub(crate) const STATES: [TaskState; 6] = [
+pub(crate) const STATES: [TaskState; 7] = [
     TaskState::Pending,
     TaskState::Active,
     TaskState::Scheduled,
     TaskState::Retry,
     TaskState::Archived,
     TaskState::Completed,
+    TaskState::Cancelled,
 ];
 
 /// The actions, in the order buttons show them.
@@ -67,6 +68,7 @@ pub(crate) fn count(row: &QueueRow, s: TaskState) -> u64 {
         TaskState::Retry => row.retry,
         TaskState::Archived => row.archived,
         TaskState::Completed => row.completed,
+        TaskState::Cancelled => row.cancelled,
         _ => 0,
     }
 }
@@ -338,13 +340,15 @@ fn task_table(
     if tasks.is_empty() {
         return html! { p.muted #no-tasks { "No " (state.as_str()) " task." } };
     }
+    let cancelled = state == TaskState::Cancelled;
     let table = html! {
     table #tasks.grid {
         thead {
             tr {
                 @if !actions.is_empty() { th { input #select-all type="checkbox" title="select all"; } }
                 th { "id" } th { "kind" } th { "payload" } th.num { "attempts" }
-                th { "last error" } th { "enqueued" } th { "last failed" }
+                th { (if cancelled { "reason" } else { "last error" }) }
+                th { "enqueued" } th { (if cancelled { "cancelled" } else { "last failed" }) }
                 @if !actions.is_empty() { th { } }
             }
         }
@@ -358,12 +362,17 @@ fn task_table(
                     td { (t.kind) @if let Some(e) = &t.decode_error { span.error title=(e) { "undecodable" } } }
                     td.mono.payload { (short(&t.payload.to_string(), 80)) }
                     td.num { (t.retried) "/" (t.max_retry) }
-                    td.error { (t.last_error.as_deref().map(|e| short(e, 80)).unwrap_or_default()) }
+                    @if cancelled {
+                        td.reason { (t.cancel_reason.as_deref().map(|e| short(e, 80)).unwrap_or_default()) }
+                    } @else {
+                        td.error { (t.last_error.as_deref().map(|e| short(e, 80)).unwrap_or_default()) }
+                    }
                     td.time title=(t.enqueued_at_ms.map(format::time).unwrap_or_default()) {
                         (t.enqueued_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
                     }
-                    td.time title=(t.last_failed_at_ms.map(format::time).unwrap_or_default()) {
-                        (t.last_failed_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
+                    @let last = if cancelled { t.cancelled_at_ms } else { t.last_failed_at_ms };
+                    td.time title=(last.map(format::time).unwrap_or_default()) {
+                        (last.map(|m| format::relative(m, now)).unwrap_or_default())
                     }
                     @if !actions.is_empty() {
                         td.actions {

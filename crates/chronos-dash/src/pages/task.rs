@@ -72,6 +72,14 @@ pub(crate) async fn page(
                     dt { "priority" } dd #task-priority { "level " (t.priority) }
                     dt { "attempts" } dd { (t.retried) " failed of " (t.max_retry) " retries allowed" }
                     @if t.snoozes > 0 { dt { "snoozed" } dd #task-snoozes { (t.snoozes) " times (no attempt spent)" } }
+                    @if let Some(r) = &t.cancel_reason {
+                        dt { "cancelled" }
+                        dd #cancel-reason {
+                            "by its handler"
+                            @if let Some(at) = t.cancelled_at_ms { " at " (format::time(at)) }
+                            ": " (r)
+                        }
+                    }
                     @if let Some(e) = &t.last_error { dt { "last error" } dd.error #last-error { (e) } }
                     @if let Some(e) = &t.decode_error { dt { "envelope" } dd.error { "does not decode: " (e) } }
                 }

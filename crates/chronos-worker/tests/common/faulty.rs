@@ -109,6 +109,14 @@ impl Consume for Faulty {
         self.inner.dead_letter(lease, error, count)
     }
 
+    fn cancel(
+        &self,
+        lease: &LeaseId,
+        reason: &str,
+    ) -> impl Future<Output = Result<chronos_core::CancelOutcome, BrokerError>> + Send {
+        self.inner.cancel(lease, reason)
+    }
+
     fn requeue(
         &self,
         q: &QueueName,

@@ -3,7 +3,8 @@
 -- yet is deleted too: its start then finds it gone and skips it.
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets, then
 --          2 keys per task: task hash, unique lock (the task hash again when it has none), then
---          the queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants")
+--          the queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants"), then
+--          its cancelled set
 -- ARGV[1]  consumer group, ARGV[2] '1' to delete active tasks too, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  deleted
@@ -19,9 +20,14 @@ for j = 2, 5 do
   end
 end
 local group, force = ARGV[1], ARGV[2] == '1'
-local T = #KEYS - TENANTS_LEN + 1
+local X = #KEYS
+if not type_ok(KEYS[X], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+local T = X - TENANTS_LEN
 local LANES = T - LANES_LEN
-local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5]}
+local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5],
+  cancelled = KEYS[X]}
 local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i], KEYS[2 * i + 1]
@@ -55,6 +61,7 @@ for _, t in ipairs(todo) do
     redis.call('ZREM', sets[h[1]], id)
   elseif not h[1] then
     for j = 2, 5 do redis.call('ZREM', KEYS[j], id) end
+    redis.call('ZREM', KEYS[X], id)
   end
   if h[3] and h[3] == ukey then release_unique(ukey, id) end
   redis.call('DEL', tkey)

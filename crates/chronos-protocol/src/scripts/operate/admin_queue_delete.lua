@@ -4,7 +4,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets,
 -- KEYS[6..7] its processed and failed counters, KEYS[8] its cancel set, KEYS[9..19] its lanes
 --          (lib.lua: `lane`), KEYS[20] its stored settings, then its tenants block (lib.lua:
---          "Tenants"; the tenant stream's entries are tasks, the tenants' settings go too)
+--          "Tenants"; the tenant stream's entries are tasks, the tenants' settings go too), then
+--          its cancelled set
 -- Returns: the number of tasks still held (nothing deleted then), or 0 when the keys were
 -- deleted (also for a re-sent call: the keys are gone already).
 local held = 0
@@ -30,6 +31,11 @@ for j = 2, 5 do
   end
   held = held + redis.call('ZCARD', KEYS[j])
 end
+local X = 21 + TENANTS_LEN
+if not type_ok(KEYS[X], 'zset') then
+  return redis.error_reply('E_CORRUPT queue keys of the wrong type')
+end
+held = held + redis.call('ZCARD', KEYS[X])
 local T = 21
 local tt = redis.call('TYPE', KEYS[T])
 tt = tt.ok or tt
@@ -38,4 +44,5 @@ if held > 0 then return held end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 for j = 9, 9 + LANES_LEN do redis.call('DEL', KEYS[j]) end
 for j = T, T + TENANTS_LEN - 1 do redis.call('DEL', KEYS[j]) end
+redis.call('DEL', KEYS[X])
 return 0

@@ -1,9 +1,10 @@
--- Inspector action "run now": scheduled, retry or archived tasks go to the end of the stream as
--- pending. A dead letter re-run gets its attempts back (`r` = 0).
+-- Inspector action "run now": scheduled, retry, archived or cancelled tasks go to the end of the
+-- stream as pending. A dead letter re-run gets its attempts back (`r` = 0); a cancelled task
+-- keeps its attempts and loses its reason.
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then one task
 --          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes to its level's
 --          stream), then its settings hash and its tenants block (lib.lua: "Tenants": a tenant
---          task waits for its tenant's turn, parked)
+--          task waits for its tenant's turn, parked), then its cancelled set
 -- ARGV[1]  consumer group, then task ids, one per task hash
 -- Returns: one code per task, in order:
 --    1  moved to the stream
@@ -15,13 +16,13 @@
 -- The hash is rebuilt without `e` (which moves into the entry), `s`, `m` and `d`, as forward.lua
 -- does, so it is a compact listpack again.
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset')
-  or not type_ok(KEYS[4], 'zset') then
+  or not type_ok(KEYS[4], 'zset') or not type_ok(KEYS[#KEYS], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
-local T = #KEYS - TENANTS_LEN + 1
+local T = #KEYS - TENANTS_LEN
 local SETTINGS = T - 1
 local LANES = SETTINGS - LANES_LEN
-local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4]}
+local sets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], cancelled = KEYS[#KEYS]}
 local codes, states, todo = {}, {}, {}
 for a = 2, #ARGV do
   local i, id, tkey = a - 1, ARGV[a], KEYS[3 + a]
@@ -71,7 +72,8 @@ for _, t in ipairs(todo) do
   for j = 1, #all, 2 do
     local k = all[j]
     if k ~= F_ENVELOPE and k ~= F_STATE and k ~= F_DELIVERY and k ~= F_SETTLED
-        and k ~= F_TENANT_ORDER and not (k == F_RETRIED and s == 'archived') then
+        and k ~= F_TENANT_ORDER and k ~= F_CANCEL_REASON and k ~= F_CANCELLED_AT
+        and not (k == F_RETRIED and s == 'archived') then
       args[#args + 1] = k
       args[#args + 1] = all[j + 1]
     end
