@@ -218,6 +218,15 @@ async fn deduplication_answers_in_its_queues_slot() {
             (EnqueueOutcome::Duplicate, TaskState::Pending),
             "{name}"
         );
+        // The operator's listing scans the node of the queue's slot, and releases there.
+        let locks = b.dedup_locks(&queue, 10).await.expect("locks");
+        assert_eq!(locks.len(), 1, "{name}: {locks:?}");
+        assert_eq!((locks[0].key.as_str(), &locks[0].holder), ("k", &first.id));
+        assert!(b
+            .release_dedup_lock(&queue, "k", Some(&first.id))
+            .await
+            .expect("release"));
+        assert!(b.dedup_locks(&queue, 10).await.expect("locks").is_empty());
         let f = take(&b, &mut reader, &queue, "w", 5, Duration::from_millis(100)).await;
         assert_eq!(f.leases.len(), 1, "{name}");
     }

@@ -14,6 +14,7 @@ use crate::out::Out;
 
 mod dash;
 mod dates;
+mod dedup;
 mod limits;
 mod out;
 mod progress;
@@ -69,6 +70,9 @@ enum Cmd {
     /// resume them.
     #[command(subcommand)]
     Tenant(tenants::TenantCmd),
+    /// Deduplication locks held in a queue: list them with their holders, release one.
+    #[command(subcommand)]
+    Dedup(dedup::DedupCmd),
     /// Registered schedules (also those that never fired).
     #[command(subcommand)]
     Schedule(schedules::ScheduleCmd),
@@ -141,6 +145,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
         Cmd::Queue(cmd) => queues::run(admin, out, cmd).await,
         Cmd::Task(cmd) => tasks::run(admin, out, cmd).await,
         Cmd::Tenant(cmd) => tenants::run(admin, out, cmd).await,
+        Cmd::Dedup(cmd) => dedup::run(admin, out, cmd).await,
         Cmd::Schedule(cmd) => schedules::run(admin, out, cmd).await,
         Cmd::Server(cmd) => servers::run(admin, out, cmd).await,
         Cmd::Leader => servers::leader(admin, out).await,

@@ -1034,3 +1034,50 @@ async fn queue_show_lists_handler_blocks_and_unblock_lifts_them() {
         Some(0)
     );
 }
+
+#[tokio::test]
+async fn dedup_ls_lists_locks_and_rm_releases_one() {
+    let e = env().await;
+    let client = Client::new(e.broker.clone());
+    let opts = || {
+        EnqueueOptions::new()
+            .queue("mail")
+            .dedup(chronos_broker::Dedup::key("digest:42"))
+    };
+    let held = client
+        .enqueue(
+            &Email {
+                to: "a@example.com".into(),
+            },
+            opts(),
+        )
+        .await
+        .expect("enqueue");
+    let text = e.ok(&["dedup", "ls", "mail"]);
+    assert!(text.contains("KEY"), "{text}");
+    assert!(
+        text.contains("digest:42") && text.contains(&held.id),
+        "{text}"
+    );
+    let rows = e.json(&["dedup", "ls", "mail"]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["key"], "digest:42");
+    assert_eq!(rows[0]["holder"], held.id.as_str());
+    assert_eq!(rows[0]["holder_state"], "pending");
+    // Another holder named: nothing released.
+    let wrong = e.json(&["dedup", "rm", "mail", "digest:42", "--holder", "nobody"]);
+    assert_eq!(wrong[0]["released"], false);
+    let done = e.ok(&["dedup", "rm", "mail", "digest:42"]);
+    assert!(done.contains("released"), "{done}");
+    assert!(e.json(&["dedup", "ls", "mail"]).is_empty());
+    let again = client
+        .enqueue(
+            &Email {
+                to: "b@example.com".into(),
+            },
+            opts(),
+        )
+        .await
+        .expect("enqueue");
+    assert_eq!(again.outcome, chronos_broker::EnqueueOutcome::Created);
+}

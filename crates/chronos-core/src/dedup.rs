@@ -257,3 +257,18 @@ mod tests {
         assert!(Dedup::key("reindex:user:42").check().is_ok());
     }
 }
+
+/// A deduplication lock held in a queue, as an operator lists it (`chronos dedup ls`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DedupLock {
+    /// The key as a release takes it: the caller's key ([`Dedup::key`]), or `#<hash>` for a
+    /// lock on the kind and payload ([`Dedup::payload`] and `EnqueueOptions::unique`).
+    pub key: String,
+    /// The id of the task that holds it (what a duplicate enqueue answers).
+    pub holder: String,
+    /// The holder's state, None when its record is gone (a throttle window or a lock released
+    /// only at expiry outlives its task).
+    pub holder_state: Option<crate::TaskState>,
+    /// Time left before the lock expires on its own (ms); None for a lock without a TTL.
+    pub expires_in_ms: Option<u64>,
+}

@@ -113,7 +113,7 @@ pub use chain::Chain;
 pub use client::Client;
 pub use dead_letter::DeadLetter;
 pub use dedup::{
-    Dedup, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, LOCK_KEY_PREFIX,
+    Dedup, DedupLock, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, LOCK_KEY_PREFIX,
     MAX_DEDUP_KEY_LEN,
 };
 pub use delivery::{

@@ -50,3 +50,10 @@ impl TaskState {
         })
     }
 }
+
+/// As its stored name (`"pending"`, `"cancelled"`, ...), as the operator views print it.
+impl serde::Serialize for TaskState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}

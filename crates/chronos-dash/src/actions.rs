@@ -97,6 +97,26 @@ pub(crate) async fn unblock(
     Ok(back_with(&st, form.get("back").unwrap_or("/"), &msg))
 }
 
+/// Releases a deduplication lock (the form's `key`, only while the form's `holder` holds it),
+/// so the next enqueue with the key creates a task.
+pub(crate) async fn release_lock(
+    State(st): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let key = form.get("key").unwrap_or("");
+    let holder = form.get("holder").filter(|h| !h.is_empty());
+    let released = st.admin.release_dedup_lock(&queue, key, holder).await?;
+    tracing::info!(who = %who, queue = %queue, key, holder = ?holder, released, "console: dedup lock released");
+    let msg = if released {
+        format!("Queue {queue}: lock {key} released; the next enqueue with it creates a task.")
+    } else {
+        format!("Queue {queue}: lock {key} was not held by that task; nothing released.")
+    };
+    Ok(back_with(&st, form.get("back").unwrap_or("/"), &msg))
+}
+
 /// Stores the settings form of a queue page: each field sent is stored, a field sent blank is
 /// removed (each server's configuration applies), `none` lifts a limit, and a field not sent
 /// is kept. Nothing is stored when one field is out of range (400, with the reason).

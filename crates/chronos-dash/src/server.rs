@@ -50,6 +50,8 @@ impl Dash {
             .route("/queues/{queue}/pause", post(actions::pause))
             .route("/queues/{queue}/resume", post(actions::resume))
             .route("/queues/{queue}/unblock", post(actions::unblock))
+            .route("/queues/{queue}/locks", get(pages::locks::page))
+            .route("/queues/{queue}/locks/release", post(actions::release_lock))
             .route("/queues/{queue}/selection", post(actions::selection))
             .route("/queues/{queue}/bulk", post(actions::bulk))
             .route("/queues/{queue}/settings", post(actions::settings))

@@ -169,3 +169,37 @@ async fn a_throttled_queue_says_until_when_and_its_blocks_can_be_lifted() -> Res
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_queues_locks_are_listed_on_their_tab_and_released_with_a_click() -> Result<()> {
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    let client = Client::new(broker.clone());
+    for order in [7, 8] {
+        client
+            .enqueue(
+                &Refund { order },
+                EnqueueOptions::new()
+                    .queue("refunds")
+                    .dedup(chronos_broker::Dedup::key(format!("order:{order}"))),
+            )
+            .await?;
+    }
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds")).await?;
+    b.click("#locks-tab").await?;
+    b.wait_for_text(
+        "#locks tr[data-key=\"order:7\"]",
+        "pending",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.screenshot("dash-queue-locks").await?;
+    b.click("#locks tr[data-key=\"order:7\"] button").await?;
+    b.wait_for_text("p.notice", "released", Duration::from_secs(10))
+        .await?;
+    let locks = broker.dedup_locks(&QueueName::new("refunds")?, 10).await?;
+    assert_eq!(locks.len(), 1);
+    assert_eq!(locks[0].key, "order:8");
+    b.close().await?;
+    Ok(())
+}

@@ -763,6 +763,73 @@ async fn a_cancelled_task_has_its_tab_its_reason_and_its_gauge() -> Result<()> {
 }
 
 #[tokio::test]
+async fn the_locks_page_lists_a_queues_locks_and_releases_one_with_the_form_token() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let client = Client::new(c.broker.clone());
+    let held = client
+        .enqueue(
+            &Mail {
+                to: "digest@example.com".into(),
+            },
+            EnqueueOptions::new()
+                .queue("mail")
+                .dedup(chronos_broker::Dedup::key("digest:7")),
+        )
+        .await?;
+    let queue = send(c.addr, "GET", "/queues/mail", &[], "").await?;
+    assert!(
+        queue.body.contains("/queues/mail/locks"),
+        "the queue page links its locks"
+    );
+    let page = send(c.addr, "GET", "/queues/mail/locks", &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("digest:7") && page.body.contains(&held.id),
+        "{}",
+        page.body
+    );
+    let csrf = page.csrf()?;
+    let origin = format!("http://{}", c.addr);
+    // Without the form token nothing is released.
+    let refused = send(
+        c.addr,
+        "POST",
+        "/queues/mail/locks/release",
+        &[("Origin", &origin)],
+        &form(&[("key", "digest:7"), ("back", "/queues/mail/locks")]),
+    )
+    .await?;
+    assert_eq!(refused.status, 403, "no CSRF token");
+    assert_eq!(
+        c.broker
+            .dedup_locks(&QueueName::new("mail")?, 10)
+            .await?
+            .len(),
+        1
+    );
+    let released = send(
+        c.addr,
+        "POST",
+        "/queues/mail/locks/release",
+        &[("Origin", &origin)],
+        &form(&[
+            ("csrf", &csrf),
+            ("key", "digest:7"),
+            ("holder", &held.id),
+            ("back", "/queues/mail/locks"),
+        ]),
+    )
+    .await?;
+    assert_eq!(released.status, 303, "{}", released.body);
+    assert!(c
+        .broker
+        .dedup_locks(&QueueName::new("mail")?, 10)
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_schedules_page_shows_where_each_schedule_comes_from() -> Result<()> {
     use chronos_scheduler::{NewSchedule, RuntimeSpec, ScheduleOptions};
     let c = console(DashConfig::default()).await?;

@@ -69,6 +69,7 @@ scripts!(
         admin_queue_delete,
         prioritize,
         edit,
+        dedup_release,
     ],
     schedules: [
         leader_acquire,

@@ -73,7 +73,7 @@ pub use chronos_broker::{
 // enqueue answers.
 #[doc(inline)]
 pub use chronos_broker::{
-    Dedup, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, MAX_DEDUP_KEY_LEN,
+    Dedup, DedupLock, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, MAX_DEDUP_KEY_LEN,
 };
 // What a broker wrapper forwards for pushed signals and interruptible blocking reads
 // (`Maintain::signals`, `Maintain::forward_due_next`, `Consume::interrupter`).

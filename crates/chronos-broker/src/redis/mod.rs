@@ -7,6 +7,7 @@ mod flow;
 mod inspect;
 mod lane;
 mod lease;
+mod locks;
 mod maintain;
 mod record;
 mod reply;

@@ -2,6 +2,7 @@
 
 pub(crate) mod job;
 pub(crate) mod limits;
+pub(crate) mod locks;
 pub(crate) mod login;
 pub(crate) mod overview;
 pub(crate) mod queue;

@@ -251,6 +251,7 @@ pub(crate) async fn page(
                     (s.as_str()) " " span.count data-f=(s.as_str()) { (format::thousands(count(&row, s))) }
                 }
             }
+            a href=(super::locks::locks_href(&row.name)) #locks-tab title="deduplication locks held in this queue" { "locks" }
         }
         form.filter method="get" action=(queue_href(&row.name)) {
             input type="hidden" name="state" value=(state.as_str());
