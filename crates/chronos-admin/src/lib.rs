@@ -216,6 +216,11 @@ pub struct TaskRow {
     pub cancel_reason: Option<String>,
     /// When its handler cancelled it (unix ms; a cancelled task only).
     pub cancelled_at_ms: Option<i64>,
+    /// The last progress its handler reported (`Context::progress`), as JSON, with its
+    /// percent when the value says one; read by [`Admin::task`] only (None in listings).
+    pub progress: Option<chronos_broker::TaskProgress>,
+    /// The progress's percent (0..=100), when its value says one.
+    pub progress_percent: Option<f64>,
 }
 
 impl TaskRow {
@@ -238,6 +243,8 @@ impl TaskRow {
             decode_error: None,
             cancel_reason: r.cancelled.as_ref().map(|c| c.reason.clone()),
             cancelled_at_ms: r.cancelled.as_ref().map(|c| c.at_ms),
+            progress: r.progress.clone(),
+            progress_percent: r.progress.as_ref().and_then(|p| p.percent()),
         };
         match &r.envelope {
             Ok(e) => {
@@ -895,6 +902,7 @@ mod tests {
             snoozes: 0,
             envelope: Err(DecodeError::Empty),
             cancelled: None,
+            progress: None,
         };
         let row = TaskRow::from_record(&q, &rec);
         assert_eq!((row.id.as_str(), row.state.as_str()), ("t1", "archived"));

@@ -164,6 +164,12 @@ impl QueueKeys {
         format!("{}t:{id}", self.prefix)
     }
 
+    /// The last progress task `id` reported: `<at ms>:<json>`, expiring
+    /// [`chronos_core::PROGRESS_TTL`] after the last report.
+    pub fn progress(&self, id: &str) -> String {
+        format!("{}pg:{id}", self.prefix)
+    }
+
     /// The sorted set of delayed tasks, scored by run-at (unix ms).
     pub fn scheduled(&self) -> String {
         format!("{}scheduled", self.prefix)

@@ -33,23 +33,23 @@ pub(crate) struct DefArgs {
     #[arg(long, requires = "cron")]
     zone: Option<String>,
     /// Interval, aligned to the unix epoch: 30s, 5m, 1h, 1500ms (at least 1s).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::dates::parse_duration)]
     every: Option<Duration>,
     /// Retries of each task.
     #[arg(long)]
     max_retry: Option<u32>,
     /// Per-attempt timeout of each task (30s, 5m).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::dates::parse_duration)]
     timeout: Option<Duration>,
     /// Each task holds the unique lock of its kind and payload this long; a trigger finding it
     /// held is skipped.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::dates::parse_duration)]
     unique: Option<Duration>,
     /// Keep each completed task for inspection this long.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::dates::parse_duration)]
     retention: Option<Duration>,
     /// Each task must run within this long of its trigger.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::dates::parse_duration)]
     deadline_after: Option<Duration>,
     /// Drop instead of archive when retries are exhausted.
     #[arg(long)]
@@ -205,44 +205,9 @@ fn report(json: bool, id: &str, verb: &str, change: Change) -> anyhow::Result<()
     Ok(())
 }
 
-/// `30s`, `5m`, `2h`, `1d`, `1500ms`, or plain seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (30s, 5m, 1h, 1500ms)"))?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "" | "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        "d" => n.checked_mul(86_400_000),
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h, d)")),
-    };
-    ms.map(Duration::from_millis)
-        .ok_or_else(|| format!("{s:?} is too long"))
-}
-
 fn parse_header(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("{s:?} is not key=value")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("").is_err());
     }
 }

@@ -38,6 +38,19 @@ pub(crate) enum TaskCmd {
     },
     /// One task with its payload.
     Show { queue: String, id: String },
+    /// Follow one task until it ends: a line each time its state or its progress changes
+    /// (read every --every; exits 0 once it completed, was cancelled or dead-lettered, or is
+    /// no longer stored, and 1 when --timeout passed first).
+    Watch {
+        queue: String,
+        id: String,
+        /// How often to read the task.
+        #[arg(long, value_parser = crate::dates::parse_duration, default_value = "500ms")]
+        every: Duration,
+        /// Give up after this long (default: never).
+        #[arg(long, value_parser = crate::dates::parse_duration)]
+        timeout: Option<Duration>,
+    },
     /// Run now: scheduled, retry, archived or cancelled -> pending.
     // The queue comes first, then one id or --all: clap would print the required group first,
     // the reverse of what the command takes.
@@ -175,6 +188,12 @@ pub(crate) async fn run(admin: &Admin<RedisBroker>, out: &Out, cmd: TaskCmd) -> 
                 Ok(())
             }
         }
+        TaskCmd::Watch {
+            queue,
+            id,
+            every,
+            timeout,
+        } => watch(admin, out, &queue, &id, every, timeout).await,
         TaskCmd::Run(a) => act(admin, out, a, TaskAction::RunNow).await,
         TaskCmd::Rm(a) => act(admin, out, a, TaskAction::Delete).await,
         TaskCmd::Archive(a) => act(admin, out, a, TaskAction::Archive).await,
@@ -304,6 +323,77 @@ async fn act(
         &text,
     )
 }
+/// The lines of `chronos task watch`: one per change of state or progress.
+async fn watch(
+    admin: &Admin<RedisBroker>,
+    out: &Out,
+    queue: &str,
+    id: &str,
+    every: Duration,
+    timeout: Option<Duration>,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut last: Option<(String, Option<i64>)> = None;
+    loop {
+        let t = match admin.task(queue, id).await {
+            Ok(t) => Some(t),
+            // Seen before and gone now: it completed without a retention, or was deleted.
+            Err(AdminError::TaskNotFound { .. }) if last.is_some() => None,
+            Err(e) => return Err(e.into()),
+        };
+        let Some(t) = t else {
+            return out.done(
+                &serde_json::json!({"queue": queue, "id": id, "state": "gone"}),
+                &format!("task {id}: no longer stored (completed without a retention, or deleted)"),
+            );
+        };
+        let now = (t.state.clone(), t.progress.as_ref().map(|p| p.at_ms));
+        if last.as_ref() != Some(&now) {
+            if out.json {
+                out.line(&serde_json::json!({
+                    "queue": queue,
+                    "id": id,
+                    "state": t.state,
+                    "progress": t.progress,
+                    "progress_percent": t.progress_percent,
+                }))?;
+            } else {
+                println!("{}", printable(&watch_line(&t)));
+            }
+            last = Some(now);
+        }
+        if matches!(t.state.as_str(), "completed" | "archived" | "cancelled") {
+            return Ok(());
+        }
+        if timeout.is_some_and(|d| started.elapsed() >= d) {
+            anyhow::bail!(
+                "task {id} did not end within {:?}",
+                timeout.unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+fn watch_line(t: &TaskRow) -> String {
+    let mut line = format!("{} {}", datetime(chronos_broker::now_ms()), t.state);
+    if let Some(p) = &t.progress {
+        match (p.percent(), p.note()) {
+            (Some(pc), Some(note)) => line.push_str(&format!(" {pc:.0}% {note}")),
+            (Some(pc), None) => line.push_str(&format!(" {pc:.0}%")),
+            _ => line.push_str(&format!(" {}", p.value)),
+        }
+    }
+    if let Some(r) = &t.cancel_reason {
+        line.push_str(&format!(" ({r})"));
+    } else if t.state == "archived" {
+        if let Some(e) = &t.last_error {
+            line.push_str(&format!(" ({e})"));
+        }
+    }
+    line
+}
+
 fn show_task(t: &TaskRow) {
     let mut fields = vec![
         ("id", t.id.clone()),
@@ -326,6 +416,15 @@ fn show_task(t: &TaskRow) {
     ];
     for (k, v) in &t.headers {
         fields.push(("header", format!("{k}={v}")));
+    }
+    if let Some(p) = &t.progress {
+        let shown = match (p.percent(), p.note()) {
+            (Some(pc), Some(note)) => format!("{pc:.0}% {note}"),
+            (Some(pc), None) => format!("{pc:.0}%"),
+            _ => p.value.to_string(),
+        };
+        fields.push(("progress", shown));
+        fields.push(("progress at", datetime(p.at_ms)));
     }
     if let Some(r) = &t.cancel_reason {
         fields.push(("cancel reason", r.clone()));

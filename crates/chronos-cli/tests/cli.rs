@@ -1081,3 +1081,137 @@ async fn dedup_ls_lists_locks_and_rm_releases_one() {
         .expect("enqueue");
     assert_eq!(again.outcome, chronos_broker::EnqueueOutcome::Created);
 }
+
+#[tokio::test]
+async fn task_show_prints_a_running_tasks_progress() {
+    use chronos_broker::{Consume, Maintain, ProgressUpdate, QueueName};
+    let e = env().await;
+    let info = Client::new(e.broker.clone())
+        .enqueue(
+            &Email {
+                to: "a@example.com".into(),
+            },
+            EnqueueOptions::new().queue("mail"),
+        )
+        .await
+        .expect("enqueue");
+    let q = QueueName::new("mail").expect("queue");
+    let mut reader = e.broker.open_reader().await.expect("reader");
+    let lease = e
+        .broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await
+        .expect("fetch")
+        .leases
+        .remove(0);
+    e.broker.close_reader(reader).await;
+    e.broker
+        .report_progress(
+            &q,
+            "w1",
+            std::slice::from_ref(&lease.id.msg_id),
+            &[ProgressUpdate {
+                msg_id: lease.id.msg_id.clone(),
+                task_id: lease.id.task_id.clone(),
+                json: br#"{"percent":25,"note":"1 of 4 parts"}"#.to_vec(),
+            }],
+        )
+        .await
+        .expect("report");
+    let text = e.ok(&["task", "show", "mail", &info.id]);
+    assert!(text.contains("25% 1 of 4 parts"), "{text}");
+    let shown = e.json(&["task", "show", "mail", &info.id]);
+    assert_eq!(shown[0]["progress_percent"], 25.0);
+    assert_eq!(shown[0]["progress"]["value"]["note"], "1 of 4 parts");
+}
+
+#[tokio::test]
+async fn task_watch_follows_a_task_until_it_ends() {
+    use chronos_broker::{Completion, Consume, Maintain, ProgressUpdate, QueueName};
+    let e = env().await;
+    let info = Client::new(e.broker.clone())
+        .enqueue(
+            &Email {
+                to: "b@example.com".into(),
+            },
+            EnqueueOptions::new().queue("mail"),
+        )
+        .await
+        .expect("enqueue");
+    let q = QueueName::new("mail").expect("queue");
+    let mut reader = e.broker.open_reader().await.expect("reader");
+    let lease = e
+        .broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await
+        .expect("fetch")
+        .leases
+        .remove(0);
+    e.broker.close_reader(reader).await;
+    e.broker
+        .start(&q, std::slice::from_ref(&lease.id))
+        .await
+        .expect("start");
+    let child = Command::new(env!("CARGO_BIN_EXE_chronos"))
+        .env("CHRONOS_REDIS_URL", &e.url)
+        .args([
+            "--namespace",
+            &e.ns,
+            "--json",
+            "task",
+            "watch",
+            "mail",
+            &info.id,
+        ])
+        .args(["--every", "100ms", "--timeout", "30s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let ids = [lease.id.msg_id.clone()];
+    e.broker
+        .report_progress(
+            &q,
+            "w1",
+            &ids,
+            &[ProgressUpdate {
+                msg_id: lease.id.msg_id.clone(),
+                task_id: lease.id.task_id.clone(),
+                json: br#"{"percent":50,"note":"half"}"#.to_vec(),
+            }],
+        )
+        .await
+        .expect("report");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    e.broker
+        .complete(
+            &q,
+            &[Completion {
+                lease: lease.id.clone(),
+                retention: None,
+                result: None,
+            }],
+        )
+        .await
+        .expect("complete");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["state"], "active");
+    assert!(lines[0]["progress"].is_null());
+    assert_eq!(lines[1]["progress_percent"], 50.0);
+    assert_eq!(lines[2]["state"], "gone");
+}

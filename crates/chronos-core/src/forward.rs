@@ -58,6 +58,7 @@ macro_rules! forward {
     (@methods Results, $how:tt) => {
         $crate::forward!(@emit $how
             fn outcome(&self, queue: &$crate::QueueName, id: &str) -> Result<$crate::TaskOutcome, $crate::BrokerError>;
+            fn progress(&self, queue: &$crate::QueueName, id: &str) -> Result<Option<$crate::TaskProgress>, $crate::BrokerError>;
             fn wait_outcome(&self, queue: &$crate::QueueName, id: &str, timeout: ::std::time::Duration) -> Result<$crate::TaskOutcome, $crate::BrokerError>;
         );
     };
@@ -85,6 +86,7 @@ macro_rules! forward {
             fn forward_due(&self, queue: &$crate::QueueName, limit: usize) -> Result<u64, $crate::BrokerError>;
             fn reclaim_idle(&self, queue: &$crate::QueueName, min_idle: ::std::time::Duration, limit: usize) -> Result<$crate::Reclaimed, $crate::BrokerError>;
             fn extend_leases(&self, queue: &$crate::QueueName, consumer: &str, msg_ids: &[String]) -> Result<Vec<String>, $crate::BrokerError>;
+            fn report_progress(&self, queue: &$crate::QueueName, consumer: &str, msg_ids: &[String], updates: &[$crate::ProgressUpdate]) -> Result<Vec<String>, $crate::BrokerError>;
             fn trim(&self, queue: &$crate::QueueName, archive_max_age: ::std::time::Duration, archive_max_len: u64, limit: usize) -> Result<u64, $crate::BrokerError>;
             fn consumers(&self, queue: &$crate::QueueName) -> Result<Vec<(String, u64, u64)>, $crate::BrokerError>;
             fn publish_server(&self, record: &$crate::ServerRecord, ttl: ::std::time::Duration) -> Result<(), $crate::BrokerError>;

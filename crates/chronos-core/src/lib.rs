@@ -87,6 +87,7 @@ mod operate;
 mod outcome;
 mod payload;
 mod priority;
+mod progress;
 mod queue_settings;
 mod record;
 mod result;
@@ -141,6 +142,7 @@ pub use operate::{
 pub use outcome::{TaskOutcome, OVERSIZED_RESULT};
 pub use payload::{json_payload, payload_json};
 pub use priority::Priority;
+pub use progress::{ProgressUpdate, TaskProgress, MAX_PROGRESS_BYTES, PROGRESS_TTL};
 pub use queue_settings::{
     format_duration, parse_duration, QueueSettings, Rate, Setting, SettingsChange,
     MAX_SETTING_PERIOD, MIN_AGING,

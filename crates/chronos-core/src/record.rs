@@ -87,6 +87,9 @@ pub struct TaskRecord {
     pub envelope: Result<TaskEnvelope, DecodeError>,
     /// Why and when its handler cancelled it (a [`TaskState::Cancelled`] task only).
     pub cancelled: Option<Cancellation>,
+    /// The last progress its handler reported ([`crate::Client::progress`]); read by
+    /// [`crate::Inspect::task`] only (a listing leaves it None).
+    pub progress: Option<crate::TaskProgress>,
 }
 
 /// Why and when a task was cancelled by its handler ([`TaskRecord::cancelled`]).

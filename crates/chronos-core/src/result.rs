@@ -8,6 +8,19 @@ use crate::outcome::decode_result;
 use crate::{BrokerError, Client, QueueName, Results, TaskOutcome, TaskState};
 
 impl<B: Results> Client<B> {
+    /// The last progress task `id` of `queue` reported from its handler (`Context::progress`
+    /// in the worker): written at most a few times a second per task, read here as the store
+    /// has it, and kept for [`crate::PROGRESS_TTL`] after the last report, also once the task
+    /// ended. None when the task reported none (or that long ago), or is unknown.
+    pub async fn progress(
+        &self,
+        queue: &str,
+        id: &str,
+    ) -> Result<Option<crate::TaskProgress>, BrokerError> {
+        let q = QueueName::new(queue)?;
+        self.broker().progress(&q, id).await
+    }
+
     /// The result of task `id` of `queue` (ids are unique per queue, so the queue is part of the
     /// name; [`crate::TaskInfo`] carries both): `Some` once it succeeded, `None` while it is not
     /// finished. A handler that returned no result gives `R`'s reading of nothing: `()` or

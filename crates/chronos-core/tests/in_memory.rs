@@ -56,6 +56,14 @@ impl Enqueue for Memory {
 }
 
 impl Results for Memory {
+    async fn progress(
+        &self,
+        _queue: &QueueName,
+        _id: &str,
+    ) -> Result<Option<chronos_core::TaskProgress>, BrokerError> {
+        Ok(None)
+    }
+
     async fn outcome(&self, _queue: &QueueName, id: &str) -> Result<TaskOutcome, BrokerError> {
         let s = self.state.lock().unwrap();
         Ok(match s.done.get(id) {

@@ -104,6 +104,13 @@ impl Results for Sink {
     ) -> Result<TaskOutcome, BrokerError> {
         Ok(TaskOutcome::Unfinished(TaskState::Pending))
     }
+    async fn progress(
+        &self,
+        _queue: &QueueName,
+        _id: &str,
+    ) -> Result<Option<chronos_core::TaskProgress>, BrokerError> {
+        Ok(None)
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

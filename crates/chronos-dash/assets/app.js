@@ -233,8 +233,38 @@
     });
   }
 
+  // A task that may still change: its progress bar follows the reports, and the page reloads
+  // once its state changed (to show the outcome and the actions it allows now).
+  function taskPage() {
+    const url = body.dataset.arg;
+    const badge = document.getElementById('task-state');
+    if (!url || !badge) return;
+    const was = badge.dataset.state;
+    if (!['pending', 'active', 'scheduled', 'retry'].includes(was)) return;
+    const setText = (id, v) => {
+      const e = document.getElementById(id);
+      if (e && e.textContent !== v) e.textContent = v;
+    };
+    every(refresh, async () => {
+      const t = await getJSON(url);
+      if (t.state !== was) { window.location.reload(); return; }
+      const p = t.progress;
+      if (!p) return;
+      if (!document.getElementById('progress-value')) { window.location.reload(); return; }
+      const bar = document.getElementById('progress-bar');
+      if (t.progress_percent != null) {
+        if (bar) bar.value = t.progress_percent;
+        setText('progress-percent', Math.round(t.progress_percent) + '%');
+      }
+      setText('progress-note', p.value && typeof p.value.note === 'string' ? p.value.note : '');
+      setText('progress-at', new Date(p.at_ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC');
+      setText('progress-value', JSON.stringify(p.value));
+    });
+  }
+
   if (page === 'overview') overview();
   if (page === 'job') jobPage();
+  if (page === 'task') taskPage();
   if (page === 'queue') queuePage();
   if (page === 'overview' || page === 'queue') chart();
 })();

@@ -165,3 +165,12 @@ pub(crate) async fn history(
     }
     Ok(Json(out))
 }
+
+/// One task as its page shows it, polled while the task may still change (its state, its
+/// progress bar).
+pub(crate) async fn task(
+    State(state): State<Arc<AppState>>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Result<Json<chronos_admin::TaskRow>, PageError> {
+    Ok(Json(state.admin.task(&queue, &id).await?))
+}

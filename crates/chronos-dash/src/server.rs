@@ -72,6 +72,7 @@ impl Dash {
             .route("/logout", post(pages::login::logout))
             .route("/api/overview", get(api::overview))
             .route("/api/queues/{queue}", get(api::queue))
+            .route("/api/queues/{queue}/tasks/{id}", get(api::task))
             .route("/api/history", get(api::history))
             .route("/metrics", get(metrics::page))
             .route("/healthz", get(healthz))

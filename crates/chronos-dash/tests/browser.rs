@@ -203,3 +203,47 @@ async fn a_queues_locks_are_listed_on_their_tab_and_released_with_a_click() -> R
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_running_tasks_progress_bar_follows_its_reports_live() -> Result<()> {
+    use chronos_broker::{Consume, Maintain, ProgressUpdate};
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    let info = Client::new(broker.clone())
+        .enqueue(&Refund { order: 9 }, EnqueueOptions::new().queue("refunds"))
+        .await?;
+    let q = QueueName::new("refunds")?;
+    let mut reader = broker.open_reader().await?;
+    let lease = broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await?
+        .leases
+        .remove(0);
+    broker.close_reader(reader).await;
+    broker.start(&q, std::slice::from_ref(&lease.id)).await?;
+    let report = |percent: u32, note: &str| ProgressUpdate {
+        msg_id: lease.id.msg_id.clone(),
+        task_id: lease.id.task_id.clone(),
+        json: serde_json::to_vec(&serde_json::json!({ "percent": percent, "note": note }))
+            .expect("json"),
+    };
+    let ids = [lease.id.msg_id.clone()];
+    broker
+        .report_progress(&q, "w1", &ids, &[report(30, "resizing")])
+        .await?;
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds/tasks/{}", info.id))
+        .await?;
+    b.wait_for_text("#progress-percent", "30%", Duration::from_secs(10))
+        .await?;
+    // A later report shows without a reload: the page polls the task.
+    broker
+        .report_progress(&q, "w1", &ids, &[report(80, "uploading")])
+        .await?;
+    b.wait_for_text("#progress-note", "uploading", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text("#progress-percent", "80%", Duration::from_secs(10))
+        .await?;
+    b.screenshot("dash-task-progress").await?;
+    b.close().await?;
+    Ok(())
+}

@@ -1459,3 +1459,48 @@ async fn tenant_settings_change_only_with_the_form_token_and_never_when_read_onl
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
+    use chronos_broker::{Maintain, ProgressUpdate};
+    let c = console(DashConfig::default()).await?;
+    let ids = seed(&c.broker, "orders", 1).await?;
+    let q = QueueName::new("orders")?;
+    let mut reader = c.broker.open_reader().await?;
+    let got = c
+        .broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await?;
+    c.broker.close_reader(reader).await;
+    let lease = got.leases.first().context("one delivery")?;
+    c.broker.start(&q, std::slice::from_ref(&lease.id)).await?;
+    let path = format!("/queues/orders/tasks/{}", ids[0]);
+    // Active with no report yet: the card says so.
+    let page = send(c.addr, "GET", &path, &[], "").await?;
+    assert!(page.body.contains("id=\"progress-none\""), "{}", page.body);
+    c.broker
+        .report_progress(
+            &q,
+            "w1",
+            std::slice::from_ref(&lease.id.msg_id),
+            &[ProgressUpdate {
+                msg_id: lease.id.msg_id.clone(),
+                task_id: lease.id.task_id.clone(),
+                json: br#"{"percent":62.4,"note":"3 of 5 files"}"#.to_vec(),
+            }],
+        )
+        .await?;
+    let page = send(c.addr, "GET", &path, &[], "").await?;
+    assert!(page.body.contains("value=\"62.4\""), "{}", page.body);
+    assert!(page.body.contains("3 of 5 files"));
+    assert!(page.body.contains(&format!("data-arg=\"/api{path}\"")));
+    let api = send(c.addr, "GET", &format!("/api{path}"), &[], "").await?;
+    assert_eq!(api.status, 200, "{}", api.body);
+    let v: serde_json::Value = serde_json::from_str(&api.body)?;
+    assert_eq!(v["state"], "active");
+    assert_eq!(v["progress_percent"], 62.4);
+    assert_eq!(v["progress"]["value"]["note"], "3 of 5 files");
+    let missing = send(c.addr, "GET", "/api/queues/orders/tasks/nope", &[], "").await?;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    Ok(())
+}

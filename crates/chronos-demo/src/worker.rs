@@ -50,12 +50,17 @@ fn mux(reconciled: Arc<AtomicU64>) -> anyhow::Result<Mux> {
         }
         Ok(())
     })?;
-    // Reports: slow; one in fifty has bad input and is dead-lettered at once.
-    mux.handle(|_ctx: Context, t: Task<BuildReport>| async move {
+    // Reports: slow, in three steps whose progress the console's task page shows; one in fifty
+    // has bad input and is dead-lettered at once.
+    mux.handle(|ctx: Context, t: Task<BuildReport>| async move {
         if t.args.n % 50 == 0 {
             return Err(TaskError::skip_retry("report template missing"));
         }
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        for (i, step) in ["querying", "rendering", "uploading"].iter().enumerate() {
+            ctx.percent(100.0 * i as f64 / 3.0, *step)?;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        ctx.percent(100.0, "done")?;
         Ok(())
     })?;
     // Payments: one in a hundred panics on its first attempt; the panic is caught and retried.

@@ -29,3 +29,21 @@ pub enum WorkerError {
     #[error(transparent)]
     Broker(#[from] chronos_core::BrokerError),
 }
+
+/// Why [`crate::Context::progress`] reported nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProgressError {
+    /// The value does not serialize to JSON (a map with non-string keys, a failing
+    /// `Serialize` impl); the message is serde_json's.
+    #[error("progress does not serialize to JSON: {0}")]
+    Encode(String),
+    /// The value's JSON is over the limit ([`chronos_core::MAX_PROGRESS_BYTES`]).
+    #[error("progress is {len} bytes of JSON, over the {max} byte limit")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+}

@@ -18,6 +18,7 @@ use crate::config::UnrunnablePolicy;
 use crate::ended::{self, End, Failure};
 use crate::metrics::{self, KindMetrics};
 use crate::mux::Unrunnable;
+use crate::progress;
 use crate::runtime::Runtime;
 use crate::starter;
 use crate::WorkerBroker;
@@ -245,8 +246,17 @@ async fn attempt<B: WorkerBroker>(
     // The handler sees `signal`: it fires with `cancel`, and alone on an operator's cancel
     // (which must not abort the handler, so the select below watches `cancel` only).
     let signal = cancel.child_token();
-    rt.mark_running(q, &lease.id.msg_id, cancel.clone(), signal.clone());
-    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal);
+    let cell = Arc::new(progress::Cell::new(&lease.id.task_id));
+    rt.mark_running(
+        q,
+        &lease.id.msg_id,
+        cancel.clone(),
+        signal.clone(),
+        cell.clone(),
+    );
+    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal).with_progress(
+        progress::Reporter::new(cell.clone(), rt.progress_wake.clone()),
+    );
     let output = ctx.output_slot();
     // Catch a panic where it happens, so it becomes a retryable failure of this task only.
     let handler = AssertUnwindSafe(start(ctx)).catch_unwind();
@@ -274,6 +284,15 @@ async fn attempt<B: WorkerBroker>(
     };
     m.ran(began.elapsed());
     cancel.cancel();
+    // The last progress the handler reported is stored before its task is settled (a task
+    // that never reported pays nothing here).
+    if let (Some(pending), false) = (
+        cell.unwritten(&lease.id.msg_id),
+        matches!(outcome, Outcome::LeaseLost),
+    ) {
+        let ids = [lease.id.msg_id.clone()];
+        progress::write(rt, q, &ids, vec![(pending.0, cell, pending.1)]).await;
+    }
     outcome
 }
 

@@ -7,6 +7,7 @@ use chronos_core::{now_ms, ServerRecord};
 use tracing::warn;
 
 use crate::loops::every;
+use crate::progress;
 use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
@@ -15,22 +16,13 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
 }
 
 pub(crate) async fn beat<B: WorkerBroker>(rt: &Runtime<B>) {
-    for (q, slot) in rt.queues.iter().enumerate() {
-        let queue = &slot.name;
+    for q in 0..rt.queues.len() {
         let ids = rt.held_ids(q);
         if ids.is_empty() {
             continue;
         }
-        match rt.broker.extend_leases(queue, &rt.id, &ids).await {
-            Ok(owned) => {
-                let lost: Vec<String> = ids.into_iter().filter(|id| !owned.contains(id)).collect();
-                if !lost.is_empty() {
-                    warn!(queue = %queue, n = lost.len(), "leases were reclaimed; cancelling those tasks");
-                    rt.lose(q, &lost);
-                }
-            }
-            Err(e) => warn!(queue = %queue, error = %e, "heartbeat failed"),
-        }
+        // Progress waiting to be written goes with the beat, in the same call.
+        progress::write(rt, q, &ids, rt.unwritten_progress(q)).await;
     }
     crate::limiter::keep(rt).await;
     let record = record(rt);

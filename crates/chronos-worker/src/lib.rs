@@ -115,6 +115,7 @@ pub mod metrics;
 mod mux;
 mod outcome;
 mod park;
+mod progress;
 mod recoverer;
 mod retry_after;
 mod runtime;
@@ -137,7 +138,7 @@ pub use config::{
     RetryDelayFn, ServerConfig, TaskFailure, UnrunnablePolicy, DEFAULT_DEAD_LETTER_HOOK_TIMEOUT,
     DEFAULT_MAX_SNOOZES, DEFAULT_QUEUE_SAMPLE_INTERVAL,
 };
-pub use error::WorkerError;
+pub use error::{ProgressError, WorkerError};
 pub use limit::QueueLimit;
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};

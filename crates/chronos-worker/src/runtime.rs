@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chronos_core::{Completion, Lease, QueueName, QueueSettings};
+use chronos_core::{Completion, Lease, ProgressUpdate, QueueName, QueueSettings};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::mark::StartRequest;
 use crate::park::Park;
+use crate::progress::Cell;
 use crate::slot::{Held, QueueSlot};
 use crate::WorkerBroker;
 use crate::{Mux, QueueLimit, ServerConfig};
@@ -55,6 +56,8 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) ready: Notify,
     /// Wakes fetchers when a slot or buffer space frees up.
     pub(crate) space: Notify,
+    /// Wakes the progress loop when a handler reported progress (progress.rs).
+    pub(crate) progress_wake: Arc<Notify>,
     /// The concurrency slots: one permit per handler that may run at once.
     pub(crate) slots: Arc<Semaphore>,
     /// Completions to ack, each with its queue's index (acker.rs).
@@ -136,6 +139,7 @@ impl<B: WorkerBroker> Runtime<B> {
             queues,
             ready: Notify::new(),
             space: Notify::new(),
+            progress_wake: Arc::new(Notify::new()),
             acks,
             starts,
             counters: Counters::default(),
@@ -342,21 +346,39 @@ impl<B: WorkerBroker> Runtime<B> {
             .collect()
     }
 
-    /// Marks a delivery as running with its cancellation token and its handler's signal.
+    /// Marks a delivery as running with its cancellation token, its handler's signal and the
+    /// cell its handler reports progress to.
     pub(crate) fn mark_running(
         &self,
         q: usize,
         msg_id: &str,
         cancel: CancellationToken,
         signal: CancellationToken,
+        progress: Arc<Cell>,
     ) {
         self.queues[q].lock().held.insert(
             msg_id.to_string(),
             Held {
                 cancel: Some(cancel),
                 signal: Some(signal),
+                progress: Some(progress),
             },
         );
+    }
+
+    /// The progress values of queue `q`'s running deliveries not yet written, each with its
+    /// cell and version (progress.rs).
+    pub(crate) fn unwritten_progress(&self, q: usize) -> Vec<(ProgressUpdate, Arc<Cell>, u64)> {
+        self.queues[q]
+            .lock()
+            .held
+            .iter()
+            .filter_map(|(mid, h)| {
+                let cell = h.progress.as_ref()?;
+                let (u, v) = cell.unwritten(mid)?;
+                Some((u, cell.clone(), v))
+            })
+            .collect()
     }
 
     /// Entry ids of the deliveries of queue `q` whose handlers run now.

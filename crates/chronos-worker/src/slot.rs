@@ -4,13 +4,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use chronos_core::{Lease, QueueName};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::progress::Cell;
 use crate::QueueLimit;
 
 /// One queue of the server, at its index in `Runtime::queues`.
@@ -56,6 +57,8 @@ pub(crate) struct Held {
     /// The handler's `Context` signal while it runs (a child of `cancel`): fired alone when an
     /// operator cancels the task, so the handler may stop but is not aborted.
     pub(crate) signal: Option<CancellationToken>,
+    /// The progress its handler reported, while it runs.
+    pub(crate) progress: Option<Arc<Cell>>,
 }
 
 impl QueueSlot {

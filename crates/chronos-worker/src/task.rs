@@ -3,10 +3,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use chronos_core::{
-    ChainPosition, DecodeError, Flow, GroupSummary, TaskEnvelope, SCHEDULE_HEADER, TRIGGER_HEADER,
+    ChainPosition, DecodeError, Flow, GroupSummary, TaskEnvelope, MAX_PROGRESS_BYTES,
+    SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
+
+use crate::progress::Reporter;
+use crate::ProgressError;
 
 /// A decoded task as its handler receives it.
 #[derive(Debug, Clone)]
@@ -36,6 +41,8 @@ pub struct Context {
     output: OutputSlot,
     /// The task's place in a chain or group; None (and free) for a plain task.
     flow: Option<Arc<Flow>>,
+    /// Where progress reports go; None outside a server (they are checked and dropped).
+    progress: Option<Reporter>,
 }
 
 /// Where the typed handler leaves its encoded result for the executor, past the middleware
@@ -73,7 +80,50 @@ impl Context {
             rate_key: env.rate_key.as_deref().map(Arc::from),
             output: OutputSlot::default(),
             flow: env.flow.as_deref().map(|f| Arc::new(f.clone())),
+            progress: None,
         }
+    }
+
+    /// This context, its progress reports going to `reporter`.
+    pub(crate) fn with_progress(mut self, reporter: Reporter) -> Self {
+        self.progress = Some(reporter);
+        self
+    }
+
+    /// Reports how far this attempt is: any value that serializes to JSON (a number, a
+    /// `{"done": 3, "of": 10}`, ...), at most [`MAX_PROGRESS_BYTES`] of it. The value replaces
+    /// the last one; reports are coalesced (the store gets the latest at most four times a
+    /// second per server and queue, or with the next heartbeat), each write refreshes the
+    /// task's lease, and the last value reported before the handler returns is stored before
+    /// the task is settled. Readable by `Client::progress`, `chronos task show` and the console,
+    /// for [`chronos_core::PROGRESS_TTL`] after the last report. Cheap: no Redis call here.
+    ///
+    /// Errors ([`ProgressError`]): the value does not serialize, or is too large; nothing is
+    /// reported then. A handler may ignore the error (`let _ =`) or fail with it (`?`).
+    pub fn progress<T: Serialize + ?Sized>(&self, value: &T) -> Result<(), ProgressError> {
+        let json = serde_json::to_vec(value).map_err(|e| ProgressError::Encode(e.to_string()))?;
+        if json.len() > MAX_PROGRESS_BYTES {
+            return Err(ProgressError::TooLarge {
+                len: json.len(),
+                max: MAX_PROGRESS_BYTES,
+            });
+        }
+        if let Some(r) = &self.progress {
+            r.report(json);
+        }
+        Ok(())
+    }
+
+    /// [`Context::progress`] with `{"percent": percent, "note": note}`, which the console draws
+    /// as a bar with its note (`TaskProgress::percent` and `note` read it back). A percent
+    /// outside 0..=100 is clamped; one that is not a number is reported as 0.
+    pub fn percent(&self, percent: f64, note: impl Into<String>) -> Result<(), ProgressError> {
+        let percent = if percent.is_finite() {
+            percent.clamp(0.0, 100.0)
+        } else {
+            0.0
+        };
+        self.progress(&serde_json::json!({ "percent": percent, "note": note.into() }))
     }
 
     /// The slot the typed handler's result goes to.

@@ -42,6 +42,11 @@ pub use chronos_worker::{retry_after_header, InvalidRetryAfter};
 // A handler's cancel (`TaskError::cancel`): what a broker answers and what the inspector shows.
 #[doc(inline)]
 pub use chronos_broker::{CancelOutcome, Cancellation};
+// A running task's progress (`Context::progress`): what a producer reads and how it travels.
+#[doc(inline)]
+pub use chronos_broker::{ProgressUpdate, TaskProgress, MAX_PROGRESS_BYTES, PROGRESS_TTL};
+#[doc(inline)]
+pub use chronos_worker::ProgressError;
 // A queue's settings stored in Redis (limits that override each server's config at run time,
 // the aging time of priority levels): the library side of `chronos queue limits`.
 #[doc(inline)]

@@ -87,6 +87,7 @@ impl Item {
             snoozes: u32::try_from(self.snoozes).unwrap_or(0),
             envelope,
             cancelled: self.cancelled.clone(),
+            progress: None,
         })
     }
 }

@@ -108,7 +108,17 @@ impl Inspect for RedisBroker {
     }
 
     async fn task(&self, queue: &QueueName, id: &str) -> Result<Option<TaskRecord>, BrokerError> {
-        self.record(&self.queue_keys(queue), id, None).await
+        let keys = self.queue_keys(queue);
+        let Some(mut rec) = self.record(&keys, id, None).await? else {
+            return Ok(None);
+        };
+        rec.progress = match self.read_progress(&keys, id).await {
+            Ok(p) => p,
+            // A damaged progress value must not hide its task from the inspector.
+            Err(BrokerError::Decode(_)) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(Some(rec))
     }
 
     async fn list_tasks(
@@ -319,6 +329,7 @@ impl RedisBroker {
                 snoozes,
                 envelope,
                 cancelled,
+                progress: None,
             }));
         }
     }
@@ -373,6 +384,7 @@ impl RedisBroker {
             snoozes: 0,
             envelope,
             cancelled: None,
+            progress: None,
         }))
     }
 

@@ -10,8 +10,8 @@ use super::reply::LockCode;
 use super::{lane, reply, RedisBroker};
 use crate::redis::store::{says, store};
 use crate::{
-    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, Maintain, QueueKeys,
-    QueueName, Reclaimed, ServerRecord, Signals, GROUP,
+    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, Maintain, ProgressUpdate,
+    QueueKeys, QueueName, Reclaimed, ServerRecord, Signals, GROUP,
 };
 
 /// How long the reclaim outbox outlives its last write: as long as a group's default TTL, so
@@ -88,31 +88,17 @@ impl Maintain for RedisBroker {
         consumer: &str,
         msg_ids: &[String],
     ) -> Result<Vec<String>, BrokerError> {
-        if msg_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let keys = self.queue_keys(queue);
-        // Calls of at most 1,000 ids: XCLAIM takes them unpacked, and Lua's unpack stops near
-        // 8,000 values (a server with 10,000 running tasks of one queue would fail every beat).
-        let mut owned = Vec::with_capacity(msg_ids.len());
-        for (level, idx) in lane::by_lane(msg_ids.iter().map(String::as_str)) {
-            let stream = keys.lane(level);
-            for part in idx.chunks(1000) {
-                let mut args: Vec<Value> = vec![GROUP.into(), consumer.into()];
-                args.extend(
-                    part.iter()
-                        .map(|&i| Value::from(lane::split(&msg_ids[i]).1)),
-                );
-                let got = reply::array(
-                    self.run(|s| &s.heartbeat, stream.as_str(), args).await?,
-                    "heartbeat",
-                )?;
-                for v in got {
-                    owned.push(lane::qualify(level, reply::string(v, "heartbeat")?));
-                }
-            }
-        }
-        Ok(owned)
+        self.beat(queue, consumer, msg_ids, &[]).await
+    }
+
+    async fn report_progress(
+        &self,
+        queue: &QueueName,
+        consumer: &str,
+        msg_ids: &[String],
+        updates: &[ProgressUpdate],
+    ) -> Result<Vec<String>, BrokerError> {
+        self.beat(queue, consumer, msg_ids, updates).await
     }
 
     async fn trim(

@@ -9,6 +9,7 @@ mod lane;
 mod lease;
 mod locks;
 mod maintain;
+mod progress;
 mod record;
 mod reply;
 mod results;

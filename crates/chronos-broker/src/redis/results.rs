@@ -13,7 +13,7 @@ use super::protocol::{CANCEL_REASON, ERROR, RESULT, STATE};
 use super::record::Record;
 use super::{client_builder, reply, RedisBroker};
 use crate::redis::store::store;
-use crate::{BrokerError, QueueName, Results, TaskOutcome, TaskState};
+use crate::{BrokerError, QueueName, Results, TaskOutcome, TaskProgress, TaskState};
 
 /// How long a waiter sleeps between reads when no message comes: the bound on a wake-up lost
 /// while the subscriber reconnected.
@@ -159,6 +159,14 @@ impl RedisBroker {
 }
 
 impl Results for RedisBroker {
+    async fn progress(
+        &self,
+        queue: &QueueName,
+        id: &str,
+    ) -> Result<Option<TaskProgress>, BrokerError> {
+        self.read_progress(&self.queue_keys(queue), id).await
+    }
+
     async fn outcome(&self, queue: &QueueName, id: &str) -> Result<TaskOutcome, BrokerError> {
         let keys = self.queue_keys(queue);
         let mut plain_rechecked = !crate::keys::is_plain_id(id);

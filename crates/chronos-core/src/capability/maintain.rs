@@ -3,7 +3,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::{BrokerError, DeadTask, Forwarded, QueueName, Reclaimed, ServerRecord, Signals};
+use crate::{
+    BrokerError, DeadTask, Forwarded, ProgressUpdate, QueueName, Reclaimed, ServerRecord, Signals,
+};
 
 /// Background upkeep: forwarding, recovery, leases and trimming.
 pub trait Maintain: Send + Sync {
@@ -35,6 +37,20 @@ pub trait Maintain: Send + Sync {
         queue: &QueueName,
         consumer: &str,
         msg_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send;
+
+    /// [`Maintain::extend_leases`] for `msg_ids`, and in the same atomic step stores each of
+    /// `updates` as its task's last progress ([`crate::TaskProgress`], kept for
+    /// [`crate::PROGRESS_TTL`]) when `consumer` still holds its delivery; an update of a
+    /// delivery it lost is dropped, and the delivery is missing from the answer as in
+    /// `extend_leases` (its task must be cancelled). Every update's `msg_id` must be among
+    /// `msg_ids`. Re-sending is harmless: the last value wins.
+    fn report_progress(
+        &self,
+        queue: &QueueName,
+        consumer: &str,
+        msg_ids: &[String],
+        updates: &[ProgressUpdate],
     ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send;
 
     /// Removes expired retained tasks and archive entries older than `archive_max_age` or beyond

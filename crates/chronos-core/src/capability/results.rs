@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::{BrokerError, QueueName, TaskOutcome};
+use crate::{BrokerError, QueueName, TaskOutcome, TaskProgress};
 
 /// Reads what became of a task and waits for it: the producer's side of results.
 pub trait Results: Send + Sync {
@@ -25,4 +25,13 @@ pub trait Results: Send + Sync {
         id: &str,
         timeout: Duration,
     ) -> impl Future<Output = Result<TaskOutcome, BrokerError>> + Send;
+
+    /// The last progress task `id` of `queue` reported (`Context::progress` in the worker),
+    /// kept for [`crate::PROGRESS_TTL`] after it was reported, also once the task ended; None
+    /// when it reported none (or that long ago).
+    fn progress(
+        &self,
+        queue: &QueueName,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<TaskProgress>, BrokerError>> + Send;
 }

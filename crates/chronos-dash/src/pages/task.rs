@@ -84,6 +84,30 @@ pub(crate) async fn page(
                     @if let Some(e) = &t.decode_error { dt { "envelope" } dd.error { "does not decode: " (e) } }
                 }
             }
+            @if t.progress.is_some() || state == TaskState::Active {
+                div.card.wide #progress-card {
+                    h2 { "Progress" }
+                    @let pc = t.progress_percent;
+                    @let note = t.progress.as_ref().and_then(|pr| pr.note());
+                    progress #progress-bar max="100" value=[pc] {}
+                    " "
+                    span #progress-percent { @if let Some(pc) = pc { (format!("{pc:.0}%")) } }
+                    " "
+                    span #progress-note { (note.unwrap_or_default()) }
+                    @match &t.progress {
+                        Some(pr) => {
+                            p.muted {
+                                "reported at " span #progress-at { (format::time(pr.at_ms)) }
+                                " (" (format::relative(pr.at_ms, now)) ")"
+                            }
+                            pre.json #progress-value { (pr.value.to_string()) }
+                        }
+                        None => {
+                            p.muted #progress-none { "no progress reported yet (a handler reports it with ctx.progress)" }
+                        }
+                    }
+                }
+            }
             @if can_prioritize {
                 div.card.wide {
                     h2 { "Priority" }
@@ -175,7 +199,7 @@ pub(crate) async fn page(
         &format!("Task {}", t.id),
         Nav::None,
         "task",
-        &[],
+        &[("arg", format!("/api{}", task_href(&queue, &id)))],
         st.notice(&p.msg, &p.sig),
         body,
     ))

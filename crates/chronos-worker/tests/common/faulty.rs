@@ -23,6 +23,8 @@ pub struct Switches {
     pub starts: AtomicU32,
     /// Ack calls made (failed ones too).
     pub acks: AtomicU32,
+    /// `report_progress` calls made (the heartbeat's and the progress loop's).
+    pub progress_reports: AtomicU32,
 }
 
 /// Wraps a [`RedisBroker`]; clones share the switches.
@@ -174,8 +176,20 @@ impl Consume for Faulty {
     }
 }
 
+impl Faulty {
+    /// Counts the calls the switches watch among those forwarded as they are.
+    fn count(&self, method: &'static str) -> Result<(), BrokerError> {
+        if method == "report_progress" {
+            self.switches
+                .progress_reports
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
 impl Maintain for Faulty {
-    chronos_broker::forward!(Maintain => inner);
+    chronos_broker::forward!(Maintain => inner, before count);
 }
 
 impl Inspect for Faulty {
