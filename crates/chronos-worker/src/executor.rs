@@ -18,10 +18,10 @@ use crate::config::UnrunnablePolicy;
 use crate::ended::{self, End, Failure};
 use crate::metrics::{self, KindMetrics};
 use crate::mux::Unrunnable;
-use crate::progress;
 use crate::runtime::Runtime;
 use crate::starter;
 use crate::WorkerBroker;
+use crate::{progress, progress_writer};
 use crate::{Context, FailureKind, TaskError};
 
 /// How an attempt ended, before it is settled.
@@ -291,7 +291,7 @@ async fn attempt<B: WorkerBroker>(
         matches!(outcome, Outcome::LeaseLost),
     ) {
         let ids = [lease.id.msg_id.clone()];
-        progress::write(rt, q, &ids, vec![(pending.0, cell, pending.1)]).await;
+        progress_writer::write(rt, q, &ids, vec![(pending.0, cell, pending.1)]).await;
     }
     outcome
 }

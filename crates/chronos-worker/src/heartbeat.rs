@@ -7,7 +7,7 @@ use chronos_core::{now_ms, ServerRecord};
 use tracing::warn;
 
 use crate::loops::every;
-use crate::progress;
+use crate::progress_writer;
 use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
@@ -22,7 +22,7 @@ pub(crate) async fn beat<B: WorkerBroker>(rt: &Runtime<B>) {
             continue;
         }
         // Progress waiting to be written goes with the beat, in the same call.
-        progress::write(rt, q, &ids, rt.unwritten_progress(q)).await;
+        progress_writer::write(rt, q, &ids, rt.unwritten_progress(q)).await;
     }
     crate::limiter::keep(rt).await;
     let record = record(rt);

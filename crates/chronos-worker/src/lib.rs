@@ -116,6 +116,7 @@ mod mux;
 mod outcome;
 mod park;
 mod progress;
+mod progress_writer;
 mod recoverer;
 mod retry_after;
 mod runtime;

@@ -56,7 +56,7 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) ready: Notify,
     /// Wakes fetchers when a slot or buffer space frees up.
     pub(crate) space: Notify,
-    /// Wakes the progress loop when a handler reported progress (progress.rs).
+    /// Wakes the progress loop when a handler reported progress (progress_writer.rs).
     pub(crate) progress_wake: Arc<Notify>,
     /// The concurrency slots: one permit per handler that may run at once.
     pub(crate) slots: Arc<Semaphore>,
@@ -367,7 +367,7 @@ impl<B: WorkerBroker> Runtime<B> {
     }
 
     /// The progress values of queue `q`'s running deliveries not yet written, each with its
-    /// cell and version (progress.rs).
+    /// cell and version (progress_writer.rs).
     pub(crate) fn unwritten_progress(&self, q: usize) -> Vec<(ProgressUpdate, Arc<Cell>, u64)> {
         self.queues[q]
             .lock()

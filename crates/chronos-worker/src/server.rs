@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 use crate::{
-    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, progress,
+    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, progress_writer,
     recoverer, sampler, settings_poller, starter, watcher,
 };
 use crate::{Mux, ServerConfig, WorkerBroker, WorkerError};
@@ -132,7 +132,7 @@ impl<B: WorkerBroker> Server<B> {
         let starter = tokio::spawn(starter::run(rt.clone(), start_rx));
         let mut maintenance = vec![
             tokio::spawn(heartbeat::run(rt.clone())),
-            tokio::spawn(progress::run(rt.clone())),
+            tokio::spawn(progress_writer::run(rt.clone())),
             tokio::spawn(forwarder::run(rt.clone())),
             tokio::spawn(recoverer::run(rt.clone())),
             tokio::spawn(janitor::run(rt.clone())),
