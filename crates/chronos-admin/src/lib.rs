@@ -221,6 +221,8 @@ pub struct TaskRow {
     pub progress: Option<chronos_broker::TaskProgress>,
     /// The progress's percent (0..=100), when its value says one.
     pub progress_percent: Option<f64>,
+    /// Its attempt history, oldest first ([`Admin::task`] only; empty in listings).
+    pub attempts: Vec<chronos_broker::AttemptRow>,
 }
 
 impl TaskRow {
@@ -245,6 +247,7 @@ impl TaskRow {
             cancelled_at_ms: r.cancelled.as_ref().map(|c| c.at_ms),
             progress: r.progress.clone(),
             progress_percent: r.progress.as_ref().and_then(|p| p.percent()),
+            attempts: r.attempts.clone(),
         };
         match &r.envelope {
             Ok(e) => {
@@ -903,6 +906,7 @@ mod tests {
             envelope: Err(DecodeError::Empty),
             cancelled: None,
             progress: None,
+            attempts: Vec::new(),
         };
         let row = TaskRow::from_record(&q, &rec);
         assert_eq!((row.id.as_str(), row.state.as_str()), ("t1", "archived"));

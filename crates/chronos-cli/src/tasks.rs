@@ -437,6 +437,30 @@ fn show_task(t: &TaskRow) {
         fields.push(("decode error", e.clone()));
     }
     print_fields(&fields);
+    if !t.attempts.is_empty() {
+        println!();
+        let rows: Vec<Vec<String>> = t
+            .attempts
+            .iter()
+            .map(|a| {
+                vec![
+                    a.attempt.to_string(),
+                    a.outcome.as_str().to_string(),
+                    a.started_at_ms.map(datetime).unwrap_or_default(),
+                    datetime(a.ended_at_ms),
+                    a.ran_ms.map(|ms| format!("{ms} ms")).unwrap_or_default(),
+                    a.worker.clone().unwrap_or_default(),
+                    clip(a.error.as_deref().unwrap_or(""), 60),
+                ]
+            })
+            .collect();
+        print_table(
+            &[
+                "ATTEMPT", "OUTCOME", "STARTED", "ENDED", "RAN", "WORKER", "ERROR",
+            ],
+            &rows,
+        );
+    }
 }
 
 fn parse_priority(s: &str) -> Result<Priority, String> {

@@ -20,6 +20,10 @@ pub struct LeaseId {
     /// releases the lock only when it is named here: a script touches only the keys its caller
     /// declared.
     pub unique_key: Option<String>,
+    /// How long this attempt's handler ran (ms, the worker's clock), set by the worker before
+    /// it settles the delivery: the task's attempt history records it with the attempt
+    /// ([`crate::AttemptRow::ran_ms`]). None when unknown.
+    pub ran_ms: Option<u64>,
 }
 
 impl LeaseId {
@@ -30,6 +34,7 @@ impl LeaseId {
             task_id: task_id.into(),
             msg_id: msg_id.into(),
             unique_key: None,
+            ran_ms: None,
         }
     }
 

@@ -68,6 +68,7 @@
 //! broker that made it decided: [`BrokerError::is_transient`] is what retry loops ask.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod attempt;
 mod bytes_field;
 mod capability;
 mod chain;
@@ -106,6 +107,7 @@ pub mod testing;
 mod throttle;
 mod trace_context;
 
+pub use attempt::{AttemptOutcome, AttemptRow, ATTEMPTS_KEPT};
 pub use capability::{
     Broker, Consume, Coordinate, Enqueue, Flows, Inspect, Maintain, ManageSchedules, Operate,
     Results, SampleQueues, Schedules, Settings, Tenants, Throttle,

@@ -90,6 +90,10 @@ pub struct TaskRecord {
     /// The last progress its handler reported ([`crate::Client::progress`]); read by
     /// [`crate::Inspect::task`] only (a listing leaves it None).
     pub progress: Option<crate::TaskProgress>,
+    /// Its attempt history, oldest first (the last 25 attempts that ended: how, when, on which
+    /// worker, for how long, with what error); read by [`crate::Inspect::task`] only (a listing
+    /// leaves it empty). A task with no record (a plain task that has not failed) has none.
+    pub attempts: Vec<crate::AttemptRow>,
 }
 
 /// Why and when a task was cancelled by its handler ([`TaskRecord::cancelled`]).

@@ -1504,3 +1504,40 @@ async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
     assert_eq!(missing.status, 404, "{}", missing.body);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let ids = seed(&c.broker, "orders", 1).await?;
+    let q = QueueName::new("orders")?;
+    let mut reader = c.broker.open_reader().await?;
+    let got = c
+        .broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await?;
+    c.broker.close_reader(reader).await;
+    let mut lease = got.leases.first().context("one delivery")?.id.clone();
+    c.broker.start(&q, std::slice::from_ref(&lease)).await?;
+    lease.ran_ms = Some(33);
+    c.broker
+        .retry(&lease, Duration::from_secs(600), "gateway said 502")
+        .await?;
+    let page = send(
+        c.addr,
+        "GET",
+        &format!("/queues/orders/tasks/{}", ids[0]),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("data-outcome=\"retried\""),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("after 33 ms"));
+    assert!(page.body.contains("gateway said 502"));
+    assert!(page.body.contains(">w1<"), "the worker is named");
+    Ok(())
+}

@@ -59,6 +59,11 @@ pub const DEBOUNCE_FIRST: &str = "df";
 pub const CANCEL_REASON: &str = "cr";
 /// Task record: when its handler cancelled it (unix ms; Lua: `F_CANCELLED_AT`).
 pub const CANCELLED_AT: &str = "ca";
+/// Task record: its attempt history, one JSON object per line for each attempt that ended
+/// (lib.lua `attempt_row`; Lua: `F_ATTEMPTS`), at most [`chronos_core::ATTEMPTS_KEPT`] lines.
+pub const ATTEMPTS: &str = "at";
+/// Bytes of an attempt's error kept in its history row (Lua: `ATTEMPT_ERROR_BYTES`).
+pub const ATTEMPT_ERROR_BYTES: usize = 2048;
 
 // Stream entry: `i`, `e`, and once the task failed before `r`, `err`, `f` (the record's names);
 // a plain task's entry has no `i`, and `x`/`dl` where they are not the defaults.
@@ -152,6 +157,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("F_UNIQUE_RELEASE", UNIQUE_RELEASE),
     ("F_DEBOUNCE_FIRST", DEBOUNCE_FIRST),
     ("F_CANCEL_REASON", CANCEL_REASON),
+    ("F_ATTEMPTS", ATTEMPTS),
     ("F_CANCELLED_AT", CANCELLED_AT),
     ("F_TASK_ID", TASK_ID),
     ("F_PRIORITY", PRIORITY),
@@ -177,7 +183,7 @@ pub const STARTED: i64 = 1_000_000;
 pub const ENQUEUE_STRIDE: usize = 12;
 
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
-pub const COMPLETE_STRIDE: usize = 4;
+pub const COMPLETE_STRIDE: usize = 5;
 
 /// Values per trigger in a fire.lua call (Lua: `FIRE_STRIDE`).
 pub const FIRE_STRIDE: usize = 13;
@@ -198,6 +204,13 @@ pub fn prologue() -> String {
     lua.push_str(&format!("local PLAIN_MAX_RETRY = '{DEFAULT_MAX_RETRY}'\n"));
     lua.push_str(&format!("local ENQUEUE_STRIDE = {ENQUEUE_STRIDE}\n"));
     lua.push_str(&format!("local COMPLETE_STRIDE = {COMPLETE_STRIDE}\n"));
+    lua.push_str(&format!(
+        "local ATTEMPTS_KEPT = {}\n",
+        chronos_core::ATTEMPTS_KEPT
+    ));
+    lua.push_str(&format!(
+        "local ATTEMPT_ERROR_BYTES = {ATTEMPT_ERROR_BYTES}\n"
+    ));
     lua.push_str(&format!("local FIRE_STRIDE = {FIRE_STRIDE}\n"));
     // The consumer group of every stream, and the level whose tasks use the main stream.
     lua.push_str(&format!("local GROUP = '{}'\n", GROUP));
@@ -249,6 +262,7 @@ mod tests {
         "id", "epoch", "since", // the scheduler's leader info
         "name",  // a consumer group's name in an XINFO GROUPS reply
         "q",     // backoff.lua's scope: `q` the queue (`k` the rate key)
+        "dead", "lost", // attempt outcomes (lib.lua `attempt_row`)
     ];
 
     fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -99,7 +99,10 @@ pub(crate) async fn run<B: WorkerBroker>(
         // As i64: an OpenTelemetry exporter keeps it a number (a u64 would become text).
         Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
+        let began = Instant::now();
         let outcome = attempt(rt, q, &lease, &m, cancel).await;
+        // For the task's attempt history: the settling script records how long it ran.
+        lease.id.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
         ended.store(true, std::sync::atomic::Ordering::Release);
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
         // The lease stays held (the heartbeat keeps it) until the outcome is settled, so a

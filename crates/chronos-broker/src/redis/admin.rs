@@ -88,6 +88,7 @@ impl Item {
             envelope,
             cancelled: self.cancelled.clone(),
             progress: None,
+            attempts: Vec::new(),
         })
     }
 }

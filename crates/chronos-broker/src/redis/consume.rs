@@ -179,6 +179,7 @@ impl Consume for RedisBroker {
             mid.into(),
             duration_ms(delay).into(),
             error.into(),
+            ran(lease),
         ];
         let n = self.run(|s| &s.retry, declared, args).await?;
         Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
@@ -202,6 +203,7 @@ impl Consume for RedisBroker {
             mid.into(),
             duration_ms(delay).into(),
             max_snoozes.into(),
+            ran(lease),
         ];
         let reply = self.run(|s| &s.snooze, declared, args).await?;
         let row = reply::array(reply, "snooze")?;
@@ -254,6 +256,7 @@ impl Consume for RedisBroker {
             duration_ms(delay).into(),
             code.into(),
             key.into(),
+            ran(lease),
         ];
         let reply = self.run(|s| &s.backoff, declared, args).await?;
         let row = reply::array(reply, "backoff")?;
@@ -300,6 +303,7 @@ impl Consume for RedisBroker {
             error.into(),
             reply::flag(count_attempt),
             duration_ms(self.inner.idempotency_window).into(),
+            ran(lease),
         ];
         Ok(
             match DeadCode::from_reply(reply::int(
@@ -331,6 +335,7 @@ impl Consume for RedisBroker {
             lease.task_id.as_str().into(),
             mid.into(),
             reason.into(),
+            ran(lease),
         ];
         let reply = self.run(|s| &s.cancel, declared, args).await?;
         Ok(
@@ -455,7 +460,7 @@ impl RedisBroker {
             keys.history_minutes(HistoryCounter::Processed, day),
             keys.history_day(HistoryCounter::Processed, day),
         ]);
-        // Tasks with a hash first (4 values and 2 keys each), then plain tasks' entry ids
+        // Tasks with a hash first (COMPLETE_STRIDE values and 2 keys each), then plain tasks' entry ids
         // (lib.lua), which need no key: their ack is their whole completion.
         let (plain, hashed): (Vec<&Completion>, Vec<&Completion>) = done
             .iter()
@@ -473,6 +478,7 @@ impl RedisBroker {
             args.push(lane::split(&c.lease.msg_id).1.into());
             args.push(c.retention.map(duration_ms).unwrap_or(0).into());
             args.push(self.result_arg(c));
+            args.push(ran(&c.lease));
         }
         for c in plain {
             args.push(c.lease.msg_id.as_str().into());
@@ -755,6 +761,14 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
         last_failed_at_ms: (failed_at > 0).then_some(failed_at),
         unique_key,
     })
+}
+
+/// How long a delivery's handler ran, for the attempt history ('' when the caller did not say).
+fn ran(lease: &LeaseId) -> Value {
+    match lease.ran_ms.and_then(|ms| i64::try_from(ms).ok()) {
+        Some(ms) => ms.into(),
+        None => "".into(),
+    }
 }
 
 #[cfg(test)]

@@ -3,15 +3,15 @@ use fred::prelude::*;
 
 use super::lease::decode_envelope;
 use super::protocol::{
-    CANCELLED_AT, CANCEL_REASON, DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED, SNOOZES,
-    STATE, TENANT, TENANT_LANE,
+    ATTEMPTS, CANCELLED_AT, CANCEL_REASON, DELIVERY, ENVELOPE, ERROR, FAILED_AT, PRIORITY, RETRIED,
+    SNOOZES, STATE, TENANT, TENANT_LANE,
 };
 use super::record::{Entry, Record};
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
-    now_ms, BrokerError, DedupCounts, Inspect, LeaderInfo, LevelStats, Priority, QueueKeys,
-    QueueName, QueueStats, Schedules, ServerRecord, TaskRecord, TaskState, GROUP,
+    now_ms, AttemptRow, BrokerError, DedupCounts, Inspect, LeaderInfo, LevelStats, Priority,
+    QueueKeys, QueueName, QueueStats, Schedules, ServerRecord, TaskRecord, TaskState, GROUP,
 };
 use std::collections::HashMap;
 
@@ -112,6 +112,15 @@ impl Inspect for RedisBroker {
         let Some(mut rec) = self.record(&keys, id, None).await? else {
             return Ok(None);
         };
+        let history: Option<Bytes> = self
+            .inner
+            .client
+            .hget(keys.task(id), ATTEMPTS)
+            .await
+            .map_err(store)?;
+        rec.attempts = history
+            .map(|h| AttemptRow::decode_all(&h))
+            .unwrap_or_default();
         rec.progress = match self.read_progress(&keys, id).await {
             Ok(p) => p,
             // A damaged progress value must not hide its task from the inspector.
@@ -330,6 +339,7 @@ impl RedisBroker {
                 envelope,
                 cancelled,
                 progress: None,
+                attempts: Vec::new(),
             }));
         }
     }
@@ -385,6 +395,7 @@ impl RedisBroker {
             envelope,
             cancelled: None,
             progress: None,
+            attempts: Vec::new(),
         }))
     }
 

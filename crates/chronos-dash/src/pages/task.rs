@@ -163,16 +163,29 @@ pub(crate) async fn page(
                     @if let Some(ms) = t.enqueued_at_ms {
                         li { span.time title=(format::relative(ms, now)) { (format::time(ms)) } " enqueued" }
                     }
-                    @if let (Some(ms), true) = (t.last_failed_at_ms, t.retried > 0) {
-                        li {
-                            span.time title=(format::relative(ms, now)) { (format::time(ms)) }
-                            " failed (attempt " (t.retried) ")"
-                            @if t.retried > 1 { span.muted { ", after " (t.retried - 1) " earlier failures" } }
+                    @for a in &t.attempts {
+                        li.attempt data-outcome=(a.outcome.as_str()) {
+                            span.time title=(format::relative(a.ended_at_ms, now)) {
+                                (format::time(a.started_at_ms.unwrap_or(a.ended_at_ms)))
+                            }
+                            " attempt " (a.attempt) " "
+                            strong.outcome { (a.outcome.as_str()) }
+                            @if let Some(ms) = a.ran_ms { span.muted { " after " (ms) " ms" } }
+                            @if let Some(w) = &a.worker { span.muted { " on " span.mono { (w) } } }
+                            @if let Some(e) = &a.error { div.error.mono { (e) } }
+                        }
+                    }
+                    @if t.attempts.is_empty() {
+                        @if let (Some(ms), true) = (t.last_failed_at_ms, t.retried > 0) {
+                            li {
+                                span.time title=(format::relative(ms, now)) { (format::time(ms)) }
+                                " failed (attempt " (t.retried) ")"
+                            }
                         }
                     }
                     li { "now " strong { (t.state) } }
                 }
-                p.muted { "Only the first enqueue and the last failure are stored with a task; per-attempt times are in the worker's traces." }
+                p.muted { "Each attempt that ended, as the step that settled it recorded it (the last 25): a task that succeeded at once without a retention keeps no record." }
             }
         }
         section {

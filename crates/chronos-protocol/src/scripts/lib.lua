@@ -249,6 +249,38 @@ local function expire_with_last(key)
   if at then redis.call('PEXPIREAT', key, math.ceil(at)) end
 end
 
+-- Attempt history (`F_ATTEMPTS`): the record of a task keeps one JSON object per line for each
+-- attempt that ended, oldest first, at most ATTEMPTS_KEPT lines: `a` the attempt, `w` the
+-- worker (the consumer that held the delivery), `e` its end (unix ms, store clock), `o` the
+-- outcome, `err` the error or reason (its first ATTEMPT_ERROR_BYTES bytes), and `d` how long
+-- the handler ran with `s` its start (end - d), when the worker said so.
+-- The consumer holding delivery `mid`, read before the entry is acked; nil when none does.
+local function holder(stream, group, mid)
+  local p = redis.pcall('XPENDING', stream, group, mid, mid, 1)
+  if type(p) == 'table' and type(p[1]) == 'table' then return p[1][2] end
+  return nil
+end
+-- The record's attempt history with one row more: the value for the caller's HSET of
+-- `F_ATTEMPTS` (never raises: the record was read as a hash already).
+local function attempt_row(tkey, attempt, worker, outcome, err, ran, now)
+  local row = {a = attempt, o = outcome, e = now, w = worker}
+  local d = tonumber(ran)
+  if d and d >= 0 then
+    row.d = math.floor(d)
+    row.s = now - row.d
+  end
+  if err and err ~= '' then row.err = string.sub(err, 1, ATTEMPT_ERROR_BYTES) end
+  local lines = {}
+  local old = redis.pcall('HGET', tkey, F_ATTEMPTS)
+  if type(old) == 'string' then
+    for l in string.gmatch(old, '[^\n]+') do lines[#lines + 1] = l end
+  end
+  lines[#lines + 1] = cjson.encode(row)
+  local from = #lines - ATTEMPTS_KEPT + 1
+  if from < 1 then from = 1 end
+  return table.concat(lines, '\n', from)
+end
+
 -- Acks and removes stream entries (one or more ids). Never raises: a group lost with its data
 -- (Redis restarted empty) must not fail a script after its first write, and an entry already
 -- gone needs nothing.

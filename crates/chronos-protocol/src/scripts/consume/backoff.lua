@@ -11,7 +11,8 @@
 --          throttle counter (keys.rs `throttled_day`); then, for a delivery of the tenant stream, the tenants block (lib.lua: "Tenants": the task's hold on its
 --          tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
---          Redis's clock), ARGV[5] scope: 'q' the queue, 'k' the rate key ARGV[6]
+--          Redis's clock), ARGV[5] scope: 'q' the queue, 'k' the rate key ARGV[6], ARGV[7] how
+--          long the handler ran (ms; '' when unknown), for the attempt history
 -- Returns: {1, block end ms, task due ms} blocked (also for a re-sent call whose first run did
 -- it: the hash's `d` records the settled delivery; it answers the block's end now and the
 -- task's due time), {0, 0, 0} the lease no longer matches (reclaimed or deleted task):
@@ -30,7 +31,7 @@ local function block_end()
   return key_block_end(KEYS[5], rk, now)
 end
 materialize_if_plain(KEYS[1], group, tkey, id, mid)
-local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_STATE)
+local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_STATE, F_RETRIED)
 if h == nil then return {0, 0, 0} end
 if h[1] ~= mid then
   if h[2] == mid and h[3] == 'scheduled' then
@@ -55,5 +56,8 @@ if redis.call('INCR', KEYS[7]) == 1 then redis.call('PEXPIRE', KEYS[7], 2 * 8640
 local due = backoff_due(id, ends, now)
 local T = nil
 if #KEYS >= 7 + TENANTS_LEN then T = 8 end
-set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid}, KEYS[2], due, T)
+local row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'throttled',
+  '', ARGV[7], now)
+set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_ATTEMPTS, row},
+  KEYS[2], due, T)
 return {1, ends, due}

@@ -6,7 +6,8 @@
 --          unique lock (the task hash again when the caller knows of none); then, for a
 --          delivery of the tenant stream, the tenants block (lib.lua: "Tenants": the task's
 --          hold on its tenant's cap ends)
--- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] the reason
+-- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] the reason,
+-- ARGV[5]  how long the handler ran (ms; '' when unknown), for the attempt history
 -- Returns: 1 cancelled (also for a re-sent call whose first run did it: the hash's `d` records
 -- the settled delivery), 0 when the lease no longer matches (nothing changed).
 -- The unique lock is released as when the task finishes (a lock released on start, or only at
@@ -17,7 +18,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 materialize_if_plain(KEYS[1], group, tkey, id, mid)
-local h = read_hash(tkey, F_DELIVERY, F_UNIQUE, F_SETTLED, F_STATE)
+local h = read_hash(tkey, F_DELIVERY, F_UNIQUE, F_SETTLED, F_STATE, F_RETRIED)
 if h == nil then
   -- Not a hash: nothing of the task can be kept, but its delivery must not block the queue.
   settle_entries(KEYS[1], group, {mid})
@@ -29,11 +30,13 @@ if h[1] ~= mid then
 end
 local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
+local row = attempt_row(tkey, (count_of(h[5]) or 0) + 1, holder(KEYS[1], group, mid), 'cancelled',
+  ARGV[4], ARGV[5], now)
 settle_entries(KEYS[1], group, {mid})
 if #KEYS >= 4 + TENANTS_LEN then tenant_release(5, tkey, id) end
 if h[2] and h[2] == ukey then release_unique(ukey, id) end
 local fields = {tkey, F_STATE, 'cancelled', F_CANCEL_REASON, ARGV[4], F_CANCELLED_AT, now,
-  F_SETTLED, mid}
+  F_SETTLED, mid, F_ATTEMPTS, row}
 if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
 redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, F_DELIVERY)

@@ -5,7 +5,8 @@
 --          failed counter of today; then, for a delivery of the tenant stream, the tenants
 --          block (lib.lua: "Tenants": the task's hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] error message,
--- ARGV[5]  '1' when this failure counts as an attempt, ARGV[6] idempotency window ms
+-- ARGV[5]  '1' when this failure counts as an attempt, ARGV[6] idempotency window ms, ARGV[7]
+--          how long the handler ran (ms; '' when unknown), for the attempt history
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
 -- A re-sent call whose first run settled this delivery answers what that run did: an archived
 -- task's hash records the settled delivery in `d`; a discarded one leaves a done marker
@@ -34,6 +35,11 @@ if h[1] ~= mid then
 end
 local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
+local row = nil
+if h[3] ~= '1' then
+  row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'dead', ARGV[4],
+    ARGV[7], now)
+end
 settle_entries(KEYS[1], group, {mid})
 if #KEYS >= 8 + TENANTS_LEN then tenant_release(9, tkey, id) end
 bump(KEYS[3], 1)
@@ -49,6 +55,7 @@ local fields = {tkey, F_STATE, 'archived', F_ERROR, ARGV[4], F_FAILED_AT, now, F
 local r = count_of(h[4])
 if ARGV[5] == '1' and r then fields[#fields + 1] = F_RETRIED; fields[#fields + 1] = r + 1 end
 if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
+if row then fields[#fields + 1] = F_ATTEMPTS; fields[#fields + 1] = row end
 redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, F_DELIVERY)
 redis.call('ZADD', KEYS[2], now, id)

@@ -7,7 +7,8 @@
 --          hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] the most snoozes allowed (the task would be over it: nothing
---          changes, the caller dead-letters it)
+--          changes, the caller dead-letters it), ARGV[6] how long the handler ran (ms; ''
+--          when unknown), for the attempt history
 -- Returns: {1, snoozes} snoozed (also for a re-sent call whose first run did it: the hash's `d`
 -- records the settled delivery), {2, snoozes} refused, the task has snoozed the most it may,
 -- {0, 0} the lease no longer matches (reclaimed or deleted task): nothing changed.
@@ -19,7 +20,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 materialize_if_plain(KEYS[1], group, tkey, id, mid)
-local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_SNOOZES)
+local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_SNOOZES, F_RETRIED)
 if h == nil then return {0, 0} end
 -- A corrupt counter restarts at 0 rather than failing the script after a write.
 local n = count_of(h[3]) or 0
@@ -31,6 +32,8 @@ if n >= most then return {2, n} end
 local now = now_ms()
 local T = nil
 if #KEYS >= 3 + TENANTS_LEN then T = 4 end
-set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_SNOOZES, n + 1},
-  KEYS[2], now + delay, T)
+local row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'snoozed',
+  '', ARGV[6], now)
+set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_SNOOZES, n + 1,
+  F_ATTEMPTS, row}, KEYS[2], now + delay, T)
 return {1, n + 1}

@@ -34,19 +34,20 @@ for t = 0, n - 1 do
   local tkey, ukey, dkey = KEYS[7 + t * 3], KEYS[8 + t * 3], KEYS[9 + t * 3]
   local p = redis.call('XPENDING', KEYS[1], group, 'IDLE', idle, mid, mid, 1)
   if p[1] then
+    local worker = type(p[1]) == 'table' and p[1][2] or nil
     local h = false
     if id ~= '' then
       -- A started plain task's delivery count says so (lib.lua); its hash is written here.
       materialize_if_plain(KEYS[1], group, tkey, id, mid)
       h = read_hash(tkey, F_DELIVERY, F_MAX_RETRY, F_UNIQUE, F_DISCARD, F_STATE, F_RETRIED) or false
     end
-    todo[#todo + 1] = {mid, id, tkey, ukey, dkey, h}
+    todo[#todo + 1] = {mid, id, tkey, ukey, dkey, h, worker}
   end
 end
 local now = now_ms()
 local requeued, dead = 0, {}
 for _, t in ipairs(todo) do
-  local mid, id, tkey, ukey, dkey, h = unpack(t)
+  local mid, id, tkey, ukey, dkey, h, worker = unpack(t)
   local env = entry_envelope(KEYS[1], mid)
   -- A tenant task handed back keeps its entry (parked again); every other case removes it.
   local tenant = T and h and h[1] == mid and redis.call('HEXISTS', tkey, F_TENANT) == 1
@@ -67,8 +68,12 @@ for _, t in ipairs(todo) do
     local r, maxr = count_of(h[6]), count_of(h[2])
     local corrupt = not r or not maxr
     if attempted and not corrupt then r = r + 1 end
+    local lost = 'worker lost: no heartbeat for ' .. idle .. ' ms'
+    -- The attempt history has a row for an attempt counted here (the worker's is unknown).
+    local row = nil
+    if attempted and not corrupt then row = attempt_row(tkey, r, worker, 'lost', lost, '', now) end
     if attempted and (corrupt or r > maxr) then
-      local err = 'worker lost: no heartbeat for ' .. idle .. ' ms'
+      local err = lost
       if corrupt then
         err = 'corrupt task record: retried = ' .. tostring(h[6]) .. ', max retry = ' .. tostring(h[2])
       end
@@ -92,6 +97,7 @@ for _, t in ipairs(todo) do
         local fields = {tkey, F_STATE, 'archived', F_ERROR, err, F_FAILED_AT, now}
         if not corrupt then fields[#fields + 1] = F_RETRIED; fields[#fields + 1] = r end
         if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
+        if row then fields[#fields + 1] = F_ATTEMPTS; fields[#fields + 1] = row end
         redis.call('HSET', unpack(fields))
         redis.call('HDEL', tkey, F_DELIVERY)
         redis.call('ZADD', KEYS[2], now, id)
@@ -99,9 +105,9 @@ for _, t in ipairs(todo) do
         dead[#dead + 1] = {id, env or false, '0'}
       end
     else
-      if attempted then
-        local err = 'worker lost: no heartbeat for ' .. idle .. ' ms'
-        redis.call('HSET', tkey, F_RETRIED, r, F_ERROR, err, F_FAILED_AT, now)
+      -- Attempted here implies a sound record (a corrupt one was archived above).
+      if row then
+        redis.call('HSET', tkey, F_RETRIED, r, F_ERROR, lost, F_FAILED_AT, now, F_ATTEMPTS, row)
       end
       if tenant then
         tenant_back(T, tkey, id, mid)

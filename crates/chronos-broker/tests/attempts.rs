@@ -1,0 +1,219 @@
+//! A task's attempt history (`TaskRecord::attempts`): each attempt that ends appends one row in
+//! the script that settles it (retry, snooze, throttle, cancel, dead letter, a retained
+//! completion, a lost worker's reclaim), the newest 25 are kept, and a re-sent settle after a
+//! lost reply adds nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use chronos_broker::{
+    AttemptOutcome, AttemptRow, BackoffScope, Client, Completion, Consume, EnqueueOptions, Inspect,
+    Lease, Maintain, QueueName, RedisBroker, ATTEMPTS_KEPT,
+};
+use common::{broker, email, rig, take};
+
+fn q() -> QueueName {
+    QueueName::new("default").expect("queue")
+}
+
+/// The one delivery of queue `default` for `consumer`, started, after due tasks were forwarded;
+/// the handler is said to have run for `ran_ms`.
+async fn next(b: &RedisBroker, consumer: &str, ran_ms: u64) -> Lease {
+    b.forward_due(&q(), 100).await.expect("forward");
+    let mut reader = b.open_reader().await.expect("reader");
+    let mut lease = take(b, &mut reader, &q(), consumer, 1, Duration::ZERO)
+        .await
+        .leases
+        .pop()
+        .expect("a delivery");
+    lease.id.ran_ms = Some(ran_ms);
+    lease
+}
+
+async fn history(b: &RedisBroker, id: &str) -> Vec<AttemptRow> {
+    b.task(&q(), id)
+        .await
+        .expect("task")
+        .expect("kept")
+        .attempts
+}
+
+#[tokio::test]
+async fn each_ended_attempt_is_one_row_of_its_task() {
+    let b = broker().await;
+    // A plain task: its first failure gives it a record, and the record its first row.
+    let info = Client::new(b.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w1", 40).await;
+    assert!(b
+        .retry(&l.id, Duration::ZERO, "smtp timeout")
+        .await
+        .expect("retry"));
+    let l = next(&b, "w2", 15).await;
+    b.snooze(&l.id, Duration::ZERO, 10).await.expect("snooze");
+    let l = next(&b, "w1", 5).await;
+    b.back_off(&l.id, &BackoffScope::Queue, Duration::from_millis(100))
+        .await
+        .expect("back off");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let l = next(&b, "w2", 70).await;
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: l.id.clone(),
+            retention: Some(Duration::from_secs(60)),
+            result: None,
+        }],
+    )
+    .await
+    .expect("complete");
+    let rows = history(&b, &info.id).await;
+    let seen: Vec<(u32, AttemptOutcome, Option<&str>, Option<u64>)> = rows
+        .iter()
+        .map(|r| (r.attempt, r.outcome, r.worker.as_deref(), r.ran_ms))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (1, AttemptOutcome::Retried, Some("w1"), Some(40)),
+            (2, AttemptOutcome::Snoozed, Some("w2"), Some(15)),
+            (2, AttemptOutcome::Throttled, Some("w1"), Some(5)),
+            (2, AttemptOutcome::Succeeded, Some("w2"), Some(70)),
+        ],
+        "a snooze and a throttle spend no attempt"
+    );
+    assert_eq!(rows[0].error.as_deref(), Some("smtp timeout"));
+    for r in &rows {
+        assert_eq!(
+            r.started_at_ms,
+            Some(r.ended_at_ms - r.ran_ms.map(|d| d as i64).unwrap_or_default())
+        );
+    }
+    assert!(rows
+        .windows(2)
+        .all(|w| w[0].ended_at_ms <= w[1].ended_at_ms));
+}
+
+#[tokio::test]
+async fn a_dead_letter_and_a_cancel_end_the_history_with_their_reason() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let dead = client
+        .enqueue(&email(1), EnqueueOptions::new().max_retry(0))
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w", 3).await;
+    b.dead_letter(&l.id, "bad address", true)
+        .await
+        .expect("dead");
+    let rows = history(&b, &dead.id).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].attempt, rows[0].outcome, rows[0].error.as_deref()),
+        (1, AttemptOutcome::Dead, Some("bad address"))
+    );
+    let cancelled = client
+        .enqueue(&email(2), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w", 3).await;
+    b.cancel(&l.id, "order withdrawn").await.expect("cancel");
+    let rows = history(&b, &cancelled.id).await;
+    assert_eq!(
+        (rows[0].outcome, rows[0].error.as_deref()),
+        (AttemptOutcome::Cancelled, Some("order withdrawn"))
+    );
+}
+
+#[tokio::test]
+async fn the_newest_rows_are_kept_and_a_plain_success_keeps_none() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    // A plain task that succeeds at once leaves nothing behind (no record at all).
+    let plain = client
+        .enqueue(&email(2), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w", 1).await;
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: l.id.clone(),
+            retention: None,
+            result: None,
+        }],
+    )
+    .await
+    .expect("complete");
+    assert!(b.task(&q(), &plain.id).await.expect("task").is_none());
+    let info = client
+        .enqueue(&email(1), EnqueueOptions::new().max_retry(100))
+        .await
+        .expect("enqueue");
+    let tries = ATTEMPTS_KEPT as u32 + 5;
+    for n in 1..=tries {
+        let l = next(&b, "w", 1).await;
+        assert!(b
+            .retry(&l.id, Duration::ZERO, &format!("failure {n}"))
+            .await
+            .expect("retry"));
+    }
+    let rows = history(&b, &info.id).await;
+    assert_eq!(rows.len(), ATTEMPTS_KEPT);
+    assert_eq!(rows.first().map(|r| r.attempt), Some(6));
+    assert_eq!(rows.last().map(|r| r.attempt), Some(tries));
+    assert_eq!(
+        rows.last().and_then(|r| r.error.clone()),
+        Some(format!("failure {tries}"))
+    );
+}
+
+#[tokio::test]
+async fn a_lost_worker_is_a_row_with_its_name() {
+    let b = broker().await;
+    let info = Client::new(b.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let _started = next(&b, "gone-worker", 0).await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    b.reclaim_idle(&q(), Duration::from_millis(10), 10)
+        .await
+        .expect("reclaim");
+    let rows = history(&b, &info.id).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(
+        (r.attempt, r.outcome, r.worker.as_deref(), r.ran_ms),
+        (1, AttemptOutcome::Lost, Some("gone-worker"), None)
+    );
+    assert!(r.error.as_deref().unwrap_or("").contains("worker lost"));
+}
+
+#[tokio::test]
+async fn a_retry_whose_reply_is_lost_adds_one_row() {
+    let rig = rig().await;
+    let mut lease = rig
+        .running(EnqueueOptions::new().task_id("t-lost-reply"))
+        .await;
+    lease.id.ran_ms = Some(12);
+    rig.lose_reply_of("retry");
+    assert!(rig
+        .via
+        .retry(&lease.id, Duration::from_secs(60), "flaky")
+        .await
+        .expect("retry"));
+    rig.assert_lost(1);
+    let rows = rig
+        .direct
+        .task(&q(), "t-lost-reply")
+        .await
+        .expect("task")
+        .expect("kept")
+        .attempts;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].ran_ms, Some(12));
+}
