@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use chronos_broker::fred::interfaces::HashesInterface;
 use chronos_broker::{
     AttemptOutcome, AttemptRow, BackoffScope, Client, Completion, Consume, EnqueueOptions, Inspect,
     Lease, Maintain, QueueName, RedisBroker, ATTEMPTS_KEPT,
@@ -216,4 +217,40 @@ async fn a_retry_whose_reply_is_lost_adds_one_row() {
         .attempts;
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].ran_ms, Some(12));
+}
+
+#[tokio::test]
+async fn logs_go_with_their_attempt_and_the_history_stays_bounded() {
+    let b = broker().await;
+    let info = Client::new(b.clone())
+        .enqueue(&email(1), EnqueueOptions::new().max_retry(100))
+        .await
+        .expect("enqueue");
+    // Ten attempts each logging 16 KiB: the history keeps the newest that fit in 64 KiB.
+    for n in 1..=10u32 {
+        let mut l = next(&b, "w", 1).await;
+        l.id.logs = Some(format!("attempt {n}: {}", "x".repeat(16 * 1024)));
+        assert!(b
+            .retry(&l.id, Duration::ZERO, "again")
+            .await
+            .expect("retry"));
+    }
+    let raw: Option<String> = b
+        .client()
+        .hget(b.keyspace().queue(&q()).task(&info.id), "at")
+        .await
+        .expect("hget");
+    let raw = raw.expect("a history");
+    assert!(raw.len() <= 64 * 1024, "{} bytes", raw.len());
+    let rows = history(&b, &info.id).await;
+    assert!((2..10).contains(&rows.len()), "{} rows", rows.len());
+    assert_eq!(
+        rows.last().map(|r| r.attempt),
+        Some(10),
+        "the newest is kept"
+    );
+    assert!(rows
+        .last()
+        .and_then(|r| r.logs.as_deref())
+        .is_some_and(|l| l.starts_with("attempt 10: ")));
 }

@@ -51,6 +51,15 @@ pub(crate) enum TaskCmd {
         #[arg(long, value_parser = crate::dates::parse_duration)]
         timeout: Option<Duration>,
     },
+    /// The log lines of a task's attempts (`Context::log`, captured `tracing` events), oldest
+    /// attempt first; only attempts kept in its history (the newest 25) have them.
+    Logs {
+        queue: String,
+        id: String,
+        /// Only this attempt.
+        #[arg(long)]
+        attempt: Option<u32>,
+    },
     /// Run now: scheduled, retry, archived or cancelled -> pending.
     // The queue comes first, then one id or --all: clap would print the required group first,
     // the reverse of what the command takes.
@@ -194,6 +203,48 @@ pub(crate) async fn run(admin: &Admin<RedisBroker>, out: &Out, cmd: TaskCmd) -> 
             every,
             timeout,
         } => watch(admin, out, &queue, &id, every, timeout).await,
+        TaskCmd::Logs { queue, id, attempt } => {
+            let t = admin.task(&queue, &id).await?;
+            let rows: Vec<_> = t
+                .attempts
+                .iter()
+                .filter(|a| attempt.is_none_or(|n| a.attempt == n))
+                .collect();
+            if out.json {
+                for a in &rows {
+                    out.line(&serde_json::json!({
+                        "attempt": a.attempt,
+                        "outcome": a.outcome,
+                        "ended_at_ms": a.ended_at_ms,
+                        "logs": a.logs,
+                    }))?;
+                }
+                return Ok(());
+            }
+            if rows.is_empty() {
+                println!(
+                    "task {}: no attempt kept{}",
+                    printable(&id),
+                    match attempt {
+                        Some(n) => format!(" numbered {n}"),
+                        None => String::new(),
+                    }
+                );
+            }
+            for a in rows {
+                println!(
+                    "== attempt {} {} at {}",
+                    a.attempt,
+                    a.outcome.as_str(),
+                    datetime(a.ended_at_ms)
+                );
+                match &a.logs {
+                    Some(l) => println!("{}", printable(l)),
+                    None => println!("(no lines)"),
+                }
+            }
+            Ok(())
+        }
         TaskCmd::Run(a) => act(admin, out, a, TaskAction::RunNow).await,
         TaskCmd::Rm(a) => act(admin, out, a, TaskAction::Delete).await,
         TaskCmd::Archive(a) => act(admin, out, a, TaskAction::Archive).await,

@@ -1215,3 +1215,43 @@ async fn task_watch_follows_a_task_until_it_ends() {
     assert_eq!(lines[1]["progress_percent"], 50.0);
     assert_eq!(lines[2]["state"], "gone");
 }
+
+#[tokio::test]
+async fn task_logs_prints_each_attempts_lines() {
+    use chronos_broker::{Consume, QueueName};
+    let e = env().await;
+    let info = Client::new(e.broker.clone())
+        .enqueue(
+            &Email {
+                to: "c@example.com".into(),
+            },
+            EnqueueOptions::new().queue("mail"),
+        )
+        .await
+        .expect("enqueue");
+    let q = QueueName::new("mail").expect("queue");
+    let mut reader = e.broker.open_reader().await.expect("reader");
+    let mut lease = e
+        .broker
+        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .await
+        .expect("fetch")
+        .leases
+        .remove(0)
+        .id;
+    e.broker.close_reader(reader).await;
+    lease.logs = Some("+0ms LOG connecting\n+12ms WARN refused".into());
+    e.broker
+        .retry(&lease, Duration::from_secs(600), "connection refused")
+        .await
+        .expect("retry");
+    let text = e.ok(&["task", "logs", "mail", &info.id]);
+    assert!(text.contains("== attempt 1 retried"), "{text}");
+    assert!(text.contains("+12ms WARN refused"), "{text}");
+    let none = e.ok(&["task", "logs", "mail", &info.id, "--attempt", "2"]);
+    assert!(none.contains("no attempt kept numbered 2"), "{none}");
+    let rows = e.json(&["task", "logs", "mail", &info.id]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["outcome"], "retried");
+    assert_eq!(rows[0]["logs"], "+0ms LOG connecting\n+12ms WARN refused");
+}

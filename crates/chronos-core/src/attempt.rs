@@ -75,6 +75,9 @@ pub struct AttemptRow {
     pub ran_ms: Option<u64>,
     /// The error (or a cancel's reason), cut to its first 2 KiB.
     pub error: Option<String>,
+    /// The attempt's own log lines (`Context::log`, captured `tracing` events), as the worker
+    /// capped and redacted them.
+    pub logs: Option<String>,
 }
 
 /// A row as the scripts write it: one JSON object with short names per line.
@@ -91,6 +94,8 @@ struct Stored {
     d: Option<u64>,
     #[serde(default)]
     err: Option<String>,
+    #[serde(default)]
+    l: Option<String>,
 }
 
 impl AttemptRow {
@@ -109,6 +114,7 @@ impl AttemptRow {
                     started_at_ms: s.s,
                     ran_ms: s.d,
                     error: s.err,
+                    logs: s.l,
                 })
             })
             .collect()
@@ -141,6 +147,7 @@ mod tests {
                 started_at_ms: Some(1500),
                 ran_ms: Some(500),
                 error: Some("timeout".into()),
+                logs: None,
             }
         );
         assert_eq!(rows[1].outcome, AttemptOutcome::Lost);

@@ -24,6 +24,10 @@ pub struct LeaseId {
     /// it settles the delivery: the task's attempt history records it with the attempt
     /// ([`crate::AttemptRow::ran_ms`]). None when unknown.
     pub ran_ms: Option<u64>,
+    /// This attempt's own log lines (the worker's capped, redacted buffer), set by the worker
+    /// before it settles the delivery: the attempt history keeps them with the attempt
+    /// ([`crate::AttemptRow::logs`]). None when it logged nothing.
+    pub logs: Option<String>,
 }
 
 impl LeaseId {
@@ -35,6 +39,7 @@ impl LeaseId {
             msg_id: msg_id.into(),
             unique_key: None,
             ran_ms: None,
+            logs: None,
         }
     }
 

@@ -1519,6 +1519,7 @@ async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     let mut lease = got.leases.first().context("one delivery")?.id.clone();
     c.broker.start(&q, std::slice::from_ref(&lease)).await?;
     lease.ran_ms = Some(33);
+    lease.logs = Some("+0ms LOG calling the gateway\n+31ms WARN gateway said 502".into());
     c.broker
         .retry(&lease, Duration::from_secs(600), "gateway said 502")
         .await?;
@@ -1539,5 +1540,7 @@ async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     assert!(page.body.contains("after 33 ms"));
     assert!(page.body.contains("gateway said 502"));
     assert!(page.body.contains(">w1<"), "the worker is named");
+    assert!(page.body.contains("log (2 lines)"), "{}", page.body);
+    assert!(page.body.contains("+0ms LOG calling the gateway"));
     Ok(())
 }

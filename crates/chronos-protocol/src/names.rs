@@ -64,6 +64,9 @@ pub const CANCELLED_AT: &str = "ca";
 pub const ATTEMPTS: &str = "at";
 /// Bytes of an attempt's error kept in its history row (Lua: `ATTEMPT_ERROR_BYTES`).
 pub const ATTEMPT_ERROR_BYTES: usize = 2048;
+/// Bytes a task's attempt history may hold: the oldest rows go first past it, so handlers'
+/// log lines never make a record unbounded (Lua: `ATTEMPTS_BYTES`).
+pub const ATTEMPTS_BYTES: usize = 64 * 1024;
 
 // Stream entry: `i`, `e`, and once the task failed before `r`, `err`, `f` (the record's names);
 // a plain task's entry has no `i`, and `x`/`dl` where they are not the defaults.
@@ -183,7 +186,7 @@ pub const STARTED: i64 = 1_000_000;
 pub const ENQUEUE_STRIDE: usize = 12;
 
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
-pub const COMPLETE_STRIDE: usize = 5;
+pub const COMPLETE_STRIDE: usize = 6;
 
 /// Values per trigger in a fire.lua call (Lua: `FIRE_STRIDE`).
 pub const FIRE_STRIDE: usize = 13;
@@ -211,6 +214,7 @@ pub fn prologue() -> String {
     lua.push_str(&format!(
         "local ATTEMPT_ERROR_BYTES = {ATTEMPT_ERROR_BYTES}\n"
     ));
+    lua.push_str(&format!("local ATTEMPTS_BYTES = {ATTEMPTS_BYTES}\n"));
     lua.push_str(&format!("local FIRE_STRIDE = {FIRE_STRIDE}\n"));
     // The consumer group of every stream, and the level whose tasks use the main stream.
     lua.push_str(&format!("local GROUP = '{}'\n", GROUP));

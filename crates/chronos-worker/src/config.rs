@@ -6,7 +6,7 @@ use std::time::Duration;
 use chronos_core::{BrokerError, QueueName, TaskEnvelope};
 use futures::future::BoxFuture;
 
-use crate::{QueueLimit, TaskError, WorkerError};
+use crate::{QueueLimit, TaskError, TaskLogs, WorkerError};
 
 /// Computes the delay before retry number `retried` (1 for the first retry) after `error`.
 pub type RetryDelayFn = Arc<dyn Fn(u32, &TaskError) -> Duration + Send + Sync>;
@@ -148,6 +148,10 @@ pub struct ServerConfig {
     /// `queues`. These are defaults: the queue's settings stored in Redis override them field by
     /// field, so the cluster shares one truth.
     pub limits: Vec<(String, QueueLimit)>,
+    /// What is kept of each attempt's own log lines ([`crate::Context::log`] and, with
+    /// [`crate::LogCapture`] installed, its handler's `tracing` events): per-attempt caps and
+    /// a redaction applied before they are written with the attempt's history row.
+    pub task_logs: TaskLogs,
 }
 
 /// The default of [`ServerConfig::max_snoozes`]: a task polled every five minutes may snooze
@@ -182,6 +186,7 @@ impl Default for ServerConfig {
             #[cfg(feature = "prometheus")]
             metrics_addr: None,
             limits: Vec::new(),
+            task_logs: TaskLogs::default(),
         }
     }
 }
@@ -208,6 +213,7 @@ impl fmt::Debug for ServerConfig {
             .field("on_error", &self.on_error.is_some())
             .field("sample_queues", &self.sample_queues)
             .field("limits", &self.limits)
+            .field("task_logs", &self.task_logs)
             .finish_non_exhaustive()
     }
 }
@@ -218,6 +224,12 @@ impl ServerConfig {
     /// Serve these queues with these weights.
     pub fn queues<S: Into<String>>(mut self, queues: impl IntoIterator<Item = (S, u32)>) -> Self {
         self.queues = queues.into_iter().map(|(q, w)| (q.into(), w)).collect();
+        self
+    }
+
+    /// Per-attempt caps and redaction of tasks' own log lines.
+    pub fn task_logs(mut self, logs: TaskLogs) -> Self {
+        self.task_logs = logs;
         self
     }
 

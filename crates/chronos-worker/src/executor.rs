@@ -21,7 +21,7 @@ use crate::mux::Unrunnable;
 use crate::runtime::Runtime;
 use crate::starter;
 use crate::WorkerBroker;
-use crate::{progress, progress_writer};
+use crate::{logs, progress, progress_writer};
 use crate::{Context, FailureKind, TaskError};
 
 /// How an attempt ended, before it is settled.
@@ -100,9 +100,12 @@ pub(crate) async fn run<B: WorkerBroker>(
         Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
         let began = Instant::now();
-        let outcome = attempt(rt, q, &lease, &m, cancel).await;
-        // For the task's attempt history: the settling script records how long it ran.
+        let lines = Arc::new(logs::Buffer::new(&rt.config.task_logs));
+        let outcome = attempt(rt, q, &lease, &m, cancel, &lines).await;
+        // For the task's attempt history: the settling script records how long it ran and
+        // what it logged.
         lease.id.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
+        lease.id.logs = lines.take(rt.config.task_logs.redact.as_ref());
         ended.store(true, std::sync::atomic::Ordering::Release);
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
         // The lease stays held (the heartbeat keeps it) until the outcome is settled, so a
@@ -229,6 +232,7 @@ async fn attempt<B: WorkerBroker>(
     lease: &Lease,
     m: &KindMetrics,
     cancel: CancellationToken,
+    lines: &Arc<logs::Buffer>,
 ) -> Outcome {
     let env = match &lease.envelope {
         Ok(env) => env,
@@ -257,12 +261,16 @@ async fn attempt<B: WorkerBroker>(
         signal.clone(),
         cell.clone(),
     );
-    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal).with_progress(
-        progress::Reporter::new(cell.clone(), rt.progress_wake.clone()),
-    );
+    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal)
+        .with_progress(progress::Reporter::new(
+            cell.clone(),
+            rt.progress_wake.clone(),
+        ))
+        .with_logs(lines.clone());
     let output = ctx.output_slot();
     // Catch a panic where it happens, so it becomes a retryable failure of this task only.
-    let handler = AssertUnwindSafe(start(ctx)).catch_unwind();
+    // The handler's own `tracing` events go to its attempt's log (LogCapture).
+    let handler = logs::scope(lines.clone(), AssertUnwindSafe(start(ctx)).catch_unwind());
     let timer = async {
         match limit {
             Some(d) => tokio::time::sleep(d).await,

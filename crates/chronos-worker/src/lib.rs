@@ -30,6 +30,10 @@
 //! * Workflows: a chain step reads the previous step's result with [`Context::parent_result`]
 //!   and its place with [`Context::chain`]; a group's callback reads the counts with
 //!   [`Context::group`] (and the members' results with `Client::group_results`).
+//! * What a running task tells: [`Context::progress`] and [`Context::percent`] (coalesced,
+//!   written with the lease refresh, read by `Client::progress`), and its own log lines,
+//!   [`Context::log`] and the `tracing` events [`LogCapture`] takes from its handler, kept with
+//!   the attempt's row of the task's history ([`ServerConfig::task_logs`]: caps, redaction).
 //! * [`testing`]: run a handler, or a task through a whole [`Mux`], in process without Redis,
 //!   with a [`testing::TestContext`] the test builds (attempt, headers, cancellation).
 //!
@@ -109,6 +113,7 @@ mod heartbeat;
 mod janitor;
 mod limit;
 mod limiter;
+mod logs;
 mod loops;
 mod mark;
 pub mod metrics;
@@ -141,6 +146,7 @@ pub use config::{
 };
 pub use error::{ProgressError, WorkerError};
 pub use limit::QueueLimit;
+pub use logs::{LogCapture, RedactFn, TaskLogs};
 pub use mux::{Handler, Middleware, Mux, Next};
 pub use outcome::{FailureKind, TaskError};
 pub use retry_after::{retry_after_header, InvalidRetryAfter};

@@ -43,6 +43,8 @@ pub struct Context {
     flow: Option<Arc<Flow>>,
     /// Where progress reports go; None outside a server (they are checked and dropped).
     progress: Option<Reporter>,
+    /// Where this attempt's own log lines go; None outside a server (dropped).
+    logs: Option<Arc<crate::logs::Buffer>>,
 }
 
 /// Where the typed handler leaves its encoded result for the executor, past the middleware
@@ -81,6 +83,25 @@ impl Context {
             output: OutputSlot::default(),
             flow: env.flow.as_deref().map(|f| Arc::new(f.clone())),
             progress: None,
+            logs: None,
+        }
+    }
+
+    /// This context, its log lines going to `buffer`.
+    pub(crate) fn with_logs(mut self, buffer: Arc<crate::logs::Buffer>) -> Self {
+        self.logs = Some(buffer);
+        self
+    }
+
+    /// Adds a line to this attempt's own log: kept with the attempt in the task's history
+    /// (capped per attempt, redacted, see [`crate::ServerConfig::task_logs`]) when the task has
+    /// a record (it failed, was snoozed, cancelled, dead-lettered, or is retained), and shown
+    /// by `chronos task logs` and the console's task page. Cheap: no Redis call here; the
+    /// lines go with the call that settles the attempt. The handler's `tracing` events join
+    /// them when the application installs [`crate::LogCapture`].
+    pub fn log(&self, line: impl std::fmt::Display) {
+        if let Some(b) = &self.logs {
+            b.push("LOG", &line.to_string());
         }
     }
 

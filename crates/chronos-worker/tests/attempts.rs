@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chronos_broker::{AttemptOutcome, Client, EnqueueOptions, Inspect};
-use chronos_worker::{Context, Mux, Server, Task, TaskError};
+use chronos_worker::{Context, LogCapture, Mux, Server, Task, TaskError, TaskLogs};
 use common::{broker, eventually, fast_config, q, Job};
 
 #[tokio::test]
@@ -63,5 +63,71 @@ async fn a_retried_then_retained_task_shows_both_attempts_with_worker_and_durati
     }
     assert_eq!(rows[0].error.as_deref(), Some("upstream 503"));
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_attempts_own_lines_and_tracing_events_are_kept_redacted_with_it() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let subscriber = tracing_subscriber::registry().with(LogCapture::new(tracing::Level::INFO));
+    // The test's runtime runs every task on this thread, so the default subscriber is theirs.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let b = broker().await;
+    let mut mux = Mux::new();
+    mux.handle(|ctx: Context, _t: Task<Job>| async move {
+        ctx.log(format!(
+            "calling upstream with token=s3cr3t (attempt {})",
+            ctx.attempt()
+        ));
+        tracing::warn!(status = 503, "upstream busy");
+        tracing::debug!("not kept: below the level");
+        if ctx.attempt() == 1 {
+            return Err(TaskError::retry("upstream 503"));
+        }
+        Ok(())
+    })
+    .expect("register");
+    let config = fast_config()
+        .task_logs(TaskLogs::default().redact(|s| s.replace("token=s3cr3t", "token=[redacted]")));
+    let server = Server::new(b.clone(), mux, config)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    let info = Client::new(b.clone())
+        .enqueue(
+            &Job { n: 2, sleep_ms: 0 },
+            EnqueueOptions::new().retention(Duration::from_secs(60)),
+        )
+        .await
+        .expect("enqueue");
+    eventually(Duration::from_secs(10), "succeeded", || async {
+        server.stats().succeeded == 1
+    })
+    .await;
+    let rows = b
+        .task(&q("default"), &info.id)
+        .await
+        .expect("task")
+        .expect("retained")
+        .attempts;
+    assert_eq!(rows.len(), 2);
+    for (i, r) in rows.iter().enumerate() {
+        let logs = r.logs.as_deref().expect("lines kept");
+        let lines: Vec<&str> = logs.lines().collect();
+        assert_eq!(lines.len(), 2, "{logs}");
+        assert!(
+            lines[0].contains(&format!(
+                "LOG calling upstream with token=[redacted] (attempt {})",
+                i + 1
+            )),
+            "{logs}"
+        );
+        assert!(
+            lines[1].contains("WARN") && lines[1].contains("upstream busy status=503"),
+            "{logs}"
+        );
+        assert!(!logs.contains("s3cr3t"));
+    }
     server.shutdown().await;
 }

@@ -47,6 +47,11 @@ pub use chronos_broker::{CancelOutcome, Cancellation};
 pub use chronos_broker::{ProgressUpdate, TaskProgress, MAX_PROGRESS_BYTES, PROGRESS_TTL};
 #[doc(inline)]
 pub use chronos_worker::ProgressError;
+// A task's attempt history and its handlers' own log lines.
+#[doc(inline)]
+pub use chronos_broker::{AttemptOutcome, AttemptRow, ATTEMPTS_KEPT};
+#[doc(inline)]
+pub use chronos_worker::{LogCapture, RedactFn, TaskLogs};
 // A queue's settings stored in Redis (limits that override each server's config at run time,
 // the aging time of priority levels): the library side of `chronos queue limits`.
 #[doc(inline)]

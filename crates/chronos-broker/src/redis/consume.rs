@@ -180,6 +180,7 @@ impl Consume for RedisBroker {
             duration_ms(delay).into(),
             error.into(),
             ran(lease),
+            logs(lease),
         ];
         let n = self.run(|s| &s.retry, declared, args).await?;
         Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
@@ -204,6 +205,7 @@ impl Consume for RedisBroker {
             duration_ms(delay).into(),
             max_snoozes.into(),
             ran(lease),
+            logs(lease),
         ];
         let reply = self.run(|s| &s.snooze, declared, args).await?;
         let row = reply::array(reply, "snooze")?;
@@ -257,6 +259,7 @@ impl Consume for RedisBroker {
             code.into(),
             key.into(),
             ran(lease),
+            logs(lease),
         ];
         let reply = self.run(|s| &s.backoff, declared, args).await?;
         let row = reply::array(reply, "backoff")?;
@@ -304,6 +307,7 @@ impl Consume for RedisBroker {
             reply::flag(count_attempt),
             duration_ms(self.inner.idempotency_window).into(),
             ran(lease),
+            logs(lease),
         ];
         Ok(
             match DeadCode::from_reply(reply::int(
@@ -336,6 +340,7 @@ impl Consume for RedisBroker {
             mid.into(),
             reason.into(),
             ran(lease),
+            logs(lease),
         ];
         let reply = self.run(|s| &s.cancel, declared, args).await?;
         Ok(
@@ -479,6 +484,7 @@ impl RedisBroker {
             args.push(c.retention.map(duration_ms).unwrap_or(0).into());
             args.push(self.result_arg(c));
             args.push(ran(&c.lease));
+            args.push(logs(&c.lease));
         }
         for c in plain {
             args.push(c.lease.msg_id.as_str().into());
@@ -769,6 +775,11 @@ fn ran(lease: &LeaseId) -> Value {
         Some(ms) => ms.into(),
         None => "".into(),
     }
+}
+
+/// What a delivery's handler logged, for the attempt history ('' for nothing).
+fn logs(lease: &LeaseId) -> Value {
+    lease.logs.as_deref().unwrap_or("").into()
 }
 
 #[cfg(test)]

@@ -173,6 +173,12 @@ pub(crate) async fn page(
                             @if let Some(ms) = a.ran_ms { span.muted { " after " (ms) " ms" } }
                             @if let Some(w) = &a.worker { span.muted { " on " span.mono { (w) } } }
                             @if let Some(e) = &a.error { div.error.mono { (e) } }
+                            @if let Some(l) = &a.logs {
+                                details.logs {
+                                    summary { "log (" (l.lines().count()) " lines)" }
+                                    pre.logs { (l) }
+                                }
+                            }
                         }
                     }
                     @if t.attempts.is_empty() {

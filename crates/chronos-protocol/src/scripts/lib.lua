@@ -252,8 +252,10 @@ end
 -- Attempt history (`F_ATTEMPTS`): the record of a task keeps one JSON object per line for each
 -- attempt that ended, oldest first, at most ATTEMPTS_KEPT lines: `a` the attempt, `w` the
 -- worker (the consumer that held the delivery), `e` its end (unix ms, store clock), `o` the
--- outcome, `err` the error or reason (its first ATTEMPT_ERROR_BYTES bytes), and `d` how long
--- the handler ran with `s` its start (end - d), when the worker said so.
+-- outcome, `err` the error or reason (its first ATTEMPT_ERROR_BYTES bytes), `d` how long the
+-- handler ran with `s` its start (end - d), when the worker said so, and `l` the attempt's own
+-- log lines (capped by the worker). The oldest rows go first once the history is over
+-- ATTEMPTS_BYTES, so a task's record stays bounded whatever its handlers log.
 -- The consumer holding delivery `mid`, read before the entry is acked; nil when none does.
 local function holder(stream, group, mid)
   local p = redis.pcall('XPENDING', stream, group, mid, mid, 1)
@@ -262,7 +264,7 @@ local function holder(stream, group, mid)
 end
 -- The record's attempt history with one row more: the value for the caller's HSET of
 -- `F_ATTEMPTS` (never raises: the record was read as a hash already).
-local function attempt_row(tkey, attempt, worker, outcome, err, ran, now)
+local function attempt_row(tkey, attempt, worker, outcome, err, ran, now, logs)
   local row = {a = attempt, o = outcome, e = now, w = worker}
   local d = tonumber(ran)
   if d and d >= 0 then
@@ -270,6 +272,7 @@ local function attempt_row(tkey, attempt, worker, outcome, err, ran, now)
     row.s = now - row.d
   end
   if err and err ~= '' then row.err = string.sub(err, 1, ATTEMPT_ERROR_BYTES) end
+  if logs and logs ~= '' then row.l = logs end
   local lines = {}
   local old = redis.pcall('HGET', tkey, F_ATTEMPTS)
   if type(old) == 'string' then
@@ -278,6 +281,12 @@ local function attempt_row(tkey, attempt, worker, outcome, err, ran, now)
   lines[#lines + 1] = cjson.encode(row)
   local from = #lines - ATTEMPTS_KEPT + 1
   if from < 1 then from = 1 end
+  local size = 0
+  for i = from, #lines do size = size + #lines[i] + 1 end
+  while size > ATTEMPTS_BYTES and from < #lines do
+    size = size - #lines[from] - 1
+    from = from + 1
+  end
   return table.concat(lines, '\n', from)
 end
 

@@ -12,7 +12,8 @@
 --          tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] scope: 'q' the queue, 'k' the rate key ARGV[6], ARGV[7] how
---          long the handler ran (ms; '' when unknown), for the attempt history
+--          long the handler ran (ms; '' when unknown), ARGV[8] its log lines ('' for none), for
+--          the attempt history
 -- Returns: {1, block end ms, task due ms} blocked (also for a re-sent call whose first run did
 -- it: the hash's `d` records the settled delivery; it answers the block's end now and the
 -- task's due time), {0, 0, 0} the lease no longer matches (reclaimed or deleted task):
@@ -57,7 +58,7 @@ local due = backoff_due(id, ends, now)
 local T = nil
 if #KEYS >= 7 + TENANTS_LEN then T = 8 end
 local row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'throttled',
-  '', ARGV[7], now)
+  '', ARGV[7], now, ARGV[8])
 set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_ATTEMPTS, row},
   KEYS[2], due, T)
 return {1, ends, due}

@@ -7,7 +7,8 @@
 --          delivery of the tenant stream, the tenants block (lib.lua: "Tenants": the task's
 --          hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] the reason,
--- ARGV[5]  how long the handler ran (ms; '' when unknown), for the attempt history
+-- ARGV[5]  how long the handler ran (ms; '' when unknown), ARGV[6] its log lines ('' for none),
+--          for the attempt history
 -- Returns: 1 cancelled (also for a re-sent call whose first run did it: the hash's `d` records
 -- the settled delivery), 0 when the lease no longer matches (nothing changed).
 -- The unique lock is released as when the task finishes (a lock released on start, or only at
@@ -31,7 +32,7 @@ end
 local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
 local row = attempt_row(tkey, (count_of(h[5]) or 0) + 1, holder(KEYS[1], group, mid), 'cancelled',
-  ARGV[4], ARGV[5], now)
+  ARGV[4], ARGV[5], now, ARGV[6])
 settle_entries(KEYS[1], group, {mid})
 if #KEYS >= 4 + TENANTS_LEN then tenant_release(5, tkey, id) end
 if h[2] and h[2] == ukey then release_unique(ukey, id) end

@@ -5,10 +5,10 @@
 --          knows of none); then, for deliveries of the tenant stream, the tenants block
 --          (lib.lua: "Tenants": each completed task's hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] how many tasks have a hash (n)
--- then COMPLETE_STRIDE (5) values per such task: task id, stream entry id, retention ms (0 =
+-- then COMPLETE_STRIDE (6) values per such task: task id, stream entry id, retention ms (0 =
 --          delete at once), the handler's result ('' for none; kept as `res` only with a
---          retention), how long the handler ran (ms; '' when unknown: a retained task's
---          attempt history gets its row); then the entry ids of plain tasks (lib.lua: no hash, no lock, no
+--          retention), how long the handler ran (ms; '' when unknown) and its log lines (''
+--          for none): a retained task's attempt history gets its row; then the entry ids of plain tasks (lib.lua: no hash, no lock, no
 --          retention), which need nothing but their entry acked and deleted
 -- Returns: how many of the tasks are completed by this delivery, counting retained ones a first
 -- run of this same call already completed (a re-sent call: the hash's `d` names the delivery)
@@ -41,7 +41,8 @@ for t = 0, n - 1 do
   materialize_if_plain(KEYS[1], group, KEYS[k + 1], id, mid)
   local h = read_hash(KEYS[k + 1], F_DELIVERY, F_UNIQUE, F_SETTLED, F_STATE, F_RETRIED)
   if h and h[1] == mid then
-    live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], h, ARGV[a + 4], ARGV[a + 5]}
+    live[#live + 1] = {id, mid, keep, KEYS[k + 1], KEYS[k + 2], h, ARGV[a + 4], ARGV[a + 5],
+      ARGV[a + 6]}
   elseif h and h[3] == mid and h[4] == 'completed' then
     before = before + 1
   end
@@ -53,13 +54,13 @@ if #live == 0 then
 end
 local acked, dropped = {}, {}
 for _, t in ipairs(live) do
-  local id, mid, keep, tkey, ukey, h, res, ran = unpack(t)
+  local id, mid, keep, tkey, ukey, h, res, ran, logs = unpack(t)
   acked[#acked + 1] = mid
   if h[2] and h[2] == ukey then release_unique(ukey, id) end
   if T then tenant_release(T, tkey, id) end
   if keep > 0 then
     local row = attempt_row(tkey, (count_of(h[5]) or 0) + 1, holder(KEYS[1], group, mid),
-      'succeeded', '', ran, now)
+      'succeeded', '', ran, now, logs)
     local fields = {tkey, F_STATE, 'completed', F_COMPLETED_AT, now, F_SETTLED, mid, F_ATTEMPTS, row}
     local env = entry_envelope(KEYS[1], mid)
     if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end

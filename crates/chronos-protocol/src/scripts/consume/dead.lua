@@ -6,7 +6,8 @@
 --          block (lib.lua: "Tenants": the task's hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] error message,
 -- ARGV[5]  '1' when this failure counts as an attempt, ARGV[6] idempotency window ms, ARGV[7]
---          how long the handler ran (ms; '' when unknown), for the attempt history
+--          how long the handler ran (ms; '' when unknown), ARGV[8] its log lines ('' for
+--          none), for the attempt history
 -- Returns: 1 archived, 2 discarded, 0 when the lease no longer matches (nothing changed).
 -- A re-sent call whose first run settled this delivery answers what that run did: an archived
 -- task's hash records the settled delivery in `d`; a discarded one leaves a done marker
@@ -38,7 +39,7 @@ local env = entry_envelope(KEYS[1], mid)
 local row = nil
 if h[3] ~= '1' then
   row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'dead', ARGV[4],
-    ARGV[7], now)
+    ARGV[7], now, ARGV[8])
 end
 settle_entries(KEYS[1], group, {mid})
 if #KEYS >= 8 + TENANTS_LEN then tenant_release(9, tkey, id) end

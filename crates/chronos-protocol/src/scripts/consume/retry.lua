@@ -5,7 +5,8 @@
 --          "Tenants": the task's hold on its tenant's cap ends)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] error message, ARGV[6] how long the handler ran (ms; '' when
---          unknown), for the attempt history (lib.lua `attempt_row`)
+--          unknown), ARGV[7] its log lines ('' for none), for the attempt history (lib.lua
+--          `attempt_row`)
 -- Returns: 1 when moved to the retry set (also for a re-sent call whose first run did it: the
 -- hash's `d` records the settled delivery), 0 when the lease no longer matches (reclaimed or
 -- deleted task): nothing changed.
@@ -29,7 +30,8 @@ local r = (count_of(h[3]) or 0) + 1
 local T = nil
 if #KEYS >= 6 + TENANTS_LEN then T = 7 end
 -- The attempt is counted: the free re-deliveries (`z`, reclaim.lua) start again for the next.
-local row = attempt_row(tkey, r, holder(KEYS[1], group, mid), 'retried', ARGV[5], ARGV[6], now)
+local row = attempt_row(tkey, r, holder(KEYS[1], group, mid), 'retried', ARGV[5], ARGV[6], now,
+  ARGV[7])
 set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'retry', F_ERROR, ARGV[5], F_FAILED_AT, now,
   F_SETTLED, mid, F_RETRIED, r, F_ATTEMPTS, row}, KEYS[2], now + delay, T)
 bump(KEYS[3], 1)

@@ -8,7 +8,7 @@
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] the most snoozes allowed (the task would be over it: nothing
 --          changes, the caller dead-letters it), ARGV[6] how long the handler ran (ms; ''
---          when unknown), for the attempt history
+--          when unknown), ARGV[7] its log lines ('' for none), for the attempt history
 -- Returns: {1, snoozes} snoozed (also for a re-sent call whose first run did it: the hash's `d`
 -- records the settled delivery), {2, snoozes} refused, the task has snoozed the most it may,
 -- {0, 0} the lease no longer matches (reclaimed or deleted task): nothing changed.
@@ -33,7 +33,7 @@ local now = now_ms()
 local T = nil
 if #KEYS >= 3 + TENANTS_LEN then T = 4 end
 local row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'snoozed',
-  '', ARGV[6], now)
+  '', ARGV[6], now, ARGV[7])
 set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_SNOOZES, n + 1,
   F_ATTEMPTS, row}, KEYS[2], now + delay, T)
 return {1, n + 1}
