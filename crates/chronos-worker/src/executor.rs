@@ -100,12 +100,13 @@ pub(crate) async fn run<B: WorkerBroker>(
         Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
         let began = Instant::now();
-        let lines = Arc::new(logs::Buffer::new(&rt.config.task_logs));
-        let outcome = attempt(rt, q, &lease, &m, cancel, &lines).await;
+        // One allocation per attempt: its progress and its log lines.
+        let cell = Arc::new(progress::Cell::new(&rt.config.task_logs));
+        let outcome = attempt(rt, q, &lease, &m, cancel, &cell).await;
         // For the task's attempt history: the settling script records how long it ran and
         // what it logged.
         lease.id.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
-        lease.id.logs = lines.take(rt.config.task_logs.redact.as_ref());
+        lease.id.logs = cell.lines.take(rt.config.task_logs.redact.as_ref());
         ended.store(true, std::sync::atomic::Ordering::Release);
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
         // The lease stays held (the heartbeat keeps it) until the outcome is settled, so a
@@ -232,7 +233,7 @@ async fn attempt<B: WorkerBroker>(
     lease: &Lease,
     m: &KindMetrics,
     cancel: CancellationToken,
-    lines: &Arc<logs::Buffer>,
+    cell: &Arc<progress::Cell>,
 ) -> Outcome {
     let env = match &lease.envelope {
         Ok(env) => env,
@@ -253,7 +254,6 @@ async fn attempt<B: WorkerBroker>(
     // The handler sees `signal`: it fires with `cancel`, and alone on an operator's cancel
     // (which must not abort the handler, so the select below watches `cancel` only).
     let signal = cancel.child_token();
-    let cell = Arc::new(progress::Cell::new(&lease.id.task_id));
     rt.mark_running(
         q,
         &lease.id.msg_id,
@@ -261,16 +261,13 @@ async fn attempt<B: WorkerBroker>(
         signal.clone(),
         cell.clone(),
     );
-    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal)
-        .with_progress(progress::Reporter::new(
-            cell.clone(),
-            rt.progress_wake.clone(),
-        ))
-        .with_logs(lines.clone());
+    let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal).with_progress(
+        progress::Reporter::new(cell.clone(), rt.progress_wake.clone()),
+    );
     let output = ctx.output_slot();
     // Catch a panic where it happens, so it becomes a retryable failure of this task only.
     // The handler's own `tracing` events go to its attempt's log (LogCapture).
-    let handler = logs::scope(lines.clone(), AssertUnwindSafe(start(ctx)).catch_unwind());
+    let handler = logs::scope(cell.clone(), AssertUnwindSafe(start(ctx)).catch_unwind());
     let timer = async {
         match limit {
             Some(d) => tokio::time::sleep(d).await,
@@ -302,7 +299,7 @@ async fn attempt<B: WorkerBroker>(
         matches!(outcome, Outcome::LeaseLost),
     ) {
         let ids = [lease.id.msg_id.clone()];
-        progress_writer::write(rt, q, &ids, vec![(pending.0, cell, pending.1)]).await;
+        progress_writer::write(rt, q, &ids, vec![(pending.0, cell.clone(), pending.1)]).await;
     }
     outcome
 }

@@ -56,9 +56,21 @@ impl fmt::Debug for TaskLogs {
     }
 }
 
+/// Where the lines of the attempt whose handler runs in this task go.
+pub(crate) trait LineSink: Send + Sync {
+    /// Adds one line (see [`Buffer::push`]).
+    fn push_line(&self, level: &str, text: &str);
+}
+
+impl LineSink for Buffer {
+    fn push_line(&self, level: &str, text: &str) {
+        self.push(level, text);
+    }
+}
+
 tokio::task_local! {
-    /// The buffer of the attempt whose handler runs in this task.
-    static ATTEMPT_LOG: Arc<Buffer>;
+    /// The sink of the attempt whose handler runs in this task.
+    static ATTEMPT_LOG: Arc<dyn LineSink>;
 }
 
 /// One attempt's lines, capped.
@@ -128,9 +140,9 @@ impl Buffer {
     }
 }
 
-/// Runs `f` (an attempt's handler) with `buffer` as the place its log lines go.
-pub(crate) async fn scope<F: std::future::Future>(buffer: Arc<Buffer>, f: F) -> F::Output {
-    ATTEMPT_LOG.scope(buffer, f).await
+/// Runs `f` (an attempt's handler) with `sink` as the place its log lines go.
+pub(crate) async fn scope<F: std::future::Future>(sink: Arc<dyn LineSink>, f: F) -> F::Output {
+    ATTEMPT_LOG.scope(sink, f).await
 }
 
 /// A `tracing` layer that keeps, with each task's attempt, the events its handler emits at
@@ -170,7 +182,7 @@ impl<S: Subscriber> Layer<S> for LogCapture {
         let _ = ATTEMPT_LOG.try_with(|b| {
             let mut line = Line::default();
             event.record(&mut line);
-            b.push(meta.level().as_str(), &line.finish(meta.target()));
+            b.push_line(meta.level().as_str(), &line.finish(meta.target()));
         });
     }
 }
@@ -253,7 +265,7 @@ mod tests {
         let _guard = tracing::subscriber::set_default(subscriber);
         let b = Arc::new(Buffer::new(&TaskLogs::default()));
         tracing::info!("outside any attempt");
-        scope(b.clone(), async {
+        scope(b.clone() as Arc<dyn LineSink>, async {
             tracing::info!(rows = 3, "imported");
             tracing::debug!("too verbose");
             tracing::warn!(target: "billing", "card declined");

@@ -1,20 +1,29 @@
-//! A running task's progress, as its handler reports it: the latest value waits in its
-//! delivery's [`Cell`] until it is written (progress_writer.rs).
+//! What a running attempt reports, as its handler reports it: the latest progress value waits
+//! in the attempt's [`Cell`] until it is written (progress_writer.rs), and its log lines
+//! collect there until the attempt is settled. One allocation per attempt, and nothing more
+//! until the handler reports.
 
 use std::sync::{Arc, Mutex};
 
 use chronos_core::ProgressUpdate;
 use tokio::sync::Notify;
 
-/// The latest progress of one running delivery and how much of it reached the store.
+use crate::logs::{Buffer, LineSink};
+use crate::TaskLogs;
+
+/// The latest progress of one running attempt and how much of it reached the store, and the
+/// attempt's log lines.
 #[derive(Debug)]
 pub(crate) struct Cell {
-    task_id: String,
     state: Mutex<State>,
+    /// The attempt's own log lines.
+    pub(crate) lines: Buffer,
 }
 
 #[derive(Debug, Default)]
 struct State {
+    /// Set by the first report (a task that never reports copies nothing).
+    task_id: String,
     json: Vec<u8>,
     /// Bumped by each report.
     version: u64,
@@ -23,10 +32,10 @@ struct State {
 }
 
 impl Cell {
-    pub(crate) fn new(task_id: &str) -> Self {
+    pub(crate) fn new(logs: &TaskLogs) -> Self {
         Self {
-            task_id: task_id.to_string(),
             state: Mutex::new(State::default()),
+            lines: Buffer::new(logs),
         }
     }
 
@@ -35,8 +44,11 @@ impl Cell {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn set(&self, json: Vec<u8>) {
+    fn set(&self, task_id: &str, json: Vec<u8>) {
         let mut s = self.lock();
+        if s.task_id.is_empty() {
+            s.task_id = task_id.to_string();
+        }
         s.json = json;
         s.version += 1;
     }
@@ -48,7 +60,7 @@ impl Cell {
             (
                 ProgressUpdate {
                     msg_id: msg_id.to_string(),
-                    task_id: self.task_id.clone(),
+                    task_id: s.task_id.clone(),
                     json: s.json.clone(),
                 },
                 s.version,
@@ -75,8 +87,19 @@ impl Reporter {
         Self { cell, wake }
     }
 
-    pub(crate) fn report(&self, json: Vec<u8>) {
-        self.cell.set(json);
+    pub(crate) fn report(&self, task_id: &str, json: Vec<u8>) {
+        self.cell.set(task_id, json);
         self.wake.notify_one();
+    }
+
+    /// Adds a line to the attempt's log.
+    pub(crate) fn log(&self, level: &str, text: &str) {
+        self.cell.lines.push(level, text);
+    }
+}
+
+impl LineSink for Cell {
+    fn push_line(&self, level: &str, text: &str) {
+        self.lines.push(level, text);
     }
 }

@@ -41,10 +41,9 @@ pub struct Context {
     output: OutputSlot,
     /// The task's place in a chain or group; None (and free) for a plain task.
     flow: Option<Arc<Flow>>,
-    /// Where progress reports go; None outside a server (they are checked and dropped).
+    /// Where progress reports and log lines go; None outside a server (progress is checked
+    /// and dropped, lines dropped).
     progress: Option<Reporter>,
-    /// Where this attempt's own log lines go; None outside a server (dropped).
-    logs: Option<Arc<crate::logs::Buffer>>,
 }
 
 /// Where the typed handler leaves its encoded result for the executor, past the middleware
@@ -83,14 +82,7 @@ impl Context {
             output: OutputSlot::default(),
             flow: env.flow.as_deref().map(|f| Arc::new(f.clone())),
             progress: None,
-            logs: None,
         }
-    }
-
-    /// This context, its log lines going to `buffer`.
-    pub(crate) fn with_logs(mut self, buffer: Arc<crate::logs::Buffer>) -> Self {
-        self.logs = Some(buffer);
-        self
     }
 
     /// Adds a line to this attempt's own log: kept with the attempt in the task's history
@@ -100,8 +92,8 @@ impl Context {
     /// lines go with the call that settles the attempt. The handler's `tracing` events join
     /// them when the application installs [`crate::LogCapture`].
     pub fn log(&self, line: impl std::fmt::Display) {
-        if let Some(b) = &self.logs {
-            b.push("LOG", &line.to_string());
+        if let Some(r) = &self.progress {
+            r.log("LOG", &line.to_string());
         }
     }
 
@@ -130,7 +122,7 @@ impl Context {
             });
         }
         if let Some(r) = &self.progress {
-            r.report(json);
+            r.report(&self.task_id, json);
         }
         Ok(())
     }
