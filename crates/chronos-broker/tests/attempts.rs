@@ -254,3 +254,26 @@ async fn logs_go_with_their_attempt_and_the_history_stays_bounded() {
         .and_then(|r| r.logs.as_deref())
         .is_some_and(|l| l.starts_with("attempt 10: ")));
 }
+
+#[tokio::test]
+async fn a_damaged_history_loses_only_its_damaged_lines() {
+    let b = broker().await;
+    let info = Client::new(b.clone())
+        .enqueue(&email(1), EnqueueOptions::new().task_id("damaged"))
+        .await
+        .expect("enqueue");
+    let key = b.keyspace().queue(&q()).task(&info.id);
+    let _: () = b
+        .client()
+        .hset(&key, ("at", "not json\n{\"a\":\"x\"}"))
+        .await
+        .expect("hset");
+    let l = next(&b, "w", 2).await;
+    assert!(b.retry(&l.id, Duration::ZERO, "boom").await.expect("retry"));
+    let rows = history(&b, &info.id).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].attempt, rows[0].outcome, rows[0].error.as_deref()),
+        (1, AttemptOutcome::Retried, Some("boom"))
+    );
+}

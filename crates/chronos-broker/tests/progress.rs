@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use chronos_broker::fred::interfaces::KeysInterface;
 use chronos_broker::{
-    Client, Consume, EnqueueOptions, Inspect, Maintain, ProgressUpdate, QueueName, Results,
-    PROGRESS_TTL,
+    Client, Consume, EnqueueOptions, Inspect, Lease, Maintain, ProgressUpdate, QueueName,
+    RedisBroker, Results, TaskInfo, PROGRESS_TTL,
 };
 use common::{broker, email, rig, take};
 
@@ -17,12 +17,26 @@ fn q() -> QueueName {
     QueueName::new("default").expect("queue")
 }
 
-fn update(lease: &chronos_broker::Lease, json: &str) -> ProgressUpdate {
+fn update(lease: &Lease, json: &str) -> ProgressUpdate {
     ProgressUpdate {
         msg_id: lease.id.msg_id.clone(),
         task_id: lease.id.task_id.clone(),
         json: json.as_bytes().to_vec(),
     }
+}
+
+/// One plain task of queue `default`, fetched and started by `consumer`.
+async fn delivered(b: &RedisBroker, consumer: &str) -> (TaskInfo, Lease) {
+    let info = Client::new(b.clone())
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let lease = take(b, &mut reader, &q(), consumer, 1, Duration::ZERO)
+        .await
+        .leases
+        .remove(0);
+    (info, lease)
 }
 
 #[tokio::test]
@@ -90,15 +104,8 @@ async fn progress_is_stored_for_a_held_delivery_and_outlives_its_task() {
 async fn a_lost_delivery_gets_no_progress_and_is_reported_lost() {
     let b = broker().await;
     let client = Client::new(b.clone());
-    let info = client
-        .enqueue(&email(1), EnqueueOptions::new())
-        .await
-        .expect("enqueue");
-    let mut reader = b.open_reader().await.expect("reader");
-    let leases = take(&b, &mut reader, &q(), "w1", 1, Duration::ZERO)
-        .await
-        .leases;
-    let lease = &leases[0];
+    let (info, lease) = delivered(&b, "w1").await;
+    let lease = &lease;
     // The recoverer hands the delivery to nobody (w1 is taken for lost): w2 holds it now.
     tokio::time::sleep(Duration::from_millis(30)).await;
     let _ = b
@@ -147,16 +154,7 @@ async fn a_report_whose_reply_is_lost_is_sent_again_with_the_same_effect() {
 #[tokio::test]
 async fn an_oversized_or_damaged_value_is_a_typed_error() {
     let b = broker().await;
-    let client = Client::new(b.clone());
-    let info = client
-        .enqueue(&email(1), EnqueueOptions::new())
-        .await
-        .expect("enqueue");
-    let mut reader = b.open_reader().await.expect("reader");
-    let lease = take(&b, &mut reader, &q(), "w", 1, Duration::ZERO)
-        .await
-        .leases
-        .remove(0);
+    let (info, lease) = delivered(&b, "w").await;
     let big = format!("\"{}\"", "x".repeat(chronos_broker::MAX_PROGRESS_BYTES));
     let err = b
         .report_progress(

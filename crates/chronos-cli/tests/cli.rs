@@ -73,6 +73,29 @@ impl Env {
             .collect()
     }
 
+    /// Enqueues one mail to `to` in queue `mail` and fetches it as worker `w1` (not started).
+    async fn delivered_mail(&self, to: &str) -> (chronos_broker::TaskInfo, chronos_broker::Lease) {
+        use chronos_broker::{Consume, QueueName};
+        let info = Client::new(self.broker.clone())
+            .enqueue(
+                &Email { to: to.into() },
+                EnqueueOptions::new().queue("mail"),
+            )
+            .await
+            .expect("enqueue");
+        let q = QueueName::new("mail").expect("queue");
+        let mut reader = self.broker.open_reader().await.expect("reader");
+        let lease = self
+            .broker
+            .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+            .await
+            .expect("fetch")
+            .leases
+            .remove(0);
+        self.broker.close_reader(reader).await;
+        (info, lease)
+    }
+
     async fn fill(&self) -> Vec<String> {
         let client = Client::new(self.broker.clone());
         let mut ids = Vec::new();
@@ -1084,27 +1107,10 @@ async fn dedup_ls_lists_locks_and_rm_releases_one() {
 
 #[tokio::test]
 async fn task_show_prints_a_running_tasks_progress() {
-    use chronos_broker::{Consume, Maintain, ProgressUpdate, QueueName};
+    use chronos_broker::{Maintain, ProgressUpdate, QueueName};
     let e = env().await;
-    let info = Client::new(e.broker.clone())
-        .enqueue(
-            &Email {
-                to: "a@example.com".into(),
-            },
-            EnqueueOptions::new().queue("mail"),
-        )
-        .await
-        .expect("enqueue");
+    let (info, lease) = e.delivered_mail("a@example.com").await;
     let q = QueueName::new("mail").expect("queue");
-    let mut reader = e.broker.open_reader().await.expect("reader");
-    let lease = e
-        .broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
-        .await
-        .expect("fetch")
-        .leases
-        .remove(0);
-    e.broker.close_reader(reader).await;
     e.broker
         .report_progress(
             &q,
@@ -1129,25 +1135,8 @@ async fn task_show_prints_a_running_tasks_progress() {
 async fn task_watch_follows_a_task_until_it_ends() {
     use chronos_broker::{Completion, Consume, Maintain, ProgressUpdate, QueueName};
     let e = env().await;
-    let info = Client::new(e.broker.clone())
-        .enqueue(
-            &Email {
-                to: "b@example.com".into(),
-            },
-            EnqueueOptions::new().queue("mail"),
-        )
-        .await
-        .expect("enqueue");
+    let (info, lease) = e.delivered_mail("b@example.com").await;
     let q = QueueName::new("mail").expect("queue");
-    let mut reader = e.broker.open_reader().await.expect("reader");
-    let lease = e
-        .broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
-        .await
-        .expect("fetch")
-        .leases
-        .remove(0);
-    e.broker.close_reader(reader).await;
     e.broker
         .start(&q, std::slice::from_ref(&lease.id))
         .await
@@ -1218,28 +1207,10 @@ async fn task_watch_follows_a_task_until_it_ends() {
 
 #[tokio::test]
 async fn task_logs_prints_each_attempts_lines() {
-    use chronos_broker::{Consume, QueueName};
+    use chronos_broker::Consume;
     let e = env().await;
-    let info = Client::new(e.broker.clone())
-        .enqueue(
-            &Email {
-                to: "c@example.com".into(),
-            },
-            EnqueueOptions::new().queue("mail"),
-        )
-        .await
-        .expect("enqueue");
-    let q = QueueName::new("mail").expect("queue");
-    let mut reader = e.broker.open_reader().await.expect("reader");
-    let mut lease = e
-        .broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
-        .await
-        .expect("fetch")
-        .leases
-        .remove(0)
-        .id;
-    e.broker.close_reader(reader).await;
+    let (info, lease) = e.delivered_mail("c@example.com").await;
+    let mut lease = lease.id;
     lease.logs = Some("+0ms LOG connecting\n+12ms WARN refused".into());
     e.broker
         .retry(&lease, Duration::from_secs(600), "connection refused")

@@ -7,29 +7,20 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_broker::{AttemptOutcome, Client, EnqueueOptions, Inspect};
-use chronos_worker::{Context, LogCapture, Mux, Server, Task, TaskError, TaskLogs};
+use chronos_broker::{AttemptOutcome, AttemptRow, Client, EnqueueOptions, Inspect, RedisBroker};
+use chronos_worker::{
+    Context, LogCapture, Mux, Server, ServerConfig, ServerHandle, Task, TaskError, TaskLogs,
+};
 use common::{broker, eventually, fast_config, q, Job};
 
-#[tokio::test]
-async fn a_retried_then_retained_task_shows_both_attempts_with_worker_and_duration() {
-    let b = broker().await;
-    let runs = Arc::new(AtomicU32::new(0));
-    let r = runs.clone();
-    let mut mux = Mux::new();
-    mux.handle(move |ctx: Context, _t: Task<Job>| {
-        let r = r.clone();
-        async move {
-            r.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(60)).await;
-            if ctx.attempt() == 1 {
-                return Err(TaskError::retry("upstream 503"));
-            }
-            Ok(())
-        }
-    })
-    .expect("register");
-    let server = Server::new(b.clone(), mux, fast_config())
+/// Runs one retained task through a server with `mux` and `config` until it succeeded; its
+/// attempt rows, and the server (still running).
+async fn one_retained_run(
+    b: &RedisBroker,
+    mux: Mux,
+    config: ServerConfig,
+) -> (Vec<AttemptRow>, ServerHandle) {
+    let server = Server::new(b.clone(), mux, config)
         .expect("server")
         .start()
         .await
@@ -51,6 +42,28 @@ async fn a_retried_then_retained_task_shows_both_attempts_with_worker_and_durati
         .expect("task")
         .expect("retained")
         .attempts;
+    (rows, server)
+}
+
+#[tokio::test]
+async fn a_retried_then_retained_task_shows_both_attempts_with_worker_and_duration() {
+    let b = broker().await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let r = runs.clone();
+    let mut mux = Mux::new();
+    mux.handle(move |ctx: Context, _t: Task<Job>| {
+        let r = r.clone();
+        async move {
+            r.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            if ctx.attempt() == 1 {
+                return Err(TaskError::retry("upstream 503"));
+            }
+            Ok(())
+        }
+    })
+    .expect("register");
+    let (rows, server) = one_retained_run(&b, mux, fast_config()).await;
     let seen: Vec<(u32, AttemptOutcome)> = rows.iter().map(|r| (r.attempt, r.outcome)).collect();
     assert_eq!(
         seen,
@@ -89,28 +102,7 @@ async fn an_attempts_own_lines_and_tracing_events_are_kept_redacted_with_it() {
     .expect("register");
     let config = fast_config()
         .task_logs(TaskLogs::default().redact(|s| s.replace("token=s3cr3t", "token=[redacted]")));
-    let server = Server::new(b.clone(), mux, config)
-        .expect("server")
-        .start()
-        .await
-        .expect("start");
-    let info = Client::new(b.clone())
-        .enqueue(
-            &Job { n: 2, sleep_ms: 0 },
-            EnqueueOptions::new().retention(Duration::from_secs(60)),
-        )
-        .await
-        .expect("enqueue");
-    eventually(Duration::from_secs(10), "succeeded", || async {
-        server.stats().succeeded == 1
-    })
-    .await;
-    let rows = b
-        .task(&q("default"), &info.id)
-        .await
-        .expect("task")
-        .expect("retained")
-        .attempts;
+    let (rows, server) = one_retained_run(&b, mux, config).await;
     assert_eq!(rows.len(), 2);
     for (i, r) in rows.iter().enumerate() {
         let logs = r.logs.as_deref().expect("lines kept");
