@@ -152,3 +152,74 @@ async fn durable_enqueue_on_a_cluster_waits_on_the_node_of_the_queue() {
         replica_frozen(&broker, primary, replicas[0], &q).await;
     }
 }
+
+/// `redis-cli -p <port> info <section>`.
+fn info(port: u16, section: &str) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "info", section])
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The fault behind a durable enqueue acknowledged and then lost in a Sentinel failover: the
+/// connection breaks after the script wrote the task and while its `WAIT` blocks, and the client
+/// re-sends the `WAIT` on a new connection to another server (the promoted replica, here a
+/// second primary that never had the task, with a replica of its own in sync). That `WAIT`
+/// counts the new server's replicas for writes it never saw: the enqueue must not be
+/// acknowledged on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_resent_to_another_server_after_a_reconnect_does_not_acknowledge() {
+    let old = chronos_testkit::RedisServer::start().expect("old primary");
+    let new = chronos_testkit::RedisServer::start().expect("new primary");
+    let new_port = new.port().to_string();
+    let _replica =
+        chronos_testkit::RedisServer::start_with(&["--replicaof", "127.0.0.1", &new_port])
+            .expect("replica of the new primary");
+    chronos_testkit::eventually(Duration::from_secs(10), "replica in sync", || async {
+        info(new.port(), "replication").contains("state=online")
+    })
+    .await;
+    let addr = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let proxy = chronos_testkit::TcpProxy::start(addr(old.port()))
+        .await
+        .expect("proxy");
+    let broker = RedisBroker::builder(proxy.url())
+        .namespace(chronos_testkit::namespace())
+        .connect()
+        .await
+        .expect("connect");
+    let client = Client::new(broker.clone());
+
+    // The old primary has no replica: its WAIT blocks for the whole wait.
+    let enqueue = tokio::spawn(async move {
+        client
+            .enqueue(
+                &email(1),
+                EnqueueOptions::new()
+                    .task_id("moved")
+                    .durable(1, Duration::from_secs(3)),
+            )
+            .await
+    });
+    chronos_testkit::eventually(Duration::from_secs(5), "WAIT blocked", || async {
+        info(old.port(), "clients").contains("blocked_clients:1")
+    })
+    .await;
+    proxy.retarget(addr(new.port()));
+    proxy.cut();
+    let answer = enqueue.await.expect("join");
+    let q = QueueName::new("default").expect("queue");
+    let on_new = broker
+        .task(&q, "moved")
+        .await
+        .expect("lookup on the new server");
+    assert!(
+        on_new.is_none(),
+        "the task was written on the old server only"
+    );
+    match answer {
+        Err(BrokerError::NotReplicated { acked: 0, .. }) => {}
+        other => panic!("a WAIT answered by another server counted: {other:?}"),
+    }
+}

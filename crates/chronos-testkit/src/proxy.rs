@@ -23,6 +23,9 @@ use tokio::task::JoinHandle;
 /// * [`TcpProxy::stall`] holds all traffic while set, in both directions, on open and new
 ///   connections alike, without closing anything: a network partition that heals. Bytes sent
 ///   meanwhile are delivered, in order, when the stall ends, as TCP would after retransmits.
+/// * [`TcpProxy::retarget`] sends new connections to another server, so that with a
+///   [`TcpProxy::cut`] a client reconnects to a different Redis at the same address: what a
+///   client sees when a failover moves its primary.
 #[derive(Debug)]
 pub struct TcpProxy {
     port: u16,
@@ -33,6 +36,8 @@ pub struct TcpProxy {
 
 #[derive(Debug, Default)]
 struct Shared {
+    /// Where new connections go.
+    target: Mutex<Option<SocketAddr>>,
     /// The pattern of an armed lost reply (an empty pattern matches any request).
     armed: Mutex<Option<Vec<u8>>>,
     /// How many replies were dropped so far.
@@ -66,6 +71,7 @@ impl TcpProxy {
         let port = listener.local_addr()?.port();
         let (cuts, _) = watch::channel(0u64);
         let shared = Arc::new(Shared::default());
+        *lock(&shared.target) = Some(target);
         let watcher = cuts.clone();
         let state = shared.clone();
         let accept = tokio::spawn(async move {
@@ -76,6 +82,9 @@ impl TcpProxy {
                 }
                 let mut cut = watcher.subscribe();
                 let state = state.clone();
+                let Some(target) = *lock(&state.target) else {
+                    continue;
+                };
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
@@ -132,6 +141,12 @@ impl TcpProxy {
         if !on {
             self.shared.stall_changed.notify_waiters();
         }
+    }
+
+    /// Sends every connection accepted from now on to `target`; open ones stay where they are
+    /// (a [`TcpProxy::cut`] ends them).
+    pub fn retarget(&self, target: SocketAddr) {
+        *lock(&self.shared.target) = Some(target);
     }
 
     /// Drops every connection open now.

@@ -5,7 +5,7 @@ use fred::prelude::*;
 use super::admin::Change;
 use super::protocol::STATE;
 use super::reply::{EditCode, EnqueueCode, PushCode};
-use super::{reply, RedisBroker};
+use super::{durable, reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, Dedup, DedupMode, Enqueue, EnqueueOutcome,
@@ -309,14 +309,29 @@ impl RedisBroker {
             declared.extend(keys.tenants());
         }
         self.register_queue(&queue).await?;
-        let reply = reply::array(self.run(|s| &s.enqueue, declared, args).await?, "enqueue")?;
+        let durable = durable::wanted(sent.iter().map(|(_, t)| t));
+        let script = self.run(|s| &s.enqueue, declared, args);
+        let (writer, reply) = match durable {
+            // Polled first, so `CLIENT INFO` is on the wire ahead of the script, in the same
+            // round trip: it names the connection the script can only follow.
+            Some(_) => {
+                let (writer, reply) =
+                    futures::future::join(self.connection(&keys.stream()), script).await;
+                (writer?, reply?)
+            }
+            None => (None, script.await?),
+        };
+        let reply = reply::array(reply, "enqueue")?;
         if reply.len() != 1 + sent.len() {
             return Err(reply::bad(
                 "enqueue",
                 format!("{} values for {} tasks", reply.len(), sent.len()),
             ));
         }
-        let replicated = self.wait_replicas(&keys.stream(), &sent).await?;
+        let replicated = match durable {
+            Some(wanted) => self.wait_replicas(&keys.stream(), wanted, writer).await?,
+            None => 0,
+        };
         let mut rows = reply.into_iter();
         let now = reply::int(&rows.next().unwrap_or(Value::Null), "enqueue")?;
         let mut held = Vec::new();
@@ -544,39 +559,5 @@ fn dedup_spec(dedup: Option<&Dedup>) -> &'static str {
         ('p', 'f') => "pf",
         ('p', 'x') => "px",
         _ => "ps",
-    }
-}
-
-impl RedisBroker {
-    /// Sends `WAIT` for the durable tasks of a chunk just written (the most replicas and the
-    /// longest wait any of them asked for) and returns how many replicas acknowledged; without
-    /// a durable task, sends nothing. `key` routes the `WAIT` on a cluster to the node that ran
-    /// the enqueue: `WAIT` counts only the writes of its own connection.
-    async fn wait_replicas(
-        &self,
-        key: &str,
-        sent: &[(usize, NewTask)],
-    ) -> Result<u32, BrokerError> {
-        let Some((replicas, wait)) = sent
-            .iter()
-            .filter_map(|(_, t)| t.durable())
-            .reduce(|(n, a), (m, b)| (n.max(m), a.max(b)))
-        else {
-            return Ok(0);
-        };
-        let client = &self.inner.client;
-        let (replicas, wait) = (i64::from(replicas), duration_ms(wait));
-        let acked: i64 = match client.cached_cluster_state().and_then(|s| {
-            s.get_server(fred::util::redis_keyslot(key.as_bytes()))
-                .cloned()
-        }) {
-            Some(node) => client
-                .with_cluster_node(node)
-                .wait(replicas, wait)
-                .await
-                .map_err(store)?,
-            None => client.wait(replicas, wait).await.map_err(store)?,
-        };
-        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
     }
 }

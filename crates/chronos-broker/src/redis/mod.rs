@@ -2,6 +2,7 @@
 
 mod admin;
 mod consume;
+mod durable;
 mod enqueue;
 mod flow;
 mod inspect;
