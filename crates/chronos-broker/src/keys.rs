@@ -170,6 +170,13 @@ impl QueueKeys {
         format!("{}pg:{id}", self.prefix)
     }
 
+    /// The queue's event stream (`<prefix>events`): on while it exists, capped near
+    /// [`chronos_core::EVENTS_KEPT`] entries. The scripts that settle a transition take it as
+    /// their last key and write to it only while it exists (see `lib.lua`: `EVENTS`).
+    pub fn events(&self) -> String {
+        format!("{}{}", self.prefix, chronos_protocol::EVENTS_NAME)
+    }
+
     /// The sorted set of delayed tasks, scored by run-at (unix ms).
     pub fn scheduled(&self) -> String {
         format!("{}scheduled", self.prefix)

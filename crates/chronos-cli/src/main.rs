@@ -15,6 +15,7 @@ use crate::out::Out;
 mod dash;
 mod dates;
 mod dedup;
+mod events;
 mod limits;
 mod out;
 mod progress;
@@ -73,6 +74,9 @@ enum Cmd {
     /// Deduplication locks held in a queue: list them with their holders, release one.
     #[command(subcommand)]
     Dedup(dedup::DedupCmd),
+    /// A queue's event stream: turn it on or off, and follow it (`events tail`).
+    #[command(subcommand)]
+    Events(events::EventsCmd),
     /// Registered schedules (also those that never fired).
     #[command(subcommand)]
     Schedule(schedules::ScheduleCmd),
@@ -146,6 +150,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
         Cmd::Task(cmd) => tasks::run(admin, out, cmd).await,
         Cmd::Tenant(cmd) => tenants::run(admin, out, cmd).await,
         Cmd::Dedup(cmd) => dedup::run(admin, out, cmd).await,
+        Cmd::Events(cmd) => events::run(admin, out, cmd).await,
         Cmd::Schedule(cmd) => schedules::run(admin, out, cmd).await,
         Cmd::Server(cmd) => servers::run(admin, out, cmd).await,
         Cmd::Leader => servers::leader(admin, out).await,

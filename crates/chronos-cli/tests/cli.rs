@@ -1226,3 +1226,76 @@ async fn task_logs_prints_each_attempts_lines() {
     assert_eq!(rows[0]["outcome"], "retried");
     assert_eq!(rows[0]["logs"], "+0ms LOG connecting\n+12ms WARN refused");
 }
+
+#[tokio::test]
+async fn events_are_turned_on_tailed_and_turned_off() {
+    use chronos_broker::Consume;
+    let e = env().await;
+    let off = e.run(&["events", "tail", "mail", "--from-start", "--limit", "1"]);
+    assert!(!off.status.success());
+    let err = String::from_utf8_lossy(&off.stderr);
+    assert!(err.contains("keeps no events"), "{err}");
+
+    e.ok(&["events", "on", "mail"]);
+    let (info, lease) = e.delivered_mail("d@example.com").await;
+    e.broker
+        .retry(&lease.id, Duration::from_secs(600), "connection refused")
+        .await
+        .expect("retry");
+    let text = e.ok(&[
+        "events",
+        "tail",
+        "mail",
+        "--from-start",
+        "--limit",
+        "2",
+        "--timeout",
+        "10s",
+    ]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains("enqueued") && lines[0].contains(&info.id),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("retried") && lines[1].contains("connection refused"),
+        "{text}"
+    );
+    let rows = e.json(&[
+        "events",
+        "tail",
+        "mail",
+        "--from-start",
+        "--limit",
+        "2",
+        "--task",
+        &info.id,
+        "--kind",
+        "email",
+    ]);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (rows[0]["type"].as_str(), rows[0]["kind"].as_str()),
+        (Some("enqueued"), Some("email"))
+    );
+    assert_eq!(rows[1]["type"], "retried");
+    assert_eq!(rows[1]["error"], "connection refused");
+    assert_eq!(rows[1]["attempt"], 1);
+    // Another kind matches nothing: the tail ends at its timeout with no line.
+    let none = e.ok(&[
+        "events",
+        "tail",
+        "mail",
+        "--from-start",
+        "--kind",
+        "invoice",
+        "--timeout",
+        "1s",
+    ]);
+    assert!(none.trim().is_empty(), "{none}");
+
+    e.ok(&["events", "off", "mail"]);
+    let again = e.run(&["events", "tail", "mail", "--limit", "1"]);
+    assert!(!again.status.success());
+}

@@ -151,6 +151,13 @@ pub enum BrokerError {
         /// The handler's reason.
         reason: String,
     },
+    /// The queue's event stream is off ([`crate::Events::set_events`] turns it on). Permanent
+    /// until an operator turns it on.
+    #[error("queue {queue:?} keeps no events: turn its event stream on first")]
+    EventsOff {
+        /// The queue.
+        queue: String,
+    },
 
     /// No such task is known: never enqueued, deleted, or completed without a retention (a
     /// result is kept only while its task is retained).

@@ -198,6 +198,20 @@ macro_rules! forward {
             fn sample_queue(&self, queue: &$crate::QueueName) -> Result<$crate::QueueSample, $crate::BrokerError>;
         );
     };
+    (@methods Events, $how:tt) => {
+        $crate::forward!(@emit $how
+            type EventReader;
+            fn open_event_reader(&self) -> Result<Self::EventReader, $crate::BrokerError>;
+            fn set_events(&self, queue: &$crate::QueueName, on: bool) -> Result<(), $crate::BrokerError>;
+            fn events_on(&self, queue: &$crate::QueueName) -> Result<bool, $crate::BrokerError>;
+            fn last_event_id(&self, queue: &$crate::QueueName) -> Result<String, $crate::BrokerError>;
+            fn read_events(&self, reader: &mut Self::EventReader, queue: &$crate::QueueName, after: &str, count: usize, block: ::std::time::Duration) -> Result<Vec<$crate::TaskEvent>, $crate::BrokerError>;
+            fn create_event_group(&self, queue: &$crate::QueueName, group: &str) -> Result<(), $crate::BrokerError>;
+            fn read_event_group(&self, reader: &mut Self::EventReader, queue: &$crate::QueueName, group: &str, consumer: &str, pending_after: Option<&str>, count: usize, block: ::std::time::Duration) -> Result<Vec<$crate::TaskEvent>, $crate::BrokerError>;
+            fn claim_events(&self, queue: &$crate::QueueName, group: &str, consumer: &str, min_idle: ::std::time::Duration, count: usize) -> Result<Vec<$crate::TaskEvent>, $crate::BrokerError>;
+            fn ack_events(&self, queue: &$crate::QueueName, group: &str, ids: &[String]) -> Result<u64, $crate::BrokerError>;
+        );
+    };
     (@emit $how:tt) => {};
     (@emit (ptr) type $assoc:ident; $($rest:tt)*) => {
         type $assoc = T::$assoc;
@@ -272,5 +286,6 @@ pointers!(
     Throttle,
     Settings,
     Tenants,
-    SampleQueues
+    SampleQueues,
+    Events
 );

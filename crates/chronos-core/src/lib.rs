@@ -79,6 +79,8 @@ mod delivery;
 mod edit;
 mod envelope;
 mod error;
+pub mod event;
+mod event_stream;
 mod flow;
 mod forward;
 mod group;
@@ -109,8 +111,8 @@ mod trace_context;
 
 pub use attempt::{AttemptOutcome, AttemptRow, ATTEMPTS_KEPT};
 pub use capability::{
-    Broker, Consume, Coordinate, Enqueue, Flows, Inspect, Maintain, ManageSchedules, Operate,
-    Results, SampleQueues, Schedules, Settings, Tenants, Throttle,
+    Broker, Consume, Coordinate, Enqueue, Events, Flows, Inspect, Maintain, ManageSchedules,
+    Operate, Results, SampleQueues, Schedules, Settings, Tenants, Throttle,
 };
 pub use chain::Chain;
 pub use client::Client;
@@ -129,6 +131,8 @@ pub use delivery::{
 pub use edit::TaskEdit;
 pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};
+pub use event::{EventCursor, EventKind, TaskEvent, EVENTS_KEPT};
+pub use event_stream::{EventGroupStream, EventStream};
 pub use flow::{
     callback_task_id, counts_offset, flow_task_id, ChainInfo, ChainLink, ChainPosition,
     ChainStatus, Flow, GroupCallback, GroupCreated, GroupInfo, GroupLink, GroupState, GroupSummary,

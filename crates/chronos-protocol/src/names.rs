@@ -8,6 +8,7 @@
 //! scripts' own record (`G_*` fields, spelled in group_open.lua and group_report.lua) and a
 //! few argument codes that share a letter with a field (listed in the test).
 
+use chronos_core::event::fields as event;
 use chronos_core::DEFAULT_MAX_RETRY;
 
 /// Name of the one consumer group every queue stream has (Lua: `GROUP`).
@@ -175,7 +176,30 @@ const FIELDS: &[(&str, &str)] = &[
     ("G_CALLBACK_ID", GROUP_CALLBACK_ID),
     ("G_COLLECT", GROUP_COLLECT),
     ("G_TTL", GROUP_TTL),
+    ("E_TYPE", event::TYPE),
+    ("E_TASK", event::TASK),
+    ("E_KIND", event::KIND),
+    ("E_ATTEMPT", event::ATTEMPT),
+    ("E_WORKER", event::WORKER),
+    ("E_REASON", event::REASON),
+    ("E_AT", event::AT),
+    ("E_VALUE", event::VALUE),
+    ("E_HOLDER", event::HOLDER),
+    ("E_RESULT", event::RESULT),
+    ("EV_ENQUEUED", event::ENQUEUED),
+    ("EV_DEDUPLICATED", event::DEDUPLICATED),
+    ("EV_STARTED", event::STARTED),
+    ("EV_PROGRESS", event::PROGRESS),
+    ("EV_RETRIED", event::RETRIED),
+    ("EV_SNOOZED", event::SNOOZED),
+    ("EV_COMPLETED", event::COMPLETED),
+    ("EV_DEAD", event::DEAD),
+    ("EV_CANCELLED", event::CANCELLED),
+    ("EVENTS_NAME", EVENTS_NAME),
 ];
+
+/// The last part of a queue's event stream's key (`<prefix>events`, Lua: `EVENTS_NAME`).
+pub const EVENTS_NAME: &str = "events";
 
 /// The delivery count start.lua sets on a started plain task's pending entry (XCLAIM
 /// RETRYCOUNT): far above any count a read or a reclaim gives, so the pending list itself
@@ -216,6 +240,10 @@ pub fn prologue() -> String {
     ));
     lua.push_str(&format!("local ATTEMPTS_BYTES = {ATTEMPTS_BYTES}\n"));
     lua.push_str(&format!("local FIRE_STRIDE = {FIRE_STRIDE}\n"));
+    lua.push_str(&format!(
+        "local EVENTS_KEPT = {}\n",
+        chronos_core::EVENTS_KEPT
+    ));
     // The consumer group of every stream, and the level whose tasks use the main stream.
     lua.push_str(&format!("local GROUP = '{}'\n", GROUP));
     lua.push_str(&format!(

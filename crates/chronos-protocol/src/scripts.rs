@@ -83,7 +83,7 @@ scripts!(
     ],
     flows: [chain_next, group_open, group_report],
     throttle: [permit, permit_return, permit_keep, admit, hold],
-    settings: [settings_put],
+    settings: [settings_put, events_on],
     tenants: [tenant_put, tenant_stats],
 );
 

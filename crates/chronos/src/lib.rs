@@ -52,6 +52,11 @@ pub use chronos_worker::ProgressError;
 pub use chronos_broker::{AttemptOutcome, AttemptRow, ATTEMPTS_KEPT};
 #[doc(inline)]
 pub use chronos_worker::{LogCapture, RedactFn, TaskLogs};
+// A queue's event stream (opt-in per queue): what it holds and how it is read.
+#[doc(inline)]
+pub use chronos_broker::{
+    event, EventCursor, EventGroupStream, EventKind, EventStream, Events, TaskEvent, EVENTS_KEPT,
+};
 // A queue's settings stored in Redis (limits that override each server's config at run time,
 // the aging time of priority levels): the library side of `chronos queue limits`.
 #[doc(inline)]

@@ -16,7 +16,7 @@ use crate::{
 /// A connection reserved for blocking reads.
 #[derive(Debug)]
 pub struct RedisReader {
-    client: Client,
+    pub(super) client: Client,
 }
 
 impl Consume for RedisBroker {
@@ -182,6 +182,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
+        declared.push(keys.events());
         let n = self.run(|s| &s.retry, declared, args).await?;
         Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
     }
@@ -207,6 +208,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
+        declared.push(keys.events());
         let reply = self.run(|s| &s.snooze, declared, args).await?;
         let row = reply::array(reply, "snooze")?;
         let code = row.first().map(|v| reply::int(v, "snooze")).transpose()?;
@@ -309,6 +311,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
+        declared.push(keys.events());
         Ok(
             match DeadCode::from_reply(reply::int(
                 &self.run(|s| &s.dead, declared, args).await?,
@@ -342,6 +345,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
+        declared.push(keys.events());
         let reply = self.run(|s| &s.cancel, declared, args).await?;
         Ok(
             match CancelCode::from_reply(reply::int(&reply, "cancel")?) {
@@ -428,6 +432,7 @@ impl RedisBroker {
         for &i in &plain {
             args.push(leases[i].msg_id.as_str().into());
         }
+        declared.push(keys.events());
         let rows = reply::array(self.run(|s| &s.start, declared, args).await?, "start")?;
         if rows.len() != leases.len() {
             return Err(reply::bad(
@@ -492,6 +497,7 @@ impl RedisBroker {
         if lane::is_tenant(level) {
             declared.extend(keys.tenants());
         }
+        declared.push(keys.events());
         let n = self.run(|s| &s.complete, declared, args).await?;
         Ok(reply::int(&n, "complete")?.max(0) as u64)
     }

@@ -137,7 +137,7 @@ impl RedisBroker {
         let mut sent = Vec::with_capacity(chunk.len());
         let keys = self.queue_keys(&queue);
         let token = call_token();
-        let declared = vec![keys.stream(), keys.enqueue_receipt(&token)];
+        let mut declared = vec![keys.stream(), keys.enqueue_receipt(&token)];
         // Each task's policy travels only when one of them differs from the default.
         let policy = chunk.iter().any(|(_, t)| {
             t.envelope.max_retry != DEFAULT_MAX_RETRY
@@ -175,6 +175,7 @@ impl RedisBroker {
             return Ok(out);
         }
         self.register_queue(&queue).await?;
+        declared.push(keys.events());
         let first = self.run(|s| &s.push, declared, args).await?;
         let code = reply::int(&first, "push")
             .ok()
@@ -309,6 +310,7 @@ impl RedisBroker {
             declared.extend(keys.tenants());
         }
         self.register_queue(&queue).await?;
+        declared.push(keys.events());
         let durable = durable::wanted(sent.iter().map(|(_, t)| t));
         let script = self.run(|s| &s.enqueue, declared, args);
         let (writer, reply) = match durable {

@@ -4,6 +4,7 @@ mod admin;
 mod consume;
 mod durable;
 mod enqueue;
+mod events;
 mod flow;
 mod inspect;
 mod lane;

@@ -1,7 +1,8 @@
 -- Helpers shared by the scripts: scripts.rs prepends this file to every script (Redis gives
 -- scripts no way to share functions at run time), after the prologue it generates from
 -- chronos-protocol's src/names.rs: the numbers both sides agree on and the field names (`F_STATE` = 's',
--- ...), which the helpers here use. Functions only; nothing here writes unless it says so.
+-- ...), which the helpers here use. Functions only (and the `EVENTS` key taken off KEYS);
+-- nothing here writes unless it says so.
 --
 -- Rules every script follows (see the crate docs):
 -- * every key a script touches is declared in KEYS (all of one queue's keys share its hash tag);
@@ -9,6 +10,73 @@
 --   that could fail on a corrupt key goes through redis.pcall and marks that task alone;
 -- * "now" is the Redis server's clock (TIME), never a caller's, wherever a script decides what
 --   is due.
+
+-- The queue's event stream (`QueueKeys::events`, `<prefix>events`): the callers of the scripts
+-- that write events declare it as their last key, and it is taken off KEYS here, so each script
+-- reads its own key layout as its header documents it. The stream's existence is the queue's
+-- switch: `emit` writes only while it exists, and a call to a queue without one pays a string
+-- compare here and one EXISTS at its first event.
+local EVENTS = nil
+do
+  local last = KEYS[#KEYS]
+  local prefix = KEYS[1] and string.match(KEYS[1], '^(.-:{[^}]*}:)')
+  if last and prefix and #KEYS > 1 and last == prefix .. EVENTS_NAME then
+    EVENTS = table.remove(KEYS)
+  end
+end
+local EVENTS_LIVE = nil
+
+-- Whether this call writes events (asked once per call).
+local function events_on()
+  if EVENTS == nil then return false end
+  if EVENTS_LIVE == nil then EVENTS_LIVE = redis.call('EXISTS', EVENTS) == 1 end
+  return EVENTS_LIVE
+end
+
+-- A msgpack string at byte `pos` of `s`: its value and the position after it (nil when there
+-- is none there).
+local function mp_str(s, pos)
+  local b = string.byte(s, pos)
+  if not b then return nil end
+  local len, start
+  if b >= 0xa0 and b <= 0xbf then
+    len, start = b - 0xa0, pos + 1
+  elseif b == 0xd9 then
+    len, start = string.byte(s, pos + 1), pos + 2
+  elseif b == 0xda then
+    local hi, lo = string.byte(s, pos + 1, pos + 2)
+    if not lo then return nil end
+    len, start = hi * 256 + lo, pos + 3
+  end
+  if not len then return nil end
+  return string.sub(s, start, start + len - 1), start + len
+end
+
+-- The kind of a task envelope (`TaskEnvelope::encode`: a version byte, then a msgpack array
+-- whose first two fields are the id and the kind); '' when it does not read so.
+local function envelope_kind(env)
+  if type(env) ~= 'string' then return '' end
+  local b = string.byte(env, 2)
+  local pos
+  if b and b >= 0x90 and b <= 0x9f then pos = 3 elseif b == 0xdc then pos = 5 else return '' end
+  local _, after = mp_str(env, pos)
+  if not after then return '' end
+  return (mp_str(env, after)) or ''
+end
+
+-- The task id of a task hash's key (`<prefix>t:<id>`).
+local function tkey_id(tkey)
+  return string.match(tkey, '^.-:{[^}]*}:t:(.*)$') or ''
+end
+
+-- Appends one event (type `etype`, task `id`, the kind read from envelope `env`, then the
+-- field-value pairs given) to the queue's event stream, capped near EVENTS_KEPT, when the call
+-- writes events. Never raises (a stream of the wrong type takes no event).
+local function emit(etype, id, env, ...)
+  if not events_on() then return end
+  redis.pcall('XADD', EVENTS, 'MAXLEN', '~', EVENTS_KEPT, '*', E_TYPE, etype, E_TASK, id, E_KIND,
+    envelope_kind(env), ...)
+end
 
 -- Tells waiters (Client::wait) that a task reached an outcome: the channel is the task hash's
 -- own name. Not a write; a message nobody listens to costs a lookup.

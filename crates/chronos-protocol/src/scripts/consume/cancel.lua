@@ -6,6 +6,7 @@
 --          unique lock (the task hash again when the caller knows of none); then, for a
 --          delivery of the tenant stream, the tenants block (lib.lua: "Tenants": the task's
 --          hold on its tenant's cap ends)
+--          last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] the reason,
 -- ARGV[5]  how long the handler ran (ms; '' when unknown), ARGV[6] its log lines ('' for none),
 --          for the attempt history
@@ -43,4 +44,5 @@ redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, F_DELIVERY)
 redis.call('ZADD', KEYS[2], now, id)
 announce(tkey)
+emit(EV_CANCELLED, id, env, E_REASON, ARGV[4])
 return 1

@@ -4,6 +4,7 @@
 --          then 2 keys per task: task hash, unique lock (the task hash again when the caller
 --          knows of none); then, for deliveries of the tenant stream, the tenants block
 --          (lib.lua: "Tenants": each completed task's hold on its tenant's cap ends)
+--          last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] how many tasks have a hash (n)
 -- then COMPLETE_STRIDE (6) values per such task: task id, stream entry id, retention ms (0 =
 --          delete at once), the handler's result ('' for none; kept as `res` only with a
@@ -25,7 +26,16 @@ if #KEYS >= 5 + 2 * n + TENANTS_LEN then T = 6 + 2 * n end
 -- or re-sent one counts nothing.
 local plain, acked_plain = {}, 0
 for i = 3 + COMPLETE_STRIDE * n, #ARGV do plain[#plain + 1] = ARGV[i] end
-if #plain > 0 then
+if #plain > 0 and events_on() then
+  -- One entry at a time, so that only a delivery this call completes is an event.
+  for _, mid in ipairs(plain) do
+    local env = entry_envelope(KEYS[1], mid)
+    local n = tonumber(redis.pcall('XACK', KEYS[1], group, mid)) or 0
+    redis.pcall('XDEL', KEYS[1], mid)
+    if n > 0 then emit(EV_COMPLETED, mid, env) end
+    acked_plain = acked_plain + n
+  end
+elseif #plain > 0 then
   for i = 1, #plain, 1000 do
     local part = {unpack(plain, i, math.min(i + 999, #plain))}
     acked_plain = acked_plain + (tonumber(redis.pcall('XACK', KEYS[1], group, unpack(part))) or 0)
@@ -70,8 +80,13 @@ for _, t in ipairs(live) do
     redis.call('PEXPIRE', tkey, keep)
     redis.pcall('ZADD', KEYS[2], now + keep, id)
     announce(tkey)
+    emit(EV_COMPLETED, id, env, E_RESULT, (res and res ~= '') and '1' or '')
   else
     dropped[#dropped + 1] = tkey
+    if events_on() then
+      emit(EV_COMPLETED, id, entry_envelope(KEYS[1], mid), E_RESULT,
+        (res and res ~= '') and '1' or '')
+    end
   end
 end
 settle_entries(KEYS[1], group, acked)

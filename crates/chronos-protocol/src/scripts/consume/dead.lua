@@ -4,6 +4,7 @@
 --          caller knows of none), KEYS[7] its failed-per-minute hash of today, KEYS[8] its
 --          failed counter of today; then, for a delivery of the tenant stream, the tenants
 --          block (lib.lua: "Tenants": the task's hold on its tenant's cap ends)
+--          last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] error message,
 -- ARGV[5]  '1' when this failure counts as an attempt, ARGV[6] idempotency window ms, ARGV[7]
 --          how long the handler ran (ms; '' when unknown), ARGV[8] its log lines ('' for
@@ -50,6 +51,7 @@ if h[3] == '1' then
   redis.call('DEL', tkey)
   if window > 0 then redis.call('SET', dkey, mid .. '|', 'PX', window) end
   announce(tkey)
+  emit(EV_DEAD, id, env, E_REASON, string.sub(ARGV[4], 1, ATTEMPT_ERROR_BYTES))
   return 2
 end
 local fields = {tkey, F_STATE, 'archived', F_ERROR, ARGV[4], F_FAILED_AT, now, F_SETTLED, mid}
@@ -61,4 +63,5 @@ redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, F_DELIVERY)
 redis.call('ZADD', KEYS[2], now, id)
 announce(tkey)
+emit(EV_DEAD, id, env, E_REASON, string.sub(ARGV[4], 1, ATTEMPT_ERROR_BYTES))
 return 1

@@ -3,6 +3,7 @@
 --          task hash, KEYS[5] its failed-per-minute hash of today, KEYS[6] its failed counter
 --          of today; then, for a delivery of the tenant stream, the tenants block (lib.lua:
 --          "Tenants": the task's hold on its tenant's cap ends)
+--          last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] error message, ARGV[6] how long the handler ran (ms; '' when
 --          unknown), ARGV[7] its log lines ('' for none), for the attempt history (lib.lua
@@ -32,8 +33,11 @@ if #KEYS >= 6 + TENANTS_LEN then T = 7 end
 -- The attempt is counted: the free re-deliveries (`z`, reclaim.lua) start again for the next.
 local row = attempt_row(tkey, r, holder(KEYS[1], group, mid), 'retried', ARGV[5], ARGV[6], now,
   ARGV[7])
+local env = events_on() and entry_envelope(KEYS[1], mid) or nil
 set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'retry', F_ERROR, ARGV[5], F_FAILED_AT, now,
   F_SETTLED, mid, F_RETRIED, r, F_ATTEMPTS, row}, KEYS[2], now + delay, T)
 bump(KEYS[3], 1)
 history(KEYS[5], KEYS[6], 1, now)
+emit(EV_RETRIED, id, env, E_ATTEMPT, r, E_REASON, string.sub(ARGV[5], 1, ATTEMPT_ERROR_BYTES),
+  E_AT, now + delay)
 return 1

@@ -5,6 +5,7 @@
 -- KEYS[1]  the queue's stream, KEYS[2] its scheduled set, KEYS[3] the task hash; then, for a
 --          delivery of the tenant stream, the tenants block (lib.lua: "Tenants": the task's
 --          hold on its tenant's cap ends)
+--          last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] the most snoozes allowed (the task would be over it: nothing
 --          changes, the caller dead-letters it), ARGV[6] how long the handler ran (ms; ''
@@ -34,6 +35,8 @@ local T = nil
 if #KEYS >= 3 + TENANTS_LEN then T = 4 end
 local row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'snoozed',
   '', ARGV[6], now, ARGV[7])
+local env = events_on() and entry_envelope(KEYS[1], mid) or nil
 set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_SNOOZES, n + 1,
   F_ATTEMPTS, row}, KEYS[2], now + delay, T)
+emit(EV_SNOOZED, id, env, E_AT, now + delay)
 return {1, n + 1}

@@ -2,7 +2,8 @@
 -- the task an attempt (so a task that keeps killing its workers ends in the dead letters), while
 -- a delivery never started costs nothing.
 -- KEYS[1]  the queue's stream, then one task hash per delivery of a task with a hash, then the
---          unique lock of each of those deliveries whose lease names one, in the same order
+--          unique lock of each of those deliveries whose lease names one, in the same order,
+--          then the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] how many deliveries have a task hash (n), then for each of
 --          them two values: its entry id, and its task id when its lock is declared ('' when
 --          not); then the entry ids of plain tasks' deliveries (lib.lua), which have no hash
@@ -49,6 +50,11 @@ for j = 1, n do
       held = nil
     end
     out[#out + 1] = {1, h[2], h[3], h[4] or '', h[5] or '0', held or ''}
+    if events_on() then
+      emit(EV_STARTED, id ~= '' and id or tkey_id(tkey),
+        entry_envelope(KEYS[1], mid), E_ATTEMPT, count_of(h[2]) + 1, E_WORKER,
+        holder(KEYS[1], group, mid) or '')
+    end
   end
 end
 local plain = {}
@@ -75,6 +81,7 @@ if owner then
       for _, e in ipairs(got) do
         if type(e) == 'table' and e[1] then
           live[e[1]] = field_of(e[2], F_MAX_RETRY) or PLAIN_MAX_RETRY
+          emit(EV_STARTED, e[1], field_of(e[2], F_ENVELOPE), E_ATTEMPT, 1, E_WORKER, owner)
         end
       end
     end

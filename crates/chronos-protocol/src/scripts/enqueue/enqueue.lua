@@ -4,7 +4,7 @@
 --          task in order, then the unique lock of each unique task in order,
 --          then, when a task has a level or a tenant, the queue's lanes (lib.lua: `lane`),
 --          then, when a task has a tenant, its settings hash and its tenants block (lib.lua:
---          "Tenants")
+--          "Tenants"); then the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt)
 -- then ENQUEUE_STRIDE (12) values per task: id, envelope bytes, run-at ms (0 = none), delay
 --          ms, unique TTL ms (0 = not unique: then it has no lock key), max retry, dead-letter
@@ -163,6 +163,7 @@ for t = 0, n - 1 do
     if spec == '' then
       out[#out + 1] = -1
       codes[#codes + 1] = 'u'
+      if events_on() then emit(EV_DEDUPLICATED, id, env, E_HOLDER, redis.call('GET', ukey) or '') end
     else
       -- The holder's record is not declared here (its id is only known now): the caller
       -- reads it, or asks edit.lua to give it this payload.
@@ -174,6 +175,7 @@ for t = 0, n - 1 do
         out[#out + 1] = {4, holder}
         codes[#codes + 1] = 'D'
         redis.pcall('HINCRBY', KEYS[4], mode == 't' and 'throttle' or 'reject', 1)
+        emit(EV_DEDUPLICATED, id, env, E_HOLDER, holder)
       end
       holders[#holders + 1] = holder
     end
@@ -211,7 +213,13 @@ for t = 0, n - 1 do
         rkey, extra = lock_record(ukey, rel, extra)
       end
       new_record(tkey, maxr, rkey, discard, fp, s, where, value, own, tn, order, extra)
-      if run_at > now then out[#out + 1] = 3 else out[#out + 1] = 1 end
+      if run_at > now then
+        out[#out + 1] = 3
+        emit(EV_ENQUEUED, id, env, E_AT, run_at)
+      else
+        out[#out + 1] = 1
+        emit(EV_ENQUEUED, id, env)
+      end
       codes[#codes + 1] = '1'
     end
   end

@@ -1,7 +1,8 @@
 -- Enqueue a batch of plain tasks into one queue (see lib.lua: ready now, no explicit id, no
 -- unique key, no retention): one stream entry each and nothing else, so a plain task costs
 -- Redis one XADD.
--- KEYS[1]  the queue's stream, KEYS[2] this call's receipt
+-- KEYS[1]  the queue's stream, KEYS[2] this call's receipt, then the queue's event stream
+--          (lib.lua: `EVENTS`)
 -- ARGV[1]  receipt TTL ms (the idempotency window; 0 = keep no receipt), ARGV[2] '1' when each
 --          task comes with its policy, then per task: its envelope, and with a policy its max
 --          retry ('' = 25) and '1' to discard it when it dies ('' = archive)
@@ -41,6 +42,9 @@ if seq + count >= 2 ^ 53 then
   -- exactly in Lua: each entry takes the id Redis gives it, and the reply lists them all.
   local ids = {first}
   for a = 3 + step, #ARGV, step do ids[#ids + 1] = redis.call('XADD', unpack(entry(a, '*'))) end
+  if events_on() then
+    for i, id in ipairs(ids) do emit(EV_ENQUEUED, id, ARGV[3 + (i - 1) * step]) end
+  end
   if ttl > 0 then redis.call('SET', KEYS[2], table.concat(ids, ','), 'PX', ttl) end
   return ids
 end
@@ -51,6 +55,13 @@ for a = 3 + step, #ARGV, step do
     redis.call('XADD', unpack(entry(a, string.format('%s-%d', ms, seq + k))))
   else
     redis.call('XADD', stream, string.format('%s-%d', ms, seq + k), F_ENVELOPE, ARGV[a])
+  end
+end
+if events_on() then
+  k = 0
+  for a = 3, #ARGV, step do
+    emit(EV_ENQUEUED, string.format('%s-%d', ms, seq + k), ARGV[a])
+    k = k + 1
   end
 end
 if ttl > 0 then redis.call('SET', KEYS[2], first, 'PX', ttl) end

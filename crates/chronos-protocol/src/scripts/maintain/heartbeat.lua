@@ -1,13 +1,15 @@
 -- Keep the leases of running tasks fresh so the recoverer does not reclaim them, and store the
 -- progress their handlers reported (a report proves its task alive as a beat does).
--- KEYS[1]  the queue's stream (or a level's), then one progress key per update, in order
+-- KEYS[1]  the queue's stream (or a level's), then one progress key per update, in order, then
+--          the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] consumer (the caller), ARGV[3] n, ARGV[4..3+n] stream entry
 --          ids, ARGV[4+n] progress TTL ms, then per update: its entry id and its JSON value
 -- Returns: the entry ids still owned by the caller, now with idle time 0. An id missing from the
 -- reply was reclaimed by the recoverer: its task must be cancelled, and its update is dropped.
 -- Only entries the caller owns are touched (a plain XCLAIM would steal entries back from their
 -- new owner); one XPENDING over the caller's own pending list finds them. A progress value is
--- stored as `<ms>:<json>` (store clock); a re-sent call stores the same value again.
+-- stored as `<ms>:<json>` (store clock); a re-sent call stores the same value again (and
+-- writes its progress event again).
 local group, me = ARGV[1], ARGV[2]
 local n = tonumber(ARGV[3]) or 0
 local asked = {}
@@ -31,6 +33,10 @@ for k = 2, #KEYS do
   if held[mid] and ttl > 0 then
     now = now or now_ms()
     redis.call('SET', KEYS[k], now .. ':' .. value, 'PX', ttl)
+    if events_on() then
+      emit(EV_PROGRESS, string.match(KEYS[k], ':pg:(.*)$') or '', entry_envelope(KEYS[1], mid),
+        E_VALUE, value)
+    end
   end
 end
 args[#args + 1] = 'JUSTID'

@@ -1,0 +1,244 @@
+//! A queue's event stream (`<prefix>events`): on while the key exists, written by the transition
+//! scripts (lib.lua: `emit`), read here with XREAD, or with XREADGROUP, XAUTOCLAIM and XACK by a
+//! consumer group.
+
+use std::time::Duration;
+
+use fred::prelude::*;
+
+use super::consume::RedisReader;
+use super::lease::{Entries, Fields};
+use super::{client_builder, RedisBroker, MAX_BLOCK};
+use crate::redis::store::store;
+use crate::{duration_ms, BrokerError, Events, QueueName, TaskEvent};
+
+impl RedisBroker {
+    /// `queue`'s event stream key.
+    fn events_key(&self, queue: &QueueName) -> String {
+        self.queue_keys(queue).events()
+    }
+
+    /// [`BrokerError::EventsOff`] for `queue`.
+    fn off(queue: &QueueName) -> BrokerError {
+        BrokerError::EventsOff {
+            queue: queue.as_str().to_string(),
+        }
+    }
+}
+
+/// The events of `entries`; an entry that does not read as one (deleted while pending, or not
+/// written by a script) is left out with a warning.
+fn decode(queue: &QueueName, entries: Entries) -> Vec<TaskEvent> {
+    entries
+        .into_iter()
+        .filter_map(|(id, fields)| event_of(queue, &id, fields))
+        .collect()
+}
+
+fn event_of(queue: &QueueName, id: &str, fields: Fields) -> Option<TaskEvent> {
+    let pairs: Vec<(String, Vec<u8>)> = fields?.into_iter().map(|(k, v)| (k, v.to_vec())).collect();
+    match TaskEvent::decode(id, &pairs) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            tracing::warn!(queue = queue.as_str(), id, error = %e, "skipping an entry of the event stream");
+            None
+        }
+    }
+}
+
+/// One stream's entries out of an XREAD or XREADGROUP reply (None on a timeout).
+type StreamReply = Option<Vec<(String, Entries)>>;
+
+fn entries_of(reply: StreamReply) -> Entries {
+    reply
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|(_, entries)| entries)
+        .collect()
+}
+
+fn block_of(block: Duration) -> Option<u64> {
+    (!block.is_zero()).then(|| block.min(MAX_BLOCK).as_millis().max(1) as u64)
+}
+
+impl Events for RedisBroker {
+    type EventReader = RedisReader;
+
+    async fn open_event_reader(&self) -> Result<RedisReader, BrokerError> {
+        let client = client_builder(self.inner.client.client_config())
+            .build()
+            .map_err(store)?;
+        client.init().await.map_err(store)?;
+        Ok(RedisReader { client })
+    }
+
+    async fn set_events(&self, queue: &QueueName, on: bool) -> Result<(), BrokerError> {
+        let key = self.events_key(queue);
+        if on {
+            self.run(|s| &s.events_on, vec![key], vec![]).await?;
+        } else {
+            let _: i64 = self.inner.client.del(key).await.map_err(store)?;
+        }
+        Ok(())
+    }
+
+    async fn events_on(&self, queue: &QueueName) -> Result<bool, BrokerError> {
+        let n: i64 = self
+            .inner
+            .client
+            .exists(self.events_key(queue))
+            .await
+            .map_err(store)?;
+        Ok(n > 0)
+    }
+
+    async fn last_event_id(&self, queue: &QueueName) -> Result<String, BrokerError> {
+        let newest: Entries = self
+            .inner
+            .client
+            .xrevrange(self.events_key(queue), "+", "-", Some(1))
+            .await
+            .map_err(store)?;
+        match newest.into_iter().next() {
+            Some((id, _)) => Ok(id),
+            None if self.events_on(queue).await? => Ok("0-0".into()),
+            None => Err(Self::off(queue)),
+        }
+    }
+
+    async fn read_events(
+        &self,
+        reader: &mut RedisReader,
+        queue: &QueueName,
+        after: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        let reply: StreamReply = reader
+            .client
+            .xread(
+                Some(count.max(1) as u64),
+                block_of(block),
+                self.events_key(queue),
+                after.to_string(),
+            )
+            .await
+            .map_err(store)?;
+        Ok(decode(queue, entries_of(reply)))
+    }
+
+    async fn create_event_group(&self, queue: &QueueName, group: &str) -> Result<(), BrokerError> {
+        let made: Result<Value, _> = self
+            .inner
+            .client
+            .xgroup_create(self.events_key(queue), group, "$", false)
+            .await;
+        match made {
+            Ok(_) => Ok(()),
+            Err(e) if e.details().starts_with("BUSYGROUP") => Ok(()),
+            // XGROUP CREATE without MKSTREAM on a missing key: the stream is off.
+            Err(e) if e.details().contains("requires the key to exist") => Err(Self::off(queue)),
+            Err(e) => Err(store(e)),
+        }
+    }
+
+    async fn read_event_group(
+        &self,
+        reader: &mut RedisReader,
+        queue: &QueueName,
+        group: &str,
+        consumer: &str,
+        pending_after: Option<&str>,
+        count: usize,
+        block: Duration,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        let key = self.events_key(queue);
+        let from = pending_after.unwrap_or(">").to_string();
+        // A pending read never blocks: it answers what is there.
+        let block = if pending_after.is_some() {
+            None
+        } else {
+            block_of(block)
+        };
+        let read: Result<StreamReply, _> = reader
+            .client
+            .xreadgroup(
+                group,
+                consumer,
+                Some(count.max(1) as u64),
+                block,
+                false,
+                key.clone(),
+                from,
+            )
+            .await;
+        let entries = match read {
+            Ok(r) => entries_of(r),
+            Err(e) if e.details().starts_with("NOGROUP") => {
+                return Err(if self.events_on(queue).await? {
+                    BrokerError::InvalidOption(format!(
+                        "queue {:?} has no event group {group:?}",
+                        queue.as_str()
+                    ))
+                } else {
+                    Self::off(queue)
+                });
+            }
+            Err(e) => return Err(store(e)),
+        };
+        // Entries trimmed away while pending have no fields: nothing to hand out, so they are
+        // acked rather than read again forever.
+        let gone: Vec<String> = entries
+            .iter()
+            .filter(|(_, f)| f.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !gone.is_empty() {
+            self.ack_events(queue, group, &gone).await?;
+        }
+        Ok(decode(queue, entries))
+    }
+
+    async fn claim_events(
+        &self,
+        queue: &QueueName,
+        group: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        let (_, entries, _gone): (String, Entries, Vec<String>) = self
+            .inner
+            .client
+            .xautoclaim(
+                self.events_key(queue),
+                group,
+                consumer,
+                duration_ms(min_idle).max(0) as u64,
+                "0-0",
+                Some(count.max(1) as u64),
+                false,
+            )
+            .await
+            .map_err(store)?;
+        Ok(decode(queue, entries))
+    }
+
+    async fn ack_events(
+        &self,
+        queue: &QueueName,
+        group: &str,
+        ids: &[String],
+    ) -> Result<u64, BrokerError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let n: i64 = self
+            .inner
+            .client
+            .xack(self.events_key(queue), group, ids.to_vec())
+            .await
+            .map_err(store)?;
+        Ok(n.max(0) as u64)
+    }
+}

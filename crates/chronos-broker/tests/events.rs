@@ -1,0 +1,375 @@
+//! A queue's event stream (`Events`): off by default and then written by nobody; once on, every
+//! transition script appends its typed event in the same call (enqueued, deduplicated, started,
+//! progress, retried, snoozed, completed, dead, cancelled), read back in order, alone or by a
+//! consumer group that takes over what a dead consumer left unacked.
+
+mod common;
+
+use std::time::Duration;
+
+use chronos_broker::{
+    BrokerError, Client, Completion, Consume, EnqueueOptions, EventCursor, EventKind, Events,
+    Lease, Maintain, ProgressUpdate, QueueName, RedisBroker, TaskEvent,
+};
+use common::{broker, email, take};
+
+fn q() -> QueueName {
+    QueueName::new("default").expect("queue")
+}
+
+async fn next(b: &RedisBroker, consumer: &str) -> Lease {
+    b.forward_due(&q(), 100).await.expect("forward");
+    let mut reader = b.open_reader().await.expect("reader");
+    take(b, &mut reader, &q(), consumer, 1, Duration::ZERO)
+        .await
+        .leases
+        .pop()
+        .expect("a delivery")
+}
+
+/// Every event the stream keeps, oldest first.
+async fn all(b: &RedisBroker) -> Vec<TaskEvent> {
+    let mut reader = b.open_event_reader().await.expect("reader");
+    b.read_events(&mut reader, &q(), "0-0", 1000, Duration::ZERO)
+        .await
+        .expect("read")
+}
+
+/// The events of task `id`, as (type, kind) pairs.
+fn of(events: &[TaskEvent], id: &str) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e.task_id == id)
+        .map(|e| (e.event.name().to_string(), e.kind.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_queue_without_its_stream_on_gets_no_events() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    client
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w1").await;
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: l.id,
+            retention: None,
+            result: None,
+        }],
+    )
+    .await
+    .expect("complete");
+    assert!(!b.events_on(&q()).await.expect("on?"));
+    assert!(matches!(
+        b.last_event_id(&q()).await,
+        Err(BrokerError::EventsOff { .. })
+    ));
+    assert!(matches!(
+        client.events("default", EventCursor::Oldest).await,
+        Err(BrokerError::EventsOff { .. })
+    ));
+}
+
+#[tokio::test]
+async fn every_transition_writes_its_event_in_order() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    b.set_events(&q(), true).await.expect("on");
+    b.set_events(&q(), true).await.expect("on again keeps it");
+    assert!(b.events_on(&q()).await.expect("on?"));
+    assert_eq!(b.last_event_id(&q()).await.expect("last"), "0-0");
+
+    // A plain task: enqueued, started, completed.
+    let plain = client
+        .enqueue(&email(1), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w1").await;
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: l.id,
+            retention: None,
+            result: None,
+        }],
+    )
+    .await
+    .expect("complete");
+
+    // A task with an id and a lock: a duplicate of it, progress, a retry, a snooze, then a
+    // retained completion with a result.
+    let opts = EnqueueOptions::new()
+        .task_id("t1")
+        .unique(Duration::from_secs(60));
+    client
+        .enqueue(&email(2), opts.clone())
+        .await
+        .expect("enqueue");
+    let dup = client
+        .enqueue(
+            &email(2),
+            EnqueueOptions::new().unique(Duration::from_secs(60)),
+        )
+        .await;
+    assert!(
+        matches!(dup, Err(BrokerError::DuplicateTask { .. })),
+        "{dup:?}"
+    );
+    let l = next(&b, "w1").await;
+    b.report_progress(
+        &q(),
+        "w1",
+        std::slice::from_ref(&l.id.msg_id),
+        &[ProgressUpdate {
+            msg_id: l.id.msg_id.clone(),
+            task_id: "t1".into(),
+            json: br#"{"percent":50}"#.to_vec(),
+        }],
+    )
+    .await
+    .expect("progress");
+    assert!(b
+        .retry(&l.id, Duration::ZERO, "smtp timeout")
+        .await
+        .expect("retry"));
+    let l = next(&b, "w2").await;
+    b.snooze(&l.id, Duration::ZERO, 10).await.expect("snooze");
+    let l = next(&b, "w1").await;
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: l.id,
+            retention: Some(Duration::from_secs(60)),
+            result: Some(b"42".to_vec()),
+        }],
+    )
+    .await
+    .expect("complete");
+
+    // A dead letter, a cancel and a scheduled task.
+    client
+        .enqueue(&email(3), EnqueueOptions::new().task_id("t2"))
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w1").await;
+    b.dead_letter(&l.id, "bad address", true)
+        .await
+        .expect("dead");
+    client
+        .enqueue(&email(4), EnqueueOptions::new().task_id("t3"))
+        .await
+        .expect("enqueue");
+    let l = next(&b, "w1").await;
+    b.cancel(&l.id, "customer left").await.expect("cancel");
+    let later = client
+        .enqueue(
+            &email(5),
+            EnqueueOptions::new()
+                .task_id("t4")
+                .process_in(Duration::from_secs(3600)),
+        )
+        .await
+        .expect("enqueue");
+
+    let events = all(&b).await;
+    let e = |t: &str| (t.to_string(), "email".to_string());
+    assert_eq!(
+        of(&events, &plain.id),
+        vec![e("enqueued"), e("started"), e("completed")]
+    );
+    assert_eq!(
+        of(&events, "t1"),
+        vec![
+            e("enqueued"),
+            e("started"),
+            e("progress"),
+            e("retried"),
+            e("started"),
+            e("snoozed"),
+            e("started"),
+            e("completed"),
+        ]
+    );
+    assert_eq!(
+        of(&events, "t2"),
+        vec![e("enqueued"), e("started"), e("dead")]
+    );
+    assert_eq!(
+        of(&events, "t3"),
+        vec![e("enqueued"), e("started"), e("cancelled")]
+    );
+    let t1: Vec<&EventKind> = events
+        .iter()
+        .filter(|e| e.task_id == "t1")
+        .map(|e| &e.event)
+        .collect();
+    assert!(matches!(t1[1], EventKind::Started { attempt: 1, worker } if worker == "w1"));
+    assert_eq!(
+        *t1[2],
+        EventKind::Progress {
+            value: serde_json::json!({"percent": 50})
+        }
+    );
+    assert!(
+        matches!(t1[3], EventKind::Retried { attempt: 1, error, next_at_ms } if error == "smtp timeout" && *next_at_ms > 0)
+    );
+    assert!(matches!(t1[4], EventKind::Started { attempt: 2, worker } if worker == "w2"));
+    assert_eq!(*t1[7], EventKind::Completed { result: true });
+    let dup_event = events
+        .iter()
+        .find(|e| matches!(e.event, EventKind::Deduplicated { .. }))
+        .expect("a deduplicated event");
+    assert_eq!(
+        dup_event.event,
+        EventKind::Deduplicated {
+            holder: "t1".into()
+        }
+    );
+    let scheduled = events
+        .iter()
+        .find(|e| e.task_id == later.id)
+        .expect("the scheduled task's event");
+    assert_eq!(
+        scheduled.event,
+        EventKind::Enqueued {
+            run_at_ms: Some(later.run_at_ms)
+        }
+    );
+    assert!(events.iter().any(
+        |e| matches!(&e.event, EventKind::DeadLettered { reason } if reason == "bad address")
+    ));
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.event, EventKind::Cancelled { reason } if reason == "customer left")));
+    // Ids rise, and the last one is where a new reader starts.
+    assert!(events.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    let last = events.last().expect("events").id.clone();
+    assert_eq!(b.last_event_id(&q()).await.expect("last"), last);
+
+    b.set_events(&q(), false).await.expect("off");
+    client
+        .enqueue(&email(6), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    assert!(
+        !b.events_on(&q()).await.expect("on?"),
+        "an enqueue did not turn it back on"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_reads_on_from_its_position_and_a_watch_ends_with_its_task() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    b.set_events(&q(), true).await.expect("on");
+    client
+        .enqueue(
+            &email(1),
+            EnqueueOptions::new()
+                .task_id("before")
+                .process_in(Duration::from_secs(3600)),
+        )
+        .await
+        .expect("enqueue");
+    let mut stream = client
+        .events("default", EventCursor::New)
+        .await
+        .expect("stream");
+    let mut watch = client.watch("default", "w").await.expect("watch");
+    client
+        .enqueue(&email(2), EnqueueOptions::new().task_id("w"))
+        .await
+        .expect("enqueue");
+    let first = stream.next().await.expect("an event").expect("read");
+    assert_eq!(
+        first.task_id, "w",
+        "only events written after the stream was made"
+    );
+    let position = stream.position().to_string();
+    let l = next(&b, "w1").await;
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: l.id,
+            retention: None,
+            result: None,
+        }],
+    )
+    .await
+    .expect("complete");
+    let mut seen = Vec::new();
+    while let Some(e) = watch.next().await {
+        seen.push(e.expect("read").event.name().to_string());
+    }
+    assert_eq!(seen, ["enqueued", "started", "completed"]);
+    // A new stream made at the first one's position reads what follows it, no more.
+    let mut again = client
+        .events("default", EventCursor::After(position))
+        .await
+        .expect("stream");
+    let e = again.next().await.expect("event").expect("read");
+    assert_eq!((e.task_id.as_str(), e.event.name()), ("w", "started"));
+}
+
+#[tokio::test]
+async fn a_group_member_takes_over_what_a_dead_one_left_unacked() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    b.set_events(&q(), true).await.expect("on");
+    let idle = Duration::from_millis(300);
+    let mut first = client
+        .event_group("default", "relay", "r1", idle)
+        .await
+        .expect("group");
+    for n in 0..4 {
+        client
+            .enqueue(&email(n), EnqueueOptions::new().task_id(format!("g{n}")))
+            .await
+            .expect("enqueue");
+    }
+    // r1 handles two and dies holding the other two, unacked.
+    for _ in 0..2 {
+        let e = first.next().await.expect("event").expect("read");
+        first.ack(&e).await.expect("ack");
+    }
+    let held = [
+        first.next().await.expect("event").expect("read"),
+        first.next().await.expect("event").expect("read"),
+    ];
+    drop(first);
+    let mut second = client
+        .event_group("default", "relay", "r2", idle)
+        .await
+        .expect("group");
+    let mut taken = Vec::new();
+    for _ in 0..2 {
+        let e = second.next().await.expect("event").expect("read");
+        second.ack(&e).await.expect("ack");
+        taken.push(e.task_id);
+    }
+    assert_eq!(taken, [held[0].task_id.clone(), held[1].task_id.clone()]);
+    // r1 back under its name finds nothing of its own left.
+    let mut back = client
+        .event_group("default", "relay", "r1", Duration::ZERO)
+        .await
+        .expect("group");
+    client
+        .enqueue(&email(9), EnqueueOptions::new().task_id("g9"))
+        .await
+        .expect("enqueue");
+    let e = back.next().await.expect("event").expect("read");
+    assert_eq!(e.task_id, "g9");
+    // A group on a queue whose stream is off is refused.
+    b.set_events(&q(), false).await.expect("off");
+    assert!(matches!(
+        client
+            .event_group("default", "relay", "r3", idle)
+            .await
+            .err(),
+        Some(BrokerError::EventsOff { .. })
+    ));
+}
