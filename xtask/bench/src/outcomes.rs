@@ -3,6 +3,9 @@
 //!
 //! * a task whose handler snoozes it once and then succeeds, against one that succeeds at once
 //!   (drains of [`N`] tasks at concurrency [`CONCURRENCY`], Redis CPU and calls per task);
+//! * the same drain on a queue whose event stream is on (every transition writes an event), and
+//!   one whose tasks are retained with a log line each (a history row and its logs kept), with
+//!   the batch enqueue of each beside the plain one's;
 //! * deduplicated enqueues, one at a time on [`KEYS`] keys: a debounce that extends its waiting
 //!   task, a replace that gives it a new payload, and a rejected duplicate, against a plain
 //!   enqueue and a created dedup task.
@@ -36,20 +39,36 @@ pub(crate) async fn run() -> Result<()> {
         "== outcomes: snooze and dedup beside the plain path; 100-byte payload, median of {RUNS} \
          runs, redis at {url}"
     );
-    let mut plain = Vec::new();
-    let mut snoozed = Vec::new();
+    let mut runs: [(Vec<Cost>, Vec<Cost>); 4] = Default::default();
     for run in 0..RUNS {
-        plain.push(drain(&url, &format!("oc-p{run}"), false).await?);
-        snoozed.push(drain(&url, &format!("oc-s{run}"), true).await?);
+        for (i, mode) in [Drain::Plain, Drain::Snooze, Drain::Events, Drain::Kept]
+            .into_iter()
+            .enumerate()
+        {
+            let (fill, drain) = drain(&url, &format!("oc-{i}-{run}"), mode).await?;
+            runs[i].0.push(fill);
+            runs[i].1.push(drain);
+        }
     }
-    let (plain, snoozed) = (cost::median(&plain), cost::median(&snoozed));
-    cost::rows("task run to success", &plain, None);
-    cost::rows("task snoozed once, then success", &snoozed, None);
-    println!(
-        "   one snooze adds {:.2} us of redis cpu and {:.2} calls",
-        snoozed.cpu_us - plain.cpu_us,
-        snoozed.calls - plain.calls
-    );
+    let [plain, snoozed, events, kept] = runs.map(|(f, d)| (cost::median(&f), cost::median(&d)));
+    cost::rows("batch enqueue", &plain.0, None);
+    cost::rows("batch enqueue, events on", &events.0, None);
+    cost::rows("batch enqueue, retained", &kept.0, None);
+    cost::rows("task run to success", &plain.1, None);
+    cost::rows("task snoozed once, then success", &snoozed.1, None);
+    cost::rows("task run to success, events on", &events.1, None);
+    cost::rows("task retained with one log line", &kept.1, None);
+    let adds = |what: &str, more: &Cost, base: &Cost| {
+        println!(
+            "   {what} adds {:.2} us of redis cpu and {:.2} calls per task",
+            more.cpu_us - base.cpu_us,
+            more.calls - base.calls
+        )
+    };
+    adds("one snooze", &snoozed.1, &plain.1);
+    adds("the event stream (enqueue)", &events.0, &plain.0);
+    adds("the event stream (run)", &events.1, &plain.1);
+    adds("a retention with history and logs (run)", &kept.1, &plain.1);
 
     let secs = Duration::from_secs;
     let modes: [(&str, Option<DedupMode>); 4] = [
@@ -85,13 +104,36 @@ pub(crate) async fn run() -> Result<()> {
     Ok(())
 }
 
-/// Drains `N` tasks on a fresh namespace; with `snooze`, each task's first run snoozes it (due
-/// at once) and its second succeeds. The Redis cost per task from server start to the last ack.
-async fn drain(url: &str, ns: &str, snooze: bool) -> Result<Cost> {
+/// What a drain's tasks do beside running once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    Plain,
+    /// The first run snoozes (due at once), the second succeeds.
+    Snooze,
+    /// The queue's event stream is on.
+    Events,
+    /// Each task is retained for a minute and its handler logs one line.
+    Kept,
+}
+
+/// Enqueues `N` tasks on a fresh namespace and drains them; the Redis cost per task of the
+/// enqueue and of the drain (server start to the last ack).
+async fn drain(url: &str, ns: &str, mode: Drain) -> Result<(Cost, Cost)> {
+    let snooze = mode == Drain::Snooze;
     let client = connect(url, ns).await?;
     flush(&client).await?;
     let broker = client.broker().clone();
-    fill(&client, N, &EnqueueOptions::new()).await?;
+    let q = chronos::QueueName::new("default")?;
+    if mode == Drain::Events {
+        chronos::Events::set_events(&broker, &q, true).await?;
+    }
+    let opts = match mode {
+        Drain::Kept => EnqueueOptions::new().retention(Duration::from_secs(60)),
+        _ => EnqueueOptions::new(),
+    };
+    let f0 = cost::snap(broker.client()).await?;
+    fill(&client, N, &opts).await?;
+    let filled = cost::delta(&f0, &cost::snap(broker.client()).await?, N as f64);
     let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut mux = Mux::new();
     mux.handle(move |ctx: Context, _t: Task<Payload>| {
@@ -103,6 +145,9 @@ async fn drain(url: &str, ns: &str, snooze: bool) -> Result<Cost> {
                 .unwrap_or(false);
             if snooze && first {
                 return Err(TaskError::snooze(Duration::ZERO));
+            }
+            if mode == Drain::Kept {
+                ctx.log("sent");
             }
             Ok(())
         }
@@ -122,7 +167,15 @@ async fn drain(url: &str, ns: &str, snooze: bool) -> Result<Cost> {
         !snooze || stats == 0,
         "{stats} tasks still wait after their snooze"
     );
-    Ok(c)
+    if mode == Drain::Events {
+        let kept: u64 = chronos::fred::interfaces::StreamsInterface::xlen(
+            broker.client(),
+            broker.keyspace().queue(&q).events(),
+        )
+        .await?;
+        anyhow::ensure!(kept > 0, "the event stream stayed empty");
+    }
+    Ok((filled, c))
 }
 
 /// Tasks left scheduled (a snoozed task that never came back would be one).
