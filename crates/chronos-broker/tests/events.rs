@@ -373,3 +373,42 @@ async fn a_group_member_takes_over_what_a_dead_one_left_unacked() {
         Some(BrokerError::EventsOff { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_stream_turned_on_by_another_process_gets_this_ones_events() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    // This broker has seen the stream off...
+    client
+        .enqueue(&email(0), EnqueueOptions::new().task_id("seen-off"))
+        .await
+        .expect("enqueue");
+    // ...and another one turns it on.
+    let other = common::broker_in(b.keyspace().namespace()).await;
+    other.set_events(&q(), true).await.expect("on");
+    let mut n = 0;
+    chronos_testkit::eventually(
+        Duration::from_secs(5),
+        "an enqueue of this broker in the stream",
+        || {
+            n += 1;
+            let (client, b) = (client.clone(), b.clone());
+            async move {
+                let id = format!("after-{n}");
+                client
+                    .enqueue(&email(n), EnqueueOptions::new().task_id(id.clone()))
+                    .await
+                    .expect("enqueue");
+                all(&b).await.iter().any(|e| e.task_id == id)
+            }
+        },
+    )
+    .await;
+    // Off is seen at once: the scripts write only while the stream exists.
+    other.set_events(&q(), false).await.expect("off");
+    client
+        .enqueue(&email(99), EnqueueOptions::new().task_id("after-off"))
+        .await
+        .expect("enqueue");
+    assert!(!b.events_on(&q()).await.expect("on?"));
+}

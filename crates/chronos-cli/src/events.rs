@@ -109,7 +109,7 @@ pub(crate) async fn run(
 }
 
 /// One event for people: time, type, task, kind, then what it says.
-fn line(e: &TaskEvent) -> String {
+pub(crate) fn line(e: &TaskEvent) -> String {
     let detail = match &e.event {
         EventKind::Enqueued {
             run_at_ms: Some(at),

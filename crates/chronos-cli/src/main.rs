@@ -64,7 +64,8 @@ enum Cmd {
     /// Queues: list, show, pause, resume, delete, history, stored limits.
     #[command(subcommand)]
     Queue(queues::QueueCmd),
-    /// Tasks: list, show, and run now, delete, archive or cancel one task or all in a state.
+    /// Tasks: list, show, watch, and run now, delete, archive or cancel one task or all in a
+    /// state.
     #[command(subcommand)]
     Task(tasks::TaskCmd),
     /// Tenants sharing a queue: list them with their counts, change their settings, pause and

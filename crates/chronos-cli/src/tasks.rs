@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use chronos_admin::{printable, Admin, AdminError, BulkJob, CancelToken, TaskEdit, TaskRow};
 use chronos_broker::{
-    json_payload, Priority, RedisBroker, TaskAction, TaskFilter, TaskState, Timestamp,
+    json_payload, Client, Events, Priority, QueueName, RedisBroker, TaskAction, TaskFilter,
+    TaskState, Timestamp,
 };
 use clap::{Args, Subcommand};
 
@@ -40,7 +41,8 @@ pub(crate) enum TaskCmd {
     Show { queue: String, id: String },
     /// Follow one task until it ends: a line each time its state or its progress changes
     /// (read every --every; exits 0 once it completed, was cancelled or dead-lettered, or is
-    /// no longer stored, and 1 when --timeout passed first).
+    /// no longer stored, and 1 when --timeout passed first). On a queue whose event stream is
+    /// on, its state and then each of its events as it is written.
     Watch {
         queue: String,
         id: String,
@@ -383,6 +385,10 @@ async fn watch(
     every: Duration,
     timeout: Option<Duration>,
 ) -> anyhow::Result<()> {
+    let q = QueueName::new(queue)?;
+    if admin.broker().events_on(&q).await? {
+        return watch_events(admin, out, queue, id, timeout).await;
+    }
     let started = std::time::Instant::now();
     let mut last: Option<(String, Option<i64>)> = None;
     loop {
@@ -423,6 +429,50 @@ async fn watch(
             );
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+/// `task watch` on a queue whose event stream is on: the task's state now, then each of its
+/// events as it is written, until its final one. The events are followed from before the
+/// state is read, so nothing falls in between.
+async fn watch_events(
+    admin: &Admin<RedisBroker>,
+    out: &Out,
+    queue: &str,
+    id: &str,
+    timeout: Option<Duration>,
+) -> anyhow::Result<()> {
+    let mut events = Client::new(admin.broker().clone()).watch(queue, id).await?;
+    let t = admin.task(queue, id).await?;
+    if out.json {
+        out.line(&serde_json::json!({
+            "queue": queue,
+            "id": id,
+            "state": t.state,
+            "progress": t.progress,
+            "progress_percent": t.progress_percent,
+        }))?;
+    } else {
+        println!("{}", printable(&watch_line(&t)));
+    }
+    if matches!(t.state.as_str(), "completed" | "archived" | "cancelled") {
+        return Ok(());
+    }
+    let follow = async {
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(e) if out.json => out.line(&e)?,
+                Ok(e) => println!("{}", crate::events::line(&e)),
+                Err(e) => eprintln!("chronos: reading events: {e} (reading on)"),
+            }
+        }
+        anyhow::Ok(())
+    };
+    match timeout {
+        Some(d) => tokio::time::timeout(d, follow)
+            .await
+            .map_err(|_| anyhow::anyhow!("task {id} did not end within {d:?}"))?,
+        None => follow.await,
     }
 }
 

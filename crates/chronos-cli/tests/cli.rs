@@ -1299,3 +1299,57 @@ async fn events_are_turned_on_tailed_and_turned_off() {
     let again = e.run(&["events", "tail", "mail", "--limit", "1"]);
     assert!(!again.status.success());
 }
+
+#[tokio::test]
+async fn task_watch_follows_the_events_of_a_queue_that_keeps_them() {
+    use chronos_broker::{Completion, Consume, QueueName};
+    use std::io::BufRead as _;
+    let e = env().await;
+    e.ok(&["events", "on", "mail"]);
+    let (info, lease) = e.delivered_mail("w@example.com").await;
+    let q = QueueName::new("mail").expect("queue");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chronos"))
+        .env("CHRONOS_REDIS_URL", &e.url)
+        .args([
+            "--namespace",
+            &e.ns,
+            "--json",
+            "task",
+            "watch",
+            "mail",
+            &info.id,
+        ])
+        .args(["--timeout", "30s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // The state line comes after the watch began following the events: from here on nothing
+    // the task does is missed.
+    let first: serde_json::Value =
+        serde_json::from_str(&lines.next().expect("a line").expect("read")).expect("json");
+    assert_eq!(first["state"], "pending");
+    e.broker
+        .start(&q, std::slice::from_ref(&lease.id))
+        .await
+        .expect("start");
+    e.broker
+        .complete(
+            &q,
+            &[Completion {
+                lease: lease.id.clone(),
+                retention: None,
+                result: None,
+            }],
+        )
+        .await
+        .expect("complete");
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.expect("read")).expect("json"))
+        .collect();
+    let status = child.wait().expect("wait");
+    assert!(status.success());
+    let types: Vec<&str> = rest.iter().filter_map(|r| r["type"].as_str()).collect();
+    assert_eq!(types, ["started", "completed"], "{rest:?}");
+    e.ok(&["events", "off", "mail"]);
+}

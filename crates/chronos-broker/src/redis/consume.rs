@@ -182,7 +182,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         let n = self.run(|s| &s.retry, declared, args).await?;
         Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
     }
@@ -208,7 +208,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         let reply = self.run(|s| &s.snooze, declared, args).await?;
         let row = reply::array(reply, "snooze")?;
         let code = row.first().map(|v| reply::int(v, "snooze")).transpose()?;
@@ -311,7 +311,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         Ok(
             match DeadCode::from_reply(reply::int(
                 &self.run(|s| &s.dead, declared, args).await?,
@@ -345,7 +345,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         let reply = self.run(|s| &s.cancel, declared, args).await?;
         Ok(
             match CancelCode::from_reply(reply::int(&reply, "cancel")?) {
@@ -432,7 +432,7 @@ impl RedisBroker {
         for &i in &plain {
             args.push(leases[i].msg_id.as_str().into());
         }
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         let rows = reply::array(self.run(|s| &s.start, declared, args).await?, "start")?;
         if rows.len() != leases.len() {
             return Err(reply::bad(
@@ -497,7 +497,7 @@ impl RedisBroker {
         if lane::is_tenant(level) {
             declared.extend(keys.tenants());
         }
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         let n = self.run(|s| &s.complete, declared, args).await?;
         Ok(reply::int(&n, "complete")?.max(0) as u64)
     }

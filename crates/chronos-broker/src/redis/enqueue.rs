@@ -175,7 +175,7 @@ impl RedisBroker {
             return Ok(out);
         }
         self.register_queue(&queue).await?;
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         let first = self.run(|s| &s.push, declared, args).await?;
         let code = reply::int(&first, "push")
             .ok()
@@ -310,7 +310,7 @@ impl RedisBroker {
             declared.extend(keys.tenants());
         }
         self.register_queue(&queue).await?;
-        declared.push(keys.events());
+        declared.extend(self.event_stream(&keys).await?);
         let durable = durable::wanted(sent.iter().map(|(_, t)| t));
         let script = self.run(|s| &s.enqueue, declared, args);
         let (writer, reply) = match durable {

@@ -12,7 +12,42 @@ use super::{client_builder, RedisBroker, MAX_BLOCK};
 use crate::redis::store::store;
 use crate::{duration_ms, BrokerError, Events, QueueName, TaskEvent};
 
+/// How long this process trusts what it last saw of a queue's event stream being on or off:
+/// a stream turned on elsewhere gets this process's events within this time (turned off, it
+/// gets none at once: the scripts write only while it exists).
+pub(super) const EVENTS_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl RedisBroker {
+    /// The event stream key to declare last to a transition script of `keys`' queue: `Some`
+    /// while the stream was on when this process last looked (an EXISTS at most once per
+    /// [`EVENTS_RECHECK`] per queue), so that a queue without events pays no call in its
+    /// scripts. The script checks again before it writes.
+    pub(super) async fn event_stream(
+        &self,
+        keys: &crate::QueueKeys,
+    ) -> Result<Option<String>, BrokerError> {
+        let queue = keys.queue();
+        let seen = lock(&self.inner.events).get(queue).copied();
+        let on = match seen {
+            Some((on, at)) if at.elapsed() < EVENTS_RECHECK => on,
+            _ => {
+                let n: i64 = self
+                    .inner
+                    .client
+                    .exists(keys.events())
+                    .await
+                    .map_err(store)?;
+                self.note_events(queue, n > 0);
+                n > 0
+            }
+        };
+        Ok(on.then(|| keys.events()))
+    }
+
+    fn note_events(&self, queue: &QueueName, on: bool) {
+        lock(&self.inner.events).insert(queue.clone(), (on, std::time::Instant::now()));
+    }
+
     /// `queue`'s event stream key.
     fn events_key(&self, queue: &QueueName) -> String {
         self.queue_keys(queue).events()
@@ -57,6 +92,10 @@ fn entries_of(reply: StreamReply) -> Entries {
         .collect()
 }
 
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn block_of(block: Duration) -> Option<u64> {
     (!block.is_zero()).then(|| block.min(MAX_BLOCK).as_millis().max(1) as u64)
 }
@@ -79,6 +118,7 @@ impl Events for RedisBroker {
         } else {
             let _: i64 = self.inner.client.del(key).await.map_err(store)?;
         }
+        self.note_events(queue, on);
         Ok(())
     }
 

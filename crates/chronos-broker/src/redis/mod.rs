@@ -84,6 +84,10 @@ struct Inner {
     /// last fetch of the queue saw them (claim.lua lists them): the streams a blocking read of
     /// the queue waits on besides the main one.
     levels: Mutex<HashMap<QueueName, Vec<u8>>>,
+    /// Whether each queue's event stream was on when this process last looked, and when
+    /// (`events::EVENTS_RECHECK`): the scripts get the stream's key only while it was, so a
+    /// queue without one costs them nothing.
+    events: Mutex<HashMap<QueueName, (bool, std::time::Instant)>>,
 }
 
 /// What [`RedisBrokerBuilder::connect`] does when Redis may evict keys (`maxmemory-policy` is not
@@ -224,6 +228,7 @@ impl RedisBrokerBuilder {
                 known: Mutex::new(HashSet::new()),
                 outbox_cursors: Mutex::new(HashMap::new()),
                 levels: Mutex::new(HashMap::new()),
+                events: Mutex::new(HashMap::new()),
                 idempotency_window: self.idempotency_window,
                 plain_tasks: self.plain_tasks,
                 waiters: tokio::sync::OnceCell::new(),

@@ -61,7 +61,7 @@ impl RedisBroker {
                         args.push(Bytes::copy_from_slice(&u.json).into());
                     }
                 }
-                declared.push(keys.events());
+                declared.extend(self.event_stream(&keys).await?);
                 let got = reply::array(
                     self.run(|s| &s.heartbeat, declared, args).await?,
                     "heartbeat",

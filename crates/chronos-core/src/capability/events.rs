@@ -17,8 +17,10 @@ pub trait Events: Send + Sync {
         &self,
     ) -> impl Future<Output = Result<Self::EventReader, BrokerError>> + Send;
 
-    /// Turns `queue`'s event stream on (the scripts write to it from the next transition on) or
-    /// off (the stream, its events and its groups are deleted). Idempotent.
+    /// Turns `queue`'s event stream on or off (the stream, its events and its groups are
+    /// deleted). Idempotent. On takes effect at once for this broker and within a second for
+    /// other processes (the Redis broker looks again each second); off takes effect at once
+    /// everywhere.
     fn set_events(
         &self,
         queue: &QueueName,

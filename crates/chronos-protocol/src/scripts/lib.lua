@@ -14,8 +14,9 @@
 -- The queue's event stream (`QueueKeys::events`, `<prefix>events`): the callers of the scripts
 -- that write events declare it as their last key, and it is taken off KEYS here, so each script
 -- reads its own key layout as its header documents it. The stream's existence is the queue's
--- switch: `emit` writes only while it exists, and a call to a queue without one pays a string
--- compare here and one EXISTS at its first event.
+-- switch: the broker declares it only while it saw it exist (looking again each second), so a
+-- queue without events pays a string compare here, and `emit` checks once per call (EXISTS)
+-- before it writes.
 local EVENTS = nil
 do
   local last = KEYS[#KEYS]
