@@ -432,7 +432,7 @@ impl RedisBroker {
         for &i in &plain {
             args.push(leases[i].msg_id.as_str().into());
         }
-        declared.extend(self.event_stream(&keys).await?);
+        declared.extend(self.event_stream(keys).await?);
         let rows = reply::array(self.run(|s| &s.start, declared, args).await?, "start")?;
         if rows.len() != leases.len() {
             return Err(reply::bad(
