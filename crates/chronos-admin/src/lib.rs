@@ -763,6 +763,39 @@ impl Admin<RedisBroker> {
         Ok(self.broker.dedup_locks(&q, limit).await?)
     }
 
+    /// Whether queue `name` keeps an event stream, and then its newest `count` events, oldest
+    /// first.
+    pub async fn recent_events(
+        &self,
+        name: &str,
+        count: usize,
+    ) -> Result<(bool, Vec<chronos_broker::TaskEvent>), AdminError> {
+        use chronos_broker::Events as _;
+        let q = self.require_queue(name).await?;
+        if !self.broker.events_on(&q).await? {
+            return Ok((false, Vec::new()));
+        }
+        Ok((true, self.broker.recent_events(&q, count).await?))
+    }
+
+    /// Up to `count` events of queue `name` after the entry id `after`, oldest first.
+    pub async fn events_after(
+        &self,
+        name: &str,
+        after: &str,
+        count: usize,
+    ) -> Result<Vec<chronos_broker::TaskEvent>, AdminError> {
+        let q = QueueName::new(name)?;
+        Ok(self.broker.events_after(&q, after, count).await?)
+    }
+
+    /// Turns queue `name`'s event stream on or off (off deletes its events and groups).
+    pub async fn set_events(&self, name: &str, on: bool) -> Result<(), AdminError> {
+        use chronos_broker::Events as _;
+        let q = self.require_queue(name).await?;
+        Ok(self.broker.set_events(&q, on).await?)
+    }
+
     /// Releases deduplication lock `key` of queue `name` (as [`Admin::dedup_locks`] shows it),
     /// only while `holder` holds it when given: the next enqueue with the key creates a task.
     /// True when a lock was released.

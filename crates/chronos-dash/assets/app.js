@@ -262,7 +262,52 @@
     });
   }
 
+  // The events page: new events of the queue go on top of its table as they are written.
+  function eventsPage() {
+    const table = document.getElementById('events');
+    if (!table) return;
+    const tbody = table.querySelector('tbody');
+    const queue = table.dataset.queue;
+    const cell = (text, cls) => {
+      const td = document.createElement('td');
+      if (cls) td.className = cls;
+      td.textContent = text;
+      return td;
+    };
+    every(refresh, async () => {
+      const url = '/api/queues/' + encodeURIComponent(queue) + '/events?after=' +
+        encodeURIComponent(table.dataset.after);
+      const events = await getJSON(url);
+      for (const e of events) {
+        const tr = document.createElement('tr');
+        tr.dataset.event = e.id;
+        tr.dataset.type = e.type;
+        tr.appendChild(cell(e.time, 'mono'));
+        const badge = document.createElement('span');
+        badge.className = 'badge';
+        badge.textContent = e.type;
+        const type = cell('');
+        type.appendChild(badge);
+        tr.appendChild(type);
+        const task = cell('', 'mono');
+        const link = document.createElement('a');
+        link.href = e.task_href;
+        link.textContent = e.task_id;
+        task.appendChild(link);
+        tr.appendChild(task);
+        tr.appendChild(cell(e.kind, 'mono'));
+        tr.appendChild(cell(e.detail));
+        tbody.insertBefore(tr, tbody.firstChild);
+        table.dataset.after = e.id;
+      }
+      while (tbody.children.length > 500) tbody.removeChild(tbody.lastChild);
+      const none = document.getElementById('no-events');
+      if (none && events.length) none.remove();
+    });
+  }
+
   if (page === 'overview') overview();
+  if (page === 'events') eventsPage();
   if (page === 'job') jobPage();
   if (page === 'task') taskPage();
   if (page === 'queue') queuePage();

@@ -117,6 +117,34 @@ pub(crate) async fn release_lock(
     Ok(back_with(&st, form.get("back").unwrap_or("/"), &msg))
 }
 
+/// Turns a queue's event stream on or off (`switch`: `on` or `off`; off deletes its events).
+pub(crate) async fn events(
+    State(st): State<Arc<AppState>>,
+    Path((queue, switch)): Path<(String, String)>,
+    Extension(who): Extension<Actor>,
+    form: CheckedForm,
+) -> Result<Response, PageError> {
+    let on = match switch.as_str() {
+        "on" => true,
+        "off" => false,
+        _ => {
+            return Err(PageError(DashError::Admin(AdminError::Broker(
+                chronos_broker::BrokerError::InvalidOption(format!(
+                    "events can be turned on or off, not {switch:?}"
+                )),
+            ))))
+        }
+    };
+    st.admin.set_events(&queue, on).await?;
+    tracing::info!(who = %who, queue = %queue, on, "console: event stream switched");
+    let msg = if on {
+        format!("Queue {queue}: events on; running servers write them within about a second.")
+    } else {
+        format!("Queue {queue}: events off; its events and consumer groups are deleted.")
+    };
+    Ok(back_with(&st, form.get("back").unwrap_or("/"), &msg))
+}
+
 /// Stores the settings form of a queue page: each field sent is stored, a field sent blank is
 /// removed (each server's configuration applies), `none` lifts a limit, and a field not sent
 /// is kept. Nothing is stored when one field is out of range (400, with the reason).

@@ -114,6 +114,50 @@ pub(crate) async fn queue(
     }))
 }
 
+/// What the events page asks for: the events after this id.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EventsParams {
+    after: String,
+}
+
+/// One event as the events page adds it to its table.
+#[derive(Debug, Serialize)]
+pub(crate) struct EventLine {
+    id: String,
+    time: String,
+    r#type: String,
+    task_id: String,
+    task_href: String,
+    kind: String,
+    detail: String,
+}
+
+/// The events of a queue after `after`, oldest first (at most a page's worth).
+pub(crate) async fn events(
+    State(state): State<Arc<AppState>>,
+    Path(queue): Path<String>,
+    Query(p): Query<EventsParams>,
+) -> Result<Json<Vec<EventLine>>, PageError> {
+    let events = state
+        .admin
+        .events_after(&queue, &p.after, crate::pages::events::SHOWN)
+        .await?;
+    Ok(Json(
+        events
+            .iter()
+            .map(|e| EventLine {
+                id: e.id.clone(),
+                time: crate::format::time(e.at_ms),
+                r#type: e.event.name().to_string(),
+                task_id: e.task_id.clone(),
+                task_href: crate::href::task_href(&queue, &e.task_id),
+                kind: e.kind.clone(),
+                detail: crate::pages::events::detail(e),
+            })
+            .collect(),
+    ))
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct HistoryParams {
     queue: Option<String>,

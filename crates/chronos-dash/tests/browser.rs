@@ -247,3 +247,54 @@ async fn a_running_tasks_progress_bar_follows_its_reports_live() -> Result<()> {
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_queues_events_are_turned_on_and_follow_live() -> Result<()> {
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    let client = Client::new(broker.clone());
+    client
+        .enqueue(&Refund { order: 1 }, EnqueueOptions::new().queue("refunds"))
+        .await?;
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds")).await?;
+    b.click("#events-tab").await?;
+    b.wait_for_text("#events-off", "keeps no events", Duration::from_secs(10))
+        .await?;
+    b.click("#events-on").await?;
+    b.wait_for_text("p.notice", "events on", Duration::from_secs(10))
+        .await?;
+    // Written after the page loaded: the page adds them by itself.
+    let info = client
+        .enqueue(
+            &Refund { order: 2 },
+            EnqueueOptions::new().queue("refunds").task_id("refund-2"),
+        )
+        .await?;
+    client
+        .enqueue(
+            &Refund { order: 3 },
+            EnqueueOptions::new()
+                .queue("refunds")
+                .task_id("refund-3")
+                .process_in(Duration::from_secs(600)),
+        )
+        .await?;
+    b.wait_for_text(
+        "#events tbody tr:first-child",
+        "refund-3",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.wait_for_text(
+        &format!(
+            "#events tr[data-type=\"enqueued\"] a[href$=\"{}\"]",
+            info.id
+        ),
+        "refund-2",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.screenshot("dash-queue-events").await?;
+    b.close().await?;
+    Ok(())
+}

@@ -1544,3 +1544,78 @@ async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     assert!(page.body.contains("+0ms LOG calling the gateway"));
     Ok(())
 }
+
+#[tokio::test]
+async fn the_events_page_turns_the_stream_on_lists_events_and_serves_new_ones() -> Result<()> {
+    use chronos_broker::Events;
+    let c = console(DashConfig::default()).await?;
+    let client = Client::new(c.broker.clone());
+    let mail = |to: &str| Mail { to: to.into() };
+    client
+        .enqueue(&mail("a@example.com"), EnqueueOptions::new().queue("mail"))
+        .await?;
+    let queue = send(c.addr, "GET", "/queues/mail", &[], "").await?;
+    assert!(
+        queue.body.contains("/queues/mail/events"),
+        "the queue page links its events"
+    );
+    let off = send(c.addr, "GET", "/queues/mail/events", &[], "").await?;
+    assert_eq!(off.status, 200);
+    assert!(off.body.contains("keeps no events"), "{}", off.body);
+    let csrf = off.csrf()?;
+    let origin = format!("http://{}", c.addr);
+    let refused = send(
+        c.addr,
+        "POST",
+        "/queues/mail/events/on",
+        &[("Origin", &origin)],
+        &form(&[("back", "/queues/mail/events")]),
+    )
+    .await?;
+    assert_eq!(refused.status, 403, "no CSRF token");
+    let q = QueueName::new("mail")?;
+    assert!(!c.broker.events_on(&q).await?);
+    let on = send(
+        c.addr,
+        "POST",
+        "/queues/mail/events/on",
+        &[("Origin", &origin)],
+        &form(&[("csrf", &csrf), ("back", "/queues/mail/events")]),
+    )
+    .await?;
+    assert_eq!(on.status, 303, "{}", on.body);
+    assert!(c.broker.events_on(&q).await?);
+
+    let first = client
+        .enqueue(&mail("b@example.com"), EnqueueOptions::new().queue("mail"))
+        .await?;
+    let page = send(c.addr, "GET", "/queues/mail/events", &[], "").await?;
+    assert!(
+        page.body.contains(&first.id) && page.body.contains("enqueued"),
+        "{}",
+        page.body
+    );
+    let after = c.broker.last_event_id(&q).await?;
+    let second = client
+        .enqueue(&mail("c@example.com"), EnqueueOptions::new().queue("mail"))
+        .await?;
+    let api = send(
+        c.addr,
+        "GET",
+        &format!("/api/queues/mail/events?after={after}"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(api.status, 200);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&api.body)?;
+    assert_eq!(rows.len(), 1, "{}", api.body);
+    assert_eq!(rows[0]["task_id"], second.id.as_str());
+    assert_eq!(
+        (rows[0]["type"].as_str(), rows[0]["kind"].as_str()),
+        (Some("enqueued"), Some("mail"))
+    );
+    let bad = send(c.addr, "GET", "/api/queues/mail/events?after=nope", &[], "").await?;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    Ok(())
+}

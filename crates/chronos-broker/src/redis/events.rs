@@ -48,6 +48,50 @@ impl RedisBroker {
         lock(&self.inner.events).insert(queue.clone(), (on, std::time::Instant::now()));
     }
 
+    /// The newest `count` events of `queue`, oldest first (empty when its stream is off): what
+    /// an operator's view of the stream starts with.
+    pub async fn recent_events(
+        &self,
+        queue: &QueueName,
+        count: usize,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        let mut newest: Entries = self
+            .inner
+            .client
+            .xrevrange(self.events_key(queue), "+", "-", Some(count.max(1) as u64))
+            .await
+            .map_err(store)?;
+        newest.reverse();
+        Ok(decode(queue, newest))
+    }
+
+    /// Up to `count` events of `queue` after the entry id `after`, oldest first, without
+    /// blocking and without a connection of their own: what a page that polls reads.
+    pub async fn events_after(
+        &self,
+        queue: &QueueName,
+        after: &str,
+        count: usize,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        if !crate::keys::is_plain_id(after) {
+            return Err(BrokerError::InvalidOption(format!(
+                "{after:?} is not a stream entry id (<ms>-<seq>)"
+            )));
+        }
+        let entries: Entries = self
+            .inner
+            .client
+            .xrange(
+                self.events_key(queue),
+                format!("({after}"),
+                "+",
+                Some(count.max(1) as u64),
+            )
+            .await
+            .map_err(store)?;
+        Ok(decode(queue, entries))
+    }
+
     /// `queue`'s event stream key.
     fn events_key(&self, queue: &QueueName) -> String {
         self.queue_keys(queue).events()

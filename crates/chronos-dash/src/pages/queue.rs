@@ -252,6 +252,7 @@ pub(crate) async fn page(
                 }
             }
             a href=(super::locks::locks_href(&row.name)) #locks-tab title="deduplication locks held in this queue" { "locks" }
+            a href=(super::events::events_href(&row.name)) #events-tab title="this queue's event stream, live" { "events" }
         }
         form.filter method="get" action=(queue_href(&row.name)) {
             input type="hidden" name="state" value=(state.as_str());
