@@ -1,7 +1,7 @@
 //! `cargo xtask screenshots`: the README's pictures of the console, taken from the real console
 //! over a real demo run (not from a test's seeded data). Runs the demo (release) with its console
 //! on a free port, lets it work for a while, then has headless Chromium (Debian's `chromium`)
-//! shoot the overview, queue pages (dead letters; tenants) and the schedules into
+//! shoot the overview, queue pages (dead letters; tenants; events) and the schedules into
 //! `crates/chronos/docs/images/`.
 
 use std::io::{BufRead, BufReader};
@@ -75,6 +75,12 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
             "dash-schedules.png",
             format!("{base}/schedules"),
             "1400,560",
+        ),
+        // The demo turns the critical queue's event stream on.
+        (
+            "dash-queue-events.png",
+            format!("{base}/queues/critical/events"),
+            "1400,1000",
         ),
     ];
     let started = Instant::now();

@@ -58,6 +58,12 @@ async fn main() -> anyhow::Result<()> {
         .connect()
         .await?;
 
+    // The critical queue keeps an event stream, for the console's events tab and
+    // `chronos events tail critical`.
+    if role.produces() {
+        chronos::Events::set_events(&broker, &chronos::QueueName::new("critical")?, true).await?;
+    }
+
     let console = match (&args.console, role) {
         (Some(addr), Role::All) => Some(console::serve(&broker, &url, addr).await?),
         _ => None,
