@@ -27,6 +27,20 @@ async fn next(b: &RedisBroker, consumer: &str) -> Lease {
         .expect("a delivery")
 }
 
+/// Completes `l` without a retention, as a worker does after its handler succeeded.
+async fn done(b: &RedisBroker, l: Lease) {
+    b.complete(
+        &q(),
+        &[Completion {
+            lease: l.id,
+            retention: None,
+            result: None,
+        }],
+    )
+    .await
+    .expect("complete");
+}
+
 /// Every event the stream keeps, oldest first.
 async fn all(b: &RedisBroker) -> Vec<TaskEvent> {
     let mut reader = b.open_event_reader().await.expect("reader");
@@ -53,16 +67,7 @@ async fn a_queue_without_its_stream_on_gets_no_events() {
         .await
         .expect("enqueue");
     let l = next(&b, "w1").await;
-    b.complete(
-        &q(),
-        &[Completion {
-            lease: l.id,
-            retention: None,
-            result: None,
-        }],
-    )
-    .await
-    .expect("complete");
+    done(&b, l).await;
     assert!(!b.events_on(&q()).await.expect("on?"));
     assert!(matches!(
         b.last_event_id(&q()).await,
@@ -89,16 +94,7 @@ async fn every_transition_writes_its_event_in_order() {
         .await
         .expect("enqueue");
     let l = next(&b, "w1").await;
-    b.complete(
-        &q(),
-        &[Completion {
-            lease: l.id,
-            retention: None,
-            result: None,
-        }],
-    )
-    .await
-    .expect("complete");
+    done(&b, l).await;
 
     // A task with an id and a lock: a duplicate of it, progress, a retry, a snooze, then a
     // retained completion with a result.
@@ -291,16 +287,7 @@ async fn a_stream_reads_on_from_its_position_and_a_watch_ends_with_its_task() {
     );
     let position = stream.position().to_string();
     let l = next(&b, "w1").await;
-    b.complete(
-        &q(),
-        &[Completion {
-            lease: l.id,
-            retention: None,
-            result: None,
-        }],
-    )
-    .await
-    .expect("complete");
+    done(&b, l).await;
     let mut seen = Vec::new();
     while let Some(e) = watch.next().await {
         seen.push(e.expect("read").event.name().to_string());
@@ -411,4 +398,104 @@ async fn a_stream_turned_on_by_another_process_gets_this_ones_events() {
         .await
         .expect("enqueue");
     assert!(!b.events_on(&q()).await.expect("on?"));
+}
+
+#[tokio::test]
+async fn a_read_whose_reply_is_lost_is_read_again_from_the_same_place() {
+    let rig = common::rig().await;
+    rig.direct.set_events(&q(), true).await.expect("on");
+    let producer = Client::new(rig.direct.clone());
+    let mut stream = Client::new(rig.via.clone())
+        .events("default", EventCursor::New)
+        .await
+        .expect("stream");
+    producer
+        .enqueue(&email(1), EnqueueOptions::new().task_id("e1"))
+        .await
+        .expect("enqueue");
+    // The stream's first read reaches Redis and takes e1's event; its reply is dropped and the
+    // connection cut. The client sends the read again on its new connection, from the same id
+    // (fred re-sends it; the stream's own resume after a failed read is the next test's).
+    rig.proxy.drop_reply_to("XREAD");
+    let mut seen = Vec::new();
+    while seen.is_empty() {
+        match stream.next().await.expect("a stream never ends") {
+            Ok(e) => seen.push(e.task_id),
+            Err(e) => eprintln!("read failed once, as it may: {e}"),
+        }
+    }
+    rig.assert_lost(1);
+    producer
+        .enqueue(&email(2), EnqueueOptions::new().task_id("e2"))
+        .await
+        .expect("enqueue");
+    let next = stream.next().await.expect("event").expect("read");
+    seen.push(next.task_id);
+    assert_eq!(seen, ["e1", "e2"], "nothing skipped, nothing twice");
+}
+
+#[tokio::test]
+async fn a_group_without_names_or_gone_is_a_typed_error() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    b.set_events(&q(), true).await.expect("on");
+    assert!(matches!(
+        client
+            .event_group("default", "", "r1", Duration::ZERO)
+            .await
+            .err(),
+        Some(BrokerError::InvalidOption(_))
+    ));
+    let mut reader = b.open_event_reader().await.expect("reader");
+    let missing = b
+        .read_event_group(&mut reader, &q(), "nobody", "r1", None, 10, Duration::ZERO)
+        .await;
+    assert!(
+        matches!(&missing, Err(BrokerError::InvalidOption(m)) if m.contains("no event group")),
+        "{missing:?}"
+    );
+}
+
+#[tokio::test]
+async fn after_a_failed_read_the_stream_goes_on_from_its_last_event() {
+    use chronos_broker::fred::interfaces::KeysInterface;
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    b.set_events(&q(), true).await.expect("on");
+    let mut stream = client
+        .events("default", EventCursor::New)
+        .await
+        .expect("stream");
+    client
+        .enqueue(&email(1), EnqueueOptions::new().task_id("e1"))
+        .await
+        .expect("enqueue");
+    assert_eq!(
+        stream.next().await.expect("event").expect("read").task_id,
+        "e1"
+    );
+    // The stream's key is made a string: the next read fails (WRONGTYPE), on purpose.
+    let key = b.keyspace().queue(&q()).events();
+    let redis = b.client().clone();
+    let _: i64 = redis.del(&key).await.expect("del");
+    let _: () = redis
+        .set(&key, "not a stream", None, None, false)
+        .await
+        .expect("set");
+    let failed = stream.next().await.expect("an answer");
+    assert!(failed.is_err(), "{failed:?}");
+    // Back to a stream, with an event written before the next read: the stream reads it,
+    // from after e1, rather than only what comes after its next read.
+    let _: i64 = redis.del(&key).await.expect("del");
+    b.set_events(&q(), true).await.expect("on");
+    client
+        .enqueue(&email(2), EnqueueOptions::new().task_id("e2"))
+        .await
+        .expect("enqueue");
+    let next = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("e2 came")
+        .expect("event")
+        .expect("read");
+    assert_eq!(next.task_id, "e2");
 }

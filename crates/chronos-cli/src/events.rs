@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chronos_admin::{printable, Admin};
-use chronos_broker::{Client, EventCursor, EventKind, Events, QueueName, RedisBroker, TaskEvent};
+use chronos_broker::{Client, EventCursor, Events, QueueName, RedisBroker, TaskEvent};
 use clap::Subcommand;
 
 use crate::dates::{datetime, parse_duration};
@@ -110,38 +110,13 @@ pub(crate) async fn run(
 
 /// One event for people: time, type, task, kind, then what it says.
 pub(crate) fn line(e: &TaskEvent) -> String {
-    let detail = match &e.event {
-        EventKind::Enqueued {
-            run_at_ms: Some(at),
-        } => format!("due {}", datetime(*at)),
-        EventKind::Deduplicated { holder } => format!("held by {}", printable(holder)),
-        EventKind::Started { attempt, worker } => {
-            format!("attempt {attempt} on {}", printable(worker))
-        }
-        EventKind::Progress { value } => printable(&value.to_string()).into_owned(),
-        EventKind::Retried {
-            attempt,
-            error,
-            next_at_ms,
-        } => format!(
-            "attempt {attempt} failed: {}; next {}",
-            printable(error),
-            datetime(*next_at_ms)
-        ),
-        EventKind::Snoozed { until_ms } => format!("until {}", datetime(*until_ms)),
-        EventKind::Completed { result: true } => "with a result".into(),
-        EventKind::DeadLettered { reason } | EventKind::Cancelled { reason } => {
-            printable(reason).into_owned()
-        }
-        _ => String::new(),
-    };
     format!(
         "{}  {:<12} {}  {}  {}",
         datetime(e.at_ms),
         e.event.name(),
         printable(&e.task_id),
         printable(&e.kind),
-        detail
+        printable(&e.event.detail(datetime))
     )
     .trim_end()
     .to_string()

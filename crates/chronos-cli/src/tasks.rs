@@ -406,20 +406,10 @@ async fn watch(
         };
         let now = (t.state.clone(), t.progress.as_ref().map(|p| p.at_ms));
         if last.as_ref() != Some(&now) {
-            if out.json {
-                out.line(&serde_json::json!({
-                    "queue": queue,
-                    "id": id,
-                    "state": t.state,
-                    "progress": t.progress,
-                    "progress_percent": t.progress_percent,
-                }))?;
-            } else {
-                println!("{}", printable(&watch_line(&t)));
-            }
+            print_state(out, queue, &t)?;
             last = Some(now);
         }
-        if matches!(t.state.as_str(), "completed" | "archived" | "cancelled") {
+        if ended(&t) {
             return Ok(());
         }
         if timeout.is_some_and(|d| started.elapsed() >= d) {
@@ -444,18 +434,8 @@ async fn watch_events(
 ) -> anyhow::Result<()> {
     let mut events = Client::new(admin.broker().clone()).watch(queue, id).await?;
     let t = admin.task(queue, id).await?;
-    if out.json {
-        out.line(&serde_json::json!({
-            "queue": queue,
-            "id": id,
-            "state": t.state,
-            "progress": t.progress,
-            "progress_percent": t.progress_percent,
-        }))?;
-    } else {
-        println!("{}", printable(&watch_line(&t)));
-    }
-    if matches!(t.state.as_str(), "completed" | "archived" | "cancelled") {
+    print_state(out, queue, &t)?;
+    if ended(&t) {
         return Ok(());
     }
     let follow = async {
@@ -474,6 +454,27 @@ async fn watch_events(
             .map_err(|_| anyhow::anyhow!("task {id} did not end within {d:?}"))?,
         None => follow.await,
     }
+}
+
+/// One `task watch` line: the task's state and progress (a JSON line with `--json`).
+fn print_state(out: &Out, queue: &str, t: &TaskRow) -> anyhow::Result<()> {
+    if out.json {
+        out.line(&serde_json::json!({
+            "queue": queue,
+            "id": t.id,
+            "state": t.state,
+            "progress": t.progress,
+            "progress_percent": t.progress_percent,
+        }))
+    } else {
+        println!("{}", printable(&watch_line(t)));
+        Ok(())
+    }
+}
+
+/// The task is in a state it does not leave by itself.
+fn ended(t: &TaskRow) -> bool {
+    matches!(t.state.as_str(), "completed" | "archived" | "cancelled")
 }
 
 fn watch_line(t: &TaskRow) -> String {

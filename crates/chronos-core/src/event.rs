@@ -144,6 +144,32 @@ impl EventKind {
         )
     }
 
+    /// What the event says beyond its type, task and kind, in words for a person (times
+    /// written by `time`, from unix ms): the due time, the holder, the attempt and worker, the
+    /// value, the error and next time, the reason; empty when there is nothing more.
+    pub fn detail(&self, time: impl Fn(i64) -> String) -> String {
+        match self {
+            Self::Enqueued {
+                run_at_ms: Some(at),
+            } => format!("due {}", time(*at)),
+            Self::Deduplicated { holder } => format!("held by {holder}"),
+            Self::Started { attempt, worker } => format!("attempt {attempt} on {worker}"),
+            Self::Progress { value } => value.to_string(),
+            Self::Retried {
+                attempt,
+                error,
+                next_at_ms,
+            } => format!(
+                "attempt {attempt} failed: {error}; next {}",
+                time(*next_at_ms)
+            ),
+            Self::Snoozed { until_ms } => format!("until {}", time(*until_ms)),
+            Self::Completed { result: true } => "with a result".into(),
+            Self::DeadLettered { reason } | Self::Cancelled { reason } => reason.clone(),
+            _ => String::new(),
+        }
+    }
+
     /// The type's name as the stream spells it.
     pub fn name(&self) -> &str {
         use fields::*;

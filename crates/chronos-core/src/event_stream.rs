@@ -14,6 +14,26 @@ const BLOCK: Duration = Duration::from_secs(2);
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
+/// The pause a stream takes after a failed read: [`FIRST_PAUSE`], doubled up to [`MAX_PAUSE`]
+/// while reads keep failing, back to the first after a read that worked.
+#[derive(Debug)]
+struct Pause(Duration);
+
+impl Pause {
+    fn new() -> Self {
+        Self(FIRST_PAUSE)
+    }
+
+    fn reset(&mut self) {
+        self.0 = FIRST_PAUSE;
+    }
+
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(MAX_PAUSE);
+    }
+}
+
 impl<B: Events + Clone> Client<B> {
     /// The events of `queue` from `from` on ([`EventCursor::New`]: those written after this
     /// call). The stream reads on a connection of its own and resumes after the last event it
@@ -47,7 +67,7 @@ impl<B: Events + Clone> Client<B> {
             buffer: VecDeque::new(),
             task: None,
             ended: false,
-            pause: FIRST_PAUSE,
+            pause: Pause::new(),
         })
     }
 
@@ -90,7 +110,7 @@ impl<B: Events + Clone> Client<B> {
             reader: None,
             pending_after: Some("0-0".to_string()),
             buffer: VecDeque::new(),
-            pause: FIRST_PAUSE,
+            pause: Pause::new(),
         })
     }
 }
@@ -106,7 +126,7 @@ pub struct EventStream<B: Events> {
     /// Only this task's events, until its final one.
     task: Option<String>,
     ended: bool,
-    pause: Duration,
+    pause: Pause,
 }
 
 impl<B: Events> std::fmt::Debug for EventStream<B> {
@@ -140,11 +160,13 @@ impl<B: Events> EventStream<B> {
             if self.ended {
                 return None;
             }
-            if let Err(e) = self.fill().await {
-                self.reader = None;
-                tokio::time::sleep(self.pause).await;
-                self.pause = (self.pause * 2).min(MAX_PAUSE);
-                return Some(Err(e));
+            match self.fill().await {
+                Ok(()) => self.pause.reset(),
+                Err(e) => {
+                    self.reader = None;
+                    self.pause.wait().await;
+                    return Some(Err(e));
+                }
             }
         }
     }
@@ -166,7 +188,6 @@ impl<B: Events> EventStream<B> {
             .broker
             .read_events(reader, &self.queue, &self.read_after, BATCH, BLOCK)
             .await?;
-        self.pause = FIRST_PAUSE;
         if let Some(last) = events.last() {
             self.read_after = last.id.clone();
         }
@@ -186,7 +207,7 @@ pub struct EventGroupStream<B: Events> {
     /// While set, this consumer's own unacked events after this id are read first.
     pending_after: Option<String>,
     buffer: VecDeque<TaskEvent>,
-    pause: Duration,
+    pause: Pause,
 }
 
 impl<B: Events> std::fmt::Debug for EventGroupStream<B> {
@@ -209,11 +230,13 @@ impl<B: Events> EventGroupStream<B> {
             if let Some(e) = self.buffer.pop_front() {
                 return Some(Ok(e));
             }
-            if let Err(e) = self.fill().await {
-                self.reader = None;
-                tokio::time::sleep(self.pause).await;
-                self.pause = (self.pause * 2).min(MAX_PAUSE);
-                return Some(Err(e));
+            match self.fill().await {
+                Ok(()) => self.pause.reset(),
+                Err(e) => {
+                    self.reader = None;
+                    self.pause.wait().await;
+                    return Some(Err(e));
+                }
             }
         }
     }
@@ -247,7 +270,6 @@ impl<B: Events> EventGroupStream<B> {
                 )
                 .await?;
             self.pending_after = own.last().map(|e| e.id.clone());
-            self.pause = FIRST_PAUSE;
             self.buffer.extend(own);
             return Ok(());
         }
@@ -263,7 +285,6 @@ impl<B: Events> EventGroupStream<B> {
                 )
                 .await?;
             if !taken.is_empty() {
-                self.pause = FIRST_PAUSE;
                 self.buffer.extend(taken);
                 return Ok(());
             }
@@ -287,7 +308,6 @@ impl<B: Events> EventGroupStream<B> {
                 block,
             )
             .await?;
-        self.pause = FIRST_PAUSE;
         self.buffer.extend(new);
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
-use chronos_broker::{EventKind, TaskEvent};
+use chronos_broker::TaskEvent;
 use maud::{html, Markup};
 
 use super::locks::Params;
@@ -26,23 +26,7 @@ pub(crate) fn events_href(queue: &str) -> String {
 
 /// What an event says beyond its type, task and kind.
 pub(crate) fn detail(e: &TaskEvent) -> String {
-    match &e.event {
-        EventKind::Enqueued {
-            run_at_ms: Some(at),
-        } => format!("due {}", time(*at)),
-        EventKind::Deduplicated { holder } => format!("held by {holder}"),
-        EventKind::Started { attempt, worker } => format!("attempt {attempt} on {worker}"),
-        EventKind::Progress { value } => value.to_string(),
-        EventKind::Retried {
-            attempt,
-            error,
-            next_at_ms,
-        } => format!("attempt {attempt}: {error}; next {}", time(*next_at_ms)),
-        EventKind::Snoozed { until_ms } => format!("until {}", time(*until_ms)),
-        EventKind::Completed { result: true } => "with a result".into(),
-        EventKind::DeadLettered { reason } | EventKind::Cancelled { reason } => reason.clone(),
-        _ => String::new(),
-    }
+    e.event.detail(time)
 }
 
 fn row(queue: &str, e: &TaskEvent) -> Markup {
