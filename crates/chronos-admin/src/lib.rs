@@ -17,6 +17,7 @@ mod bulk;
 mod lookup;
 mod printable;
 mod redact;
+mod schedules;
 mod settings;
 mod tenants;
 
@@ -36,6 +37,7 @@ pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
 pub use lookup::UnknownQueue;
 pub use printable::printable;
 pub use redact::redact_url;
+pub use schedules::{overdue_trigger, FireRow, OVERDUE_GRACE};
 pub use settings::SettingsRow;
 pub use tenants::{
     TenantList, TenantRow, TenantSettingsChanged, TenantSettingsRow, MAX_TENANT_LIST,

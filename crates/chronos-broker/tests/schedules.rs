@@ -359,6 +359,99 @@ async fn overlap_check_finds_the_previous_task_without_a_correct_hint() {
     );
 }
 
+#[tokio::test]
+async fn each_fire_and_skip_is_kept_in_the_schedules_history_newest_first_and_capped() {
+    use chronos_broker::{FireRecord, ManageSchedules, FIRES_KEPT};
+    let b = broker().await;
+    let e = leader(&b, "t").await;
+    let ttl = Duration::from_secs(30);
+    let queue = QueueName::new("kept").expect("queue");
+    let solo = |at: i64| {
+        let mut t = trigger("h", at, "kept");
+        t.forbid_overlap = true;
+        t
+    };
+    assert!(b
+        .fire_history(&queue, "h")
+        .await
+        .expect("history")
+        .is_empty());
+    // Fired, then skipped by the overlap policy, then a duplicate (not kept), then a run-now.
+    let out = b
+        .fire(&queue, e, vec![solo(1_000), solo(2_000)], ttl, 0)
+        .await
+        .expect("fire");
+    assert_eq!(out, vec![Fired, Overlap]);
+    assert_eq!(
+        b.fire(&queue, e, vec![solo(2_000)], ttl, 0)
+            .await
+            .expect("fire"),
+        vec![Duplicate]
+    );
+    let mut run = trigger("h", 0, "kept").task;
+    run.envelope.id = "h:run-1".into();
+    assert_eq!(
+        b.run_schedule(&queue, "h", "run-1", run)
+            .await
+            .expect("run"),
+        Fired
+    );
+    let history = b.fire_history(&queue, "h").await.expect("history");
+    let seen: Vec<(chronos_broker::FireOutcome, bool, &str)> = history
+        .iter()
+        .map(|r| (r.outcome, r.run_now, r.task_id.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (Fired, true, "h:run-1"),
+            (Overlap, false, "h:2"),
+            (Fired, false, "h:1"),
+        ]
+    );
+    assert_eq!(history[2].at_ms, 1_000);
+    assert!(
+        history[0].at_ms > 1_000_000_000_000,
+        "a run-now is kept at Redis' time"
+    );
+    // Capped: only the newest FIRES_KEPT are kept.
+    let many: Vec<Trigger> = (0..FIRES_KEPT as i64 + 5)
+        .map(|i| trigger("h", 10_000 + i * 1_000, "kept"))
+        .collect();
+    b.fire(&queue, e, many, ttl, 0).await.expect("fire");
+    let history = b.fire_history(&queue, "h").await.expect("history");
+    assert_eq!(history.len(), FIRES_KEPT);
+    assert_eq!(history[0].at_ms, 10_000 + (FIRES_KEPT as i64 + 4) * 1_000);
+    // A damaged history reads as none, and the next fire starts it afresh.
+    let key = format!("{}sched:fires", b.keyspace().queue(&queue).prefix());
+    let _: i64 = b
+        .client()
+        .hset(&key, ("h", "not msgpack \u{1}"))
+        .await
+        .expect("hset");
+    assert!(b
+        .fire_history(&queue, "h")
+        .await
+        .expect("history")
+        .is_empty());
+    b.fire(&queue, e, vec![trigger("h", 100_000, "kept")], ttl, 0)
+        .await
+        .expect("fire");
+    assert_eq!(
+        b.fire_history(&queue, "h").await.expect("history"),
+        vec![FireRecord::from_code(100_000, 1, "h:100".into()).expect("code")]
+    );
+    // Forgotten with the fire state.
+    b.forget_fire_state(&queue, &["h".to_string()])
+        .await
+        .expect("forget");
+    assert!(b
+        .fire_history(&queue, "h")
+        .await
+        .expect("history")
+        .is_empty());
+}
+
 fn entry(id: &str, queue: &str, every_ms: Option<u64>) -> ScheduleEntry {
     ScheduleEntry {
         id: id.into(),

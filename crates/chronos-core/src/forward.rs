@@ -129,6 +129,7 @@ macro_rules! forward {
             fn register_schedules(&self, queue: &$crate::QueueName, schedule_ids: &[String]) -> Result<Vec<i64>, $crate::BrokerError>;
             fn fire(&self, queue: &$crate::QueueName, epoch: u64, triggers: Vec<$crate::Trigger>, dedup_ttl: ::std::time::Duration, missed: u64) -> Result<Vec<$crate::FireOutcome>, $crate::BrokerError>;
             fn fire_state(&self, queue: &$crate::QueueName, schedule_ids: &[String]) -> Result<Vec<$crate::FireState>, $crate::BrokerError>;
+            fn fire_history(&self, queue: &$crate::QueueName, schedule_id: &str) -> Result<Vec<$crate::FireRecord>, $crate::BrokerError>;
             fn publish_schedules(&self, instance: &str, entries: &[$crate::ScheduleEntry]) -> Result<bool, $crate::BrokerError>;
             fn publish_schedule_defs(&self, defs: &[$crate::ScheduleDef]) -> Result<(), $crate::BrokerError>;
             fn registered_defs(&self, instance: &str, live_within: ::std::time::Duration, known: &[String]) -> Result<Vec<$crate::ScheduleDef>, $crate::BrokerError>;

@@ -156,7 +156,8 @@ pub use queue_settings::{
 pub use record::{Cancellation, DedupCounts, LevelStats, QueueStats, TaskRecord};
 pub use sample::{QueueSample, TenantSample, SAMPLED_TENANTS};
 pub use schedule::{
-    FireOutcome, FireState, LeaderInfo, ScheduleEntry, ScheduleSource, SchedulerMetrics, Trigger,
+    FireOutcome, FireRecord, FireState, LeaderInfo, ScheduleEntry, ScheduleSource,
+    SchedulerMetrics, Trigger, FIRES_KEPT,
 };
 pub use schedule_def::{
     DefDedup, DefMisfire, DefRelease, DefSpec, PutOutcome, ScheduleDef, StoredDef,

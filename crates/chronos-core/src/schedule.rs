@@ -45,6 +45,48 @@ pub enum FireOutcome {
     Expired,
 }
 
+/// How many fires each schedule's history keeps ([`FireRecord`]): the newest ones.
+pub const FIRES_KEPT: usize = 20;
+
+/// One entry of a schedule's fire history ([`crate::Schedules::fire_history`]): a trigger that
+/// was fired or skipped, or a run-now. Written by the script that fired it, in the same atomic
+/// step; a trigger another leader had already fired ([`FireOutcome::Duplicate`]) and a refused
+/// call ([`FireOutcome::Stale`]) write nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FireRecord {
+    /// The trigger time (unix ms); for a run-now, when it ran (Redis' clock).
+    pub at_ms: i64,
+    /// [`FireOutcome::Fired`], or why the trigger was skipped ([`FireOutcome::Overlap`],
+    /// [`FireOutcome::Unique`], [`FireOutcome::Expired`]).
+    pub outcome: FireOutcome,
+    /// True for a task an operator ran now, outside the spec.
+    pub run_now: bool,
+    /// The task's id (for a skipped trigger, the id its task would have had).
+    pub task_id: String,
+}
+
+impl FireRecord {
+    /// An entry from its stored code: the fire script's reply codes (1, -2, -4, -5), 2 for a
+    /// run-now that enqueued and -6 for one the unique lock skipped. None for another code.
+    pub fn from_code(at_ms: i64, code: i64, task_id: String) -> Option<Self> {
+        let (outcome, run_now) = match code {
+            1 => (FireOutcome::Fired, false),
+            2 => (FireOutcome::Fired, true),
+            -2 => (FireOutcome::Overlap, false),
+            -4 => (FireOutcome::Unique, false),
+            -6 => (FireOutcome::Unique, true),
+            -5 => (FireOutcome::Expired, false),
+            _ => return None,
+        };
+        Some(Self {
+            at_ms,
+            outcome,
+            run_now,
+            task_id,
+        })
+    }
+}
+
 /// What the fire state records for one schedule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FireState {

@@ -48,12 +48,24 @@ impl DashError {
             DashError::Busy => StatusCode::TOO_MANY_REQUESTS,
             DashError::Admin(AdminError::Refused { .. }) => StatusCode::CONFLICT,
             DashError::Admin(AdminError::Invalid(_)) => StatusCode::BAD_REQUEST,
+            DashError::Admin(AdminError::Schedule(e)) => schedule_status(e),
             DashError::Admin(AdminError::Broker(e)) if is_bad_input(e) => StatusCode::BAD_REQUEST,
             DashError::Admin(AdminError::Broker(BrokerError::QueueNotEmpty { .. })) => {
                 StatusCode::CONFLICT
             }
             _ => StatusCode::SERVICE_UNAVAILABLE,
         }
+    }
+}
+
+fn schedule_status(e: &chronos_scheduler::SchedulerError) -> StatusCode {
+    use chronos_scheduler::SchedulerError as E;
+    match e {
+        E::UnknownSchedule(_) => StatusCode::NOT_FOUND,
+        E::Spec(_) | E::InvalidOption(_) | E::DurableSchedule(_) => StatusCode::BAD_REQUEST,
+        E::CodeSchedule(_) | E::ScheduleExists(_) | E::DuplicateSchedule(_) => StatusCode::CONFLICT,
+        E::Broker(b) if is_bad_input(b) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 

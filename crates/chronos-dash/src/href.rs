@@ -15,3 +15,8 @@ pub(crate) fn queue_href(queue: &str) -> String {
 pub(crate) fn task_href(queue: &str, id: &str) -> String {
     format!("/queues/{}/tasks/{}", encode(queue), encode(id))
 }
+
+/// The path of a schedule page.
+pub(crate) fn schedule_href(id: &str) -> String {
+    format!("/schedules/{}", encode(id))
+}

@@ -42,6 +42,11 @@ async fn render(st: &AppState) -> Result<String, PageError> {
         use chronos_broker::Schedules;
         st.admin.broker().scheduler_metrics().await?
     };
+    let schedules = st.admin.schedules().await?;
+    let overdue = st
+        .admin
+        .overdue_schedules(&schedules, crate::format::now_ms())
+        .await?;
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, rows: Vec<(String, String)>| {
         let _ = writeln!(out, "# HELP {name} {help}");
@@ -145,6 +150,24 @@ async fn render(st: &AppState) -> Result<String, PageError> {
         "gauge",
         "Registered schedules.",
         vec![(String::new(), d.schedules.to_string())],
+    );
+    family(
+        "chronos_schedule_overdue",
+        "gauge",
+        "1 when a trigger of the schedule fell due more than a minute ago and was not fired (no scheduler leads, or its leader is stuck); 0 otherwise.",
+        schedules
+            .iter()
+            .map(|s| {
+                (
+                    format!(
+                        "{{schedule=\"{}\",queue=\"{}\"}}",
+                        label(&s.id),
+                        label(&s.queue)
+                    ),
+                    u8::from(overdue.contains_key(&s.id)).to_string(),
+                )
+            })
+            .collect(),
     );
     family(
         "chronos_scheduler_leader_epoch",

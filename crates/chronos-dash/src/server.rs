@@ -69,6 +69,8 @@ impl Dash {
             .route("/jobs/{id}/cancel", post(pages::job::cancel))
             .route("/api/jobs/{id}", get(pages::job::api))
             .route("/schedules", get(pages::schedules::page))
+            .route("/schedules/{id}", get(pages::schedule::page))
+            .route("/schedules/{id}/{action}", post(pages::schedule::act))
             .route("/servers", get(pages::servers::page))
             .route("/login", get(pages::login::page).post(pages::login::submit))
             .route("/logout", post(pages::login::logout))

@@ -298,3 +298,50 @@ async fn a_queues_events_are_turned_on_and_follow_live() -> Result<()> {
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_runtime_schedule_is_run_now_and_edited_from_its_page() -> Result<()> {
+    use chronos_scheduler::{NewSchedule, RuntimeSchedules, ScheduleOptions, Spec};
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    let rt = RuntimeSchedules::new(broker.clone());
+    rt.add(NewSchedule::raw(
+        "refund-sweep",
+        Refund::KIND,
+        &serde_json::json!({"order": 0}),
+        Spec::interval(Duration::from_secs(900))?,
+        ScheduleOptions::new().queue("refunds"),
+    )?)
+    .await?;
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/schedules")).await?;
+    b.click("#schedules tr[data-id=\"refund-sweep\"] a[href=\"/schedules/refund-sweep\"]")
+        .await?;
+    b.wait_for_text("#schedule-id", "refund-sweep", Duration::from_secs(10))
+        .await?;
+    b.click("button[data-action=\"run\"]").await?;
+    b.wait_for_text("p.notice", "ran now", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text(
+        "#fires tr[data-outcome=\"run now\"] td[data-f=\"task-state\"]",
+        "pending",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.fill("#edit-every", "").await?;
+    b.fill("#edit-cron", "0 6 * * 1-5").await?;
+    b.fill("#edit-zone", "America/New_York").await?;
+    b.submit("#schedule-edit").await?;
+    b.wait_for_text("p.notice", "saved", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text(
+        "dd.mono",
+        "0 6 * * 1-5 (America/New_York)",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.screenshot("dash-schedule").await?;
+    b.close().await?;
+    let stored = rt.get("refund-sweep").await?.expect("stored");
+    assert_eq!(stored.describe, "0 6 * * 1-5 (America/New_York)");
+    Ok(())
+}

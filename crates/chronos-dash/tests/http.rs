@@ -862,6 +862,202 @@ async fn the_schedules_page_shows_where_each_schedule_comes_from() -> Result<()>
     Ok(())
 }
 
+#[tokio::test]
+async fn a_runtime_schedule_is_run_paused_and_edited_from_its_page_which_lists_its_fires(
+) -> Result<()> {
+    use chronos_broker::{DefSpec, ManageSchedules};
+    use chronos_scheduler::{NewSchedule, ScheduleOptions, Spec};
+    let c = console(DashConfig::default()).await?;
+    let rt = chronos_scheduler::RuntimeSchedules::new(c.broker.clone());
+    rt.add(NewSchedule::raw(
+        "nightly",
+        "mail",
+        &serde_json::json!({"to": "ops@example.com"}),
+        Spec::interval(Duration::from_secs(3600))?,
+        ScheduleOptions::new().queue("mail"),
+    )?)
+    .await?;
+    let page = send(c.addr, "GET", "/schedules/nightly", &[], "").await?;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for part in [
+        "id=\"schedule-actions\"",
+        "id=\"schedule-edit\"",
+        "id=\"no-fires\"",
+    ] {
+        assert!(page.body.contains(part), "{part}: {}", page.body);
+    }
+    let csrf = page.csrf()?;
+    let origin = format!("http://{}", c.addr);
+    let post = |path: &'static str, fields: Vec<(&'static str, String)>| {
+        let origin = origin.clone();
+        let csrf = csrf.clone();
+        async move {
+            let mut all: Vec<(&str, &str)> = vec![("csrf", csrf.as_str())];
+            all.extend(fields.iter().map(|(k, v)| (*k, v.as_str())));
+            send(c.addr, "POST", path, &[("Origin", &origin)], &form(&all)).await
+        }
+    };
+    // Run now, twice with the same request id (a form sent twice): one task.
+    for _ in 0..2 {
+        let r = post("/schedules/nightly/run", vec![("request", "req-1".into())]).await?;
+        assert_eq!(r.status, 303, "{}", r.body);
+    }
+    let mail = QueueName::new("mail")?;
+    let pending = c
+        .broker
+        .list_tasks(&mail, chronos_broker::TaskState::Pending, 0, 10)
+        .await?;
+    assert_eq!(
+        pending.len(),
+        1,
+        "run now twice with one request id enqueues once"
+    );
+    let page = send(c.addr, "GET", "/schedules/nightly", &[], "").await?;
+    let fires = page
+        .body
+        .split("id=\"fires\"")
+        .nth(1)
+        .context("no fires table")?;
+    assert!(fires.contains("data-outcome=\"run now\""), "{fires}");
+    let href = format!("/queues/mail/tasks/{}", pending[0].id.replace(':', "%3A"));
+    assert!(fires.contains(&href), "{href}: {fires}");
+    assert!(fires.contains("data-state=\"pending\""), "{fires}");
+    // Pause, then the page offers resume.
+    assert_eq!(post("/schedules/nightly/pause", vec![]).await?.status, 303);
+    assert!(rt.get("nightly").await?.context("gone")?.paused);
+    let page = send(c.addr, "GET", "/schedules/nightly", &[], "").await?;
+    assert!(
+        page.body.contains("data-action=\"resume\""),
+        "{}",
+        page.body
+    );
+    assert_eq!(post("/schedules/nightly/resume", vec![]).await?.status, 303);
+    assert!(!rt.get("nightly").await?.context("gone")?.paused);
+    // Bad edits are a 400 and change nothing.
+    let before = c.broker.schedule_def("nightly").await?.context("gone")?.raw;
+    for fields in [
+        vec![
+            ("cron", "0 3 * * *".to_string()),
+            ("every", "5m".to_string()),
+        ],
+        vec![("cron", "61 * * * *".to_string())],
+        vec![("every", "soon".to_string())],
+        vec![("payload", "{not json".to_string())],
+    ] {
+        let r = post("/schedules/nightly/edit", fields.clone()).await?;
+        assert_eq!(r.status, 400, "{fields:?}: {}", r.body);
+    }
+    assert_eq!(
+        c.broker.schedule_def("nightly").await?.context("gone")?.raw,
+        before
+    );
+    // A good edit keeps kind, queue and options, and changes spec and payload.
+    let r = post(
+        "/schedules/nightly/edit",
+        vec![
+            ("cron", "30 2 * * *".into()),
+            ("zone", "Europe/Paris".into()),
+            ("payload", r#"{"to": "night@example.com"}"#.into()),
+        ],
+    )
+    .await?;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let d = rt.get("nightly").await?.context("gone")?;
+    assert_eq!(
+        d.spec,
+        DefSpec::Cron {
+            expr: "30 2 * * *".into(),
+            zone: "Europe/Paris".into()
+        }
+    );
+    assert_eq!(d.kind, "mail");
+    assert_eq!(d.queue, "mail");
+    assert_eq!(
+        chronos_broker::payload_json(&d.payload),
+        r#"{"to":"night@example.com"}"#
+    );
+    assert_eq!(
+        post("/schedules/nightly/explode", vec![]).await?.status,
+        400
+    );
+    assert_eq!(
+        send(c.addr, "GET", "/schedules/nope", &[], "")
+            .await?
+            .status,
+        404
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_schedule_that_missed_its_trigger_is_overdue_on_its_page_and_in_the_metrics() -> Result<()>
+{
+    use chronos_broker::ManageSchedules;
+    use chronos_scheduler::{NewSchedule, ScheduleOptions, Spec};
+    let c = console(DashConfig::default()).await?;
+    let rt = chronos_scheduler::RuntimeSchedules::new(c.broker.clone());
+    for id in ["fresh", "late"] {
+        rt.add(NewSchedule::raw(
+            id,
+            "mail",
+            &serde_json::json!({}),
+            Spec::interval(Duration::from_secs(60))?,
+            ScheduleOptions::new().queue("mail"),
+        )?)
+        .await?;
+    }
+    // "late" became active ten minutes ago and never fired: its first trigger is long due.
+    let stored = c.broker.schedule_def("late").await?.context("gone")?;
+    let mut def = stored.def.clone();
+    def.active_since_ms -= 600_000;
+    let put = c
+        .broker
+        .put_schedule_def("late", Some(&stored.raw), Some(&def))
+        .await?;
+    assert_eq!(put, chronos_broker::PutOutcome::Written);
+    let list = send(c.addr, "GET", "/schedules", &[], "").await?;
+    let row = |id: &str| -> Result<String> {
+        let at = list
+            .body
+            .find(&format!("data-id=\"{id}\""))
+            .context("row")?;
+        let end = list.body[at..].find("</tr>").context("row end")?;
+        Ok(list.body[at..at + end].to_string())
+    };
+    assert!(
+        row("late")?.contains("data-status=\"overdue\""),
+        "{}",
+        row("late")?
+    );
+    assert!(
+        !row("fresh")?.contains("data-status=\"overdue\""),
+        "{}",
+        row("fresh")?
+    );
+    let page = send(c.addr, "GET", "/schedules/late", &[], "").await?;
+    assert!(page.body.contains("id=\"overdue\""), "{}", page.body);
+    let metrics = send(c.addr, "GET", "/metrics", &[], "").await?;
+    assert!(
+        metrics
+            .body
+            .contains("chronos_schedule_overdue{schedule=\"late\",queue=\"mail\"} 1"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics
+            .body
+            .contains("chronos_schedule_overdue{schedule=\"fresh\",queue=\"mail\"} 0"),
+        "{}",
+        metrics.body
+    );
+    // Paused, it is not overdue: it is meant not to fire.
+    rt.pause("late").await?;
+    let page = send(c.addr, "GET", "/schedules/late", &[], "").await?;
+    assert!(!page.body.contains("id=\"overdue\""), "{}", page.body);
+    Ok(())
+}
+
 /// `n` pending mails in `queue`, in one batch.
 async fn seed_many(broker: &RedisBroker, queue: &str, n: usize) -> Result<()> {
     let client = Client::new(broker.clone());

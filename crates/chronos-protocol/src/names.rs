@@ -241,6 +241,10 @@ pub fn prologue() -> String {
     lua.push_str(&format!("local ATTEMPTS_BYTES = {ATTEMPTS_BYTES}\n"));
     lua.push_str(&format!("local FIRE_STRIDE = {FIRE_STRIDE}\n"));
     lua.push_str(&format!(
+        "local FIRES_KEPT = {}\n",
+        chronos_core::FIRES_KEPT
+    ));
+    lua.push_str(&format!(
         "local EVENTS_KEPT = {}\n",
         chronos_core::EVENTS_KEPT
     ));

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chronos_core::{
     duration_ms, DeadLetter, DefDedup, DefMisfire, DefSpec, EnqueueOptions, NewTask, QueueName,
-    ScheduleDef,
+    ScheduleDef, ScheduleEntry,
 };
 
 use crate::error::SchedulerError;
@@ -159,8 +159,28 @@ pub fn next_run(def: &ScheduleDef, after_ms: i64) -> Option<i64> {
     schedule_of(def).ok()?.spec.next_after(after_ms)
 }
 
+/// The first trigger strictly after `after_ms` of a listed schedule, from its period or from
+/// the cron expression and zone its entry shows (`<expr> (<zone>)`). None for a paused
+/// schedule, and for an entry whose spec does not parse (written by another version).
+pub fn entry_next_after(entry: &ScheduleEntry, after_ms: i64) -> Option<i64> {
+    if entry.paused {
+        return None;
+    }
+    let spec = match entry.every_ms {
+        Some(every) => Spec::interval(Duration::from_millis(every)).ok()?,
+        None => {
+            let expr = entry
+                .spec
+                .strip_suffix(&format!(" ({})", entry.zone))
+                .unwrap_or(&entry.spec);
+            Spec::cron(expr, &entry.zone).ok()?
+        }
+    };
+    spec.next_after(after_ms)
+}
+
 /// A spec's stored form: its period, or its expression and the zone's IANA name.
-fn spec_def(spec: &Spec) -> Result<DefSpec, SchedulerError> {
+pub(crate) fn spec_def(spec: &Spec) -> Result<DefSpec, SchedulerError> {
     Ok(match spec {
         Spec::Interval { .. } => DefSpec::Every {
             every_ms: spec.every_ms().ok_or_else(|| {

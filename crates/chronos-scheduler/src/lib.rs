@@ -190,12 +190,12 @@ mod stats;
 mod watcher;
 
 pub use config::{Clock, SchedulerConfig, SystemClock};
-pub use def::next_run;
+pub use def::{entry_next_after, next_run};
 pub use error::SchedulerError;
 pub use misfire::MisfirePolicy;
 pub use options::{OverlapPolicy, ScheduleOptions};
 pub use registry::list_schedules;
-pub use runtime::{Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec};
+pub use runtime::{Change, NewSchedule, RunNow, RuntimeSchedules, RuntimeSpec, ScheduleEdit};
 pub use scheduler::{Scheduler, SchedulerHandle};
 pub use spec::{Spec, SpecError};
 pub use stats::SchedulerStats;

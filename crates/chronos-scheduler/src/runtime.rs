@@ -10,7 +10,7 @@ use chronos_core::{
 };
 use tracing::{info, instrument};
 
-use crate::def::{def_of, schedule_of};
+use crate::def::{def_of, schedule_of, spec_def};
 use crate::error::SchedulerError;
 use crate::id::check_id;
 use crate::metrics;
@@ -47,6 +47,36 @@ impl TryFrom<RuntimeSpec> for Spec {
             RuntimeSpec::Every(every) => Spec::interval(every),
             RuntimeSpec::Cron { expr, zone } => Spec::cron(&expr, zone.as_deref().unwrap_or("UTC")),
         }
+    }
+}
+
+/// What [`RuntimeSchedules::edit`] changes in a stored schedule; a field left None is kept.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ScheduleEdit {
+    /// When it fires from now on.
+    pub spec: Option<Spec>,
+    /// The payload of its tasks, as JSON (stored as the MessagePack a serde type with the same
+    /// fields decodes).
+    pub payload: Option<serde_json::Value>,
+}
+
+impl ScheduleEdit {
+    /// An edit that changes nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fire at the times of `spec` from now on.
+    pub fn spec(mut self, spec: Spec) -> Self {
+        self.spec = Some(spec);
+        self
+    }
+
+    /// Give its tasks this payload.
+    pub fn payload(mut self, payload: serde_json::Value) -> Self {
+        self.payload = Some(payload);
+        self
     }
 }
 
@@ -285,6 +315,45 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
             }
         }
         Ok(change)
+    }
+
+    /// Changes when a stored schedule fires and what its tasks carry, keeping the rest of its
+    /// definition (kind, queue, options, paused, fire state): what an operator edits in place.
+    /// Validated as [`NewSchedule`] is, before anything is written;
+    /// [`SchedulerError::UnknownSchedule`] for an unknown id, [`Change::Unchanged`] when the
+    /// edit changes nothing.
+    #[instrument(skip(self, edit))]
+    pub async fn edit(&self, id: &str, edit: ScheduleEdit) -> Result<Change, SchedulerError> {
+        let payload = match &edit.payload {
+            Some(p) => Some(
+                rmp_serde::to_vec_named(p)
+                    .map_err(|e| SchedulerError::InvalidOption(format!("payload: {e}")))?,
+            ),
+            None => None,
+        };
+        let spec = match &edit.spec {
+            Some(s) => Some((spec_def(s)?, s.describe())),
+            None => None,
+        };
+        self.change(id, |cur| {
+            let cur = cur.ok_or_else(|| SchedulerError::UnknownSchedule(id.to_string()))?;
+            let mut new = cur.clone();
+            if let Some(p) = &payload {
+                new.payload = p.clone();
+            }
+            if let Some((def, describe)) = &spec {
+                new.spec = def.clone();
+                new.describe = describe.clone();
+            }
+            if new.same_as(cur) {
+                return Ok(None);
+            }
+            // The same conversion the leader makes, so what is stored is what fires.
+            schedule_of(&new)?;
+            new.updated_ms = now_ms();
+            Ok(Some(Some(new)))
+        })
+        .await
     }
 
     /// Pauses a stored schedule: it fires nothing until resumed.

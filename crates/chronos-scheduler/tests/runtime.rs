@@ -210,6 +210,68 @@ async fn a_runtime_schedule_is_added_paused_resumed_updated_and_removed_on_a_run
 }
 
 #[tokio::test]
+async fn an_edit_changes_spec_and_payload_and_keeps_the_rest() {
+    let ns = chronos_testkit::namespace();
+    let b = broker(&ns).await;
+    let rt = RuntimeSchedules::new(b.clone());
+    let s = NewSchedule::interval(
+        "tick",
+        Duration::from_secs(60),
+        &Ping { n: 1 },
+        ScheduleOptions::new().queue("ticks").max_retry(7),
+    )
+    .expect("valid");
+    rt.add(s).await.expect("add");
+    rt.pause("tick").await.expect("pause");
+    let before = rt.get("tick").await.expect("get").expect("stored");
+    assert_eq!(
+        rt.edit("tick", chronos_scheduler::ScheduleEdit::new())
+            .await
+            .expect("edit"),
+        Change::Unchanged
+    );
+    let edit = chronos_scheduler::ScheduleEdit::new()
+        .spec(chronos_scheduler::Spec::cron("*/5 * * * *", "Asia/Tokyo").expect("spec"))
+        .payload(serde_json::json!({"n": 2}));
+    assert_eq!(
+        rt.edit("tick", edit.clone()).await.expect("edit"),
+        Change::Done
+    );
+    // Sent again (a user retrying): nothing more to change.
+    assert_eq!(
+        rt.edit("tick", edit).await.expect("edit"),
+        Change::Unchanged
+    );
+    let after = rt.get("tick").await.expect("get").expect("stored");
+    assert_eq!(
+        after.spec,
+        chronos_broker::DefSpec::Cron {
+            expr: "*/5 * * * *".into(),
+            zone: "Asia/Tokyo".into()
+        }
+    );
+    assert_eq!(after.describe, "*/5 * * * * (Asia/Tokyo)");
+    let n: Ping = chronos_broker::decode_args(&after.payload).expect("payload");
+    assert_eq!(n.n, 2);
+    assert_eq!(
+        (
+            after.queue.as_str(),
+            after.kind.as_str(),
+            after.max_retry,
+            after.paused
+        ),
+        ("ticks", "ping", Some(7), true),
+        "kind, queue, options and the pause stay"
+    );
+    assert_eq!(after.created_ms, before.created_ms);
+    assert!(matches!(
+        rt.edit("nope", chronos_scheduler::ScheduleEdit::new())
+            .await,
+        Err(SchedulerError::UnknownSchedule(_))
+    ));
+}
+
+#[tokio::test]
 async fn run_now_enqueues_once_per_request_with_the_schedule_headers() {
     let ns = chronos_testkit::namespace();
     let b = broker(&ns).await;

@@ -141,6 +141,7 @@ impl ManageSchedules for RedisBroker {
             sched(&keys, "metrics"),
             sched(&keys, &format!("r:{schedule_id}:{request}")),
             keys.task(&env.id),
+            sched(&keys, "fires"),
         ];
         let uttl = match (&env.unique_key, task.unique_ttl) {
             (Some(hash), Some(ttl)) => {
@@ -161,6 +162,7 @@ impl ManageSchedules for RedisBroker {
             ttl_ms(RUN_REQUEST_TTL)?.into(),
             token.as_str().into(),
             super::enqueue::release_arg(&task).into(),
+            schedule_id.into(),
         ];
         let r = self.run(|s| &s.sched_run, key_list, args).await?;
         let code = reply::int(&r, "sched_run")?;
@@ -190,7 +192,7 @@ impl ManageSchedules for RedisBroker {
         }
         let keys = self.queue_keys(queue);
         let c = &self.inner.client;
-        for name in ["last", "task", "reg"] {
+        for name in ["last", "task", "reg", "fires"] {
             let _: i64 = c
                 .hdel(sched(&keys, name), schedule_ids.to_vec())
                 .await

@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use fred::bytes::Bytes;
 use fred::prelude::*;
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -31,7 +32,7 @@ use super::reply::{FireCode, LockCode, PublishCode};
 use super::{client_builder, reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
-    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireState, LeaderInfo,
+    duration_ms, now_ms, BrokerError, DeadLetter, FireOutcome, FireRecord, FireState, LeaderInfo,
     ManageSchedules, QueueKeys, QueueName, ScheduleDef, ScheduleEntry, SchedulerMetrics, Schedules,
     Trigger,
 };
@@ -235,6 +236,7 @@ impl Schedules for RedisBroker {
             sched(&keys, "task"),
             sched(&keys, "metrics"),
             sched(&keys, &format!("c:{call}")),
+            sched(&keys, "fires"),
         ];
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut declare = |key_list: &mut Vec<String>, k: String| -> usize {
@@ -363,6 +365,34 @@ impl Schedules for RedisBroker {
                 last_task_id,
                 registered_ms,
             })
+            .collect())
+    }
+
+    async fn fire_history(
+        &self,
+        queue: &QueueName,
+        schedule_id: &str,
+    ) -> Result<Vec<FireRecord>, BrokerError> {
+        let keys = self.queue_keys(queue);
+        let raw: Option<Bytes> = self
+            .inner
+            .client
+            .hget(sched(&keys, "fires"), schedule_id)
+            .await
+            .map_err(store)?;
+        let Some(raw) = raw else {
+            return Ok(Vec::new());
+        };
+        let entries: Vec<(i64, i64, String)> = match rmp_serde::from_slice(&raw) {
+            Ok(e) => e,
+            Err(err) => {
+                warn!(schedule = %schedule_id, error = %err, "unreadable fire history");
+                return Ok(Vec::new());
+            }
+        };
+        Ok(entries
+            .into_iter()
+            .filter_map(|(at, code, id)| FireRecord::from_code(at, code, id))
             .collect())
     }
 
@@ -615,7 +645,7 @@ impl Schedules for RedisBroker {
                 continue;
             };
             let keys = self.queue_keys(&q);
-            for name in ["last", "task", "reg"] {
+            for name in ["last", "task", "reg", "fires"] {
                 let _: i64 = c
                     .hdel(sched(&keys, name), qids.clone())
                     .await

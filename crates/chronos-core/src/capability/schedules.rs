@@ -4,8 +4,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BrokerError, FireOutcome, FireState, LeaderInfo, QueueName, ScheduleDef, ScheduleEntry,
-    SchedulerMetrics, Trigger,
+    BrokerError, FireOutcome, FireRecord, FireState, LeaderInfo, QueueName, ScheduleDef,
+    ScheduleEntry, SchedulerMetrics, Trigger,
 };
 
 /// What the cluster-wide scheduler needs: a leader lock with a fencing epoch, fenced and
@@ -85,6 +85,16 @@ pub trait Schedules: Send + Sync {
         queue: &QueueName,
         schedule_ids: &[String],
     ) -> impl Future<Output = Result<Vec<FireState>, BrokerError>> + Send;
+
+    /// The fire history of schedule `schedule_id` of `queue`, newest first: its last
+    /// [`crate::FIRES_KEPT`] triggers fired or skipped and run-nows, each with its task id.
+    /// Empty for a schedule that never fired; forgotten with the fire state. An entry that does
+    /// not decode is left out (and logged), never an error.
+    fn fire_history(
+        &self,
+        queue: &QueueName,
+        schedule_id: &str,
+    ) -> impl Future<Output = Result<Vec<FireRecord>, BrokerError>> + Send;
 
     /// Writes registry entries for `instance` (which then counts as registering them) and marks
     /// the instance alive. With no entries it only marks the instance alive, in one small

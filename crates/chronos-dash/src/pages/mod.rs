@@ -7,6 +7,7 @@ pub(crate) mod locks;
 pub(crate) mod login;
 pub(crate) mod overview;
 pub(crate) mod queue;
+pub(crate) mod schedule;
 pub(crate) mod schedules;
 pub(crate) mod servers;
 pub(crate) mod task;

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::response::Html;
 use chronos_broker::Schedules;
-use maud::html;
+use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::{layout, Nav};
 use crate::error::{DashError, PageError};
 use crate::format;
-use crate::href::{queue_href, task_href};
+use crate::href::{queue_href, schedule_href, task_href};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -36,6 +36,7 @@ pub(crate) async fn page(
         },
     )?;
     let now = format::now_ms();
+    let overdue = st.admin.overdue_schedules(&schedules, now).await?;
     let body = html! {
         h1 { "Schedules" }
         section.cards {
@@ -74,7 +75,7 @@ pub(crate) async fn page(
                 tbody {
                     @for s in &schedules {
                         tr data-id=(s.id) {
-                            td.mono { (s.id) }
+                            td.mono { a href=(schedule_href(&s.id)) { (s.id) } }
                             td { (s.kind) }
                             td { a href=(queue_href(&s.queue)) { (s.queue) } }
                             td.mono { (s.spec) }
@@ -96,15 +97,7 @@ pub(crate) async fn page(
                             }
                             td.mono { (s.registered_by) }
                             td data-f="source" title=(source_title(s.source)) { (s.source.as_str()) }
-                            td {
-                                @if s.paused {
-                                    span.badge.stale title="a paused runtime schedule fires nothing until resumed" { "paused" }
-                                } @else if s.stale {
-                                    span.badge.stale title={"no instance registering it was seen since " (format::time(s.last_seen_ms))} { "stale" }
-                                } @else {
-                                    span.badge.ok { "live" }
-                                }
-                            }
+                            td { (status(s, overdue.contains_key(&s.id))) }
                         }
                     }
                 }
@@ -122,9 +115,25 @@ pub(crate) async fn page(
     ))
 }
 
+/// A schedule's status badge: paused, overdue (a trigger fell due and was not fired), stale (no
+/// instance that registers it seen lately) or live.
+pub(crate) fn status(s: &chronos_broker::ScheduleEntry, overdue: bool) -> Markup {
+    html! {
+        @if s.paused {
+            span.badge.stale data-status="paused" title="a paused runtime schedule fires nothing until resumed" { "paused" }
+        } @else if overdue {
+            span.badge.paused data-status="overdue" title="a trigger fell due more than a minute ago and was not fired" { "overdue" }
+        } @else if s.stale {
+            span.badge.stale data-status="stale" title={"no instance registering it was seen since " (format::time(s.last_seen_ms))} { "stale" }
+        } @else {
+            span.badge.ok data-status="live" { "live" }
+        }
+    }
+}
+
 /// The next trigger after `now`: recomputed for intervals (their stored value can lie in the
 /// past), as published for cron.
-fn next_run(s: &chronos_broker::ScheduleEntry, now: i64) -> Option<i64> {
+pub(crate) fn next_run(s: &chronos_broker::ScheduleEntry, now: i64) -> Option<i64> {
     if s.paused {
         return None;
     }

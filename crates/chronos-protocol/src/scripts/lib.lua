@@ -65,6 +65,23 @@ local function envelope_kind(env)
   return (mp_str(env, after)) or ''
 end
 
+-- Puts one fire (trigger or run time ms, history code, task id) first in schedule `sid`'s
+-- history (a MessagePack list in hash `key`), keeping the newest FIRES_KEPT. Codes: the fire
+-- replies (1, -2, -4, -5), 2 for a run-now that enqueued, -6 for one the unique lock skipped.
+-- A damaged history starts afresh; a key of the wrong type takes no entry (never raises).
+local function record_fire(key, sid, at, code, id)
+  local old = redis.pcall('HGET', key, sid)
+  if type(old) == 'table' and old.err then return end
+  local list = {}
+  if old then
+    local ok, t = pcall(cmsgpack.unpack, old)
+    if ok and type(t) == 'table' then list = t end
+  end
+  table.insert(list, 1, {at, code, id})
+  while #list > FIRES_KEPT do table.remove(list) end
+  redis.pcall('HSET', key, sid, cmsgpack.pack(list))
+end
+
 -- The task id of a task hash's key (`<prefix>t:<id>`).
 local function tkey_id(tkey)
   return string.match(tkey, '^.-:{[^}]*}:t:(.*)$') or ''

@@ -5,7 +5,8 @@
 -- KEYS[4]  sched:task (hash: schedule id -> last task id)
 -- KEYS[5]  sched:metrics (hash: fired, missed, suppressed)
 -- KEYS[6]  this call's marker (string): the outcomes of a call that already ran
--- KEYS[7..] per-trigger keys (dedup key, task hash, unique lock) and the task hashes of the
+-- KEYS[7]  sched:fires (hash: schedule id -> its last fires, lib.lua `record_fire`)
+-- KEYS[8..] per-trigger keys (dedup key, task hash, unique lock) and the task hashes of the
 --          schedules' previous tasks (for the overlap check); all share the queue's hash tag
 -- ARGV[1]  the caller's leader epoch, ARGV[2] dedup key and marker TTL ms,
 -- ARGV[3]  triggers the caller's misfire policy skipped (added to `missed`)
@@ -125,6 +126,7 @@ for j = 0, n - 1 do
       code = 1
     end
   end
+  if code ~= -1 then record_fire(KEYS[7], sid, at, code, id) end
   if code == 1 then
     fired = fired + 1
   elseif code == -5 then
