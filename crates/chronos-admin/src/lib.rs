@@ -225,6 +225,13 @@ pub struct TaskRow {
     pub progress_percent: Option<f64>,
     /// Its attempt history, oldest first ([`Admin::task`] only; empty in listings).
     pub attempts: Vec<chronos_broker::AttemptRow>,
+    /// The time that matters in its state (listings only, unix ms): when a scheduled task runs,
+    /// when a retrying one tries again, when an archived or cancelled one ended, until when a
+    /// completed one is kept ([`TaskRecord::state_time_ms`]).
+    pub state_time_ms: Option<i64>,
+    /// An active task's server (its id) and when its handler started there (unix ms), as the
+    /// server last published them (every heartbeat); None when not running or not published.
+    pub running_on: Option<(String, i64)>,
 }
 
 impl TaskRow {
@@ -250,6 +257,8 @@ impl TaskRow {
             progress: r.progress.clone(),
             progress_percent: r.progress.as_ref().and_then(|p| p.percent()),
             attempts: r.attempts.clone(),
+            state_time_ms: r.state_time_ms,
+            running_on: None,
         };
         match &r.envelope {
             Ok(e) => {
@@ -434,14 +443,35 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
             .broker
             .list_page(&q, state, filter, cursor, limit)
             .await?;
+        let mut tasks: Vec<TaskRow> = page
+            .tasks
+            .iter()
+            .map(|r| TaskRow::from_record(&q, r))
+            .collect();
+        if state == TaskState::Active && !tasks.is_empty() {
+            self.fill_running_on(&q, &mut tasks).await?;
+        }
         Ok(TaskList {
-            tasks: page
-                .tasks
-                .iter()
-                .map(|r| TaskRow::from_record(&q, r))
-                .collect(),
+            tasks,
             next: page.next,
         })
+    }
+
+    /// Sets [`TaskRow::running_on`] from the live servers' records.
+    async fn fill_running_on(&self, q: &QueueName, rows: &mut [TaskRow]) -> Result<(), AdminError> {
+        let servers = self.broker.servers().await?;
+        let mut on: std::collections::HashMap<&str, (&str, i64)> = Default::default();
+        for s in &servers {
+            for t in s.tasks.iter().filter(|t| t.queue == q.as_str()) {
+                on.insert(t.id.as_str(), (s.id.as_str(), t.started_at_ms));
+            }
+        }
+        for r in rows {
+            r.running_on = on
+                .get(r.id.as_str())
+                .map(|(server, at)| (server.to_string(), *at));
+        }
+        Ok(())
     }
 
     /// One task: [`AdminError::QueueNotFound`] for an unknown queue, [`AdminError::TaskNotFound`]
@@ -449,6 +479,12 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
     pub async fn task(&self, name: &str, id: &str) -> Result<TaskRow, AdminError> {
         let q = self.require_queue(name).await?;
         match self.broker.task(&q, id).await? {
+            Some(r) if r.state == TaskState::Active => {
+                let mut rows = [TaskRow::from_record(&q, &r)];
+                self.fill_running_on(&q, &mut rows).await?;
+                let [row] = rows;
+                Ok(row)
+            }
             Some(r) => Ok(TaskRow::from_record(&q, &r)),
             None => Err(AdminError::TaskNotFound {
                 queue: name.to_string(),
@@ -942,6 +978,7 @@ mod tests {
             cancelled: None,
             progress: None,
             attempts: Vec::new(),
+            state_time_ms: None,
         };
         let row = TaskRow::from_record(&q, &rec);
         assert_eq!((row.id.as_str(), row.state.as_str()), ("t1", "archived"));

@@ -58,14 +58,18 @@ impl FireRow {
 
 impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
     /// The schedules among `entries` that are overdue, by id, each with the trigger it has not
-    /// fired ([`overdue_trigger`]). A schedule that never fired counts from when it became
-    /// active: its first registration (code), or its creation or last resume (runtime).
+    /// fired ([`overdue_trigger`]). Counted from the latest of its last fire, when it became
+    /// active (its first registration in code; its creation, last resume or last change of
+    /// spec at run time) and when the current leader took over (whose catch-up decided, by the
+    /// misfire policy, the triggers that fell due before). A paused schedule is never overdue,
+    /// nor a code schedule no live instance registers any more (listed stale, on its way out).
     pub async fn overdue_schedules(
         &self,
         entries: &[ScheduleEntry],
         now_ms: i64,
     ) -> Result<BTreeMap<String, i64>, AdminError> {
         let mut out = BTreeMap::new();
+        let leader_since = self.broker.leader().await?.map(|l| l.since_ms);
         let runtime = if entries
             .iter()
             .any(|e| e.source == ScheduleSource::Runtime && !e.paused)
@@ -96,20 +100,27 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
                 }
             }
         }
-        for e in entries.iter().filter(|e| !e.paused) {
+        // A code schedule listed stale is on its way out: no live instance registers it.
+        let live = |e: &&ScheduleEntry| {
+            let gone = e.source == ScheduleSource::Code && e.stale;
+            !e.paused && !gone
+        };
+        for e in entries.iter().filter(live) {
             let active = match e.source {
-                ScheduleSource::Runtime => runtime
-                    .iter()
-                    .find(|d| d.def.id == e.id)
-                    .map(|d| d.def.active_since_ms),
+                ScheduleSource::Runtime => {
+                    runtime.iter().find(|d| d.def.id == e.id).and_then(|d| {
+                        // Definitions stored before `active_since_ms` existed read 0.
+                        [d.def.active_since_ms, d.def.created_ms]
+                            .into_iter()
+                            .find(|&ms| ms > 0)
+                    })
+                }
                 _ => registered.get(&e.id).copied(),
             };
-            let since = match (e.last_fired_ms, active) {
-                (Some(l), Some(a)) => l.max(a),
-                (Some(l), None) => l,
-                (None, Some(a)) => a,
-                (None, None) => continue,
+            let Some(since) = [e.last_fired_ms, active].into_iter().flatten().max() else {
+                continue;
             };
+            let since = since.max(leader_since.unwrap_or(i64::MIN));
             if let Some(due) = overdue_trigger(e, since, now_ms) {
                 out.insert(e.id.clone(), due);
             }

@@ -150,6 +150,7 @@ async fn a_bulk_run_reports_its_progress_step_by_step() {
     let only_mail = TaskFilter {
         kind: Some("mail:send".into()),
         grep: None,
+        error: None,
     };
     let job = BulkJob::new("mail", TaskState::Pending, only_mail, TaskAction::Archive).chunk(200);
     let mut seen = Vec::new();
@@ -243,6 +244,7 @@ async fn a_count_that_stops_early_is_a_range() {
     let sms = TaskFilter {
         kind: Some("sms:send".into()),
         grep: None,
+        error: None,
     };
     let c = admin
         .count_matching("mail", TaskState::Pending, &sms, 1000)

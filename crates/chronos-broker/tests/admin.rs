@@ -383,6 +383,7 @@ async fn bulk_with_a_filter_touches_only_matching_tasks_in_a_state() {
     let filter = TaskFilter {
         kind: Some("invoice".into()),
         grep: Some("acme".into()),
+        error: None,
     };
     let report = b
         .act_all(
@@ -402,6 +403,7 @@ async fn bulk_with_a_filter_touches_only_matching_tasks_in_a_state() {
     let kind_only = TaskFilter {
         kind: Some("email".into()),
         grep: None,
+        error: None,
     };
     let report = b
         .act_all(
@@ -480,6 +482,7 @@ async fn listing_pages_by_cursor_and_filters_by_kind_and_payload() {
     let filter = TaskFilter {
         kind: None,
         grep: Some("user17@".into()),
+        error: None,
     };
     let page = b
         .list_page(&queue, TaskState::Pending, &filter, None, 10)
@@ -494,6 +497,7 @@ async fn listing_pages_by_cursor_and_filters_by_kind_and_payload() {
     let none = TaskFilter {
         kind: Some("invoice".into()),
         grep: None,
+        error: None,
     };
     let page = b
         .list_page(&queue, TaskState::Pending, &none, None, 10)
@@ -501,6 +505,196 @@ async fn listing_pages_by_cursor_and_filters_by_kind_and_payload() {
         .expect("page");
     assert!(page.tasks.is_empty());
     assert_eq!(page.next, None);
+}
+
+#[tokio::test]
+async fn ended_tasks_list_newest_first_and_each_listed_task_has_its_states_time() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("ended");
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let t = client
+            .enqueue(&email(i), EnqueueOptions::new().queue("ended"))
+            .await
+            .expect("enqueue");
+        ids.push(t.id);
+    }
+    let mut archived_at = Vec::new();
+    for id in &ids {
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        b.act(&queue, id, TaskAction::Archive)
+            .await
+            .expect("archive");
+        archived_at.push(chronos_broker::now_ms());
+    }
+    // Newest first, page by page (2, 2, 1), each with when it was archived.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = b
+            .list_page(
+                &queue,
+                TaskState::Archived,
+                &TaskFilter::default(),
+                cursor.as_deref(),
+                2,
+            )
+            .await
+            .expect("page");
+        for t in &page.tasks {
+            let at = t.state_time_ms.expect("archived at");
+            let i = ids.iter().position(|id| *id == t.id).expect("listed id");
+            assert!(at <= archived_at[i] && at >= archived_at[i] - 1_000, "{at}");
+            seen.push(t.id.clone());
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first);
+    // A task deleted between two pages is gone from the next one; the older ones follow in
+    // order (the cursor names a score and a member, not a position).
+    let first = b
+        .list_page(&queue, TaskState::Archived, &TaskFilter::default(), None, 2)
+        .await
+        .expect("page");
+    b.act(&queue, &ids[1], TaskAction::Delete)
+        .await
+        .expect("delete");
+    let rest = b
+        .list_page(
+            &queue,
+            TaskState::Archived,
+            &TaskFilter::default(),
+            first.next.as_deref(),
+            10,
+        )
+        .await
+        .expect("page");
+    let rest: Vec<&str> = rest.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(rest, vec![ids[2].as_str(), ids[0].as_str()]);
+    // Scheduled: soonest first, each with its run time.
+    let now = chronos_broker::now_ms();
+    for (i, mins) in [(10, 30u64), (11, 5), (12, 60)] {
+        client
+            .enqueue(
+                &email(i),
+                EnqueueOptions::new()
+                    .queue("ended")
+                    .process_in(Duration::from_secs(mins * 60)),
+            )
+            .await
+            .expect("enqueue");
+    }
+    let page = b
+        .list_page(
+            &queue,
+            TaskState::Scheduled,
+            &TaskFilter::default(),
+            None,
+            10,
+        )
+        .await
+        .expect("page");
+    let due: Vec<i64> = page
+        .tasks
+        .iter()
+        .map(|t| (t.state_time_ms.expect("due") - now + 30_000) / 60_000)
+        .collect();
+    assert_eq!(due, vec![5, 30, 60]);
+    // Pending tasks have no such time.
+    client
+        .enqueue(&email(20), EnqueueOptions::new().queue("ended"))
+        .await
+        .expect("enqueue");
+    let page = b
+        .list_page(&queue, TaskState::Pending, &TaskFilter::default(), None, 10)
+        .await
+        .expect("page");
+    assert!(page.tasks.iter().all(|t| t.state_time_ms.is_none()));
+}
+
+#[tokio::test]
+async fn a_filter_takes_a_kind_prefix_and_a_text_of_the_last_error() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    for i in 0..3 {
+        client
+            .enqueue(&email(i), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    client
+        .enqueue(
+            &Invoice {
+                customer: "acme".into(),
+            },
+            EnqueueOptions::new(),
+        )
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w1", 100, Duration::ZERO).await;
+    for (i, l) in f.leases.iter().enumerate() {
+        let err = if i % 2 == 0 {
+            "smtp: timeout"
+        } else {
+            "bad address"
+        };
+        assert!(b
+            .retry(&l.id, Duration::from_secs(600), err)
+            .await
+            .expect("retry"));
+    }
+    let list = |filter: TaskFilter| {
+        let b = b.clone();
+        let queue = queue.clone();
+        async move {
+            b.list_page(&queue, TaskState::Retry, &filter, None, 100)
+                .await
+                .expect("page")
+                .tasks
+                .len()
+        }
+    };
+    let kind = |k: &str| TaskFilter {
+        kind: Some(k.into()),
+        ..TaskFilter::default()
+    };
+    assert_eq!(list(TaskFilter::default()).await, 4);
+    assert_eq!(list(kind("em*")).await, 3, "a prefix");
+    assert_eq!(
+        list(kind("em")).await,
+        0,
+        "without the star the kind is exact"
+    );
+    assert_eq!(list(kind("*")).await, 4);
+    let error = |e: &str| TaskFilter {
+        error: Some(e.into()),
+        ..TaskFilter::default()
+    };
+    assert_eq!(list(error("timeout")).await, 2);
+    assert_eq!(list(error("nothing like it")).await, 0);
+    assert_eq!(
+        list(TaskFilter {
+            kind: Some("invoice".into()),
+            error: Some("bad address".into()),
+            grep: None,
+        })
+        .await
+            + list(TaskFilter {
+                kind: Some("invoice".into()),
+                error: Some("smtp".into()),
+                grep: None,
+            })
+            .await,
+        1,
+        "the invoice failed with one of the two errors"
+    );
 }
 
 #[tokio::test]

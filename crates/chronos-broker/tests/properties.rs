@@ -439,6 +439,7 @@ fn arb_server_record() -> impl Strategy<Value = ServerRecord> {
                     started_at_ms,
                     running,
                     last_seen_ms,
+                    tasks: Vec::new(),
                 }
             },
         )

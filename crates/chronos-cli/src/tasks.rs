@@ -23,13 +23,16 @@ pub(crate) enum TaskCmd {
         /// State to list.
         #[arg(long, value_parser = parse_state, default_value = "pending")]
         state: TaskState,
-        /// Only tasks of exactly this kind (`email:send`; no prefix or pattern matching:
-        /// `email` matches no task of kind `email:send`).
+        /// Only tasks of exactly this kind (`email:send`), or, with a trailing `*`, of every
+        /// kind that starts with it (`email:*`).
         #[arg(long)]
         kind: Option<String>,
         /// Only tasks whose payload (as JSON) contains this text.
         #[arg(long)]
         grep: Option<String>,
+        /// Only tasks whose last error (a cancelled task's reason) contains this text.
+        #[arg(long)]
+        error: Option<String>,
         /// Tasks per page.
         #[arg(long, default_value_t = 20)]
         limit: usize,
@@ -136,13 +139,16 @@ pub(crate) struct ActArgs {
     /// State of the tasks to act on, with --all.
     #[arg(long, value_parser = parse_state, requires = "all")]
     state: Option<TaskState>,
-    /// With --all: only tasks of exactly this kind (`email:send`; no prefix or pattern
-    /// matching: `email` matches no task of kind `email:send`).
+    /// With --all: only tasks of exactly this kind (`email:send`), or, with a trailing `*`, of
+    /// every kind that starts with it (`email:*`).
     #[arg(long, requires = "all")]
     kind: Option<String>,
     /// With --all: only tasks whose payload (as JSON) contains this text.
     #[arg(long, requires = "all")]
     grep: Option<String>,
+    /// With --all: only tasks whose last error (a cancelled task's reason) contains this text.
+    #[arg(long, requires = "all")]
+    error: Option<String>,
 }
 
 /// Runs one `task` subcommand.
@@ -153,10 +159,11 @@ pub(crate) async fn run(admin: &Admin<RedisBroker>, out: &Out, cmd: TaskCmd) -> 
             state,
             kind,
             grep,
+            error,
             limit,
             cursor,
         } => {
-            let filter = TaskFilter { kind, grep };
+            let filter = TaskFilter { kind, grep, error };
             let page = admin
                 .tasks(&queue, state, &filter, cursor.as_deref(), limit)
                 .await?;
@@ -313,6 +320,7 @@ async fn act(
         let filter = TaskFilter {
             kind: a.kind,
             grep: a.grep,
+            error: a.error,
         };
         // Without a filter the state's count says how much there is to do (one cheap call);
         // with one, counting would cost a pass of its own: the progress line shows what it

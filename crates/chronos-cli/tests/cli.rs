@@ -293,6 +293,7 @@ async fn servers_leader_and_schedules_answer_when_there_are_none() {
         started_at_ms: chronos_broker::now_ms(),
         running: 3,
         last_seen_ms: chronos_broker::now_ms(),
+        tasks: Vec::new(),
     };
     e.broker
         .publish_server(&record, Duration::from_secs(30))
@@ -560,6 +561,7 @@ async fn task_action_usage_puts_the_queue_before_the_id_and_kind_says_it_matches
         );
         assert!(!help.contains("<ID|--all> <QUEUE>"), "{help}");
         assert!(help.contains("exactly this kind"), "{help}");
+        assert!(help.contains("trailing `*`"), "{help}");
     }
     assert!(e
         .ok(&["task", "ls", "--help"])

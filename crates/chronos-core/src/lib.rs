@@ -162,7 +162,7 @@ pub use schedule::{
 pub use schedule_def::{
     DefDedup, DefMisfire, DefRelease, DefSpec, PutOutcome, ScheduleDef, StoredDef,
 };
-pub use server_record::ServerRecord;
+pub use server_record::{RunningTask, ServerRecord, RUNNING_LISTED};
 pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 pub use state::TaskState;
 pub use step::chain_successor;

@@ -63,17 +63,31 @@ pub enum ActionOutcome {
 /// Which tasks a listing or bulk action takes, besides their state. Empty matches all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TaskFilter {
-    /// Only tasks of this kind.
+    /// Only tasks of this kind; a trailing `*` makes it a prefix (`email:*` takes `email:send`
+    /// and `email:digest`).
     pub kind: Option<String>,
     /// Only tasks whose payload, decoded for display (MessagePack as JSON, see
     /// [`crate::payload_json`]), contains this text.
     pub grep: Option<String>,
+    /// Only tasks whose last error (or a cancelled task's reason) contains this text.
+    pub error: Option<String>,
 }
 
 impl TaskFilter {
     /// True when no condition is set.
     pub fn is_empty(&self) -> bool {
-        self.kind.is_none() && self.grep.is_none()
+        self.kind.is_none() && self.grep.is_none() && self.error.is_none()
+    }
+
+    /// Whether `kind` passes the kind condition (exact, or a prefix ending in `*`).
+    pub fn kind_matches(&self, kind: &str) -> bool {
+        match self.kind.as_deref() {
+            None => true,
+            Some(k) => match k.strip_suffix('*') {
+                Some(prefix) => kind.starts_with(prefix),
+                None => k == kind,
+            },
+        }
     }
 
     /// True when `envelope` passes (an envelope that does not decode passes only an empty
@@ -83,8 +97,17 @@ impl TaskFilter {
             return true;
         }
         let Ok(env) = envelope else { return false };
-        if self.kind.as_deref().is_some_and(|k| k != env.kind) {
+        if !self.kind_matches(&env.kind) {
             return false;
+        }
+        if let Some(text) = &self.error {
+            if !env
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains(text.as_str()))
+            {
+                return false;
+            }
         }
         match &self.grep {
             Some(text) => crate::payload_json(&env.payload).contains(text.as_str()),

@@ -94,6 +94,12 @@ pub struct TaskRecord {
     /// worker, for how long, with what error); read by [`crate::Inspect::task`] only (a listing
     /// leaves it empty). A task with no record (a plain task that has not failed) has none.
     pub attempts: Vec<crate::AttemptRow>,
+    /// The time that matters in its state, its score in the state's sorted set (unix ms): when
+    /// a scheduled task runs or a retrying one tries again, when an archived or cancelled task
+    /// ended there, until when a completed one is kept. Filled by the listings that read the
+    /// set with its scores (the inspector's paged listing); None for pending and active tasks
+    /// and wherever it was not read.
+    pub state_time_ms: Option<i64>,
 }
 
 /// Why and when a task was cancelled by its handler ([`TaskRecord::cancelled`]).

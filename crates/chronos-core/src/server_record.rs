@@ -22,6 +22,26 @@ pub struct ServerRecord {
     pub running: u32,
     /// When the record was last written (unix ms).
     pub last_seen_ms: i64,
+    /// The tasks its handlers were running at the last heartbeat, longest running first (at
+    /// most [`RUNNING_LISTED`]; `running` counts them all). Empty in records of older versions.
+    #[serde(default)]
+    pub tasks: Vec<RunningTask>,
+}
+
+/// Most running tasks one server record lists ([`ServerRecord::tasks`]).
+pub const RUNNING_LISTED: usize = 100;
+
+/// A task a server's handler runs, as its record lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningTask {
+    /// Its queue.
+    pub queue: String,
+    /// Its id.
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// When its handler started (unix ms, the server's clock).
+    pub started_at_ms: i64,
 }
 
 impl ServerRecord {

@@ -513,6 +513,10 @@ pub(crate) async fn bulk(
             .filter(|k| !k.trim().is_empty())
             .map(str::to_string),
         grep: form.get("q").filter(|q| !q.is_empty()).map(str::to_string),
+        error: form
+            .get("error")
+            .filter(|e| !e.is_empty())
+            .map(str::to_string),
     };
     if !action.sources().contains(&state) {
         return Err(PageError(DashError::Admin(AdminError::Invalid(format!(
@@ -579,6 +583,7 @@ pub(crate) async fn bulk(
                 input type="hidden" name="state" value=(state.as_str());
                 input type="hidden" name="kind" value=(filter.kind.clone().unwrap_or_default());
                 input type="hidden" name="q" value=(filter.grep.clone().unwrap_or_default());
+                input type="hidden" name="error" value=(filter.error.clone().unwrap_or_default());
                 input type="hidden" name="confirm" value=(count.matched);
                 button.danger type="submit" #confirm { (button) }
                 " "

@@ -63,7 +63,9 @@ fn schedule_status(e: &chronos_scheduler::SchedulerError) -> StatusCode {
     match e {
         E::UnknownSchedule(_) => StatusCode::NOT_FOUND,
         E::Spec(_) | E::InvalidOption(_) | E::DurableSchedule(_) => StatusCode::BAD_REQUEST,
-        E::CodeSchedule(_) | E::ScheduleExists(_) | E::DuplicateSchedule(_) => StatusCode::CONFLICT,
+        E::CodeSchedule(_) | E::ScheduleExists(_) | E::DuplicateSchedule(_) | E::Contended(_) => {
+            StatusCode::CONFLICT
+        }
         E::Broker(b) if is_bad_input(b) => StatusCode::BAD_REQUEST,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     }
@@ -75,6 +77,7 @@ fn is_bad_input(e: &BrokerError) -> bool {
         BrokerError::InvalidQueue { .. }
             | BrokerError::InvalidTaskId { .. }
             | BrokerError::InvalidOption(_)
+            | BrokerError::PayloadTooLarge { .. }
     )
 }
 

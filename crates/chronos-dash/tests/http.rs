@@ -976,6 +976,38 @@ async fn a_runtime_schedule_is_run_paused_and_edited_from_its_page_which_lists_i
         chronos_broker::payload_json(&d.payload),
         r#"{"to":"night@example.com"}"#
     );
+    // A spec-only edit leaves the payload byte for byte, even bytes JSON would reorder.
+    #[derive(Serialize, Deserialize)]
+    struct Unsorted {
+        zeta: u8,
+        alpha: u8,
+    }
+    impl TaskArgs for Unsorted {
+        const KIND: &'static str = "mail";
+    }
+    let stored = c.broker.schedule_def("nightly").await?.context("gone")?;
+    let mut def = stored.def.clone();
+    def.payload = chronos_broker::encode_args(&Unsorted { zeta: 1, alpha: 2 })?;
+    c.broker
+        .put_schedule_def("nightly", Some(&stored.raw), Some(&def))
+        .await?;
+    let page = send(c.addr, "GET", "/schedules/nightly", &[], "").await?;
+    let shown = chronos_broker::payload_json(&def.payload);
+    assert!(page.body.contains("name=\"payload_was\""), "{}", page.body);
+    let r = post(
+        "/schedules/nightly/edit",
+        vec![
+            ("cron", "45 2 * * *".into()),
+            ("zone", "Europe/Paris".into()),
+            ("payload", shown.clone()),
+            ("payload_was", shown),
+        ],
+    )
+    .await?;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let d = rt.get("nightly").await?.context("gone")?;
+    assert_eq!(d.describe, "45 2 * * * (Europe/Paris)");
+    assert_eq!(d.payload, def.payload, "the payload's bytes are kept");
     assert_eq!(
         post("/schedules/nightly/explode", vec![]).await?.status,
         400
@@ -1051,6 +1083,18 @@ async fn a_schedule_that_missed_its_trigger_is_overdue_on_its_page_and_in_the_me
         "{}",
         metrics.body
     );
+    // A leader that took over since decided that trigger in its catch-up (its misfire policy
+    // may skip it): not overdue any more.
+    use chronos_broker::Schedules;
+    c.broker
+        .acquire_leadership("t", "leader-1", Duration::from_secs(30), 0)
+        .await?
+        .context("leader")?;
+    let page = send(c.addr, "GET", "/schedules/late", &[], "").await?;
+    assert!(!page.body.contains("id=\"overdue\""), "{}", page.body);
+    assert!(c.broker.resign_leadership("t").await?);
+    let page = send(c.addr, "GET", "/schedules/late", &[], "").await?;
+    assert!(page.body.contains("id=\"overdue\""), "{}", page.body);
     // Paused, it is not overdue: it is meant not to fire.
     rt.pause("late").await?;
     let page = send(c.addr, "GET", "/schedules/late", &[], "").await?;
@@ -1698,6 +1742,90 @@ async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
     assert_eq!(v["progress"]["value"]["note"], "3 of 5 files");
     let missing = send(c.addr, "GET", "/api/queues/orders/tasks/nope", &[], "").await?;
     assert_eq!(missing.status, 404, "{}", missing.body);
+    Ok(())
+}
+
+#[tokio::test]
+async fn each_state_tab_shows_the_time_that_matters_there_and_running_tasks_name_their_server(
+) -> Result<()> {
+    use chronos_broker::{Maintain, Operate, RunningTask, ServerRecord};
+    let c = console(DashConfig::default()).await?;
+    let ids = seed(&c.broker, "orders", 3).await?;
+    let q = QueueName::new("orders")?;
+    // One running on srv-7 (as its record says), two archived a moment apart.
+    let mut reader = c.broker.open_reader().await?;
+    let got = c
+        .broker
+        .fetch(&mut reader, &q, "srv-7", 1, Duration::ZERO)
+        .await?;
+    c.broker.close_reader(reader).await;
+    let lease = got.leases.first().context("one delivery")?;
+    c.broker.start(&q, std::slice::from_ref(&lease.id)).await?;
+    let started = chronos_broker::now_ms() - 90_000;
+    let record = ServerRecord {
+        id: "srv-7".into(),
+        host: "host-7".into(),
+        pid: 7,
+        queues: vec![("orders".into(), 1)],
+        concurrency: 4,
+        started_at_ms: started,
+        running: 1,
+        last_seen_ms: chronos_broker::now_ms(),
+        tasks: vec![RunningTask {
+            queue: "orders".into(),
+            id: lease.id.task_id.clone(),
+            kind: "mail".into(),
+            started_at_ms: started,
+        }],
+    };
+    c.broker
+        .publish_server(&record, Duration::from_secs(30))
+        .await?;
+    let rest: Vec<&String> = ids.iter().filter(|id| **id != lease.id.task_id).collect();
+    for id in &rest {
+        c.broker
+            .act(&q, id, chronos_broker::TaskAction::Archive)
+            .await?;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let active = send(c.addr, "GET", "/queues/orders?state=active", &[], "").await?;
+    assert!(active.body.contains(">started</th>"), "{}", active.body);
+    let row = active
+        .body
+        .split(&format!("data-id=\"{}\"", lease.id.task_id))
+        .nth(1)
+        .context("active row")?;
+    assert!(row.contains("data-f=\"server\">srv-7<"), "{row}");
+    assert!(
+        row.contains("1m 30s ago") || row.contains("1m 31s ago"),
+        "{row}"
+    );
+    let archived = send(c.addr, "GET", "/queues/orders?state=archived", &[], "").await?;
+    assert!(
+        archived.body.contains(">archived</th>"),
+        "{}",
+        archived.body
+    );
+    let newest = archived.body.find(rest[1].as_str()).context("newest")?;
+    let oldest = archived.body.find(rest[0].as_str()).context("oldest")?;
+    assert!(newest < oldest, "dead letters are listed newest first");
+    let servers = send(c.addr, "GET", "/servers", &[], "").await?;
+    let running = servers
+        .body
+        .split("id=\"running\"")
+        .nth(1)
+        .context("running tasks table")?;
+    assert!(
+        running.contains(&format!(
+            "data-server=\"srv-7\" data-id=\"{}\"",
+            lease.id.task_id
+        )),
+        "{running}"
+    );
+    assert!(
+        running.contains("1m 30s") || running.contains("1m 31s"),
+        "{running}"
+    );
     Ok(())
 }
 

@@ -113,7 +113,8 @@
 //! `registry:i:<instance>` (the ids an instance registers), `registry:def` (code schedule id ->
 //! definition, read by a leader that does not register it), `runtime` (id -> stored runtime
 //! schedule) and `runtime:rev` (its revision). Per queue, tagged with the queue:
-//! `sched:fence`, `sched:last`, `sched:task`, `sched:reg` (first registrations),
+//! `sched:fence`, `sched:last`, `sched:task`, `sched:reg` (first registrations), `sched:fires`
+//! (each schedule's last fires, for the console),
 //! `sched:metrics`, `sched:d:<schedule>:<trigger secs>` (dedup keys, expiring) and
 //! `sched:c:<call>` (a fire call's outcomes, expiring), `sched:r:<schedule>:<request>` (a
 //! run-now request, expiring after a day). Every script declares every key it

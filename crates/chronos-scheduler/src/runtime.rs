@@ -299,7 +299,12 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
                     paused: cur.paused,
                     created_ms: cur.created_ms,
                     updated_ms: now,
-                    active_since_ms: if moved { now } else { cur.active_since_ms },
+                    // Moved, or firing by another spec: it starts afresh now.
+                    active_since_ms: if moved || cur.spec != schedule.def.spec {
+                        now
+                    } else {
+                        cur.active_since_ms
+                    },
                     ..schedule.def.clone()
                 };
                 Ok((!cur.same_as(&new)).then_some(Some(new)))
@@ -351,6 +356,10 @@ impl<B: ManageSchedules> RuntimeSchedules<B> {
             // The same conversion the leader makes, so what is stored is what fires.
             schedule_of(&new)?;
             new.updated_ms = now_ms();
+            // A leader fires a changed spec from now on: nothing before counts as missed.
+            if new.spec != cur.spec {
+                new.active_since_ms = new.updated_ms;
+            }
             Ok(Some(Some(new)))
         })
         .await

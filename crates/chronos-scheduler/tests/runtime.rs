@@ -264,6 +264,20 @@ async fn an_edit_changes_spec_and_payload_and_keeps_the_rest() {
         "kind, queue, options and the pause stay"
     );
     assert_eq!(after.created_ms, before.created_ms);
+    assert!(
+        after.active_since_ms >= before.active_since_ms,
+        "a new spec fires from the edit on"
+    );
+    // An edit of the payload alone keeps when the schedule became active.
+    let again = rt.get("tick").await.expect("get").expect("stored");
+    rt.edit(
+        "tick",
+        chronos_scheduler::ScheduleEdit::new().payload(serde_json::json!({"n": 3})),
+    )
+    .await
+    .expect("edit");
+    let payload_only = rt.get("tick").await.expect("get").expect("stored");
+    assert_eq!(payload_only.active_since_ms, again.active_since_ms);
     assert!(matches!(
         rt.edit("nope", chronos_scheduler::ScheduleEdit::new())
             .await,

@@ -260,6 +260,7 @@ async fn attempt<B: WorkerBroker>(
         cancel.clone(),
         signal.clone(),
         cell.clone(),
+        (lease.id.task_id.clone(), env.kind.clone(), now),
     );
     let ctx = Context::for_attempt(env, limit.map(|d| Instant::now() + d), signal).with_progress(
         progress::Reporter::new(cell.clone(), rt.progress_wake.clone()),

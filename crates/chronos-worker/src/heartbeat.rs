@@ -52,5 +52,6 @@ fn record<B: WorkerBroker>(rt: &Runtime<B>) -> ServerRecord {
         started_at_ms: rt.started_at_ms,
         running: u32::try_from(rt.running_count()).unwrap_or(u32::MAX),
         last_seen_ms: now_ms(),
+        tasks: rt.running_tasks(chronos_core::RUNNING_LISTED),
     }
 }

@@ -346,8 +346,8 @@ impl<B: WorkerBroker> Runtime<B> {
             .collect()
     }
 
-    /// Marks a delivery as running with its cancellation token, its handler's signal and the
-    /// cell its handler reports progress to.
+    /// Marks a delivery as running with its cancellation token, its handler's signal, the
+    /// cell its handler reports progress to, and what runs (task id, kind, start in unix ms).
     pub(crate) fn mark_running(
         &self,
         q: usize,
@@ -355,6 +355,7 @@ impl<B: WorkerBroker> Runtime<B> {
         cancel: CancellationToken,
         signal: CancellationToken,
         progress: Arc<Cell>,
+        running: (String, String, i64),
     ) {
         self.queues[q].lock().held.insert(
             msg_id.to_string(),
@@ -362,8 +363,29 @@ impl<B: WorkerBroker> Runtime<B> {
                 cancel: Some(cancel),
                 signal: Some(signal),
                 progress: Some(progress),
+                running: Some(running),
             },
         );
+    }
+
+    /// The tasks running now, longest running first, at most `limit`.
+    pub(crate) fn running_tasks(&self, limit: usize) -> Vec<chronos_core::RunningTask> {
+        let mut out = Vec::new();
+        for slot in &self.queues {
+            let d = slot.lock();
+            out.extend(d.held.values().filter_map(|h| {
+                let (id, kind, started_at_ms) = h.running.as_ref()?;
+                Some(chronos_core::RunningTask {
+                    queue: slot.name.to_string(),
+                    id: id.clone(),
+                    kind: kind.clone(),
+                    started_at_ms: *started_at_ms,
+                })
+            }));
+        }
+        out.sort_by_key(|t| t.started_at_ms);
+        out.truncate(limit);
+        out
     }
 
     /// The progress values of queue `q`'s running deliveries not yet written, each with its

@@ -59,6 +59,8 @@ pub(crate) struct Held {
     pub(crate) signal: Option<CancellationToken>,
     /// The progress its handler reported, while it runs.
     pub(crate) progress: Option<Arc<Cell>>,
+    /// Task id, kind and start (unix ms) of the running handler, for the server record.
+    pub(crate) running: Option<(String, String, i64)>,
 }
 
 impl QueueSlot {

@@ -466,3 +466,51 @@ async fn paused_top_queue_does_not_stall_strict_priority() {
     assert!(log.lock().expect("lock").iter().all(|(q, _)| q == "bulk"));
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_server_record_lists_the_tasks_its_handlers_run_until_they_end() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let (mux, _log) = recording_mux();
+    let server = Server::new(b.clone(), mux, fast_config())
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    let before = chronos_broker::now_ms();
+    let slow = client
+        .enqueue(
+            &Job {
+                n: 1,
+                sleep_ms: 1_500,
+            },
+            EnqueueOptions::new(),
+        )
+        .await
+        .expect("enqueue");
+    eventually(Duration::from_secs(5), "running task published", || async {
+        b.servers()
+            .await
+            .expect("servers")
+            .iter()
+            .any(|s| s.tasks.iter().any(|t| t.id == slow.id))
+    })
+    .await;
+    let servers = b.servers().await.expect("servers");
+    let t = servers[0]
+        .tasks
+        .iter()
+        .find(|t| t.id == slow.id)
+        .expect("listed");
+    assert_eq!((t.queue.as_str(), t.kind.as_str()), ("default", "job"));
+    assert!(t.started_at_ms >= before && t.started_at_ms <= chronos_broker::now_ms());
+    eventually(Duration::from_secs(5), "ended task unlisted", || async {
+        b.servers()
+            .await
+            .expect("servers")
+            .iter()
+            .all(|s| s.tasks.is_empty())
+    })
+    .await;
+    server.shutdown().await;
+}

@@ -51,6 +51,7 @@ pub(crate) async fn run() -> Result<()> {
         let grep = TaskFilter {
             kind: None,
             grep: Some("no such text".into()),
+            ..TaskFilter::default()
         };
         let t = Instant::now();
         let page = broker

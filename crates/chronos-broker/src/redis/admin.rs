@@ -65,6 +65,8 @@ struct Item {
     env: Value,
     /// The hash's `cr` and `ca` (a cancelled task's reason and time).
     cancelled: Option<Cancellation>,
+    /// Its score in its state's sorted set (see [`TaskRecord::state_time_ms`]).
+    at_ms: Option<i64>,
 }
 
 impl Item {
@@ -89,6 +91,7 @@ impl Item {
             cancelled: self.cancelled.clone(),
             progress: None,
             attempts: Vec::new(),
+            state_time_ms: self.at_ms,
         })
     }
 }
@@ -879,6 +882,8 @@ impl RedisBroker {
         let client = &self.inner.client;
         // (task id, cursor, envelope from the stream entry)
         let mut listed: Vec<(String, String, Option<Bytes>)> = Vec::new();
+        // The sorted-set score of each task listed from one.
+        let mut scores: HashMap<String, i64> = HashMap::new();
         let read;
         let exhausted;
         let mut end = None;
@@ -953,11 +958,19 @@ impl RedisBroker {
                     TaskState::Cancelled => keys.cancelled(),
                     _ => keys.completed(),
                 };
-                let page = self.zset_page(&z, cursor, n).await?;
+                // Ended tasks newest first (what an operator looks for); due ones soonest first.
+                let newest_first = matches!(
+                    state,
+                    TaskState::Archived | TaskState::Completed | TaskState::Cancelled
+                );
+                let page = self.zset_page(&z, cursor, n, newest_first).await?;
                 read = page.len() as u64;
                 exhausted = page.len() < n;
                 for (id, score) in page {
                     let c = format!("{score}:{id}");
+                    if score.is_finite() {
+                        scores.insert(id.clone(), score as i64);
+                    }
                     listed.push((id, c, None));
                 }
             }
@@ -1041,6 +1054,7 @@ impl RedisBroker {
                 None => rec.take(ENVELOPE),
             };
             items.push(Item {
+                at_ms: scores.get(&id).copied(),
                 id,
                 cursor,
                 state: s,
@@ -1094,32 +1108,47 @@ impl RedisBroker {
             .collect())
     }
 
-    /// Up to `n` members of zset `z` after `cursor` (`<score>:<member>`), with their scores.
-    /// The member's rank finds the place in O(log n); when the member is gone, the members
-    /// after its score are taken instead (members with that very score are then skipped).
+    /// Up to `n` members of zset `z` after `cursor` (`<score>:<member>`), with their scores,
+    /// lowest score first or (`newest_first`) highest first. The member's rank finds the place
+    /// in O(log n); when the member is gone, the members past its score are taken instead
+    /// (members with that very score are then skipped).
     async fn zset_page(
         &self,
         z: &str,
         cursor: Option<&str>,
         n: usize,
+        newest_first: bool,
     ) -> Result<Vec<(String, f64)>, BrokerError> {
         let client = &self.inner.client;
         let stop = |from: i64| from + n as i64 - 1;
         let Some(c) = cursor else {
             return client
-                .zrange(z, 0, stop(0), None, false, None, true)
+                .zrange(z, 0, stop(0), None, newest_first, None, true)
                 .await
                 .map_err(store);
         };
         let Some((score, member)) = zset_cursor(c) else {
             return Err(BrokerError::InvalidOption(format!("bad cursor {c:?}")));
         };
-        let rank: Option<i64> = client.zrank(z, member, false).await.map_err(store)?;
+        // The rank in the listing's own order.
+        let rank: Option<i64> = if newest_first {
+            client.zrevrank(z, member, false).await
+        } else {
+            client.zrank(z, member, false).await
+        }
+        .map_err(store)?;
         match rank {
             Some(r) => Ok(client
-                .zrange(z, r + 1, stop(r + 1), None, false, None, true)
+                .zrange(z, r + 1, stop(r + 1), None, newest_first, None, true)
                 .await
                 .map_err(store)?),
+            None if newest_first => {
+                let from = format!("({score}");
+                Ok(client
+                    .zrevrangebyscore(z, from.as_str(), "-inf", true, Some((0, n as i64)))
+                    .await
+                    .map_err(store)?)
+            }
             None => {
                 let from = format!("({score}");
                 Ok(client

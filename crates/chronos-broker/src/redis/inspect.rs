@@ -340,6 +340,7 @@ impl RedisBroker {
                 cancelled,
                 progress: None,
                 attempts: Vec::new(),
+                state_time_ms: None,
             }));
         }
     }
@@ -396,6 +397,7 @@ impl RedisBroker {
             cancelled: None,
             progress: None,
             attempts: Vec::new(),
+            state_time_ms: None,
         }))
     }
 

@@ -14,6 +14,7 @@
 //!
 //! Per queue, with the queue's tag `{<q>}`: `sched:fence` (string), `sched:last`, `sched:task`,
 //! `sched:reg` (hashes by schedule id: last fired ms, last task id, first registration ms),
+//! `sched:fires` (hash by schedule id: its last fires, a MessagePack list, lib.lua `record_fire`),
 //! `sched:metrics` (hash), `sched:d:<schedule>:<trigger secs>` (dedup keys, `PX` dedup TTL) and
 //! `sched:r:<schedule>:<request>` (a run-now request's marker, `PX` 1 day),
 //! `sched:c:<call>` (outcomes of a fire call, `PX` dedup TTL, so a re-sent call is answered
@@ -383,7 +384,14 @@ impl Schedules for RedisBroker {
         let Some(raw) = raw else {
             return Ok(Vec::new());
         };
-        let entries: Vec<(i64, i64, String)> = match rmp_serde::from_slice(&raw) {
+        // Entry by entry: one of another shape (a newer version's) is left out alone.
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Entry {
+            Known(i64, i64, String),
+            Other(serde::de::IgnoredAny),
+        }
+        let entries: Vec<Entry> = match rmp_serde::from_slice(&raw) {
             Ok(e) => e,
             Err(err) => {
                 warn!(schedule = %schedule_id, error = %err, "unreadable fire history");
@@ -392,7 +400,10 @@ impl Schedules for RedisBroker {
         };
         Ok(entries
             .into_iter()
-            .filter_map(|(at, code, id)| FireRecord::from_code(at, code, id))
+            .filter_map(|e| match e {
+                Entry::Known(at, code, id) => FireRecord::from_code(at, code, id),
+                Entry::Other(_) => None,
+            })
             .collect())
     }
 

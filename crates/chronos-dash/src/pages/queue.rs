@@ -79,6 +79,8 @@ pub(crate) struct Params {
     pub(crate) state: Option<String>,
     pub(crate) kind: Option<String>,
     pub(crate) q: Option<String>,
+    /// Only tasks whose last error contains this text.
+    pub(crate) error: Option<String>,
     pub(crate) cursor: Option<String>,
     pub(crate) msg: Option<String>,
     pub(crate) sig: Option<String>,
@@ -91,6 +93,7 @@ impl Params {
         TaskFilter {
             kind: self.kind.clone().filter(|k| !k.trim().is_empty()),
             grep: self.q.clone().filter(|q| !q.is_empty()),
+            error: self.error.clone().filter(|e| !e.is_empty()),
         }
     }
 }
@@ -108,6 +111,9 @@ pub(crate) fn listing_href(
     }
     if let Some(q) = &f.grep {
         href.push_str(&format!("&q={}", encode(q)));
+    }
+    if let Some(e) = &f.error {
+        href.push_str(&format!("&error={}", encode(e)));
     }
     if let Some(c) = cursor {
         href.push_str(&format!("&cursor={}", encode(c)));
@@ -256,8 +262,9 @@ pub(crate) async fn page(
         }
         form.filter method="get" action=(queue_href(&row.name)) {
             input type="hidden" name="state" value=(state.as_str());
-            label { "kind " input type="text" name="kind" value=(filter.kind.clone().unwrap_or_default()) placeholder="email:send"; }
+            label title="a trailing * takes every kind that starts with it" { "kind " input type="text" name="kind" value=(filter.kind.clone().unwrap_or_default()) placeholder="email:*"; }
             label { "payload contains " input type="text" name="q" value=(filter.grep.clone().unwrap_or_default()) placeholder="text"; }
+            label { "error contains " input type="text" name="error" value=(filter.error.clone().unwrap_or_default()) placeholder="timeout"; }
             button type="submit" { "filter" }
             @if !filter.is_empty() {
                 a href=(listing_href(&row.name, state, &TaskFilter::default(), None)) { "clear" }
@@ -269,6 +276,7 @@ pub(crate) async fn page(
                 input type="hidden" name="state" value=(state.as_str());
                 input type="hidden" name="kind" value=(filter.kind.clone().unwrap_or_default());
                 input type="hidden" name="q" value=(filter.grep.clone().unwrap_or_default());
+                input type="hidden" name="error" value=(filter.error.clone().unwrap_or_default());
                 span.muted { "every " (state.as_str()) " task" @if !filter.is_empty() { " matching the filter" } ": " }
                 @for a in &actions {
                     button.small type="submit" name="action" value=(slug(*a)) data-bulk=(slug(*a)) { (slug(*a)) " all…" }
@@ -350,7 +358,9 @@ fn task_table(
                 @if !actions.is_empty() { th { input #select-all type="checkbox" title="select all"; } }
                 th { "id" } th { "kind" } th { "payload" } th.num { "attempts" }
                 th { (if cancelled { "reason" } else { "last error" }) }
-                th { "enqueued" } th { (if cancelled { "cancelled" } else { "last failed" }) }
+                th { "enqueued" }
+                th #when { (when_header(state)) }
+                @if state == TaskState::Active { th { "server" } }
                 @if !actions.is_empty() { th { } }
             }
         }
@@ -372,9 +382,17 @@ fn task_table(
                     td.time title=(t.enqueued_at_ms.map(format::time).unwrap_or_default()) {
                         (t.enqueued_at_ms.map(|m| format::relative(m, now)).unwrap_or_default())
                     }
-                    @let last = if cancelled { t.cancelled_at_ms } else { t.last_failed_at_ms };
-                    td.time title=(last.map(format::time).unwrap_or_default()) {
-                        (last.map(|m| format::relative(m, now)).unwrap_or_default())
+                    @let when = when_of(state, t);
+                    td.time data-f="when" title=(when.map(format::time).unwrap_or_default()) {
+                        (when.map(|m| format::relative(m, now)).unwrap_or_default())
+                    }
+                    @if state == TaskState::Active {
+                        td.mono data-f="server" {
+                            @match &t.running_on {
+                                Some((server, _)) => { (server) }
+                                None => { span.muted title="not in a live server's last record (it just started, or its server stopped heartbeating)" { "–" } }
+                            }
+                        }
                     }
                     @if !actions.is_empty() {
                         td.actions {
@@ -405,6 +423,31 @@ fn task_table(
             }
             (table)
         }
+    }
+}
+
+/// The time column of a state's listing: what an operator looks for in that state.
+fn when_header(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Active => "started",
+        TaskState::Scheduled => "runs",
+        TaskState::Retry => "next attempt",
+        TaskState::Archived => "archived",
+        TaskState::Completed => "kept until",
+        TaskState::Cancelled => "cancelled",
+        _ => "last failed",
+    }
+}
+
+/// The time [`when_header`] names, for one row.
+fn when_of(state: TaskState, t: &TaskRow) -> Option<i64> {
+    match state {
+        TaskState::Active => t.running_on.as_ref().map(|(_, at)| *at),
+        TaskState::Cancelled => t.cancelled_at_ms.or(t.state_time_ms),
+        TaskState::Scheduled | TaskState::Retry | TaskState::Archived | TaskState::Completed => {
+            t.state_time_ms
+        }
+        _ => t.last_failed_at_ms,
     }
 }
 

@@ -148,6 +148,9 @@ fn edit_form(st: &AppState, d: &ScheduleDef) -> Markup {
         ),
         _ => (String::new(), String::new(), String::new()),
     };
+    let payload = chronos_broker::payload_json(&d.payload);
+    // Bytes that are not MessagePack show as a "0x.." string: they cannot be edited as JSON.
+    let opaque = payload.starts_with("\"0x");
     html! {
         h2 { "Edit" }
         form #schedule-edit method="post" action={(schedule_href(&d.id)) "/edit"} {
@@ -161,7 +164,10 @@ fn edit_form(st: &AppState, d: &ScheduleDef) -> Markup {
             br;
             label for="edit-payload" { "payload (JSON)" }
             br;
-            textarea #edit-payload.mono name="payload" rows="4" cols="60" { (chronos_broker::payload_json(&d.payload)) }
+            // Sent back as it was shown: a payload left as it is stays byte for byte.
+            input type="hidden" name="payload_was" value=(payload);
+            textarea #edit-payload.mono name="payload" rows="4" cols="60" readonly[opaque] { (payload) }
+            @if opaque { p.muted { "This payload is not MessagePack: it is kept as it is." } }
             br;
             button type="submit" { "save" }
         }
@@ -290,7 +296,8 @@ fn parse_edit(form: &CheckedForm) -> Result<ScheduleEdit, PageError> {
         }
         (None, None) => {}
     }
-    if let Some(p) = field("payload") {
+    let was = form.get("payload_was").map(str::trim);
+    if let Some(p) = field("payload").filter(|p| Some(*p) != was) {
         let v: serde_json::Value =
             serde_json::from_str(p).map_err(|e| bad(format!("payload is not JSON: {e}")))?;
         edit = edit.payload(v);

@@ -75,7 +75,8 @@ local function record_fire(key, sid, at, code, id)
   local list = {}
   if old then
     local ok, t = pcall(cmsgpack.unpack, old)
-    if ok and type(t) == 'table' then list = t end
+    -- Only a list is a history (a map, or anything else, starts afresh).
+    if ok and type(t) == 'table' and #t > 0 then list = t end
   end
   table.insert(list, 1, {at, code, id})
   while #list > FIRES_KEPT do table.remove(list) end

@@ -1,7 +1,7 @@
 -- Run a schedule now: enqueue one task of it, once per request id, counted as fired.
 -- KEYS[1]  the queue's stream, KEYS[2] sched:metrics (hash: fired, missed, suppressed)
 -- KEYS[3]  this request's marker (string, expiring: `<call token>:<outcome>`), KEYS[4] the task
---          hash, KEYS[6] sched:fires (hash: schedule id -> its last fires), KEYS[6] the task's
+--          hash, KEYS[5] sched:fires (hash: schedule id -> its last fires), KEYS[6] the task's
 --          unique lock (only when ARGV[5] > 0); all share the queue's hash tag
 -- ARGV[1]  task id, ARGV[2] envelope bytes, ARGV[3] max retry, ARGV[4] dead-letter discard
 --          ('1'/'0'), ARGV[5] unique lock TTL ms (0 = not unique), ARGV[6] marker TTL ms,
