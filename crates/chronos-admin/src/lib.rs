@@ -14,6 +14,7 @@
 //! ```
 
 mod bulk;
+mod dead_letters;
 mod lookup;
 mod printable;
 mod redact;
@@ -34,6 +35,7 @@ use serde::Serialize;
 
 pub use bulk::{BulkJob, BulkStatus, CancelToken, DEFAULT_BULK_CHUNK};
 pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
+pub use dead_letters::{error_group_key, ErrorGroup, ErrorGroups};
 pub use lookup::UnknownQueue;
 pub use printable::printable;
 pub use redact::redact_url;

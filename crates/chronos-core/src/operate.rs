@@ -134,8 +134,8 @@ pub struct BulkReport {
 /// One page of a task listing.
 #[derive(Debug, Clone, Default)]
 pub struct TaskPage {
-    /// The tasks, in the state's order (stream order, or by score: run-at, retry-at, died-at,
-    /// expiry).
+    /// The tasks, in the state's order: stream order; soonest first for scheduled and retrying
+    /// tasks; newest first for archived, cancelled and completed ones.
     pub tasks: Vec<TaskRecord>,
     /// Where the next page starts (pass it back as the cursor), or None at the end.
     pub next: Option<String>,

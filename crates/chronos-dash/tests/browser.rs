@@ -345,3 +345,44 @@ async fn a_runtime_schedule_is_run_now_and_edited_from_its_page() -> Result<()> 
     assert_eq!(stored.describe, "0 6 * * 1-5 (America/New_York)");
     Ok(())
 }
+
+#[tokio::test]
+async fn dead_letters_grouped_by_error_lead_to_the_filtered_archive() -> Result<()> {
+    use chronos_broker::Consume;
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    refunds(&broker, "refunds", 9).await?;
+    let q = QueueName::new("refunds")?;
+    let mut reader = broker.open_reader().await?;
+    let got = broker
+        .fetch(&mut reader, &q, "w1", 9, Duration::ZERO)
+        .await?;
+    broker.close_reader(reader).await;
+    let ids: Vec<_> = got.leases.iter().map(|l| l.id.clone()).collect();
+    broker.start(&q, &ids).await?;
+    for (i, id) in ids.iter().enumerate() {
+        let err = match i % 3 {
+            0 => "payment gateway: 503 Service Unavailable",
+            1 => "payment gateway: 503 Service Unavailable",
+            _ => "card declined: insufficient funds",
+        };
+        broker.dead_letter(id, err, true).await?;
+    }
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds")).await?;
+    b.click("#dead-tab").await?;
+    b.wait_for_text("#dead-read", "9 dead letters in 2 groups", Duration::from_secs(10))
+        .await?;
+    b.screenshot("dash-dead-by-error").await?;
+    b.click("#groups a[data-list=\"card declined: insufficient funds\"]")
+        .await?;
+    b.wait_for("#tasks", Duration::from_secs(10)).await?;
+    let rows = b
+        .execute(
+            "return document.querySelectorAll('#tasks tbody tr').length",
+            &[],
+        )
+        .await?;
+    assert_eq!(rows, serde_json::json!(3));
+    b.close().await?;
+    Ok(())
+}

@@ -1830,6 +1830,89 @@ async fn each_state_tab_shows_the_time_that_matters_there_and_running_tasks_name
 }
 
 #[tokio::test]
+async fn dead_letters_are_grouped_by_error_and_filtered_by_error_text_and_kind_prefix() -> Result<()>
+{
+    use chronos_broker::Consume;
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "orders", 6).await?;
+    let q = QueueName::new("orders")?;
+    let mut reader = c.broker.open_reader().await?;
+    let got = c
+        .broker
+        .fetch(&mut reader, &q, "w1", 6, Duration::ZERO)
+        .await?;
+    c.broker.close_reader(reader).await;
+    c.broker
+        .start(
+            &q,
+            &got.leases.iter().map(|l| l.id.clone()).collect::<Vec<_>>(),
+        )
+        .await?;
+    for (i, l) in got.leases.iter().enumerate() {
+        let err = match i % 3 {
+            0 | 1 => "smtp: connection refused\n  at send (mail.rs:40)",
+            _ => "bad address: nobody@",
+        };
+        assert_eq!(
+            c.broker.dead_letter(&l.id, err, true).await?,
+            chronos_broker::DeadOutcome::Archived
+        );
+    }
+    let page = send(c.addr, "GET", "/queues/orders/dead", &[], "").await?;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let groups = page.body.split("id=\"groups\"").nth(1).context("groups")?;
+    // Largest first, keyed by the first line.
+    let refused = groups
+        .find("data-error=\"smtp: connection refused\"")
+        .context("refused group")?;
+    let bad = groups
+        .find("data-error=\"bad address: nobody@\"")
+        .context("bad address group")?;
+    assert!(refused < bad, "{groups}");
+    let count_of = |from: usize| -> Result<String> {
+        let rest = &groups[from..];
+        let at = rest.find("data-f=\"count\">").context("count")? + 15;
+        Ok(rest[at..at + rest[at..].find('<').context("end")?].to_string())
+    };
+    assert_eq!(count_of(refused)?, "4");
+    assert_eq!(count_of(bad)?, "2");
+    // The group's listing link filters the archived tab by that error.
+    assert!(
+        groups.contains(
+            "href=\"/queues/orders?state=archived&amp;error=smtp%3A+connection+refused\""
+        ),
+        "{groups}"
+    );
+    let listed = send(
+        c.addr,
+        "GET",
+        "/queues/orders?state=archived&error=smtp%3A+connection+refused",
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(
+        listed.body.matches("class=\"pick\"").count(),
+        4,
+        "{}",
+        listed.body
+    );
+    // Filters: error text, and a kind prefix (the seeded kind is mail).
+    let only = send(c.addr, "GET", "/queues/orders/dead?error=nobody", &[], "").await?;
+    assert!(!only.body.contains("data-error=\"smtp"), "{}", only.body);
+    assert!(
+        only.body.contains("data-error=\"bad address"),
+        "{}",
+        only.body
+    );
+    let none = send(c.addr, "GET", "/queues/orders/dead?kind=sms%3A*", &[], "").await?;
+    assert!(none.body.contains("id=\"no-dead\""), "{}", none.body);
+    let all = send(c.addr, "GET", "/queues/orders/dead?kind=ma*", &[], "").await?;
+    assert!(all.body.contains("id=\"groups\""), "{}", all.body);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     let c = console(DashConfig::default()).await?;
     let ids = seed(&c.broker, "orders", 1).await?;

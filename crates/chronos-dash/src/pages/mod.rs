@@ -1,5 +1,6 @@
 //! The pages: one module per page, all in one layout.
 
+pub(crate) mod dead_letters;
 pub(crate) mod events;
 pub(crate) mod job;
 pub(crate) mod limits;
