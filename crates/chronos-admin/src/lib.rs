@@ -15,6 +15,7 @@
 
 mod bulk;
 mod dead_letters;
+mod enqueue;
 mod lookup;
 mod printable;
 mod redact;
@@ -36,6 +37,7 @@ use serde::Serialize;
 pub use bulk::{BulkJob, BulkStatus, CancelToken, DEFAULT_BULK_CHUNK};
 pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
 pub use dead_letters::{error_group_key, ErrorGroup, ErrorGroups};
+pub use enqueue::check_kind;
 pub use lookup::UnknownQueue;
 pub use printable::printable;
 pub use redact::redact_url;

@@ -52,6 +52,10 @@ impl Dash {
             .route("/queues/{queue}/unblock", post(actions::unblock))
             .route("/queues/{queue}/locks", get(pages::locks::page))
             .route("/queues/{queue}/dead", get(pages::dead_letters::page))
+            .route(
+                "/queues/{queue}/enqueue",
+                get(pages::enqueue::page).post(pages::enqueue::submit),
+            )
             .route("/queues/{queue}/locks/release", post(actions::release_lock))
             .route("/queues/{queue}/events", get(pages::events::page))
             .route("/queues/{queue}/events/{switch}", post(actions::events))

@@ -370,8 +370,12 @@ async fn dead_letters_grouped_by_error_lead_to_the_filtered_archive() -> Result<
     let b = Browser::start().await?;
     b.goto(&format!("{base}/queues/refunds")).await?;
     b.click("#dead-tab").await?;
-    b.wait_for_text("#dead-read", "9 dead letters in 2 groups", Duration::from_secs(10))
-        .await?;
+    b.wait_for_text(
+        "#dead-read",
+        "9 dead letters in 2 groups",
+        Duration::from_secs(10),
+    )
+    .await?;
     b.screenshot("dash-dead-by-error").await?;
     b.click("#groups a[data-list=\"card declined: insufficient funds\"]")
         .await?;
@@ -383,6 +387,38 @@ async fn dead_letters_grouped_by_error_lead_to_the_filtered_archive() -> Result<
         )
         .await?;
     assert_eq!(rows, serde_json::json!(3));
+    b.close().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_task_is_enqueued_from_the_queue_page_and_duplicated_from_its_own() -> Result<()> {
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    refunds(&broker, "refunds", 1).await?;
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds")).await?;
+    b.click("#enqueue-link").await?;
+    b.wait_for("#enqueue", Duration::from_secs(10)).await?;
+    b.fill("#enqueue-kind", Refund::KIND).await?;
+    b.fill("#enqueue-payload", r#"{"order": 4711}"#).await?;
+    b.fill("#enqueue-in", "15m").await?;
+    b.fill("#enqueue-retry", "3").await?;
+    b.screenshot("dash-enqueue").await?;
+    b.submit("#enqueue").await?;
+    b.wait_for_text("#task-state", "scheduled", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text("p.notice", "enqueued", Duration::from_secs(10))
+        .await?;
+    b.click("#duplicate").await?;
+    b.wait_for("#enqueue", Duration::from_secs(10)).await?;
+    b.submit("#enqueue").await?;
+    b.wait_for_text("p.notice", "a copy of", Duration::from_secs(10))
+        .await?;
+    b.wait_for_text("#task-state", "pending", Duration::from_secs(10))
+        .await?;
+    let q = QueueName::new("refunds")?;
+    let stats = broker.queue_stats(&q).await?;
+    assert_eq!((stats.pending, stats.scheduled), (2, 1));
     b.close().await?;
     Ok(())
 }

@@ -1913,6 +1913,148 @@ async fn dead_letters_are_grouped_by_error_and_filtered_by_error_text_and_kind_p
 }
 
 #[tokio::test]
+async fn a_task_is_enqueued_or_duplicated_from_the_console_with_its_options() -> Result<()> {
+    let c = console(DashConfig::default()).await?;
+    let page = send(c.addr, "GET", "/queues/imports/enqueue", &[], "").await?;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("id=\"enqueue\""), "{}", page.body);
+    let csrf = page.csrf()?;
+    let origin = format!("http://{}", c.addr);
+    let post = |fields: Vec<(&'static str, String)>| {
+        let origin = origin.clone();
+        let csrf = csrf.clone();
+        async move {
+            let mut all: Vec<(&str, &str)> = vec![("csrf", csrf.as_str())];
+            all.extend(fields.iter().map(|(k, v)| (*k, v.as_str())));
+            send(
+                c.addr,
+                "POST",
+                "/queues/imports/enqueue",
+                &[("Origin", &origin)],
+                &form(&all),
+            )
+            .await
+        }
+    };
+    // Without the form token nothing is enqueued.
+    let refused = send(
+        c.addr,
+        "POST",
+        "/queues/imports/enqueue",
+        &[("Origin", &origin)],
+        &form(&[("kind", "import:csv"), ("payload", "{}")]),
+    )
+    .await?;
+    assert_eq!(refused.status, 403);
+    // Bad input: a 400 each, nothing written.
+    for fields in [
+        vec![("payload", "{}".to_string())],
+        vec![("kind", "import:csv".into()), ("payload", "{oops".into())],
+        vec![("kind", "import:csv".into()), ("in", "soon".into())],
+        vec![
+            ("kind", "import:csv".into()),
+            ("in", "5m".into()),
+            ("at", "2030-01-01T00:00:00".into()),
+        ],
+        vec![("kind", "import:csv".into()), ("level", "12".into())],
+        vec![("kind", "import:csv".into()), ("max_retry", "-1".into())],
+        vec![
+            ("kind", "import:csv".into()),
+            ("task_id", "has space".into()),
+        ],
+    ] {
+        let r = post(fields.clone()).await?;
+        assert_eq!(r.status, 400, "{fields:?}: {}", r.body);
+    }
+    let q = QueueName::new("imports")?;
+    assert!(c.broker.queue_stats(&q).await?.pending == 0);
+    // A scheduled task with its options; the answer is its page.
+    let r = post(vec![
+        ("kind", "import:csv".into()),
+        ("payload", r#"{"file": "a.csv", "rows": 3}"#.into()),
+        ("in", "10m".into()),
+        ("level", "2".into()),
+        ("max_retry", "4".into()),
+        ("timeout", "90s".into()),
+        ("task_id", "import-a".into()),
+    ])
+    .await?;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(
+        r.header("location")
+            .is_some_and(|l| l.starts_with("/queues/imports/tasks/import-a?msg=")),
+        "{:?}",
+        r.header("location")
+    );
+    let rec = c.broker.task(&q, "import-a").await?.context("enqueued")?;
+    assert_eq!(rec.state, chronos_broker::TaskState::Scheduled);
+    assert_eq!(rec.priority.get(), 2);
+    let env = rec.envelope.map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(env.kind, "import:csv");
+    assert_eq!(env.max_retry, 4);
+    assert_eq!(env.timeout_ms, Some(90_000));
+    assert_eq!(
+        chronos_broker::payload_json(&env.payload),
+        r#"{"file":"a.csv","rows":3}"#
+    );
+    // Duplicate: the form comes filled in from the task; sent as is, a new task with the same
+    // kind, payload bytes, level and options.
+    let task_page = send(c.addr, "GET", "/queues/imports/tasks/import-a", &[], "").await?;
+    assert!(
+        task_page
+            .body
+            .contains("href=\"/queues/imports/enqueue?from=import-a\""),
+        "{}",
+        task_page.body
+    );
+    let copy = send(
+        c.addr,
+        "GET",
+        "/queues/imports/enqueue?from=import-a",
+        &[],
+        "",
+    )
+    .await?;
+    for part in [
+        "value=\"import:csv\"",
+        "value=\"4\"",
+        "value=\"90s\"",
+        "<option value=\"2\" selected>",
+        "name=\"from\" value=\"import-a\"",
+    ] {
+        assert!(copy.body.contains(part), "{part}: {}", copy.body);
+    }
+    let shown = chronos_broker::payload_json(&env.payload);
+    let r = post(vec![
+        ("kind", "import:csv".into()),
+        ("payload", shown.clone()),
+        ("payload_was", shown),
+        ("from", "import-a".into()),
+        ("level", "2".into()),
+        ("max_retry", "4".into()),
+    ])
+    .await?;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let pending = c
+        .broker
+        .list_tasks(&q, chronos_broker::TaskState::Pending, 0, 10)
+        .await?;
+    assert_eq!(pending.len(), 1, "the copy runs now (no delay given)");
+    let copy_env = pending[0]
+        .envelope
+        .clone()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_ne!(pending[0].id, "import-a");
+    assert_eq!(copy_env.payload, env.payload);
+    assert_eq!(pending[0].priority.get(), 2);
+    // A read-only console shows no form and refuses the POST.
+    let ro = console(DashConfig::default().read_only(true)).await?;
+    let page = send(ro.addr, "GET", "/queues/imports/enqueue", &[], "").await?;
+    assert!(page.body.contains("id=\"read-only\""), "{}", page.body);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     let c = console(DashConfig::default()).await?;
     let ids = seed(&c.broker, "orders", 1).await?;

@@ -1,6 +1,7 @@
 //! The pages: one module per page, all in one layout.
 
 pub(crate) mod dead_letters;
+pub(crate) mod enqueue;
 pub(crate) mod events;
 pub(crate) mod job;
 pub(crate) mod limits;

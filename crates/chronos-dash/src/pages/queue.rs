@@ -229,6 +229,7 @@ pub(crate) async fn page(
                     input type="hidden" name="back" value=(here);
                     button.small type="submit" { (if row.paused { "resume queue" } else { "pause queue" }) }
                 }
+                a.button #enqueue-link href=(super::enqueue::enqueue_href(&row.name, None)) { "enqueue a task…" }
             }
         }
         div.chart #chart data-queue=(row.name) { p.muted { "loading…" } }

@@ -61,6 +61,9 @@ pub(crate) async fn page(
                     button.small type="submit" data-action=(slug(*a)) { (slug(*a)) }
                 }
             }
+            @if !st.config.read_only && t.decode_error.is_none() {
+                a.button #duplicate href=(super::enqueue::enqueue_href(&queue, Some(&id))) title="enqueue a new task with this one's kind, payload and options, to edit first" { "duplicate…" }
+            }
         }
         section.cards {
             div.card.wide {
