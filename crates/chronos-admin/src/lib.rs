@@ -22,6 +22,7 @@ mod redact;
 mod schedules;
 mod settings;
 mod tenants;
+mod timing;
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -46,6 +47,7 @@ pub use settings::SettingsRow;
 pub use tenants::{
     TenantList, TenantRow, TenantSettingsChanged, TenantSettingsRow, MAX_TENANT_LIST,
 };
+pub use timing::{KindTiming, Quantiles, TimingReport, TimingStep};
 
 /// What can go wrong in an operation. Each variant's message is one line, fit for a CLI.
 #[derive(Debug, thiserror::Error)]

@@ -289,6 +289,14 @@ impl QueueKeys {
         format!("{}h:{}:d:{day}", self.prefix, counter.code())
     }
 
+    /// The hash of one hour's run times and queue waits (`hour`: unix ms / 3,600,000): field
+    /// `<minute of the hour>:<r|w>:<bucket>:<kind>` ([`chronos_core::timing_bucket`]), value a
+    /// count. Written by the workers (`Maintain::record_timings`); expires
+    /// [`chronos_core::TIMINGS_KEPT`] after its last write.
+    pub fn timing(&self, hour: i64) -> String {
+        format!("{}timing:{hour}", self.prefix)
+    }
+
     /// The queue rate limiter's state: a hash with `t`, when the next start is due (unix ms
     /// by Redis' clock, a generic cell rate algorithm). Expires a period after that.
     pub fn rate(&self) -> String {

@@ -89,6 +89,7 @@ macro_rules! forward {
             fn report_progress(&self, queue: &$crate::QueueName, consumer: &str, msg_ids: &[String], updates: &[$crate::ProgressUpdate]) -> Result<Vec<String>, $crate::BrokerError>;
             fn trim(&self, queue: &$crate::QueueName, archive_max_age: ::std::time::Duration, archive_max_len: u64, limit: usize) -> Result<u64, $crate::BrokerError>;
             fn consumers(&self, queue: &$crate::QueueName) -> Result<Vec<(String, u64, u64)>, $crate::BrokerError>;
+            fn record_timings(&self, queue: &$crate::QueueName, deltas: &[$crate::TimingDelta]) -> Result<(), $crate::BrokerError>;
             fn publish_server(&self, record: &$crate::ServerRecord, ttl: ::std::time::Duration) -> Result<(), $crate::BrokerError>;
             fn remove_server(&self, id: &str) -> Result<(), $crate::BrokerError>;
             fn remove_consumer(&self, queue: &$crate::QueueName, consumer: &str) -> Result<bool, $crate::BrokerError>;
@@ -115,6 +116,7 @@ macro_rules! forward {
             fn set_paused(&self, queue: &$crate::QueueName, paused: bool) -> Result<(), $crate::BrokerError>;
             fn paused_queues(&self) -> Result<Vec<$crate::QueueName>, $crate::BrokerError>;
             fn servers(&self) -> Result<Vec<$crate::ServerRecord>, $crate::BrokerError>;
+            fn timings(&self, queue: &$crate::QueueName, from_ms: i64, to_ms: i64) -> Result<Vec<$crate::TimingMinute>, $crate::BrokerError>;
             fn scheduler_leader(&self) -> Result<Option<$crate::LeaderInfo>, $crate::BrokerError>;
         );
     };

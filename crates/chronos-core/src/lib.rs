@@ -107,6 +107,7 @@ mod tenant;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod throttle;
+mod timing;
 mod trace_context;
 
 pub use attempt::{AttemptOutcome, AttemptRow, ATTEMPTS_KEPT};
@@ -173,6 +174,10 @@ pub use task::{
 };
 pub use tenant::{TenantChange, TenantPage, TenantSettings, TenantStats, MAX_TENANT_WEIGHT};
 pub use throttle::{Admission, KeyRate, PermitLimit, Permits};
+pub use timing::{
+    bucket_upper_ms, timing_bucket, TimingDelta, TimingHist, TimingMeasure, TimingMinute,
+    MAX_TIMING_MINUTES, TIMINGS_KEPT, TIMING_BUCKETS,
+};
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub use trace_context::{current_trace_context, parse_trace_context};

@@ -52,6 +52,7 @@ impl Dash {
             .route("/queues/{queue}/unblock", post(actions::unblock))
             .route("/queues/{queue}/locks", get(pages::locks::page))
             .route("/queues/{queue}/dead", get(pages::dead_letters::page))
+            .route("/queues/{queue}/timing", get(pages::timing::page))
             .route(
                 "/queues/{queue}/enqueue",
                 get(pages::enqueue::page).post(pages::enqueue::submit),

@@ -422,3 +422,58 @@ async fn a_task_is_enqueued_from_the_queue_page_and_duplicated_from_its_own() ->
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn the_timing_tab_charts_each_kinds_run_time_and_wait() -> Result<()> {
+    use chronos_broker::{Maintain, TimingDelta, TimingHist};
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    refunds(&broker, "refunds", 1).await?;
+    let q = QueueName::new("refunds")?;
+    let now = chronos_broker::now_ms();
+    let minute = now - now.rem_euclid(60_000);
+    let mut deltas = Vec::new();
+    for i in 0..60i64 {
+        for (kind, base_ms) in [("refund:issue", 40u64), ("refund:notify", 6)] {
+            let mut run = TimingHist::default();
+            let mut wait = TimingHist::default();
+            // A slow spell a quarter of an hour ago.
+            let slow = if (12..18).contains(&i) { 8 } else { 1 };
+            for j in 0..200u64 {
+                let tail = if j % 50 == 0 {
+                    12
+                } else if j % 10 == 0 {
+                    3
+                } else {
+                    1
+                };
+                run.record(base_ms * slow * tail + j % 7);
+                wait.record((2 + j % 5) * slow);
+            }
+            deltas.push(TimingDelta {
+                minute_ms: minute - i * 60_000,
+                kind: kind.into(),
+                run,
+                wait,
+            });
+        }
+    }
+    broker.record_timings(&q, &deltas).await?;
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds")).await?;
+    b.click("#timing-tab").await?;
+    b.wait_for(
+        "#kinds tr[data-kind=\"refund:notify\"]",
+        Duration::from_secs(10),
+    )
+    .await?;
+    let lines = b
+        .execute(
+            "return document.querySelectorAll('section.kind-timing polyline').length",
+            &[],
+        )
+        .await?;
+    assert_eq!(lines, serde_json::json!(12), "2 kinds x 2 charts x 3 lines");
+    b.screenshot("dash-timing").await?;
+    b.close().await?;
+    Ok(())
+}

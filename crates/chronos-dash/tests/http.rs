@@ -2055,6 +2055,56 @@ async fn a_task_is_enqueued_or_duplicated_from_the_console_with_its_options() ->
 }
 
 #[tokio::test]
+async fn the_timing_page_shows_each_kinds_quantiles_and_charts_them() -> Result<()> {
+    use chronos_broker::{Maintain, TimingDelta, TimingHist};
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "orders", 1).await?;
+    let q = QueueName::new("orders")?;
+    let now = chronos_broker::now_ms();
+    let minute = now - now.rem_euclid(60_000);
+    let mut deltas = Vec::new();
+    for i in 0..10i64 {
+        let mut run = TimingHist::default();
+        let mut wait = TimingHist::default();
+        for j in 0..100u64 {
+            run.record(if j < 98 { 20 } else { 900 });
+            wait.record(3);
+        }
+        deltas.push(TimingDelta {
+            minute_ms: minute - i * 60_000,
+            kind: "mail".into(),
+            run,
+            wait,
+        });
+    }
+    c.broker.record_timings(&q, &deltas).await?;
+    let page = send(c.addr, "GET", "/queues/orders/timing", &[], "").await?;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let row = page
+        .body
+        .split("data-kind=\"mail\"")
+        .nth(1)
+        .context("mail row")?;
+    assert!(row.contains("data-f=\"count\">1,000<"), "{row}");
+    // 20 ms is in the bucket up to 22.7 ms, 900 ms in the one up to 1,009 ms: the two slow
+    // ones in each 100 make the p99.
+    assert!(row.contains("data-f=\"run-p50\">23 ms<"), "{row}");
+    assert!(row.contains("data-f=\"run-p99\">1.0 s<"), "{row}");
+    assert!(row.contains("data-f=\"wait-p50\">3.1 ms<"), "{row}");
+    assert_eq!(
+        page.body.matches("<polyline class=\"p99\"").count(),
+        2,
+        "run and wait charts"
+    );
+    let day = send(c.addr, "GET", "/queues/orders/timing?span=day", &[], "").await?;
+    assert_eq!(day.status, 200);
+    assert!(day.body.contains("data-kind=\"mail\""), "{}", day.body);
+    let empty = send(c.addr, "GET", "/queues/nope/timing", &[], "").await?;
+    assert_eq!(empty.status, 404);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     let c = console(DashConfig::default()).await?;
     let ids = seed(&c.broker, "orders", 1).await?;

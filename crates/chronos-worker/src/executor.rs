@@ -100,12 +100,25 @@ pub(crate) async fn run<B: WorkerBroker>(
         Span::current().record("attempt", i64::from(tries.retried) + 1);
         rt.counters.running.fetch_add(1, Ordering::Relaxed);
         let began = Instant::now();
+        let began_ms = now_ms();
         // One allocation per attempt: its progress and its log lines.
         let cell = Arc::new(progress::Cell::new(&rt.config.task_logs));
         let outcome = attempt(rt, q, &lease, &m, cancel, &cell).await;
         // For the task's attempt history: the settling script records how long it ran and
         // what it logged.
-        lease.id.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
+        let ran_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        lease.id.ran_ms = Some(ran_ms);
+        let waited_ms = crate::timing::ready_ms(&lease.id.msg_id)
+            .map_or(0, |ready| u64::try_from(began_ms - ready).unwrap_or(0));
+        rt.queues[q].timings.record(
+            lease
+                .envelope
+                .as_ref()
+                .map_or("unknown", |e| e.kind.as_str()),
+            began_ms.saturating_add(i64::try_from(ran_ms).unwrap_or(0)),
+            ran_ms,
+            waited_ms,
+        );
         lease.id.logs = cell.lines.take(rt.config.task_logs.redact.as_ref());
         ended.store(true, std::sync::atomic::Ordering::Release);
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);

@@ -25,6 +25,7 @@ pub(crate) async fn beat<B: WorkerBroker>(rt: &Runtime<B>) {
         progress_writer::write(rt, q, &ids, rt.unwritten_progress(q)).await;
     }
     crate::limiter::keep(rt).await;
+    crate::timing::flush(rt).await;
     let record = record(rt);
     // Three missed heartbeats and the record expires: the server is considered dead.
     if let Err(e) = rt

@@ -134,6 +134,7 @@ mod task;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod timing;
 #[cfg(feature = "opentelemetry")]
 mod trace;
 mod watcher;

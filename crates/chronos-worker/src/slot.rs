@@ -34,6 +34,8 @@ pub(crate) struct QueueSlot {
     pub(crate) woken: Notify,
     /// The deliveries held; one lock, so a delivery is never buffered without being held.
     deliveries: Mutex<Deliveries>,
+    /// Run times and queue waits not written yet (timing.rs).
+    pub(crate) timings: crate::timing::Timings,
 }
 
 /// The deliveries of one queue that this server holds.
@@ -75,6 +77,7 @@ impl QueueSlot {
             parked: AtomicBool::new(false),
             woken: Notify::new(),
             deliveries: Mutex::new(Deliveries::default()),
+            timings: Default::default(),
         }
     }
 

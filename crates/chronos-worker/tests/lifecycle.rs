@@ -514,3 +514,42 @@ async fn the_server_record_lists_the_tasks_its_handlers_run_until_they_end() {
     .await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn run_times_and_waits_are_counted_per_kind_and_written_with_the_heartbeat() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let (mux, _log) = recording_mux();
+    fill(&client, "default", 4, 60).await;
+    let server = Server::new(b.clone(), mux, fast_config())
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    let queue = q("default");
+    let since = chronos_broker::now_ms() - 120_000;
+    eventually(Duration::from_secs(10), "timings written", || async {
+        b.timings(&queue, since, chronos_broker::now_ms())
+            .await
+            .expect("timings")
+            .iter()
+            .filter_map(|m| m.kinds.get("job"))
+            .map(|(run, _)| run.total())
+            .sum::<u64>()
+            == 4
+    })
+    .await;
+    let mut run = chronos_broker::TimingHist::default();
+    for m in b
+        .timings(&queue, since, chronos_broker::now_ms())
+        .await
+        .expect("timings")
+    {
+        if let Some((r, _)) = m.kinds.get("job") {
+            run.merge(r);
+        }
+    }
+    let p50 = run.quantile(0.5).expect("p50");
+    assert!((60.0..=60.0 * 1.25 * 1.25 + 50.0).contains(&p50), "{p50}");
+    server.shutdown().await;
+}

@@ -241,6 +241,15 @@ impl Inspect for RedisBroker {
         Ok(out)
     }
 
+    async fn timings(
+        &self,
+        queue: &QueueName,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<crate::TimingMinute>, BrokerError> {
+        self.read_timings(queue, from_ms, to_ms).await
+    }
+
     async fn scheduler_leader(&self) -> Result<Option<LeaderInfo>, BrokerError> {
         Schedules::leader(self).await
     }

@@ -154,6 +154,14 @@ impl Maintain for RedisBroker {
         Ok(out)
     }
 
+    async fn record_timings(
+        &self,
+        queue: &QueueName,
+        deltas: &[crate::TimingDelta],
+    ) -> Result<(), BrokerError> {
+        self.write_timings(queue, deltas).await
+    }
+
     async fn publish_server(
         &self,
         record: &ServerRecord,

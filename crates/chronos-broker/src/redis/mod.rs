@@ -26,6 +26,7 @@ mod signals;
 mod store;
 mod tenants;
 mod throttle;
+mod timing;
 mod watch;
 
 pub(crate) use crate::keys::TENANT_LANE;

@@ -2,7 +2,10 @@
 
 use std::future::Future;
 
-use crate::{BrokerError, LeaderInfo, QueueName, QueueStats, ServerRecord, TaskRecord, TaskState};
+use crate::{
+    BrokerError, LeaderInfo, QueueName, QueueStats, ServerRecord, TaskRecord, TaskState,
+    TimingMinute,
+};
 
 /// Read access for the inspector, CLI and console, plus queue pausing.
 pub trait Inspect: Send + Sync {
@@ -43,6 +46,17 @@ pub trait Inspect: Send + Sync {
 
     /// Records of the servers alive now (whose record has not expired), by id.
     fn servers(&self) -> impl Future<Output = Result<Vec<ServerRecord>, BrokerError>> + Send;
+
+    /// The run times and queue waits of `queue` per kind for each minute from `from_ms` to
+    /// `to_ms` (unix ms, both rounded down to their minute) that holds any, oldest first, in
+    /// one round trip. At most [`crate::MAX_TIMING_MINUTES`] minutes
+    /// ([`BrokerError::InvalidOption`] beyond). A field that does not parse is skipped.
+    fn timings(
+        &self,
+        queue: &QueueName,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> impl Future<Output = Result<Vec<TimingMinute>, BrokerError>> + Send;
 
     /// The scheduler leader now, if any instance holds the leader lock: the same answer as
     /// [`Schedules::leader`](crate::Schedules::leader), offered here so that an inspector needs only this trait (named

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::{
     BrokerError, DeadTask, Forwarded, ProgressUpdate, QueueName, Reclaimed, ServerRecord, Signals,
+    TimingDelta,
 };
 
 /// Background upkeep: forwarding, recovery, leases and trimming.
@@ -76,6 +77,15 @@ pub trait Maintain: Send + Sync {
         &self,
         record: &ServerRecord,
         ttl: Duration,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Adds a worker's run times and queue waits of `queue` to the store's per-minute counts
+    /// (kept [`crate::TIMINGS_KEPT`]), in one round trip. Not idempotent: a call re-sent after a
+    /// lost reply may count twice, which a chart of quantiles does not show.
+    fn record_timings(
+        &self,
+        queue: &QueueName,
+        deltas: &[TimingDelta],
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
     /// Withdraws a server record at once (clean shutdown).

@@ -14,6 +14,7 @@ pub(crate) mod schedules;
 pub(crate) mod servers;
 pub(crate) mod task;
 pub(crate) mod tenants;
+pub(crate) mod timing;
 
 use axum::response::Html;
 use maud::{html, Markup, DOCTYPE};

@@ -258,6 +258,7 @@ pub(crate) async fn page(
                     (s.as_str()) " " span.count data-f=(s.as_str()) { (format::thousands(count(&row, s))) }
                 }
             }
+            a href=(super::timing::timing_href(&row.name)) #timing-tab title="run time and queue wait per kind: p50, p95, p99" { "timing" }
             a href=(super::dead_letters::dead_href(&row.name)) #dead-tab title="the dead letters (archived tasks) grouped by error" { "dead by error" }
             a href=(super::locks::locks_href(&row.name)) #locks-tab title="deduplication locks held in this queue" { "locks" }
             a href=(super::events::events_href(&row.name)) #events-tab title="this queue's event stream, live" { "events" }
