@@ -16,6 +16,7 @@
 mod bulk;
 mod dead_letters;
 mod enqueue;
+mod flows;
 mod lookup;
 mod printable;
 mod redact;
@@ -39,6 +40,7 @@ pub use bulk::{BulkJob, BulkStatus, CancelToken, DEFAULT_BULK_CHUNK};
 pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
 pub use dead_letters::{error_group_key, ErrorGroup, ErrorGroups};
 pub use enqueue::check_kind;
+pub use flows::{ChainView, FlowView, GroupView, MemberRow, StepRow};
 pub use lookup::UnknownQueue;
 pub use printable::printable;
 pub use redact::redact_url;

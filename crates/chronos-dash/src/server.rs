@@ -53,6 +53,7 @@ impl Dash {
             .route("/queues/{queue}/locks", get(pages::locks::page))
             .route("/queues/{queue}/dead", get(pages::dead_letters::page))
             .route("/queues/{queue}/timing", get(pages::timing::page))
+            .route("/queues/{queue}/groups/{id}", get(pages::flows::group_page))
             .route(
                 "/queues/{queue}/enqueue",
                 get(pages::enqueue::page).post(pages::enqueue::submit),

@@ -477,3 +477,59 @@ async fn the_timing_tab_charts_each_kinds_run_time_and_wait() -> Result<()> {
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_members_task_page_leads_to_its_groups_page() -> Result<()> {
+    use chronos_broker::{Flows, Group, MemberReport};
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    let client = Client::new(broker.clone());
+    let group = client
+        .enqueue_group(
+            Group::new(&Refund { order: 0 }, EnqueueOptions::new().queue("settle")).members(
+                (1..=8).map(|order| (Refund { order }, EnqueueOptions::new().queue("refunds"))),
+            ),
+        )
+        .await?;
+    let cb = QueueName::new("settle")?;
+    for index in 0..5u64 {
+        broker
+            .report_member(&MemberReport {
+                queue: cb.clone(),
+                group: group.id.clone(),
+                index,
+                succeeded: index != 3,
+                value: if index == 3 {
+                    b"card declined".to_vec()
+                } else {
+                    Vec::new()
+                },
+            })
+            .await?;
+    }
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds/tasks/{}%3A6", group.id))
+        .await?;
+    b.wait_for_text(
+        "#group-counts",
+        "5 of 8 members done",
+        Duration::from_secs(10),
+    )
+    .await?;
+    b.click("#group-link").await?;
+    b.wait_for("#members tr[data-member=\"3\"]", Duration::from_secs(10))
+        .await?;
+    let link = b
+        .execute(
+            "return document.querySelector('#members tr[data-member=\"3\"] a').getAttribute('href')",
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        link,
+        serde_json::json!(format!("/queues/refunds/tasks/{}%3A3", group.id)),
+        "members link to the queue they were enqueued to"
+    );
+    b.screenshot("dash-group").await?;
+    b.close().await?;
+    Ok(())
+}

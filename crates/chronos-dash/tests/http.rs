@@ -2105,6 +2105,157 @@ async fn the_timing_page_shows_each_kinds_quantiles_and_charts_them() -> Result<
 }
 
 #[tokio::test]
+async fn a_chain_steps_page_shows_its_chain_and_a_members_page_its_group() -> Result<()> {
+    use chronos_broker::{Chain, Flows, Group, MemberReport};
+    let c = console(DashConfig::default()).await?;
+    let client = Client::new(c.broker.clone());
+    let opts = || EnqueueOptions::new().queue("orders");
+    let chain = client
+        .enqueue_chain(
+            Chain::new()
+                .then(&Mail { to: "a@x".into() }, opts())
+                .then(
+                    &Mail { to: "b@x".into() },
+                    EnqueueOptions::new().queue("later"),
+                )
+                .then(&Mail { to: "c@x".into() }, opts()),
+        )
+        .await?;
+    let first = &chain.steps[0].1;
+    let page = send(
+        c.addr,
+        "GET",
+        &format!("/queues/orders/tasks/{}", first.replace(':', "%3A")),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let card = page
+        .body
+        .split("id=\"chain-card\"")
+        .nth(1)
+        .context("chain card")?;
+    assert!(card.contains("running step 1 of 3 (pending)"), "{card}");
+    assert!(
+        card.contains("<td>later</td>"),
+        "the second step's queue: {card}"
+    );
+    assert_eq!(card.matches("not enqueued yet").count(), 2, "{card}");
+    // A group of 3 in "orders" whose callback goes to "cb": two members reported.
+    let group = client
+        .enqueue_group(
+            Group::new(
+                &Mail { to: "cb@x".into() },
+                EnqueueOptions::new().queue("cb"),
+            )
+            .members((0..3).map(|i| {
+                (
+                    Mail {
+                        to: format!("m{i}@x"),
+                    },
+                    opts(),
+                )
+            })),
+        )
+        .await?;
+    let cb = QueueName::new("cb")?;
+    for (index, ok) in [(0u64, true), (2, false)] {
+        c.broker
+            .report_member(&MemberReport {
+                queue: cb.clone(),
+                group: group.id.clone(),
+                index,
+                succeeded: ok,
+                value: if ok {
+                    Vec::new()
+                } else {
+                    b"smtp down".to_vec()
+                },
+            })
+            .await?;
+    }
+    let member = format!("{}:1", group.id);
+    let page = send(
+        c.addr,
+        "GET",
+        &format!("/queues/orders/tasks/{}", member.replace(':', "%3A")),
+        &[],
+        "",
+    )
+    .await?;
+    let card = page
+        .body
+        .split("id=\"group-card\"")
+        .nth(1)
+        .context("group card")?;
+    assert!(card.contains("2 of 3 members done"), "{card}");
+    assert!(card.contains("(member 1)"), "{card}");
+    assert!(
+        card.contains("enqueued when every member is done"),
+        "{card}"
+    );
+    let gpage = send(
+        c.addr,
+        "GET",
+        &format!("/queues/cb/groups/{}", group.id),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(gpage.status, 200, "{}", gpage.body);
+    let members = gpage
+        .body
+        .split("id=\"members\"")
+        .nth(1)
+        .context("members")?;
+    assert!(members.contains("data-member=\"0\""), "{members}");
+    assert!(members.contains("failed: smtp down"), "{members}");
+    assert!(
+        !members.contains("data-member=\"1\""),
+        "member 1 has not finished: {members}"
+    );
+    // The last member fires the callback, which the page then links.
+    c.broker
+        .report_member(&MemberReport {
+            queue: cb.clone(),
+            group: group.id.clone(),
+            index: 1,
+            succeeded: true,
+            value: Vec::new(),
+        })
+        .await?;
+    let gpage = send(
+        c.addr,
+        "GET",
+        &format!("/queues/cb/groups/{}", group.id),
+        &[],
+        "",
+    )
+    .await?;
+    assert!(gpage.body.contains("3 of 3 members done"), "{}", gpage.body);
+    assert!(
+        gpage
+            .body
+            .contains(&format!("href=\"/queues/cb/tasks/{}%3Acb\"", group.id)),
+        "{}",
+        gpage.body
+    );
+    // A plain task has no flow card.
+    let plain = seed(&c.broker, "orders", 1).await?;
+    let page = send(
+        c.addr,
+        "GET",
+        &format!("/queues/orders/tasks/{}", plain[0]),
+        &[],
+        "",
+    )
+    .await?;
+    assert!(!page.body.contains("chain-card") && !page.body.contains("group-card"));
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     let c = console(DashConfig::default()).await?;
     let ids = seed(&c.broker, "orders", 1).await?;

@@ -3,6 +3,7 @@
 pub(crate) mod dead_letters;
 pub(crate) mod enqueue;
 pub(crate) mod events;
+pub(crate) mod flows;
 pub(crate) mod job;
 pub(crate) mod limits;
 pub(crate) mod locks;

@@ -28,7 +28,7 @@ pub(crate) async fn page(
     Path((queue, id)): Path<(String, String)>,
     Query(p): Query<Params>,
 ) -> Result<Html<String>, PageError> {
-    let t = st.admin.task(&queue, &id).await?;
+    let (t, flows) = tokio::try_join!(st.admin.task(&queue, &id), st.admin.flow_of(&queue, &id))?;
     let now = format::now_ms();
     let state = parse_state(&t.state)?;
     let actions = if st.config.read_only {
@@ -87,6 +87,7 @@ pub(crate) async fn page(
                     @if let Some(e) = &t.decode_error { dt { "envelope" } dd.error { "does not decode: " (e) } }
                 }
             }
+            (super::flows::cards(&queue, &flows))
             @if t.progress.is_some() || state == TaskState::Active {
                 div.card.wide #progress-card {
                     h2 { "Progress" }
