@@ -82,6 +82,23 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
             format!("{base}/queues/critical/events"),
             "1400,1000",
         ),
+        // A runtime schedule the demo adds, with its fires and the operator's forms.
+        (
+            "dash-schedule.png",
+            format!("{base}/schedules/team-digest"),
+            "1400,900",
+        ),
+        (
+            "dash-queue-timing.png",
+            format!("{base}/queues/default/timing"),
+            "1400,1000",
+        ),
+        (
+            "dash-dead-by-error.png",
+            format!("{base}/queues/low/dead"),
+            "1400,560",
+        ),
+        ("dash-servers.png", format!("{base}/servers"), "1400,900"),
     ];
     let started = Instant::now();
     for (file, url, size) in shots {

@@ -113,9 +113,22 @@
 
   function queuePage() {
     const name = body.dataset.arg;
+    // The rows are read once, the tab counts live: once the count of the listed state moved
+    // away from the one read with the rows, say so (the rows are older than the counts).
+    const tab = document.querySelector('nav.tabs a.active[data-state]');
+    const listed = tab ? tab.dataset.listed : null;
+    const stale = document.getElementById('stale-rows');
     every(refresh, async () => {
       const q = await getJSON('/api/queues/' + encodeURIComponent(name));
       fill(document, q);
+      if (tab && stale && listed != null) {
+        const now = q[tab.dataset.state];
+        if (now != null && String(now) !== listed) {
+          stale.querySelector('[data-f="listed"]').textContent = int(Number(listed));
+          stale.querySelector('[data-f="now"]').textContent = int(now);
+          stale.hidden = false;
+        }
+      }
     });
     const all = document.getElementById('select-all');
     if (all) {
@@ -144,6 +157,16 @@
     return String(d.getHours()).padStart(2, '0') + ':' + String(d.getMinutes()).padStart(2, '0');
   }
 
+  // A step's start as the axis shows it: the time of day for steps under a day, else the date.
+  function when(ms, step) {
+    if (step < 86400000) return hhmm(ms);
+    const d = new Date(ms);
+    return String(d.getUTCMonth() + 1).padStart(2, '0') + '-' + String(d.getUTCDate()).padStart(2, '0');
+  }
+
+  const SPANS = { hour: 'last hour', day: 'last day', week: 'last week', quarter: 'last 90 days' };
+  const STEP_NAMES = { 60000: 'this minute', 900000: 'these 15 minutes', 86400000: 'today' };
+
   // Starts the chart a minute before the first activity of the hour (at most 15 minutes from
   // the end), so a young queue's minutes are not squeezed against the right edge.
   function trim(h) {
@@ -158,7 +181,8 @@
   }
 
   function draw(box, all) {
-    const h = trim(all);
+    const step = all.step_ms || 60000;
+    const h = step === 60000 ? trim(all) : all;
     const W = Math.max(320, box.clientWidth || 800);
     const H = 190;
     const L = 52;
@@ -169,15 +193,15 @@
     const max = niceMax(Math.max(0, ...h.processed, ...h.failed));
     const x = (i) => L + (n <= 1 ? 0 : (i * (W - L - R)) / (n - 1));
     const y = (v) => T + (1 - v / max) * (H - T - B);
-    const svg = el('svg', { viewBox: '0 0 ' + W + ' ' + H, width: W, height: H, role: 'img', 'aria-label': 'tasks per minute' });
+    const svg = el('svg', { viewBox: '0 0 ' + W + ' ' + H, width: W, height: H, role: 'img', 'aria-label': 'tasks per step of ' + step / 60000 + ' minutes' });
     for (const f of [0, 0.5, 1]) {
       const v = max * f;
       svg.appendChild(el('line', { x1: L, x2: W - R, y1: y(v), y2: y(v), class: 'grid' }));
       svg.appendChild(el('text', { x: L - 6, y: y(v) + 4, class: 'axis', 'text-anchor': 'end' }, int(Math.round(v))));
     }
     if (n > 0) {
-      svg.appendChild(el('text', { x: L, y: H - 6, class: 'axis' }, hhmm(h.start_ms[0])));
-      svg.appendChild(el('text', { x: W - R, y: H - 6, class: 'axis', 'text-anchor': 'end' }, hhmm(h.start_ms[n - 1])));
+      svg.appendChild(el('text', { x: L, y: H - 6, class: 'axis' }, when(h.start_ms[0], step)));
+      svg.appendChild(el('text', { x: W - R, y: H - 6, class: 'axis', 'text-anchor': 'end' }, when(h.start_ms[n - 1], step)));
       const pts = (series) => series.map((v, i) => x(i).toFixed(1) + ',' + y(v).toFixed(1)).join(' ');
       const area = x(0).toFixed(1) + ',' + y(0) + ' ' + pts(h.processed) + ' ' + x(n - 1).toFixed(1) + ',' + y(0);
       svg.appendChild(el('polygon', { points: area, class: 'processed-area' }));
@@ -197,16 +221,45 @@
       key('processed', 'processed ' + int(sum(h.processed))),
       key('failed', 'failed ' + int(sum(h.failed))),
     );
+    // The step under way is not drawn (it would dip): its counts so far are said apart.
+    if (all.partial) {
+      const p = document.createElement('span');
+      p.className = 'partial';
+      p.id = 'chart-partial';
+      p.textContent = (STEP_NAMES[step] || 'now') + ' so far: ' + int(all.partial.processed) + ' processed, ' + int(all.partial.failed) + ' failed';
+      legend.append(p);
+    }
     box.replaceChildren(svg, legend);
     box.dataset.drawn = String(n);
+    box.dataset.step = String(step);
   }
 
   function chart() {
     const box = document.getElementById('chart');
     if (!box) return;
     const q = box.dataset.queue || '';
-    const url = '/api/history?minutes=60' + (q ? '&queue=' + encodeURIComponent(q) : '');
-    every(Math.max(10000, refresh * 10), async () => draw(box, await getJSON(url)));
+    let span = 'hour';
+    const url = () => '/api/history?span=' + span + (q ? '&queue=' + encodeURIComponent(q) : '');
+    const redraw = async () => draw(box, await getJSON(url()));
+    // The spans, as buttons above the chart.
+    const spans = document.createElement('nav');
+    spans.className = 'chart-spans';
+    spans.id = 'chart-spans';
+    for (const [name, label] of Object.entries(SPANS)) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'small' + (name === span ? ' active' : '');
+      b.dataset.span = name;
+      b.textContent = label;
+      b.addEventListener('click', () => {
+        span = name;
+        spans.querySelectorAll('button').forEach((x) => x.classList.toggle('active', x === b));
+        redraw();
+      });
+      spans.append(b);
+    }
+    box.parentNode.insertBefore(spans, box);
+    every(Math.max(10000, refresh * 10), redraw);
   }
 
   // Deleting cannot be undone: ask first.

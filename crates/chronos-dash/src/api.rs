@@ -161,23 +161,57 @@ pub(crate) async fn events(
 #[derive(Debug, Deserialize)]
 pub(crate) struct HistoryParams {
     queue: Option<String>,
+    /// `hour` (default: per minute), `day` (per 15 minutes), `week` (per day) or `quarter`
+    /// (90 days, per day).
+    span: Option<String>,
+    /// Per minute, the last `minutes` (at most 1,440): the older form of `span`.
     minutes: Option<usize>,
 }
 
-/// Processed and failed per minute, oldest first.
+/// One step of the chart.
+#[derive(Debug, Default, Clone, Serialize)]
+pub(crate) struct Step {
+    pub(crate) start_ms: i64,
+    pub(crate) processed: u64,
+    pub(crate) failed: u64,
+}
+
+/// Processed and failed per step, oldest first: only whole steps, so the chart never dips at
+/// its end for the step still under way, which comes apart in `partial`.
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct History {
+    pub(crate) step_ms: i64,
     pub(crate) start_ms: Vec<i64>,
     pub(crate) processed: Vec<u64>,
     pub(crate) failed: Vec<u64>,
+    /// The step under way, so far.
+    pub(crate) partial: Option<Step>,
 }
 
-/// The last `minutes` (default 60, at most 1,440) of one queue, or of all queues summed.
+/// The history of one queue, or of all queues summed, over a span.
 pub(crate) async fn history(
     State(state): State<Arc<AppState>>,
     Query(p): Query<HistoryParams>,
 ) -> Result<Json<History>, PageError> {
-    let minutes = p.minutes.unwrap_or(60).clamp(1, 1440);
+    const MINUTE: i64 = 60_000;
+    const DAY: i64 = 86_400_000;
+    let (span, step_ms, steps) = match p.span.as_deref() {
+        Some("day") => (HistorySpan::Minutes, 15 * MINUTE, 96usize),
+        Some("week") => (HistorySpan::Days, DAY, 7),
+        Some("quarter") => (HistorySpan::Days, DAY, 90),
+        Some("hour") | None => (
+            HistorySpan::Minutes,
+            MINUTE,
+            p.minutes.unwrap_or(60).clamp(1, 1440),
+        ),
+        Some(other) => {
+            return Err(PageError(crate::error::DashError::Admin(
+                chronos_admin::AdminError::Invalid(format!(
+                    "span {other:?}: hour, day, week or quarter"
+                )),
+            )))
+        }
+    };
     let names = match p.queue.filter(|q| !q.is_empty()) {
         Some(q) => vec![q],
         None => state
@@ -188,26 +222,44 @@ pub(crate) async fn history(
             .map(|q| q.name)
             .collect(),
     };
-    let all = futures::future::try_join_all(
-        names
-            .iter()
-            .map(|q| state.admin.history(q, HistorySpan::Minutes)),
-    )
-    .await?;
-    let mut out = History::default();
-    for points in all {
-        let tail = &points[points.len().saturating_sub(minutes)..];
-        if out.start_ms.is_empty() {
-            out.start_ms = tail.iter().map(|p| p.start_ms).collect();
-            out.processed = vec![0; tail.len()];
-            out.failed = vec![0; tail.len()];
-        }
-        for (i, p) in tail.iter().enumerate().take(out.start_ms.len()) {
-            out.processed[i] += p.processed;
-            out.failed[i] += p.failed;
+    let all =
+        futures::future::try_join_all(names.iter().map(|q| state.admin.history(q, span))).await?;
+    // Sum the queues into steps: the step under way is the one holding now.
+    let now = crate::format::now_ms();
+    let current = now - now.rem_euclid(step_ms);
+    let first = current - i64::try_from(steps).unwrap_or(0) * step_ms;
+    let mut whole = vec![Step::default(); steps];
+    for (i, s) in whole.iter_mut().enumerate() {
+        s.start_ms = first + i64::try_from(i).unwrap_or(0) * step_ms;
+    }
+    let mut partial = Step {
+        start_ms: current,
+        ..Step::default()
+    };
+    for points in &all {
+        for pt in points {
+            let at = pt.start_ms - pt.start_ms.rem_euclid(step_ms);
+            let slot = if at == current {
+                Some(&mut partial)
+            } else {
+                usize::try_from((at - first) / step_ms)
+                    .ok()
+                    .filter(|_| at >= first)
+                    .and_then(|i| whole.get_mut(i))
+            };
+            if let Some(s) = slot {
+                s.processed += pt.processed;
+                s.failed += pt.failed;
+            }
         }
     }
-    Ok(Json(out))
+    Ok(Json(History {
+        step_ms,
+        start_ms: whole.iter().map(|s| s.start_ms).collect(),
+        processed: whole.iter().map(|s| s.processed).collect(),
+        failed: whole.iter().map(|s| s.failed).collect(),
+        partial: Some(partial),
+    }))
 }
 
 /// One task as its page shows it, polled while the task may still change (its state, its

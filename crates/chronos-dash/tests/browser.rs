@@ -533,3 +533,40 @@ async fn a_members_task_page_leads_to_its_groups_page() -> Result<()> {
     b.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn rows_older_than_the_live_counts_say_so_and_the_chart_spans_a_day() -> Result<()> {
+    let (base, broker) = console(Duration::from_millis(40)).await?;
+    refunds(&broker, "refunds", 3).await?;
+    let b = Browser::start().await?;
+    b.goto(&format!("{base}/queues/refunds?state=pending"))
+        .await?;
+    b.wait_for("#tasks", Duration::from_secs(10)).await?;
+    let hidden = b
+        .execute("return document.getElementById('stale-rows').hidden", &[])
+        .await?;
+    assert_eq!(
+        hidden,
+        serde_json::json!(true),
+        "counts and rows agree at first"
+    );
+    refunds(&broker, "refunds", 2).await?;
+    b.wait_for_text("#stale-rows", "it holds 5 now", Duration::from_secs(10))
+        .await?;
+    let text = b.text("#stale-rows").await?;
+    assert!(text.contains("pending held 3"), "{text}");
+    // The chart: a day in steps of 15 minutes, the step under way said apart.
+    b.click("#chart-spans button[data-span=\"day\"]").await?;
+    b.wait_for_text(
+        "#chart-partial",
+        "these 15 minutes so far",
+        Duration::from_secs(10),
+    )
+    .await?;
+    let step = b
+        .execute("return document.getElementById('chart').dataset.step", &[])
+        .await?;
+    assert_eq!(step, serde_json::json!("900000"));
+    b.close().await?;
+    Ok(())
+}

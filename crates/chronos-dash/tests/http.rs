@@ -2256,6 +2256,95 @@ async fn a_chain_steps_page_shows_its_chain_and_a_members_page_its_group() -> Re
 }
 
 #[tokio::test]
+async fn the_history_api_gives_whole_steps_and_the_step_under_way_apart() -> Result<()> {
+    use chronos_broker::fred::prelude::*;
+    use chronos_broker::HistoryCounter;
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "orders", 1).await?;
+    let keys = c.broker.keyspace().queue(&QueueName::new("orders")?);
+    let now = chronos_broker::now_ms();
+    let minute = now.div_euclid(60_000);
+    let day = now.div_euclid(86_400_000);
+    // 7 processed this minute (under way), 5 two minutes ago, 3 yesterday.
+    for (m, n) in [(minute, 7i64), (minute - 2, 5)] {
+        let d = (m * 60_000).div_euclid(86_400_000);
+        let _: i64 = c
+            .broker
+            .client()
+            .hincrby(
+                keys.history_minutes(HistoryCounter::Processed, d),
+                m.to_string(),
+                n,
+            )
+            .await?;
+    }
+    let _: i64 = c
+        .broker
+        .client()
+        .incr_by(keys.history_day(HistoryCounter::Processed, day), 12)
+        .await?;
+    let _: i64 = c
+        .broker
+        .client()
+        .incr_by(keys.history_day(HistoryCounter::Processed, day - 1), 3)
+        .await?;
+    let get = |span: &'static str| async move {
+        let r = send(
+            c.addr,
+            "GET",
+            &format!("/api/history?queue=orders&span={span}"),
+            &[],
+            "",
+        )
+        .await?;
+        anyhow::ensure!(r.status == 200, "{span}: {} {}", r.status, r.body);
+        Ok::<serde_json::Value, anyhow::Error>(serde_json::from_str(&r.body)?)
+    };
+    let hour = get("hour").await?;
+    assert_eq!(hour["step_ms"], 60_000);
+    let starts = hour["start_ms"].as_array().context("starts")?;
+    assert_eq!(starts.len(), 60);
+    let current = hour["partial"]["start_ms"].as_i64().context("partial")?;
+    assert_eq!(
+        starts[59],
+        current - 60_000,
+        "the last whole minute ends the line"
+    );
+    let at = |ms: i64| starts.iter().position(|s| s.as_i64() == Some(ms));
+    let two_ago = at((minute - 2) * 60_000).context("two minutes ago")?;
+    assert_eq!(hour["processed"][two_ago], 5);
+    if current == minute * 60_000 {
+        assert_eq!(hour["partial"]["processed"], 7, "this minute so far, apart");
+        assert_eq!(hour["processed"][59], 0);
+    } else {
+        // The minute turned between the writes and the read: it is a whole one now.
+        assert_eq!(hour["processed"][at(minute * 60_000).context("minute")?], 7);
+    }
+    let dayv = get("day").await?;
+    assert_eq!(dayv["step_ms"], 900_000);
+    assert_eq!(dayv["start_ms"].as_array().context("starts")?.len(), 96);
+    let whole: u64 = dayv["processed"]
+        .as_array()
+        .context("processed")?
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .sum();
+    assert_eq!(
+        whole + dayv["partial"]["processed"].as_u64().context("partial")?,
+        12
+    );
+    let week = get("week").await?;
+    assert_eq!(week["processed"].as_array().context("days")?.len(), 7);
+    assert_eq!(week["processed"][6], 3, "yesterday ends the line");
+    assert_eq!(week["partial"]["processed"], 12, "today so far");
+    let quarter = get("quarter").await?;
+    assert_eq!(quarter["processed"].as_array().context("days")?.len(), 90);
+    let bad = send(c.addr, "GET", "/api/history?span=year", &[], "").await?;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     let c = console(DashConfig::default()).await?;
     let ids = seed(&c.broker, "orders", 1).await?;

@@ -119,7 +119,10 @@ pub(crate) async fn group_page(
     Path((queue, id)): Path<(String, String)>,
     Query(p): Query<Params>,
 ) -> Result<Html<String>, PageError> {
-    let members_queue = p.members.filter(|m| !m.is_empty()).unwrap_or_else(|| queue.clone());
+    let members_queue = p
+        .members
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| queue.clone());
     let (g, members) = tokio::try_join!(
         st.admin.group_view(&queue, &id, None, false),
         st.admin.group_members(&queue, &id, MEMBERS_LISTED),

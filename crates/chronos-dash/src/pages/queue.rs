@@ -254,7 +254,7 @@ pub(crate) async fn page(
         }
         nav.tabs {
             @for s in STATES {
-                a.active[s == state] href=(listing_href(&row.name, s, &filter, None)) data-state=(s.as_str()) {
+                a.active[s == state] href=(listing_href(&row.name, s, &filter, None)) data-state=(s.as_str()) data-listed=[(s == state).then(|| count(&row, s))] {
                     (s.as_str()) " " span.count data-f=(s.as_str()) { (format::thousands(count(&row, s))) }
                 }
             }
@@ -285,6 +285,11 @@ pub(crate) async fn page(
                     button.small type="submit" name="action" value=(slug(*a)) data-bulk=(slug(*a)) { (slug(*a)) " all…" }
                 }
             }
+        }
+        p.muted #stale-rows hidden {
+            "These rows were read when " (state.as_str()) " held " span data-f="listed" {} "; it holds "
+            span data-f="now" {} " now. "
+            a href=(here) { "Read them again" }
         }
         @if list.tasks.is_empty() && list.next.is_some() {
             p.muted #no-match-yet {
