@@ -25,7 +25,7 @@ pub(crate) async fn beat<B: WorkerBroker>(rt: &Runtime<B>) {
         progress_writer::write(rt, q, &ids, rt.unwritten_progress(q)).await;
     }
     crate::limiter::keep(rt).await;
-    crate::timing::flush(rt).await;
+    flush_timings(rt).await;
     let record = record(rt);
     // Three missed heartbeats and the record expires: the server is considered dead.
     if let Err(e) = rt
@@ -54,5 +54,19 @@ fn record<B: WorkerBroker>(rt: &Runtime<B>) -> ServerRecord {
         running: u32::try_from(rt.running_count()).unwrap_or(u32::MAX),
         last_seen_ms: now_ms(),
         tasks: rt.running_tasks(chronos_core::RUNNING_LISTED),
+    }
+}
+
+/// Writes every queue's counts (on each heartbeat, and once more on shutdown). Counts that
+/// cannot be written are dropped with a warning: they are statistics, not tasks.
+pub(crate) async fn flush_timings<B: WorkerBroker>(rt: &Runtime<B>) {
+    for slot in &rt.queues {
+        let deltas = slot.timings.take();
+        if deltas.is_empty() {
+            continue;
+        }
+        if let Err(e) = rt.broker.record_timings(&slot.name, &deltas).await {
+            warn!(queue = %slot.name, error = %e, "could not write run times; these are dropped");
+        }
     }
 }

@@ -284,7 +284,7 @@ async fn shut_down<B: WorkerBroker>(
         let _ = m.await;
     }
     let _ = acker.await;
-    crate::timing::flush(&rt).await;
+    crate::heartbeat::flush_timings(&rt).await;
     if let Err(e) = rt.broker.remove_server(&rt.id).await {
         warn!(error = %e, "could not withdraw the server record; it expires by itself");
     }

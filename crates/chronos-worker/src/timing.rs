@@ -1,15 +1,11 @@
 //! Each queue's run times and queue waits, added up here per kind and minute and written by
-//! the heartbeat ([`flush`]): a task costs a lookup under a short lock, never a Redis command,
+//! the heartbeat (`heartbeat::flush_timings`): a task costs a lookup under a short lock, never a Redis command,
 //! so tasks stay as cheap as before and the console still charts p50/p95/p99 per kind.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use chronos_core::TimingDelta;
-use tracing::warn;
-
-use crate::runtime::Runtime;
-use crate::WorkerBroker;
 
 /// Most kinds one queue counts apart; the rest count as `other`.
 const MAX_KINDS: usize = 200;
@@ -60,18 +56,4 @@ impl Timings {
 /// When a delivery's task became ready: the time part of its stream entry id (Redis' clock).
 pub(crate) fn ready_ms(msg_id: &str) -> Option<i64> {
     msg_id.split('-').next()?.parse().ok()
-}
-
-/// Writes every queue's counts (on each heartbeat, and once more on shutdown). Counts that
-/// cannot be written are dropped with a warning: they are statistics, not tasks.
-pub(crate) async fn flush<B: WorkerBroker>(rt: &Runtime<B>) {
-    for slot in &rt.queues {
-        let deltas = slot.timings.take();
-        if deltas.is_empty() {
-            continue;
-        }
-        if let Err(e) = rt.broker.record_timings(&slot.name, &deltas).await {
-            warn!(queue = %slot.name, error = %e, "could not write run times; these are dropped");
-        }
-    }
 }

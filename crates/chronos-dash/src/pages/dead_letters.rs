@@ -11,11 +11,10 @@ use chronos_broker::{TaskFilter, TaskState};
 use maud::html;
 use serde::Deserialize;
 
-use super::queue::listing_href;
 use super::{layout, Nav};
 use crate::error::PageError;
 use crate::format;
-use crate::href::{encode, queue_href, task_href};
+use crate::href::{encode, listing_href, queue_href, task_href};
 use crate::state::AppState;
 
 /// Most dead letters one page reads (newest first) to group.

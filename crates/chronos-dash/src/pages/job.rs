@@ -9,7 +9,7 @@ use axum::{Extension, Json};
 use chronos_admin::verb;
 use maud::html;
 
-use super::queue::listing_href;
+use crate::href::listing_href;
 use super::{csrf, layout, Nav};
 use crate::error::{DashError, PageError};
 use crate::format;

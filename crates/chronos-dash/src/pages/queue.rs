@@ -15,7 +15,7 @@ use super::tenants::Editing;
 use super::{csrf, layout, Nav};
 use crate::error::PageError;
 use crate::format;
-use crate::href::{encode, queue_href, task_href};
+use crate::href::{listing_href, queue_href, task_href};
 use crate::state::AppState;
 
 /// The states a queue page has a tab for, in the order of a task's life.
@@ -96,29 +96,6 @@ impl Params {
             error: self.error.clone().filter(|e| !e.is_empty()),
         }
     }
-}
-
-/// The URL of a listing: queue, state, filter and cursor.
-pub(crate) fn listing_href(
-    queue: &str,
-    state: TaskState,
-    f: &TaskFilter,
-    cursor: Option<&str>,
-) -> String {
-    let mut href = format!("{}?state={}", queue_href(queue), state.as_str());
-    if let Some(k) = &f.kind {
-        href.push_str(&format!("&kind={}", encode(k)));
-    }
-    if let Some(q) = &f.grep {
-        href.push_str(&format!("&q={}", encode(q)));
-    }
-    if let Some(e) = &f.error {
-        href.push_str(&format!("&error={}", encode(e)));
-    }
-    if let Some(c) = cursor {
-        href.push_str(&format!("&cursor={}", encode(c)));
-    }
-    href
 }
 
 /// Most blocked rate keys listed on a queue page (soonest end first).
