@@ -147,6 +147,7 @@
 //! | `<ns>:{<q>}:cancel` | zset | stream entry ids of active deliveries an operator asked to cancel, by request time | `Operate::act` (cancel) | trimmed by the next cancel; expires a minute after the last |
 //! | `<ns>:{<q>}:h:<p\|f>:m:<day>` | hash | processed (`p`) or failed (`f`) count per unix minute (field) of one UTC day | complete (`p`); retry, dead-letter, reclaim (`f`), in the same script | TTL 49 h |
 //! | `<ns>:{<q>}:h:<p\|f>:d:<day>` | string | processed or failed count of one UTC day | as above | TTL 91 days |
+//! | `<ns>:{<q>}:timing:<hour>` | hash | run times and queue waits of one unix hour: field `<minute of the hour>:<r\|w>:<bucket>:<kind>`, value a count ([`TimingHist`] buckets) | [`Maintain::record_timings`] (the worker's heartbeat, one pipeline per queue) | TTL 25 h |
 //! | `<ns>:{<q>}:lim` | hash | rate state of the queue: `t` when the next start is due (unix ms, Redis' clock; GCRA) | permit.lua (grant), permit_return.lua (give back) | its TTL (one period after `t`) |
 //! | `<ns>:{<q>}:lim:active` | zset | concurrency tokens of tasks workers hold, by expiry ms | permit.lua (grant), permit_keep.lua (heartbeat) | permit_return.lua (task ended), expired members pruned by each grant, the key's expiry (set to its latest token's expiry by each grant and heartbeat) |
 //! | `<ns>:{<q>}:lim:g:<consumer>` | string | permit receipt `<nonce>:<granted>:<returned>` of the consumer's last grant | permit.lua, permit_return.lua | its TTL (60 s) |

@@ -20,10 +20,10 @@ use maud::html;
 
 use crate::error::{DashError, PageError};
 use crate::format;
+use crate::href::listing_href;
 use crate::href::{encode, queue_href};
 use crate::pages::job::job_href;
 use crate::pages::login::safe_next;
-use crate::href::listing_href;
 use crate::pages::queue::{parse_action, slug};
 use crate::pages::{csrf, layout, Nav};
 use crate::security::{Actor, CheckedForm};

@@ -110,14 +110,22 @@ pub use chronos_worker::{
 
 #[doc(inline)]
 pub use chronos_broker::{
-    DefMisfire, DefSpec, FireOutcome, FireState, LeaderInfo, ManageSchedules, PutOutcome,
-    ScheduleDef, ScheduleEntry, ScheduleSource, SchedulerMetrics, Schedules, StoredDef,
+    DefMisfire, DefSpec, FireOutcome, FireRecord, FireState, LeaderInfo, ManageSchedules,
+    PutOutcome, ScheduleDef, ScheduleEntry, ScheduleSource, SchedulerMetrics, Schedules, StoredDef,
+    FIRES_KEPT,
+};
+// What the workers count of each attempt (run time, queue wait) and what they publish about
+// the tasks they run: read by the console's timing tab and servers page.
+#[doc(inline)]
+pub use chronos_broker::{
+    bucket_upper_ms, timing_bucket, RunningTask, TimingDelta, TimingHist, TimingMeasure,
+    TimingMinute, MAX_TIMING_MINUTES, RUNNING_LISTED, TIMINGS_KEPT, TIMING_BUCKETS,
 };
 #[doc(inline)]
 pub use chronos_scheduler::{
-    list_schedules, Change, Clock, MisfirePolicy, NewSchedule, OverlapPolicy, RunNow,
-    RuntimeSchedules, RuntimeSpec, ScheduleOptions, Scheduler, SchedulerConfig, SchedulerError,
-    SchedulerHandle, SchedulerStats, Spec, SpecError, SystemClock,
+    entry_next_after, list_schedules, Change, Clock, MisfirePolicy, NewSchedule, OverlapPolicy,
+    RunNow, RuntimeSchedules, RuntimeSpec, ScheduleEdit, ScheduleOptions, Scheduler,
+    SchedulerConfig, SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError, SystemClock,
 };
 
 /// Guides: how to operate chronos-rs, each a page of its own.

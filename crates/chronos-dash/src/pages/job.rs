@@ -9,11 +9,11 @@ use axum::{Extension, Json};
 use chronos_admin::verb;
 use maud::html;
 
-use crate::href::listing_href;
 use super::{csrf, layout, Nav};
 use crate::error::{DashError, PageError};
 use crate::format;
 use crate::href::encode;
+use crate::href::listing_href;
 use crate::jobs::{phase, Job, JobView};
 use crate::security::{Actor, CheckedForm};
 use crate::state::AppState;
