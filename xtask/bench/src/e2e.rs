@@ -37,7 +37,11 @@ fn now_us() -> u64 {
         .unwrap_or(0)
 }
 
-/// Drain throughput at several concurrencies and enqueue-to-start latency at a light load.
+/// Enqueue-to-start latency is measured at these rates (tasks/s) for these many seconds: a light
+/// load, a busy one, and one near what a worker of concurrency 50 drains.
+const LATENCY_RATES: [(u64, u64); 3] = [(50, 10), (5_000, 5), (20_000, 5)];
+
+/// Drain throughput at several concurrencies and enqueue-to-start latency at three loads.
 pub(crate) async fn run(peers: &Peers) -> Result<()> {
     let server = chronos_testkit::RedisServer::start().context("redis for the bench")?;
     let url = server.url();
@@ -53,7 +57,10 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         }
         ours.push((c, n, median(&runs), runs, cost::median(&costs)));
     }
-    let (p50, p99) = latency(&url).await?;
+    let mut lat = Vec::new();
+    for (rate, secs) in LATENCY_RATES {
+        lat.push((rate, latency(&url, rate, secs).await?));
+    }
 
     let conc = CONCURRENCY.map(|c| c.to_string()).join(",");
     let peer_e2e = peers.bullmq(
@@ -70,20 +77,24 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
             &conc,
         ],
     );
-    let peer_lat = peers.bullmq(
-        &url,
-        &[
-            "latency",
-            "--rate",
-            "50",
-            "--seconds",
-            "10",
-            "--payload",
-            "100",
-        ],
-    );
+    let mut peer_lat = Vec::new();
+    for (rate, secs) in LATENCY_RATES {
+        let lines = peers.bullmq(
+            &url,
+            &[
+                "latency",
+                "--rate",
+                &rate.to_string(),
+                "--seconds",
+                &secs.to_string(),
+                "--payload",
+                "100",
+            ],
+        );
+        peer_lat.extend(lines.unwrap_or_default());
+    }
     let pe = peer_e2e.as_deref().unwrap_or(&[]);
-    let pl = peer_lat.as_deref().unwrap_or(&[]);
+    let pl = peer_lat.as_slice();
     for (c, n, m, runs, cost) in &ours {
         let label = format!("drain {n} tasks, concurrency {c} (tasks/s)");
         row(
@@ -96,18 +107,17 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         let needle = format!("\"concurrency\":{c},");
         cost::rows(&format!("drain c{c}"), cost, cost::peer(pe, &[&needle]));
     }
-    row(
-        "enqueue-to-start latency p50 at 50/s (ms)",
-        p50,
-        field(pl, &["latency"], "p50_ms"),
-        "ms",
-    );
-    row(
-        "enqueue-to-start latency p99 at 50/s (ms)",
-        p99,
-        field(pl, &["latency"], "p99_ms"),
-        "ms",
-    );
+    for (rate, (p50, p99)) in lat {
+        let needle = format!("\"rate\":{rate},");
+        for (q, ours) in [("p50", p50), ("p99", p99)] {
+            row(
+                &format!("enqueue-to-start latency {q} at {rate}/s (ms)"),
+                ours,
+                field(pl, &["latency", &needle], &format!("{q}_ms")),
+                "ms",
+            );
+        }
+    }
     Ok(())
 }
 
@@ -147,9 +157,10 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64
     Ok((n as f64 / elapsed.as_secs_f64(), cost))
 }
 
-/// 50 tasks/s for 10 s into a server with concurrency 50; each handler records start minus
-/// enqueue time (same process, same clock).
-async fn latency(url: &str) -> Result<(f64, f64)> {
+/// `rate` tasks/s for `secs` seconds into a server with concurrency 50; each handler records
+/// start minus enqueue time (same process, same clock). Tasks go out one enqueue call each (as
+/// the peer adds its jobs), in slices every 10 ms, each stamped when its call is made.
+async fn latency(url: &str, rate: u64, secs: u64) -> Result<(f64, f64)> {
     let broker = RedisBroker::builder(url)
         .namespace("latency")
         .connect()
@@ -170,23 +181,47 @@ async fn latency(url: &str) -> Result<(f64, f64)> {
         .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let client = Client::new(broker.clone());
-    let mut tick = tokio::time::interval(Duration::from_millis(20));
-    for _ in 0..500 {
+    let total = usize::try_from(rate * secs)?;
+    let slices = usize::try_from(secs * 100)?;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut sent = 0usize;
+    for i in 1..=slices {
         tick.tick().await;
-        let t = Stamped {
-            enqueued_us: now_us(),
-            body: "x".repeat(80),
-        };
-        client.enqueue(&t, EnqueueOptions::new()).await?;
+        // Where the rate says the sending should be by the end of this slice.
+        let due = total * i / slices;
+        let calls = (sent..due).map(|_| {
+            let client = &client;
+            async move {
+                let t = Stamped {
+                    enqueued_us: now_us(),
+                    body: "x".repeat(80),
+                };
+                client.enqueue(&t, EnqueueOptions::new()).await
+            }
+        });
+        for r in futures::future::join_all(calls).await {
+            r?;
+        }
+        sent = due;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while samples
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .len()
+        < total
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     server.shutdown().await;
     let _: () = broker.client().flushall(false).await?;
     let mut v = samples
         .lock()
         .map_err(|_| anyhow::anyhow!("poisoned"))?
         .clone();
-    anyhow::ensure!(v.len() == 500, "{} of 500 latency samples", v.len());
+    anyhow::ensure!(v.len() == total, "{} of {total} latency samples", v.len());
     v.sort_by(|a, b| a.total_cmp(b));
     Ok((percentile(&v, 50.0), percentile(&v, 99.0)))
 }
