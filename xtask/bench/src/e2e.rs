@@ -49,13 +49,21 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     let mut ours = Vec::new();
     for c in CONCURRENCY {
         let n = if c == 1 { N1 } else { N };
-        let (mut runs, mut costs) = (Vec::new(), Vec::new());
+        let (mut runs, mut costs, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..RUNS {
-            let (rate, cost) = drain(&url, &format!("e2e-{c}-{run}"), c, n).await?;
+            let (rate, cost, cpu) = drain(&url, &format!("e2e-{c}-{run}"), c, n).await?;
             runs.push(rate);
             costs.push(cost);
+            cpus.push(cpu);
         }
-        ours.push((c, n, median(&runs), runs, cost::median(&costs)));
+        ours.push((
+            c,
+            n,
+            median(&runs),
+            runs,
+            cost::median(&costs),
+            median(&cpus),
+        ));
     }
     let mut lat = Vec::new();
     for (rate, secs) in LATENCY_RATES {
@@ -95,7 +103,7 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     }
     let pe = peer_e2e.as_deref().unwrap_or(&[]);
     let pl = peer_lat.as_slice();
-    for (c, n, m, runs, cost) in &ours {
+    for (c, n, m, runs, cost, cpu) in &ours {
         let label = format!("drain {n} tasks, concurrency {c} (tasks/s)");
         row(
             &label,
@@ -106,6 +114,12 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         println!("   runs: {runs:.0?}");
         let needle = format!("\"concurrency\":{c},");
         cost::rows(&format!("drain c{c}"), cost, cost::peer(pe, &[&needle]));
+        row(
+            &format!("drain c{c}: worker cpu per task (us)"),
+            *cpu,
+            field(pe, &[&needle], "worker_cpu_us_per_task"),
+            "us",
+        );
     }
     for (rate, (p50, p99)) in lat {
         let needle = format!("\"rate\":{rate},");
@@ -121,9 +135,11 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
     Ok(())
 }
 
-/// Drains `n` tasks; returns tasks/s and the Redis cost of the drain (server start to shutdown,
-/// so idle polling and heartbeats count too, as they do for the peer's worker).
-async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64, Cost)> {
+/// Drains `n` tasks; returns tasks/s, the Redis cost of the drain (server start to shutdown,
+/// so idle polling and heartbeats count too, as they do for the peer's worker), and this
+/// process's CPU per task (user + system, µs) while the worker drains: the bench enqueues before
+/// and only waits meanwhile, so that is the worker's own.
+async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64, Cost, f64)> {
     let broker = RedisBroker::builder(url).namespace(ns).connect().await?;
     let client = Client::new(broker.clone());
     let args = payload();
@@ -138,11 +154,13 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64
     let config = ServerConfig::default().concurrency(concurrency);
     let s0 = cost::snap(broker.client()).await?;
     let start = Instant::now();
+    let cpu0 = process_cpu_us()?;
     let server = Server::new(broker.clone(), mux, config)?.start().await?;
     while server.stats().succeeded < n as u64 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let elapsed = start.elapsed();
+    let cpu = (process_cpu_us()? - cpu0) / n as f64;
     server.shutdown().await;
     let cost = cost::delta(&s0, &cost::snap(broker.client()).await?, n as f64);
     let stats = broker
@@ -154,7 +172,26 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64
         stats.processed
     );
     let _: () = broker.client().flushall(false).await?;
-    Ok((n as f64 / elapsed.as_secs_f64(), cost))
+    Ok((n as f64 / elapsed.as_secs_f64(), cost, cpu))
+}
+
+/// This process's CPU time so far (user + system, µs), from `/proc/self/stat` (Linux; in clock
+/// ticks of 10 ms, so a drain of a second or more reads it to about 1%).
+fn process_cpu_us() -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| anyhow::anyhow!("unreadable /proc/self/stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks = |i: usize| -> Result<f64> {
+        Ok(f.get(i)
+            .ok_or_else(|| anyhow::anyhow!("short /proc/self/stat"))?
+            .parse::<f64>()?)
+    };
+    Ok((ticks(11)? + ticks(12)?) * 10_000.0)
 }
 
 /// `rate` tasks/s for `secs` seconds into a server with concurrency 50; each handler records

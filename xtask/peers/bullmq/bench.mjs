@@ -460,8 +460,8 @@ async function modeE2e(run, o) {
     const q = await run.queue(`e2e-c${c}`);
     await fillBulk(run, q, n, o.batch, data); // not timed
     await expectWaiting(q, n);
-    const { secs, cost } = await drainTimed(run, q, c, n);
-    emit({ mode: 'e2e', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1), ...cost });
+    const { secs, cost, cpuUs } = await drainTimed(run, q, c, n);
+    emit({ mode: 'e2e', concurrency: c, n, payload: o.payload, tasks_per_s: round(n / secs, 1), ...cost, worker_cpu_us_per_task: round(cpuUs / n, 2) });
     log(`  concurrency ${c}: ${n} jobs in ${secs.toFixed(2)} s`);
     await run.dropQueue(q);
   }
@@ -493,9 +493,13 @@ async function drainTimed(run, q, c, n) {
   await w.waitUntilReady();
 
   const t0 = nowMs();
+  // The worker's own CPU (user + system) while it drains: this process runs nothing else then.
+  const cpu0 = process.cpuUsage();
   const running = w.run().catch((e) => log(`worker run() ended with error: ${e.message}`));
   await allDone;
   const secs = (nowMs() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuUs = cpu.user + cpu.system;
   await run.closeWorker(w);
   await running;
   const cost = Run.cost(s0, await run.snap(), n);
@@ -505,7 +509,7 @@ async function drainTimed(run, q, c, n) {
   if (counts.wait + counts.active + counts.completed + counts.failed + counts.prioritized !== 0) {
     throw new Error(`drain at concurrency ${c}: queue not empty after run: ${JSON.stringify(counts)}`);
   }
-  return { secs, cost };
+  return { secs, cost, cpuUs };
 }
 
 // chronos-rs level n (0..9, 0 first) is BullMQ priority n + 1 (1 first; 0 means no priority).
