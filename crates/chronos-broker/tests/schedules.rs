@@ -439,7 +439,12 @@ async fn each_fire_and_skip_is_kept_in_the_schedules_history_newest_first_and_ca
         .expect("fire");
     assert_eq!(
         b.fire_history(&queue, "h").await.expect("history"),
-        vec![FireRecord::from_code(100_000, 1, "h:100".into()).expect("code")]
+        vec![FireRecord {
+            at_ms: 100_000,
+            outcome: Fired,
+            run_now: false,
+            task_id: "h:100".into(),
+        }]
     );
     // Forgotten with the fire state.
     b.forget_fire_state(&queue, &["h".to_string()])

@@ -65,28 +65,6 @@ pub struct FireRecord {
     pub task_id: String,
 }
 
-impl FireRecord {
-    /// An entry from its stored code: the fire script's reply codes (1, -2, -4, -5), 2 for a
-    /// run-now that enqueued and -6 for one the unique lock skipped. None for another code.
-    pub fn from_code(at_ms: i64, code: i64, task_id: String) -> Option<Self> {
-        let (outcome, run_now) = match code {
-            1 => (FireOutcome::Fired, false),
-            2 => (FireOutcome::Fired, true),
-            -2 => (FireOutcome::Overlap, false),
-            -4 => (FireOutcome::Unique, false),
-            -6 => (FireOutcome::Unique, true),
-            -5 => (FireOutcome::Expired, false),
-            _ => return None,
-        };
-        Some(Self {
-            at_ms,
-            outcome,
-            run_now,
-            task_id,
-        })
-    }
-}
-
 /// What the fire state records for one schedule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FireState {

@@ -166,20 +166,17 @@ impl ManageSchedules for RedisBroker {
         ];
         let r = self.run(|s| &s.sched_run, key_list, args).await?;
         let code = reply::int(&r, "sched_run")?;
-        Ok(match SchedRunCode::from_reply(code) {
-            Some(SchedRunCode::Fired) => FireOutcome::Fired,
-            Some(SchedRunCode::Duplicate) => FireOutcome::Duplicate,
-            Some(SchedRunCode::CorruptKeys) => {
-                return Err(reply::bad(
+        match SchedRunCode::from_reply(code) {
+            Some(c) => super::schedules::run_outcome(c).ok_or_else(|| {
+                reply::bad(
                     "sched_run",
                     "the queue's stream, scheduler counters, run marker or unique lock has the \
                      wrong type"
                         .into(),
-                ))
-            }
-            Some(SchedRunCode::Unique) => FireOutcome::Unique,
-            None => return Err(reply::bad("sched_run", format!("unknown code {code}"))),
-        })
+                )
+            }),
+            None => Err(reply::bad("sched_run", format!("unknown code {code}"))),
+        }
     }
 
     async fn forget_fire_state(

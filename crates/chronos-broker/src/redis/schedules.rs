@@ -29,7 +29,7 @@ use fred::prelude::*;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::reply::{FireCode, LockCode, PublishCode};
+use super::reply::{FireCode, LockCode, PublishCode, SchedRunCode};
 use super::{client_builder, reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
@@ -53,6 +53,28 @@ impl RedisBroker {
 
 pub(super) fn sched(keys: &QueueKeys, name: &str) -> String {
     format!("{}sched:{name}", keys.prefix())
+}
+
+/// What one trigger's fire.lua code means.
+fn fire_outcome(code: FireCode) -> FireOutcome {
+    match code {
+        FireCode::Fired => FireOutcome::Fired,
+        FireCode::Duplicate => FireOutcome::Duplicate,
+        FireCode::Overlap => FireOutcome::Overlap,
+        FireCode::Stale => FireOutcome::Stale,
+        FireCode::Unique => FireOutcome::Unique,
+        FireCode::Expired => FireOutcome::Expired,
+    }
+}
+
+/// What a sched_run.lua code means; None for a corrupt-keys answer (no outcome).
+pub(super) fn run_outcome(code: SchedRunCode) -> Option<FireOutcome> {
+    match code {
+        SchedRunCode::Fired => Some(FireOutcome::Fired),
+        SchedRunCode::Duplicate => Some(FireOutcome::Duplicate),
+        SchedRunCode::Unique => Some(FireOutcome::Unique),
+        SchedRunCode::CorruptKeys => None,
+    }
 }
 
 impl Schedules for RedisBroker {
@@ -325,12 +347,7 @@ impl Schedules for RedisBroker {
         for (i, c) in sent.into_iter().zip(codes) {
             let code = reply::int(&c, "fire")?;
             let outcome = match FireCode::from_reply(code) {
-                Some(FireCode::Fired) => FireOutcome::Fired,
-                Some(FireCode::Duplicate) => FireOutcome::Duplicate,
-                Some(FireCode::Overlap) => FireOutcome::Overlap,
-                Some(FireCode::Stale) => FireOutcome::Stale,
-                Some(FireCode::Unique) => FireOutcome::Unique,
-                Some(FireCode::Expired) => FireOutcome::Expired,
+                Some(c) => fire_outcome(c),
                 None => return Err(reply::bad("fire", format!("unknown code {code}"))),
             };
             if let Some(o) = outcomes.get_mut(i) {
@@ -388,7 +405,7 @@ impl Schedules for RedisBroker {
         #[derive(serde::Deserialize)]
         #[serde(untagged)]
         enum Entry {
-            Known(i64, i64, String),
+            Known(i64, i64, String, u8),
             Other(serde::de::IgnoredAny),
         }
         let entries: Vec<Entry> = match rmp_serde::from_slice(&raw) {
@@ -401,7 +418,21 @@ impl Schedules for RedisBroker {
         Ok(entries
             .into_iter()
             .filter_map(|e| match e {
-                Entry::Known(at, code, id) => FireRecord::from_code(at, code, id),
+                Entry::Known(at_ms, code, task_id, run_now) => {
+                    let run_now = run_now == 1;
+                    // The code is the reply of the script that fired it (lib.lua `record_fire`).
+                    let outcome = if run_now {
+                        run_outcome(SchedRunCode::from_reply(code)?)?
+                    } else {
+                        fire_outcome(FireCode::from_reply(code)?)
+                    };
+                    Some(FireRecord {
+                        at_ms,
+                        outcome,
+                        run_now,
+                        task_id,
+                    })
+                }
                 Entry::Other(_) => None,
             })
             .collect())

@@ -65,11 +65,12 @@ local function envelope_kind(env)
   return (mp_str(env, after)) or ''
 end
 
--- Puts one fire (trigger or run time ms, history code, task id) first in schedule `sid`'s
--- history (a MessagePack list in hash `key`), keeping the newest FIRES_KEPT. Codes: the fire
--- replies (1, -2, -4, -5), 2 for a run-now that enqueued, -6 for one the unique lock skipped.
--- A damaged history starts afresh; a key of the wrong type takes no entry (never raises).
-local function record_fire(key, sid, at, code, id)
+-- Puts one fire {trigger or run time ms, code, task id, run_now} first in schedule `sid`'s
+-- history (a MessagePack list in hash `key`), keeping the newest FIRES_KEPT. `code` is the
+-- reply code of the script that fired it (fire.lua's for a trigger, sched_run.lua's for a
+-- run-now: `run_now` 1 tells which). A damaged history starts afresh; a key of the wrong type
+-- takes no entry (never raises).
+local function record_fire(key, sid, at, code, id, run_now)
   local old = redis.pcall('HGET', key, sid)
   if type(old) == 'table' and old.err then return end
   local list = {}
@@ -78,7 +79,7 @@ local function record_fire(key, sid, at, code, id)
     -- Only a list is a history (a map, or anything else, starts afresh).
     if ok and type(t) == 'table' and #t > 0 then list = t end
   end
-  table.insert(list, 1, {at, code, id})
+  table.insert(list, 1, {at, code, id, run_now and 1 or 0})
   while #list > FIRES_KEPT do table.remove(list) end
   redis.pcall('HSET', key, sid, cmsgpack.pack(list))
 end

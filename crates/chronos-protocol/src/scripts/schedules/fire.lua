@@ -126,7 +126,7 @@ for j = 0, n - 1 do
       code = 1
     end
   end
-  if code ~= -1 then record_fire(KEYS[7], sid, at, code, id) end
+  if code ~= -1 then record_fire(KEYS[7], sid, at, code, id, false) end
   if code == 1 then
     fired = fired + 1
   elseif code == -5 then

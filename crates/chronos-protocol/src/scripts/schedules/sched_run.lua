@@ -36,7 +36,7 @@ if uttl > 0 and redis.call('EXISTS', KEYS[6]) == 1 then
   redis.call('SET', KEYS[3], token .. ':-4', 'PX', ttl)
   -- pcall: a counter holding a non-number must not fail the script after its first write.
   redis.pcall('HINCRBY', KEYS[2], 'suppressed', 1)
-  record_fire(KEYS[5], sid, now_ms(), -6, id)
+  record_fire(KEYS[5], sid, now_ms(), -4, id, true)
   return -4
 end
 redis.call('SET', KEYS[3], token .. ':1', 'PX', ttl)
@@ -46,5 +46,5 @@ local mid = add_entry(KEYS[1], id, env)
 local rkey, extra = lock_record(uttl > 0 and KEYS[6], ARGV[8], {})
 new_record(KEYS[4], maxr, rkey, discard, nil, 'pending', F_DELIVERY, mid, nil, nil, nil, extra)
 redis.pcall('HINCRBY', KEYS[2], 'fired', 1)
-record_fire(KEYS[5], sid, now_ms(), 2, id)
+record_fire(KEYS[5], sid, now_ms(), 1, id, true)
 return 1
