@@ -19,6 +19,7 @@ use futures::StreamExt;
 use maud::html;
 
 use crate::error::{DashError, PageError};
+use crate::fields::RunTime;
 use crate::format;
 use crate::href::listing_href;
 use crate::href::{encode, queue_href};
@@ -34,7 +35,8 @@ const MAX_SELECTION: usize = 5_000;
 /// How far the count before a filtered bulk action reads.
 const MAX_COUNT_SCAN: u64 = 100_000;
 
-fn back_with(st: &AppState, back: &str, msg: &str) -> Response {
+/// A redirect to `back` (a path of this console) with a signed one-line notice.
+pub(crate) fn back_with(st: &AppState, back: &str, msg: &str) -> Response {
     let back = safe_next(back);
     let sep = if back.contains('?') { '&' } else { '?' };
     Redirect::to(&format!(
@@ -384,7 +386,7 @@ async fn edit(
     form: &CheckedForm,
 ) -> Result<Response, PageError> {
     let invalid = |m: String| PageError(DashError::Admin(AdminError::Invalid(m)));
-    let field = |name: &str| form.get(name).map(str::trim).filter(|v| !v.is_empty());
+    let field = |name: &str| crate::fields::given(form, name);
     let mut edit = TaskEdit::new();
     let mut new_payload = false;
     if let Some(text) = field("payload") {
@@ -396,18 +398,12 @@ async fn edit(
             new_payload = true;
         }
     }
-    match (field("at"), field("in")) {
-        (Some(_), Some(_)) => {
-            return Err(invalid("give a run time or a delay, not both".into()));
-        }
-        (Some(at), None) => edit = edit.run_at(chronos_admin::parse_run_at(at)?),
-        (None, Some(d)) => edit = edit.run_in(chronos_admin::parse_run_in(d)?),
-        (None, None) => {}
+    match crate::fields::run_time(form)? {
+        Some(RunTime::At(at)) => edit = edit.run_at(at),
+        Some(RunTime::In(d)) => edit = edit.run_in(d),
+        None => {}
     }
-    if let Some(l) = field("level") {
-        let level: Priority = l
-            .parse()
-            .map_err(|e: chronos_broker::BrokerError| invalid(e.to_string()))?;
+    if let Some(level) = crate::fields::level(form)? {
         edit = edit.priority(level);
     }
     let back = form.get("back").unwrap_or("/");

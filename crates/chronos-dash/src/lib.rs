@@ -44,6 +44,7 @@ mod api;
 mod config;
 mod error;
 mod error_page;
+mod fields;
 mod format;
 mod health;
 mod href;

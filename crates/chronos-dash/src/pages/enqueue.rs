@@ -5,15 +5,17 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{Html, Response};
 use axum::Extension;
-use chronos_admin::{parse_run_at, parse_run_in, AdminError};
+use chronos_admin::AdminError;
 use chronos_broker::{json_payload, parse_duration, EnqueueOptions, Priority};
 use maud::html;
 use serde::Deserialize;
 
 use super::{csrf, layout, Nav};
+use crate::actions::back_with;
 use crate::error::{DashError, PageError};
+use crate::fields::{given, RunTime};
 use crate::href::{encode, queue_href, task_href};
 use crate::security::{Actor, CheckedForm};
 use crate::state::AppState;
@@ -125,7 +127,7 @@ pub(crate) async fn submit(
     form: CheckedForm,
 ) -> Result<Response, PageError> {
     let invalid = |m: String| PageError(DashError::Admin(AdminError::Invalid(m)));
-    let field = |name: &str| form.get(name).map(str::trim).filter(|v| !v.is_empty());
+    let field = |name: &str| given(&form, name);
     let kind = field("kind").ok_or_else(|| invalid("give the task's kind".into()))?;
     let text = field("payload").unwrap_or("{}");
     let from = field("from");
@@ -137,16 +139,12 @@ pub(crate) async fn submit(
         _ => json_payload(text)?,
     };
     let mut opts = EnqueueOptions::new();
-    match (field("at"), field("in")) {
-        (Some(_), Some(_)) => return Err(invalid("give a run time or a delay, not both".into())),
-        (Some(at), None) => opts = opts.process_at(parse_run_at(at)?),
-        (None, Some(d)) => opts = opts.process_in(parse_run_in(d)?),
-        (None, None) => {}
+    match crate::fields::run_time(&form)? {
+        Some(RunTime::At(at)) => opts = opts.process_at(at),
+        Some(RunTime::In(d)) => opts = opts.process_in(d),
+        None => {}
     }
-    if let Some(l) = field("level") {
-        let level: Priority = l
-            .parse()
-            .map_err(|e: chronos_broker::BrokerError| invalid(e.to_string()))?;
+    if let Some(level) = crate::fields::level(&form)? {
         opts = opts.priority(level);
     }
     if let Some(n) = field("max_retry") {
@@ -170,11 +168,5 @@ pub(crate) async fn submit(
         Some(src) => format!("Task {} enqueued, a copy of {src}.", info.id),
         None => format!("Task {} enqueued.", info.id),
     };
-    Ok(Redirect::to(&format!(
-        "{}?msg={}&sig={}",
-        task_href(&queue, &info.id),
-        encode(&msg),
-        st.sign(&msg)
-    ))
-    .into_response())
+    Ok(back_with(&st, &task_href(&queue, &info.id), &msg))
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{Html, Response};
 use axum::Extension;
 use chronos_admin::{AdminError, FireRow};
 use chronos_broker::{format_duration, parse_duration, DefSpec, ScheduleDef, ScheduleEntry};
@@ -13,9 +13,10 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::{csrf, layout, Nav};
+use crate::actions::back_with;
 use crate::error::{DashError, PageError};
 use crate::format;
-use crate::href::{encode, queue_href, schedule_href, task_href};
+use crate::href::{queue_href, schedule_href, task_href};
 use crate::security::{Actor, CheckedForm};
 use crate::state::AppState;
 
@@ -207,16 +208,6 @@ fn fires_table(queue: &str, fires: &[FireRow], now: i64) -> Markup {
     }
 }
 
-fn back(st: &AppState, id: &str, msg: &str) -> Response {
-    Redirect::to(&format!(
-        "{}?msg={}&sig={}",
-        schedule_href(id),
-        encode(msg),
-        st.sign(msg)
-    ))
-    .into_response()
-}
-
 /// `pause`, `resume`, `run` (now) or `edit` a runtime schedule.
 pub(crate) async fn act(
     State(st): State<Arc<AppState>>,
@@ -270,12 +261,12 @@ pub(crate) async fn act(
             )))))
         }
     };
-    Ok(back(&st, &id, &msg))
+    Ok(back_with(&st, &schedule_href(&id), &msg))
 }
 
 /// The edit a form asks for: a cron expression (and zone) or an interval, and a JSON payload.
 fn parse_edit(form: &CheckedForm) -> Result<ScheduleEdit, PageError> {
-    let field = |n: &str| form.get(n).map(str::trim).filter(|v| !v.is_empty());
+    let field = |n: &str| crate::fields::given(form, n);
     let bad = |m: String| PageError(DashError::Admin(AdminError::Invalid(m)));
     let mut edit = ScheduleEdit::new();
     match (field("cron"), field("every")) {
