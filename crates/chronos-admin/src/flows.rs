@@ -86,7 +86,9 @@ pub struct MemberRow {
 }
 
 impl<B: Inspect + Operate + Flows + 'static> Admin<B> {
-    /// The chains and groups task `id` of queue `name` belongs to (none for a plain task).
+    /// The chains and groups task `id` of queue `name` belongs to: none for a plain task or
+    /// one whose envelope does not decode. [`AdminError::QueueNotFound`] or
+    /// [`AdminError::TaskNotFound`] when the queue or the task does not exist.
     pub async fn flow_of(&self, name: &str, id: &str) -> Result<Vec<FlowView>, AdminError> {
         let q = self.require_queue(name).await?;
         let Some(rec) = self.broker.task(&q, id).await? else {
@@ -178,7 +180,9 @@ impl<B: Inspect + Operate + Flows + 'static> Admin<B> {
         })
     }
 
-    /// Group `id` whose record lives in queue `queue` (its callback's).
+    /// Group `id`, whose record lives in queue `queue` (its callback's), with its callback's
+    /// state. A group without a record (expired after its callback ran, or never opened) reads
+    /// as 0 members, not as an error.
     pub async fn group_view(
         &self,
         queue: &str,
@@ -222,8 +226,8 @@ impl<B: Inspect + Operate + Flows + 'static> Admin<B> {
         })
     }
 
-    /// Up to `limit` member outcomes of group `id` (record in queue `queue`), by index; the
-    /// members still running have none yet.
+    /// Up to `limit` member outcomes of group `id` (record in queue `queue`), by index, each
+    /// once; members still running have none yet, and a group without a record has none.
     pub async fn group_members(
         &self,
         queue: &str,
