@@ -22,9 +22,9 @@ use crate::error::{DashError, PageError};
 use crate::fields::RunTime;
 use crate::format;
 use crate::href::listing_href;
-use crate::href::{encode, queue_href};
+use crate::href::queue_href;
+use crate::notice::back_with;
 use crate::pages::job::job_href;
-use crate::pages::login::safe_next;
 use crate::pages::queue::{parse_action, slug};
 use crate::pages::{csrf, layout, Nav};
 use crate::security::{Actor, CheckedForm};
@@ -34,18 +34,6 @@ use crate::state::AppState;
 const MAX_SELECTION: usize = 5_000;
 /// How far the count before a filtered bulk action reads.
 const MAX_COUNT_SCAN: u64 = 100_000;
-
-/// A redirect to `back` (a path of this console) with a signed one-line notice.
-pub(crate) fn back_with(st: &AppState, back: &str, msg: &str) -> Response {
-    let back = safe_next(back);
-    let sep = if back.contains('?') { '&' } else { '?' };
-    Redirect::to(&format!(
-        "{back}{sep}msg={}&sig={}",
-        encode(msg),
-        st.sign(msg)
-    ))
-    .into_response()
-}
 
 pub(crate) async fn pause(
     State(st): State<Arc<AppState>>,

@@ -51,6 +51,7 @@ mod href;
 mod jobs;
 mod live;
 mod metrics;
+mod notice;
 mod pages;
 mod rates;
 mod security;

@@ -13,10 +13,10 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::{csrf, layout, Nav};
-use crate::actions::back_with;
 use crate::error::{DashError, PageError};
 use crate::format;
 use crate::href::{queue_href, schedule_href, task_href};
+use crate::notice::back_with;
 use crate::security::{Actor, CheckedForm};
 use crate::state::AppState;
 
