@@ -227,7 +227,8 @@ impl QueueKeys {
 
     /// The fetch receipt of one consumer: the nonce of its last fetch call that delivered
     /// anything and the entry ids it delivered, so a re-sent call returns them again instead of
-    /// reading new ones.
+    /// reading new ones; and how many completions its reads acked that the queue's counters
+    /// do not count yet (fewer than [`crate::COUNT_BATCH`]).
     pub fn receipt(&self, consumer: &str) -> String {
         format!("{}c:{consumer}", self.prefix)
     }

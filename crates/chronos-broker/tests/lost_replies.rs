@@ -365,3 +365,64 @@ async fn a_reclaim_dead_letter_whose_reply_is_lost_stays_in_the_outbox() {
     let stats = rig.direct.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 1));
 }
+
+#[tokio::test]
+async fn settle_and_fetch_whose_reply_is_lost_acks_once_and_returns_the_same_batch() {
+    let rig = rig().await;
+    let queue = q("default");
+    let client = Client::new(rig.direct.clone());
+    for n in 0..3 {
+        client
+            .enqueue(&email(n), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = rig.direct.open_reader().await.expect("reader");
+    let first = take(&rig.direct, &mut reader, &queue, "w", 1, Duration::ZERO).await;
+    assert_eq!(first.leases.len(), 1);
+    rig.lose_reply_of("claim");
+    let done = [Completion {
+        lease: first.leases[0].id.clone(),
+        retention: None,
+        result: None,
+    }];
+    let mut via_reader = rig.via.open_reader().await.expect("reader");
+    let (acked, next) = rig
+        .via
+        .complete_and_fetch(&mut via_reader, &queue, "w", &done, 1)
+        .await
+        .expect("re-sent");
+    rig.assert_lost(1);
+    // The first run acked; the re-send acks nothing and hands back what the first run read.
+    assert_eq!((acked, next.leases.len()), (0, 1));
+    assert_ne!(next.leases[0].id.msg_id, first.leases[0].id.msg_id);
+    let stream = rig.direct.keyspace().queue(&queue).stream();
+    type Summary = (u64, Option<String>, Option<String>, Vec<(String, u64)>);
+    let pending: Summary = rig
+        .direct
+        .client()
+        .xpending(stream, chronos_broker::GROUP, ())
+        .await
+        .expect("xpending");
+    assert_eq!(pending.0, 1, "only the delivery handed back is pending");
+    // Its count was owed once: the two calls that drain the queue pay exactly three.
+    let mut held = next.leases[0].id.clone();
+    for more in [1, 0] {
+        let done = [Completion {
+            lease: held.clone(),
+            retention: None,
+            result: None,
+        }];
+        let (acked, f) = rig
+            .direct
+            .complete_and_fetch(&mut reader, &queue, "w", &done, 1)
+            .await
+            .expect("ack");
+        assert_eq!((acked, f.leases.len()), (1, more));
+        if let Some(l) = f.leases.first() {
+            held = l.id.clone();
+        }
+    }
+    let stats = rig.direct.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, 3));
+}

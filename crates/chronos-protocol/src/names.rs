@@ -212,6 +212,11 @@ pub const ENQUEUE_STRIDE: usize = 12;
 /// Values per task with a record in a complete.lua call (Lua: `COMPLETE_STRIDE`).
 pub const COMPLETE_STRIDE: usize = 6;
 
+/// Completions a claim.lua call that settles as it fetches lets wait in the consumer's receipt
+/// before it adds them to the queue's processed counters (Lua: `COUNT_BATCH`): the counters lag
+/// a busy consumer by fewer than this many tasks, and are exact once its queue drains.
+pub const COUNT_BATCH: u64 = 64;
+
 /// Values per trigger in a fire.lua call (Lua: `FIRE_STRIDE`).
 pub const FIRE_STRIDE: usize = 13;
 
@@ -231,6 +236,7 @@ pub fn prologue() -> String {
     lua.push_str(&format!("local PLAIN_MAX_RETRY = '{DEFAULT_MAX_RETRY}'\n"));
     lua.push_str(&format!("local ENQUEUE_STRIDE = {ENQUEUE_STRIDE}\n"));
     lua.push_str(&format!("local COMPLETE_STRIDE = {COMPLETE_STRIDE}\n"));
+    lua.push_str(&format!("local COUNT_BATCH = {COUNT_BATCH}\n"));
     lua.push_str(&format!(
         "local ATTEMPTS_KEPT = {}\n",
         chronos_core::ATTEMPTS_KEPT

@@ -394,8 +394,12 @@ async fn settle<B: WorkerBroker>(
                 result: retention.and(output),
                 retention,
             };
-            // The acker batches completions and lets the lease go once acked; if it is gone
-            // (shutdown finished), ack directly.
+            // The fetcher's next read carries a plain task's ack when it reads again soon
+            // (carry.rs); else the acker batches completions and lets the lease go once acked;
+            // if it is gone (shutdown finished), ack directly.
+            let Some(completion) = rt.queues[q].carry.offer(completion) else {
+                return false;
+            };
             match rt.acks.send((q, completion)) {
                 Ok(()) => return false,
                 Err(back) => {

@@ -12,6 +12,7 @@ use crate::WorkerBroker;
 use tracing::{debug, warn};
 
 use crate::backoff::Backoff;
+use crate::carry::{hand_over, settle_and_fetch};
 use crate::limiter;
 use crate::runtime::Runtime;
 use crate::QueueLimit;
@@ -43,8 +44,13 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
     }
     // Deliveries of a limited queue taken without a permit yet (see limiter.rs).
     let mut waiting = Vec::new();
+    let carry = &rt.queues[q].carry;
+    // A read that carried completions took tasks: the counts of those completions may wait in
+    // the store until a read takes nothing (Consume::complete_and_fetch).
+    let mut owes = false;
     while !rt.stop_fetch.is_cancelled() {
         if rt.is_paused(q) {
+            hand_over(&rt, q, carry.close()).await;
             // Release a dispatcher that drew this queue before the pause.
             rt.mark_drained(q);
             if sleep_or_stop(&rt, Duration::from_millis(200)).await {
@@ -57,7 +63,10 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             // Every slot is busy or already has a task waiting: wait for one to free up.
             tokio::select! {
                 _ = rt.space.notified() => {}
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                // No slot for a while: the completions waiting for a read go to the acker.
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                    hand_over(&rt, q, carry.take()).await;
+                }
                 _ = rt.stop_fetch.cancelled() => break,
             }
             continue;
@@ -69,6 +78,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             (rt.limit_of(q).is_some() || !waiting.is_empty()).then(QueueLimit::default)
         });
         if let Some(limit) = limited {
+            hand_over(&rt, q, carry.close()).await;
             match limiter::round(&rt, &mut reader, q, limit, count, BLOCK, &mut waiting).await {
                 Ok(()) => backoff.reset(),
                 Err(e) => {
@@ -83,20 +93,34 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
         }
         // Try a read that returns at once first, so "this queue is empty" is known without a
         // block (strict priority depends on it); block only when it found nothing.
-        let mut result = rt
-            .broker
-            .fetch(&mut reader, &queue, &rt.id, count, Duration::ZERO)
-            .await;
+        let done = carry.open();
+        let mut result = if done.is_empty() {
+            rt.broker
+                .fetch(&mut reader, &queue, &rt.id, count, Duration::ZERO)
+                .await
+        } else {
+            let carried = settle_and_fetch(&rt, &mut reader, q, done, count).await;
+            if matches!(&carried, Ok(f) if !f.leases.is_empty()) {
+                owes = true;
+            }
+            carried
+        };
+        if matches!(&result, Ok(f) if f.leases.is_empty()) {
+            owes = false;
+        }
         if let Ok(f) = &result {
             if f.blocked_until_ms.is_some() {
                 // Blocked by a handler (TaskError::rate_limited): neither read nor wait on it
                 // (not parked either, so the shared read does not take its tasks) until then.
                 rt.mark_drained(q);
+                hand_over(&rt, q, carry.close()).await;
                 limiter::blocked_wait(&rt, &queue, f.blocked_until_ms).await;
                 continue;
             }
         }
         if matches!(&result, Ok(f) if f.leases.is_empty()) {
+            // No read comes at once now: nothing waits for one.
+            hand_over(&rt, q, carry.close()).await;
             rt.mark_drained(q);
             if rt.watching.load(Ordering::Relaxed) {
                 // The shared read waits for this queue (with every other idle one) and puts
@@ -121,6 +145,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
                 }
                 if fetched.blocked_until_ms.is_some() {
                     rt.mark_drained(q);
+                    hand_over(&rt, q, carry.close()).await;
                     limiter::blocked_wait(&rt, &queue, fetched.blocked_until_ms).await;
                     continue;
                 }
@@ -145,6 +170,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             }
             Err(e) => {
                 warn!(queue = %queue, error = %e, "fetch failed; retrying");
+                hand_over(&rt, q, carry.close()).await;
                 // Until a read succeeds this queue has nothing to offer: a dispatcher waiting
                 // for it must draw another, or one unreachable queue would stall them all.
                 rt.mark_drained(q);
@@ -152,6 +178,13 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
                     break;
                 }
             }
+        }
+    }
+    // The last read: it acks what still waits and settles the counts owed, taking nothing.
+    let done = carry.close();
+    if owes || !done.is_empty() {
+        if let Err(e) = settle_and_fetch(&rt, &mut reader, q, done, 0).await {
+            warn!(queue = %queue, error = %e, "last read failed; its acks went to the acker");
         }
     }
     limiter::hand_back(&rt, q, waiting).await;

@@ -101,6 +101,7 @@ mod acker;
 mod backoff;
 mod broker;
 mod canceller;
+mod carry;
 mod config;
 mod dispatcher;
 mod ended;

@@ -36,6 +36,8 @@ pub(crate) struct QueueSlot {
     deliveries: Mutex<Deliveries>,
     /// Run times and queue waits not written yet (timing.rs).
     pub(crate) timings: crate::timing::Timings,
+    /// Completions waiting to be acked by the fetcher's next read (carry.rs).
+    pub(crate) carry: crate::carry::Carry,
 }
 
 /// The deliveries of one queue that this server holds.
@@ -78,6 +80,7 @@ impl QueueSlot {
             woken: Notify::new(),
             deliveries: Mutex::new(Deliveries::default()),
             timings: Default::default(),
+            carry: Default::default(),
         }
     }
 

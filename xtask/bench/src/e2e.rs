@@ -37,17 +37,21 @@ fn now_us() -> u64 {
         .unwrap_or(0)
 }
 
+/// A latency load: tasks per second, for so many seconds.
+type Load = (u64, u64);
+
 /// Enqueue-to-start latency is measured at these rates (tasks/s) for these many seconds: a light
 /// load, a busy one, and one near what a worker of concurrency 50 drains.
-const LATENCY_RATES: [(u64, u64); 3] = [(50, 10), (5_000, 5), (20_000, 5)];
+const LATENCY_RATES: [Load; 3] = [(50, 10), (5_000, 5), (20_000, 5)];
 
 /// Drain throughput at several concurrencies and enqueue-to-start latency at three loads.
 pub(crate) async fn run(peers: &Peers) -> Result<()> {
     let server = chronos_testkit::RedisServer::start().context("redis for the bench")?;
     let url = server.url();
     println!("== e2e: drain {N} no-op tasks (100-byte payload; {N1} at concurrency 1), median of {RUNS} runs, redis at {url}");
+    let (levels, rates) = chosen()?;
     let mut ours = Vec::new();
-    for c in CONCURRENCY {
+    for &c in &levels {
         let n = if c == 1 { N1 } else { N };
         let (mut runs, mut costs, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..RUNS {
@@ -66,11 +70,15 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         ));
     }
     let mut lat = Vec::new();
-    for (rate, secs) in LATENCY_RATES {
+    for &(rate, secs) in &rates {
         lat.push((rate, latency(&url, rate, secs).await?));
     }
 
-    let conc = CONCURRENCY.map(|c| c.to_string()).join(",");
+    let conc = levels
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let peer_e2e = peers.bullmq(
         &url,
         &[
@@ -86,7 +94,7 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         ],
     );
     let mut peer_lat = Vec::new();
-    for (rate, secs) in LATENCY_RATES {
+    for &(rate, secs) in &rates {
         let lines = peers.bullmq(
             &url,
             &[
@@ -133,6 +141,23 @@ pub(crate) async fn run(peers: &Peers) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The concurrencies and latency loads to run: all of them, or only the concurrencies listed in
+/// `CHRONOS_BENCH_CONCURRENCY` (comma-separated, e.g. `1,16`) and then no latency run, for a
+/// quick look at one row while working on it.
+fn chosen() -> Result<(Vec<usize>, Vec<Load>)> {
+    match std::env::var("CHRONOS_BENCH_CONCURRENCY") {
+        Ok(list) => {
+            let levels = list
+                .split(',')
+                .map(|c| c.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .context("CHRONOS_BENCH_CONCURRENCY: comma-separated numbers")?;
+            Ok((levels, Vec::new()))
+        }
+        Err(_) => Ok((CONCURRENCY.to_vec(), LATENCY_RATES.to_vec())),
+    }
 }
 
 /// Drains `n` tasks; returns tasks/s, the Redis cost of the drain (server start to shutdown,

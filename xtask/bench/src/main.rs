@@ -27,6 +27,9 @@
 //! EVALSHA plus every command it runs), snapshotted around each phase alone. Rates on shared
 //! machines swing by 20-40 %; these figures barely move.
 //!
+//! `CHRONOS_BENCH_CONCURRENCY=1,16` runs only those drain rows of `e2e` (and no latency run),
+//! for a quick look at one row while working on it.
+//!
 //! Each figure is the median of several runs against a fresh throwaway Redis (or
 //! `CHRONOS_REDIS_URL`), and each peer figure comes from the same Redis build on the same machine.
 

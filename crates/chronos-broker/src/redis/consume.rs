@@ -46,7 +46,7 @@ impl Consume for RedisBroker {
         count: usize,
         block: Duration,
     ) -> Result<Fetched, BrokerError> {
-        let fetched = self.claim(queue, consumer, count).await?;
+        let (_, fetched) = self.claim(queue, consumer, count.max(1), &[]).await?;
         // A blocked queue is not waited on either: the caller sleeps until the block ends.
         if block.is_zero()
             || !fetched.leases.is_empty()
@@ -143,16 +143,28 @@ impl Consume for RedisBroker {
     }
 
     async fn complete(&self, queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError> {
-        // Calls of at most COMPLETE_CHUNK, so a script never unpacks more than Lua allows and
-        // never holds Redis for long; each call is atomic on its own (acks are independent).
-        let mut n = 0;
-        for (level, idx) in lane::by_lane(done.iter().map(|c| c.lease.msg_id.as_str())) {
-            let lane: Vec<&Completion> = idx.into_iter().map(|i| &done[i]).collect();
-            for part in lane.chunks(COMPLETE_CHUNK) {
-                n += self.complete_chunk(queue, level, part).await?;
-            }
-        }
-        Ok(n)
+        let done: Vec<&Completion> = done.iter().collect();
+        self.complete_refs(queue, &done).await
+    }
+
+    /// Plain tasks kept for no retention ride in the claim call (an ack is their whole
+    /// completion; claim.lua); the others, and all of them while the queue writes events
+    /// (complete.lua writes those), take a complete call first.
+    async fn complete_and_fetch(
+        &self,
+        _reader: &mut RedisReader,
+        queue: &QueueName,
+        consumer: &str,
+        done: &[Completion],
+        count: usize,
+    ) -> Result<(u64, Fetched), BrokerError> {
+        let events = self.event_stream(&self.queue_keys(queue)).await?.is_some();
+        let (along, rest): (Vec<&Completion>, Vec<&Completion>) = done
+            .iter()
+            .partition(|c| !events && c.lease.is_plain() && c.retention.is_none());
+        let settled = self.complete_refs(queue, &rest).await?;
+        let (acked, fetched) = self.claim(queue, consumer, count, &along).await?;
+        Ok((settled + acked, fetched))
     }
 
     async fn retry(
@@ -450,6 +462,23 @@ impl RedisBroker {
             .collect())
     }
 
+    /// Calls of at most COMPLETE_CHUNK, so a script never unpacks more than Lua allows and
+    /// never holds Redis for long; each call is atomic on its own (acks are independent).
+    async fn complete_refs(
+        &self,
+        queue: &QueueName,
+        done: &[&Completion],
+    ) -> Result<u64, BrokerError> {
+        let mut n = 0;
+        for (level, idx) in lane::by_lane(done.iter().map(|c| c.lease.msg_id.as_str())) {
+            let lane: Vec<&Completion> = idx.into_iter().map(|i| done[i]).collect();
+            for part in lane.chunks(COMPLETE_CHUNK) {
+                n += self.complete_chunk(queue, level, part).await?;
+            }
+        }
+        Ok(n)
+    }
+
     /// One complete.lua call for up to [`COMPLETE_CHUNK`] completions.
     async fn complete_chunk(
         &self,
@@ -502,23 +531,26 @@ impl RedisBroker {
         Ok(reply::int(&n, "complete")?.max(0) as u64)
     }
 
-    /// One claim call: delivers up to `count` new entries to `consumer`, at once. A queue
-    /// whose levels this process did not know yet costs one call more (claim.lua answers
+    /// One claim call: acks the plain completions `along` and delivers up to `count` new
+    /// entries to `consumer`, at once; how many of `along` it acked, and what it delivered. A
+    /// queue whose levels this process did not know yet costs one call more (claim.lua answers
     /// their list and reads nothing until the lanes are declared).
     async fn claim(
         &self,
         queue: &QueueName,
         consumer: &str,
         count: usize,
-    ) -> Result<Fetched, BrokerError> {
+        along: &[&Completion],
+    ) -> Result<(u64, Fetched), BrokerError> {
         let knew = self.known_levels(queue);
-        let fetched = self.claim_once(queue, consumer, count).await?;
+        let (acked, fetched) = self.claim_once(queue, consumer, count, along).await?;
         let now = self.known_levels(queue);
         let declares = |l: &[u8]| (!l.is_empty(), l.contains(&super::TENANT_LANE));
-        if fetched.leases.is_empty() && declares(&knew) != declares(&now) {
-            return self.claim_once(queue, consumer, count).await;
+        if count > 0 && fetched.leases.is_empty() && declares(&knew) != declares(&now) {
+            let (_, fetched) = self.claim_once(queue, consumer, count, &[]).await?;
+            return Ok((acked, fetched));
         }
-        Ok(fetched)
+        Ok((acked, fetched))
     }
 
     async fn claim_once(
@@ -526,7 +558,8 @@ impl RedisBroker {
         queue: &QueueName,
         consumer: &str,
         count: usize,
-    ) -> Result<Fetched, BrokerError> {
+        along: &[&Completion],
+    ) -> Result<(u64, Fetched), BrokerError> {
         let keys = self.queue_keys(queue);
         let nonce = format!("{:016x}", rand::random::<u64>());
         let mut declared = vec![keys.stream(), keys.receipt(consumer), keys.levels()];
@@ -543,25 +576,42 @@ impl RedisBroker {
         }
         declared.push(keys.queue_block());
         declared.push(keys.key_blocks());
-        let args: Vec<Value> = vec![
+        // The counters that the completions owed in the receipt go to (claim.lua ARGV[7]).
+        let day = now_ms().div_euclid(DAY_MS);
+        declared.extend([
+            keys.processed(),
+            keys.history_minutes(HistoryCounter::Processed, day),
+            keys.history_day(HistoryCounter::Processed, day),
+        ]);
+        let mut args: Vec<Value> = Vec::with_capacity(7 + along.len());
+        args.extend([
             GROUP.into(),
             consumer.into(),
-            (count.max(1) as i64).into(),
+            (count as i64).into(),
             duration_ms(RECEIPT_TTL).into(),
             nonce.into(),
             reply::flag(true),
-        ];
+            (along.len() as i64).into(),
+        ]);
+        args.extend(along.iter().map(|c| Value::from(c.lease.msg_id.as_str())));
         let rows = match self.run(|s| &s.claim, declared, args).await {
             Ok(v) => reply::array(v, "claim")?,
             Err(e) if says(&e, "NOGROUP") => {
+                // Redis lost the queue's group, and with it every pending delivery: there is
+                // nothing left to ack.
                 self.regroup(queue).await?;
-                return Ok(Fetched::default());
+                return Ok((0, Fetched::default()));
             }
             Err(e) => return Err(e),
         };
         let mut fetched = Fetched::default();
         let mut levels = Vec::new();
+        let mut acked = 0;
         for row in rows {
+            if let Some(n) = acked_row(&row) {
+                acked = n;
+                continue;
+            }
             if let Some((until, keyed)) = blocks_row(&row) {
                 fetched.blocked_until_ms = (until > 0).then_some(until);
                 fetched.key_blocks = keyed;
@@ -579,7 +629,7 @@ impl RedisBroker {
             }
         }
         self.remember_levels(queue, levels);
-        Ok(fetched)
+        Ok((acked, fetched))
     }
 
     /// Acks and removes entries read by a blocking read that carry no task, so they never block
@@ -703,7 +753,15 @@ fn lease(queue: &QueueName, row: Value) -> Option<Lease> {
     Some(new_lease(queue, task_id, msg_id, envelope, r, err, f))
 }
 
-/// The levels of claim.lua's last row `{'', level, ...}`; None for any other row.
+/// The acked row of claim.lua, `{'+', how many completions it acked}`; None for any other row.
+fn acked_row(row: &Value) -> Option<u64> {
+    let Value::Array(cols) = row else { return None };
+    if cols.first().and_then(Value::as_str).as_deref() != Some("+") {
+        return None;
+    }
+    Some(cols.get(1).and_then(Value::as_i64).unwrap_or(0).max(0) as u64)
+}
+
 /// The blocks row of claim.lua, `{'!', queue block end ms or 0, 1 when keys are blocked}`.
 fn blocks_row(row: &Value) -> Option<(i64, bool)> {
     let Value::Array(cols) = row else { return None };
@@ -714,6 +772,7 @@ fn blocks_row(row: &Value) -> Option<(i64, bool)> {
     Some((num(1), num(2) == 1))
 }
 
+/// The levels of claim.lua's last row `{'', level, ...}`; None for any other row.
 fn levels_row(row: &Value) -> Option<Vec<u8>> {
     let Value::Array(cols) = row else { return None };
     if cols.first().and_then(Value::as_str).as_deref() != Some("") {

@@ -8,6 +8,15 @@
 -- ARGV[1]  consumer group, ARGV[2] consumer, ARGV[3] most entries, ARGV[4] receipt TTL ms,
 -- ARGV[5]  this call's nonce (random per call, the same in a re-send), ARGV[6] '1' when the
 --          last two KEYS are the queue's block and its blocked keys (lib.lua `queue_block_end`)
+-- ARGV[7]  (settle and fetch in one call) how many plain tasks this call also completes, then
+--          their entry ids on the main stream (lib.lua: plain tasks; the caller sends only those
+--          with no retention, and none while the queue writes events); the last three KEYS are
+--          then the queue's processed counter, its per-minute hash and counter of today (as
+--          complete.lua's KEYS[3..5]). A first row {'+', how many of them this call acked} comes
+--          before the rest. Their count goes to the counters later, not per call: it waits in
+--          the receipt (`<owed>|<nonce>:...`) and is added once COUNT_BATCH are owed or when a
+--          call takes nothing (a drained queue, or the worker's last call, which asks for 0), so
+--          a busy consumer pays the counters' four commands once per COUNT_BATCH tasks.
 -- A blocked queue (TaskError::rate_limited(..).queue_wide()) reads nothing: the answer is the
 -- one row {'!', block end ms, 1 or 0}; otherwise, when some of its rate keys are blocked, a
 -- last row {'!', 0, 1} says so (the caller checks keyed deliveries, admit.lua). A re-sent
@@ -46,6 +55,13 @@
 local group, me, nonce = ARGV[1], ARGV[2], ARGV[5]
 local want = tonumber(ARGV[3]) or 1
 local out = {}
+-- Completions carried by this call (ARGV[7]) and the counter keys that come with them.
+local settling = tonumber(ARGV[7])
+local COUNTERS = nil
+if settling then
+  COUNTERS = {KEYS[#KEYS - 2], KEYS[#KEYS - 1], KEYS[#KEYS]}
+  for _ = 1, 3 do table.remove(KEYS) end
+end
 
 local function row(mid, env, fields, level)
   local id = field_of(fields, F_TASK_ID)
@@ -68,6 +84,12 @@ if ARGV[6] == '1' then NK = #KEYS - 2; BLOCK = KEYS[NK + 1]; KBLOCKS = KEYS[NK +
 if NK >= 4 + LANES_LEN then LANES = 5 end
 if NK >= 4 + LANES_LEN + TENANTS_LEN then T = 5 + LANES_LEN end
 local receipt = redis.pcall('GET', KEYS[2])
+-- Completions acked by earlier calls and not yet added to the counters (ARGV[7]).
+local owed = 0
+if type(receipt) == 'string' then
+  local n, rest = string.match(receipt, '^(%d+)|(.*)$')
+  if n then owed, receipt = tonumber(n), rest end
+end
 if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. ':' then
   for item in string.gmatch(string.sub(receipt, #nonce + 2), '[^,]+') do
     local level, mid = string.match(item, '^(%d+)/(.+)$')
@@ -79,7 +101,49 @@ if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. 
     local env = field_of(fields, F_ENVELOPE)
     if env or named(fields) then out[#out + 1] = row(mid, env or false, fields, level) end
   end
+  -- Its completions were acked by the first run: a re-send acks none.
+  if settling then table.insert(out, 1, {'+', 0}) end
   return out
+end
+
+-- Acks and removes the entries of the completions this call carries (ARGV[7]); how many
+-- were still pending (a stale or re-sent one counts nothing). Runs on every path that
+-- answers, after the reads.
+local function settle_carried()
+  if not settling or settling <= 0 then return 0 end
+  local mids = {}
+  for i = 8, 7 + settling do mids[#mids + 1] = ARGV[i] end
+  local acked = 0
+  for i = 1, #mids, 1000 do
+    local part = {unpack(mids, i, math.min(i + 999, #mids))}
+    acked = acked + (tonumber(redis.pcall('XACK', KEYS[1], group, unpack(part))) or 0)
+    redis.pcall('XDEL', KEYS[1], unpack(part))
+  end
+  return acked
+end
+
+-- Ends a call that carried completions: acks them, adds what is owed to the counters when
+-- COUNT_BATCH are owed or nothing was taken, and keeps the rest owed in the receipt (written
+-- here when it changed; `taken` its entries). Returns `rows` with the acked count first.
+local function finish(rows, taken)
+  local acked = settle_carried()
+  owed = owed + acked
+  local receipt_owed = owed
+  if owed > 0 and (owed >= COUNT_BATCH or #taken == 0) then
+    local now = now_ms()
+    bump(COUNTERS[1], owed)
+    history(COUNTERS[2], COUNTERS[3], owed, now)
+    receipt_owed = 0
+  end
+  local head = receipt_owed > 0 and (receipt_owed .. '|') or ''
+  if #taken > 0 then
+    redis.call('SET', KEYS[2], head .. nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
+  elseif owed > 0 then
+    -- Paid off: nothing owed stays behind in the receipt.
+    redis.pcall('DEL', KEYS[2])
+  end
+  table.insert(rows, 1, {'+', acked})
+  return rows
 end
 
 local taken = {}
@@ -185,7 +249,10 @@ if BLOCK and flagged then
   else
     local ends = queue_block_end(BLOCK, now_ms())
     if redis.call('EXISTS', KBLOCKS) == 1 then key_blocks = 1 end
-    if ends > 0 then return {{'!', ends, key_blocks}} end
+    if ends > 0 then
+      if settling then return finish({{'!', ends, key_blocks}}, {}) end
+      return {{'!', ends, key_blocks}}
+    end
   end
 end
 local row_of_levels = {''}
@@ -196,7 +263,10 @@ if has_tenants then
 end
 -- Levels or tenants in use but not declared: read nothing (the main stream first would break
 -- the order); the caller declares them and calls again at once.
-if (#levels > 0 and not LANES) or (has_tenants and not T) then return {row_of_levels} end
+if (#levels > 0 and not LANES) or (has_tenants and not T) then
+  if settling then return finish({row_of_levels}, {}) end
+  return {row_of_levels}
+end
 if #levels == 0 and not has_tenants then
   local failed = read(KEYS[1], nil, want)
   if failed then return failed end
@@ -278,7 +348,9 @@ else
 end
 if #levels > 0 or has_tenants then out[#out + 1] = row_of_levels end
 if key_blocks == 1 then out[#out + 1] = {'!', 0, 1} end
+if settling then return finish(out, taken) end
 if #taken > 0 then
-  redis.call('SET', KEYS[2], nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
+  local head = owed > 0 and (owed .. '|') or ''
+  redis.call('SET', KEYS[2], head .. nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
 end
 return out

@@ -1,0 +1,149 @@
+//! Settle and fetch in one call (`Consume::complete_and_fetch`): the claim script acks plain
+//! completions as it reads, and their counts wait in the consumer's receipt until COUNT_BATCH
+//! are owed or a read takes nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use chronos_broker::{
+    Client, Completion, Consume, EnqueueOptions, HistorySpan, Inspect, Lease, Operate, QueueName,
+    Results, TaskOutcome, TaskState, COUNT_BATCH,
+};
+use common::{broker, email, take};
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).expect("valid queue")
+}
+
+fn done(l: &Lease) -> Completion {
+    Completion {
+        lease: l.id.clone(),
+        retention: None,
+        result: None,
+    }
+}
+
+#[tokio::test]
+async fn each_call_acks_the_last_task_and_takes_the_next_and_the_counts_catch_up() {
+    let b = broker().await;
+    let queue = q("default");
+    let n = COUNT_BATCH + 6;
+    let client = Client::new(b.clone());
+    for i in 0..n {
+        client
+            .enqueue(&email(i as u32), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let first = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+    let mut held = first.leases;
+    let mut settled = 0;
+    for i in 1..n {
+        assert_eq!(held.len(), 1, "call {i}");
+        let (acked, f) = b
+            .complete_and_fetch(&mut reader, &queue, "w", &[done(&held[0])], 1)
+            .await
+            .expect("settle and fetch");
+        settled += acked;
+        held = f.leases;
+        let stats = b.queue_stats(&queue).await.expect("stats");
+        // Every ack takes effect at once; the counters lag by fewer than COUNT_BATCH.
+        assert_eq!(stats.pending + stats.active, n - i, "call {i}");
+        assert!(
+            stats.processed <= i && i - stats.processed < COUNT_BATCH,
+            "call {i}: processed {}",
+            stats.processed
+        );
+    }
+    // The last task's ack takes nothing more: the counts are exact again.
+    let (acked, f) = b
+        .complete_and_fetch(&mut reader, &queue, "w", &[done(&held[0])], 1)
+        .await
+        .expect("last");
+    assert!(f.leases.is_empty());
+    assert_eq!(settled + acked, n);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.processed), (0, 0, n));
+    let days = b.history(&queue, HistorySpan::Days).await.expect("history");
+    assert_eq!(days.last().map(|d| d.processed), Some(n));
+    let minutes = b
+        .history(&queue, HistorySpan::Minutes)
+        .await
+        .expect("history");
+    assert_eq!(minutes.iter().map(|m| m.processed).sum::<u64>(), n);
+}
+
+#[tokio::test]
+async fn a_read_of_zero_only_acks_and_pays_the_counts_owed() {
+    let b = broker().await;
+    let queue = q("default");
+    let client = Client::new(b.clone());
+    for i in 0..3 {
+        client
+            .enqueue(&email(i), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+    let (acked, f) = b
+        .complete_and_fetch(&mut reader, &queue, "w", &[done(&f.leases[0])], 1)
+        .await
+        .expect("carry");
+    assert_eq!((acked, f.leases.len()), (1, 1));
+    assert_eq!(b.queue_stats(&queue).await.expect("stats").processed, 0);
+    let (acked, none) = b
+        .complete_and_fetch(&mut reader, &queue, "w", &[done(&f.leases[0])], 0)
+        .await
+        .expect("last");
+    assert_eq!((acked, none.leases.len()), (1, 0));
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.processed), (1, 2));
+}
+
+#[tokio::test]
+async fn completions_that_need_a_record_or_an_event_are_settled_as_complete_does() {
+    let b = broker().await;
+    let queue = q("default");
+    let client = Client::new(b.clone());
+    let kept = client
+        .enqueue(&email(1), EnqueueOptions::new().task_id("kept"))
+        .await
+        .expect("enqueue");
+    client
+        .enqueue(&email(2), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    client
+        .enqueue(&email(3), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 2, Duration::from_millis(100)).await;
+    assert_eq!(f.leases.len(), 2);
+    let carried: Vec<Completion> = f
+        .leases
+        .iter()
+        .map(|l| Completion {
+            lease: l.id.clone(),
+            retention: (l.id.task_id == kept.id).then_some(Duration::from_secs(60)),
+            result: (l.id.task_id == kept.id).then(|| b"42".to_vec()),
+        })
+        .collect();
+    let (acked, next) = b
+        .complete_and_fetch(&mut reader, &queue, "w", &carried, 5)
+        .await
+        .expect("settle and fetch");
+    assert_eq!((acked, next.leases.len()), (2, 1));
+    let rec = b.task(&queue, &kept.id).await.expect("task").expect("kept");
+    assert_eq!(rec.state, TaskState::Completed);
+    let outcome = b.outcome(&queue, &kept.id).await.expect("result");
+    assert_eq!(
+        outcome,
+        TaskOutcome::Succeeded {
+            result: Some(b"42".to_vec())
+        }
+    );
+}
