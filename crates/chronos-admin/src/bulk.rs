@@ -14,16 +14,12 @@ use std::time::Duration;
 use chronos_broker::{
     ActionOutcome, Inspect, Operate, QueueName, TaskAction, TaskFilter, TaskState,
 };
-use futures::StreamExt;
 use serde::Serialize;
 
 use crate::{verb, Admin, AdminError};
 
 /// Tasks listed and acted on per step of a run, by default.
 pub const DEFAULT_BULK_CHUNK: usize = 500;
-
-/// Actions in flight at once within a step: enough to keep one connection's pipeline full.
-const IN_FLIGHT: usize = 32;
 
 /// A stop signal for a bulk run: clone it, hand one clone to the run, call [`CancelToken::cancel`]
 /// on another. The run stops before its next step (a step in flight finishes, so a run stops
@@ -125,6 +121,17 @@ pub struct BulkStatus {
 }
 
 impl BulkStatus {
+    /// Counts the outcomes of one step's actions.
+    fn count(&mut self, outcomes: &[ActionOutcome]) {
+        for o in outcomes {
+            match o {
+                ActionOutcome::Done => self.done += 1,
+                ActionOutcome::Corrupt => self.failed += 1,
+                _ => self.skipped += 1,
+            }
+        }
+    }
+
     /// Matched tasks the run did not reach (after a cancel or an error).
     pub fn untouched(&self) -> u64 {
         self.matched
@@ -166,18 +173,24 @@ impl<B: Inspect + Operate + 'static> Admin<B> {
         }
         let mut status = BulkStatus::default();
         let mut cursor: Option<String> = None;
-        // The page read but not acted on yet.
+        // The page read but not acted on yet: it is acted on while the next page is read, so
+        // Redis gets the two calls back to back instead of waiting on this process between.
         let mut waiting: Vec<String> = Vec::new();
         loop {
             if cancel.is_cancelled() {
                 status.cancelled = true;
                 break;
             }
-            let page = match self
-                .broker
-                .list_page(&q, job.state, &job.filter, cursor.as_deref(), job.chunk)
-                .await
-            {
+            let list =
+                self.broker
+                    .list_page(&q, job.state, &job.filter, cursor.as_deref(), job.chunk);
+            let previous = std::mem::take(&mut waiting);
+            let (page, acted) = tokio::join!(list, self.act_many(&q, job.action, previous));
+            if let Err(e) = acted.map(|o| status.count(&o)) {
+                status.error = Some(e.to_string());
+                break;
+            }
+            let page = match page {
                 Ok(p) => p,
                 Err(e) => {
                     status.error = Some(e.to_string());
@@ -186,12 +199,7 @@ impl<B: Inspect + Operate + 'static> Admin<B> {
             };
             status.scanned += page.scanned;
             status.matched += page.tasks.len() as u64;
-            let read: Vec<String> = page.tasks.into_iter().map(|t| t.id).collect();
-            let previous = std::mem::replace(&mut waiting, read);
-            if let Err(e) = self.act_many(&q, job.action, previous, &mut status).await {
-                status.error = Some(e.to_string());
-                break;
-            }
+            waiting = page.tasks.into_iter().map(|t| t.id).collect();
             progress(&status);
             match page.next {
                 Some(next) => cursor = Some(next),
@@ -199,10 +207,14 @@ impl<B: Inspect + Operate + 'static> Admin<B> {
                     let last = std::mem::take(&mut waiting);
                     if cancel.is_cancelled() {
                         status.cancelled = true;
-                    } else if let Err(e) = self.act_many(&q, job.action, last, &mut status).await {
-                        status.error = Some(e.to_string());
                     } else {
-                        status.finished = true;
+                        match self.act_many(&q, job.action, last).await {
+                            Ok(o) => {
+                                status.count(&o);
+                                status.finished = true;
+                            }
+                            Err(e) => status.error = Some(e.to_string()),
+                        }
                     }
                     break;
                 }
@@ -220,27 +232,10 @@ impl<B: Inspect + Operate + 'static> Admin<B> {
         q: &QueueName,
         action: TaskAction,
         ids: Vec<String>,
-        status: &mut BulkStatus,
-    ) -> Result<(), AdminError> {
-        let outcomes: Vec<_> = futures::stream::iter(ids)
-            .map(|id| async move { self.broker.act(q, &id, action).await })
-            .buffer_unordered(IN_FLIGHT)
-            .collect()
-            .await;
-        let mut first_error = None;
-        for o in outcomes {
-            match o {
-                Ok(ActionOutcome::Done) => status.done += 1,
-                Ok(ActionOutcome::Corrupt) => status.failed += 1,
-                Ok(_) => status.skipped += 1,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
+    ) -> Result<Vec<ActionOutcome>, AdminError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        match first_error {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        Ok(self.broker.act_many(q, &ids, action).await?)
     }
 }

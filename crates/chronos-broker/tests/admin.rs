@@ -191,6 +191,64 @@ async fn delete_and_archive_release_the_unique_lock_and_refuse_active_tasks() {
 }
 
 #[tokio::test]
+async fn acting_on_many_ids_answers_each_as_one_act_would_and_releases_their_locks() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    let unique = EnqueueOptions::new().unique(Duration::from_secs(3600));
+    // More tasks than one call starts with, so the calls adapt and split.
+    let mut ids = Vec::new();
+    for n in 0..600 {
+        let opts = if n < 3 {
+            unique.clone()
+        } else {
+            EnqueueOptions::new()
+        };
+        ids.push(client.enqueue(&email(n), opts).await.expect("enqueue").id);
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w1", 1, Duration::ZERO).await;
+    let active = f.leases[0].id.task_id.clone();
+    assert_eq!(active, ids[0], "the oldest is delivered first");
+    ids.push("no-such-task".into());
+    let out = b
+        .act_many(&queue, &ids, TaskAction::Archive)
+        .await
+        .expect("act many");
+    assert_eq!(out.len(), ids.len());
+    assert_eq!(out[0], ActionOutcome::Refused(Some(TaskState::Active)));
+    assert!(
+        out[1..600].iter().all(|o| *o == ActionOutcome::Done),
+        "{out:?}"
+    );
+    assert_eq!(out[600], ActionOutcome::NotFound);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 1, 599));
+    // The archived unique tasks' locks are free again; the active one's is held.
+    for n in [1, 2] {
+        client
+            .enqueue(&email(n), unique.clone())
+            .await
+            .expect("lock released");
+    }
+    assert!(matches!(
+        client.enqueue(&email(0), unique.clone()).await,
+        Err(BrokerError::DuplicateTask { .. })
+    ));
+    // Again: nothing left to do, and a malformed id is refused before anything runs.
+    let again = b
+        .act_many(&queue, &ids[1..600], TaskAction::Archive)
+        .await
+        .expect("again");
+    assert!(again.iter().all(|o| *o == ActionOutcome::Already));
+    assert!(matches!(
+        b.act_many(&queue, &["bad id".to_string()], TaskAction::Delete)
+            .await,
+        Err(BrokerError::InvalidTaskId { .. })
+    ));
+}
+
+#[tokio::test]
 async fn a_task_deleted_after_fetch_is_not_started() {
     let b = broker().await;
     let client = Client::new(b.clone());

@@ -8,10 +8,23 @@ use chronos_broker::{
     TaskFilter, TaskState,
 };
 
-use crate::fixture::payload;
+use crate::fixture::{payload, Payload};
+
+/// A second kind of task in the big queue, which a filtered bulk run picks out.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Order {
+    body: String,
+    region: String,
+}
+
+impl chronos::TaskArgs for Order {
+    const KIND: &'static str = "bench:order";
+}
 use crate::report::{median, row};
 
 const BIG: usize = 1_000_000;
+/// Tasks of [`Order`] per batch of 1,000 in the big queue: 67,000 of its million.
+const ORDERS_PER_BATCH: usize = 67;
 const BULK: usize = 100_000;
 const BATCH: usize = 1000;
 const RUNS: usize = 5;
@@ -31,7 +44,7 @@ pub(crate) async fn run() -> Result<()> {
         .await?;
     let client = Client::new(broker.clone());
 
-    fill(&client, "big", BIG).await?;
+    fill_mixed(&client, "big", BIG).await?;
     let big = QueueName::new("big")?;
     let stats = broker.queue_stats(&big).await?;
     anyhow::ensure!(
@@ -137,6 +150,39 @@ pub(crate) async fn run() -> Result<()> {
         None,
         "ms",
     );
+
+    // The inspector's bulk runs (Admin::run_bulk, as the CLI and console start them): a kind
+    // and payload filter that picks 67,000 of the million, then every task left.
+    let admin = chronos_admin::Admin::new(broker.clone());
+    let filter = TaskFilter {
+        kind: Some(<Order as chronos::TaskArgs>::KIND.into()),
+        grep: Some("\"eu\"".into()),
+        ..TaskFilter::default()
+    };
+    let runs = [
+        ("archive by kind and payload", filter, TaskAction::Archive),
+        ("delete the rest", TaskFilter::default(), TaskAction::Delete),
+    ];
+    for (what, filter, action) in runs {
+        cmd(&broker, "SLOWLOG", &["RESET"]).await?;
+        let job = chronos_admin::BulkJob::new("big", TaskState::Pending, filter, action);
+        let t = Instant::now();
+        let status = admin
+            .run_bulk(&job, &chronos_admin::CancelToken::new(), |_| {})
+            .await?;
+        let secs = t.elapsed().as_secs_f64();
+        anyhow::ensure!(status.finished, "{what}: {status:?}");
+        let longest = longest_command_ms(&broker).await?;
+        println!(
+            "{:<44} {:>9.0} scanned/s {:>9.0} acted/s   longest call {:.1} ms   ({} scanned, {} done in {secs:.1} s)",
+            format!("bulk run: {what}"),
+            status.scanned as f64 / secs,
+            status.done as f64 / secs,
+            longest.0,
+            status.scanned,
+            status.done,
+        );
+    }
     broker.close().await;
     Ok(())
 }
@@ -202,6 +248,44 @@ async fn get(addr: &std::net::SocketAddr, path: &str) -> Result<(u16, String)> {
         .and_then(|c| c.parse().ok())
         .context("no status line")?;
     Ok((status, text))
+}
+
+/// Enqueues `n` tasks into `queue`, 8 batches in flight, [`ORDERS_PER_BATCH`] of each 1,000 of
+/// them [`Order`]s (region "eu") and the rest [`Payload`]s.
+async fn fill_mixed(client: &Client, queue: &str, n: usize) -> Result<()> {
+    let args = payload();
+    let order = Order {
+        body: "y".repeat(100),
+        region: "eu".into(),
+    };
+    let opts = EnqueueOptions::new().queue(queue);
+    let t = Instant::now();
+    let batches: Vec<usize> = (0..n / BATCH).collect();
+    for group in batches.chunks(8) {
+        let plain = group.iter().map(|_| {
+            client.enqueue_batch::<Payload>(
+                (0..BATCH - ORDERS_PER_BATCH).map(|_| (&args, opts.clone())),
+            )
+        });
+        let orders = group.iter().map(|_| {
+            client.enqueue_batch::<Order>((0..ORDERS_PER_BATCH).map(|_| (&order, opts.clone())))
+        });
+        let (plain, orders) = futures::future::join(
+            futures::future::join_all(plain),
+            futures::future::join_all(orders),
+        )
+        .await;
+        for r in plain.into_iter().chain(orders) {
+            anyhow::ensure!(r?.iter().all(|r| r.is_ok()), "enqueue refused a task");
+        }
+    }
+    println!(
+        "   filled {queue:?} with {n} tasks ({} of kind {}) in {:.1} s",
+        n / BATCH * ORDERS_PER_BATCH,
+        <Order as chronos::TaskArgs>::KIND,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// Enqueues `n` tasks into `queue`, 8 batches in flight.

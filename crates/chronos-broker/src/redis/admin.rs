@@ -133,6 +133,50 @@ impl Operate for RedisBroker {
         Ok(outcome(code, &state))
     }
 
+    /// The tasks' unique locks are read first (one pipelined read per task, for an archive or
+    /// a delete, which release them), then the actions go in calls that adapt their size as
+    /// [`Operate::act_all`]'s do: no call holds Redis much longer than 5 ms.
+    async fn act_many(
+        &self,
+        queue: &QueueName,
+        ids: &[String],
+        action: TaskAction,
+    ) -> Result<Vec<ActionOutcome>, BrokerError> {
+        for id in ids {
+            crate::keys::check_task_id(id)?;
+        }
+        let keys = self.queue_keys(queue);
+        let uniques: Vec<Option<String>> =
+            if matches!(action, TaskAction::Archive | TaskAction::Delete) {
+                futures::future::join_all(ids.iter().map(|id| async {
+                    Record::read(&self.inner.client, keys.task(id), &[UNIQUE])
+                        .await
+                        .ok()
+                        .and_then(|r| r.text(UNIQUE, "act").ok().flatten())
+                }))
+                .await
+            } else {
+                vec![None; ids.len()]
+            };
+        let tasks: Vec<(String, Option<String>)> = ids.iter().cloned().zip(uniques).collect();
+        let mut out = Vec::with_capacity(tasks.len());
+        let mut chunk = START_CHUNK;
+        let mut rest = tasks.as_slice();
+        while !rest.is_empty() {
+            let (part, tail) = rest.split_at(chunk.min(rest.len()));
+            let t = std::time::Instant::now();
+            let (codes, states) = self.run_action(&keys, action, part, false).await?;
+            chunk = adapt(chunk, t.elapsed(), MAX_CHUNK);
+            for i in 0..part.len() {
+                let code = codes.get(i).copied().unwrap_or(0);
+                let state = states.get(i).map(String::as_str).unwrap_or_default();
+                out.push(outcome(code, state));
+            }
+            rest = tail;
+        }
+        Ok(out)
+    }
+
     async fn act_all(
         &self,
         queue: &QueueName,
@@ -506,6 +550,18 @@ fn total(s: QueueStats) -> u64 {
 }
 
 /// Reads one script code with the state it names.
+/// The next chunk size after a call of `chunk` tasks took `took`: halved (not below
+/// MIN_CHUNK) when over the call budget, doubled (not above `max`) when well under it.
+fn adapt(chunk: usize, took: Duration, max: usize) -> usize {
+    if took > CALL_BUDGET {
+        (chunk / 2).max(MIN_CHUNK).min(max)
+    } else if took < CALL_BUDGET / 4 {
+        (chunk * 2).min(max)
+    } else {
+        chunk
+    }
+}
+
 fn outcome(code: i64, state: &str) -> ActionOutcome {
     match ActionCode::from_reply(code) {
         Some(ActionCode::Done) => ActionOutcome::Done,
@@ -652,12 +708,7 @@ impl RedisBroker {
             if !picked.is_empty() {
                 let t = std::time::Instant::now();
                 let (codes, _) = self.run_action(&keys, action, &picked, force).await?;
-                let took = t.elapsed();
-                if took > CALL_BUDGET {
-                    chunk = (chunk / 2).max(MIN_CHUNK).min(max);
-                } else if took < CALL_BUDGET / 4 {
-                    chunk = (chunk * 2).min(max);
-                }
+                chunk = adapt(chunk, t.elapsed(), max);
                 report.calls += 1;
                 for (i, c) in codes.iter().enumerate() {
                     if ActionCode::from_reply(*c) == Some(ActionCode::Done) {
