@@ -25,6 +25,11 @@ pub enum Signal {
     },
     /// A queue was paused or resumed: read the paused set again.
     Paused,
+    /// The stored settings of `queue` changed (limits, aging, ...): read them again.
+    Settings {
+        /// The queue whose settings changed.
+        queue: QueueName,
+    },
     /// The subscription was (re)established, or messages were missed: anything may have been
     /// pushed meanwhile, so act as if every kind of signal came (a full forward pass, a read of
     /// the paused set).

@@ -2,9 +2,11 @@
 //!
 //! With a broker that pushes signals, it sleeps until the earliest due time of its queues (each
 //! forward call tells the next one), woken early by a push when a task gets an earlier due time
-//! than its set held, and forwards each queue at least every `safety_interval`; after a
-//! reconnect of the subscriber it forwards every queue at once, since a push may have been
-//! lost. An idle queue costs one call per safety interval; a busy one at most one per
+//! than its set held, and forwards a queue that holds delayed tasks at least every
+//! `safety_interval`; after a reconnect of the subscriber it forwards every queue at once, since
+//! a push may have been lost. A queue with nothing delayed waits for a push, and for its turn:
+//! one such queue is forwarded per safety interval, so the idle queues of a server cost one call
+//! per interval together, however many they are. A busy queue costs at most one call per
 //! `forward_interval`, unless a push says sooner. Without signals it polls every queue every
 //! `forward_interval`.
 
@@ -15,7 +17,7 @@ use chronos_core::{Forwarded, Signal, Signals};
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::loops::every;
+use crate::loops::{every, Turn};
 use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
@@ -23,6 +25,9 @@ use crate::WorkerBroker;
 const LIMIT: usize = 500;
 /// Calls per queue per pass: bounded so one huge backlog cannot starve the other queues.
 const ROUNDS: usize = 20;
+/// When a queue with nothing delayed is passed over next, unless a push or its turn comes
+/// first (both always do: this only keeps the deadline finite).
+const IDLE: Duration = Duration::from_secs(24 * 3600);
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     match rt.broker.signals().await {
@@ -74,8 +79,16 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
     // When each queue is due for a pass: all at once first.
     let now = Instant::now();
     let mut due: Vec<Instant> = vec![now; rt.queues.len()];
+    // The next turn of a queue with nothing delayed (see the module docs).
+    let mut turn = Turn::default();
+    let mut next_turn = now + safety;
     loop {
-        let wake = due.iter().copied().min().unwrap_or(now + safety);
+        let wake = due
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(next_turn)
+            .min(next_turn);
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
             s = signals.recv() => {
@@ -86,7 +99,7 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
                         }
                     }
                     Some(Signal::Resync) => due.fill(Instant::now()),
-                    Some(Signal::Paused) => {}
+                    Some(Signal::Paused | Signal::Settings { .. }) => {}
                     None => return false,
                 }
                 continue;
@@ -94,6 +107,12 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
             _ = rt.stop_maintenance.cancelled() => return true,
         }
         let now = Instant::now();
+        if now >= next_turn {
+            if let Some(q) = turn.next(due.len()) {
+                due[q] = due[q].min(now);
+            }
+            next_turn = now + safety;
+        }
         for (q, at) in due.iter_mut().enumerate() {
             if *at > now {
                 continue;
@@ -103,7 +122,8 @@ async fn pushed<B: WorkerBroker>(rt: &Runtime<B>, mut signals: Signals) -> bool 
             // (a new earliest due time) brings a pass sooner.
             let gap = rt.config.forward_interval.min(safety);
             let next = match forward_one(rt, q).await {
-                Some(f) => f.next.map_or(safety, |n| n.max(gap).min(safety)),
+                // Nothing delayed: a push or its turn brings the next pass.
+                Some(f) => f.next.map_or(IDLE, |n| n.max(gap).min(safety)),
                 // Redis trouble: try again soon, not at the end of the safety interval.
                 None => gap,
             };

@@ -1,16 +1,33 @@
 //! Trims archives and retained tasks, and removes consumers of servers that are gone.
+//!
+//! Each sweep takes the queues this server took tasks of since their last sweep, and one more
+//! in turn: a queue idle here changes only by what other servers (which sweep it when they are
+//! busy with it) or operators do, so it is swept within the queue count times
+//! `janitor_interval`, and the sweeps of an idle server cost Redis the same whatever its queue
+//! count.
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::WorkerBroker;
 use tracing::{debug, warn};
 
-use crate::loops::every;
+use crate::loops::Turn;
 use crate::runtime::Runtime;
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
-    every(&rt, rt.config.janitor_interval, || sweep(&rt)).await
+    let mut tick = tokio::time::interval(rt.config.janitor_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut turn = Turn::default();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = rt.stop_maintenance.cancelled() => return,
+        }
+        let next = turn.next(rt.queues.len());
+        sweep(&rt, next).await;
+    }
 }
 
 /// Tasks removed per call: each call holds Redis for about a millisecond.
@@ -46,7 +63,8 @@ async fn trim<B: WorkerBroker>(rt: &Runtime<B>, queue: &chronos_core::QueueName)
     }
 }
 
-pub(crate) async fn sweep<B: WorkerBroker>(rt: &Runtime<B>) {
+/// Sweeps the queues touched since their last sweep, and queue `turn`.
+async fn sweep<B: WorkerBroker>(rt: &Runtime<B>, turn: Option<usize>) {
     let live: HashSet<String> = match rt.broker.servers().await {
         Ok(s) => s.into_iter().map(|r| r.id).collect(),
         Err(e) => {
@@ -54,7 +72,11 @@ pub(crate) async fn sweep<B: WorkerBroker>(rt: &Runtime<B>) {
             return;
         }
     };
-    for slot in &rt.queues {
+    for (q, slot) in rt.queues.iter().enumerate() {
+        let touched = slot.touched.swap(false, Ordering::Relaxed);
+        if !touched && turn != Some(q) {
+            continue;
+        }
         let queue = &slot.name;
         trim(rt, queue).await;
         let consumers = match rt.broker.consumers(queue).await {

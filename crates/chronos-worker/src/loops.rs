@@ -25,6 +25,23 @@ where
     }
 }
 
+/// Round-robin over a server's queues: a loop that would visit every queue each period visits
+/// the next one instead, so what an idle server costs Redis does not grow with its queue count.
+#[derive(Debug, Default)]
+pub(crate) struct Turn(usize);
+
+impl Turn {
+    /// The next of `n` queues, or None when there are none.
+    pub(crate) fn next(&mut self, n: usize) -> Option<usize> {
+        if n == 0 {
+            return None;
+        }
+        let q = self.0 % n;
+        self.0 = self.0.wrapping_add(1);
+        Some(q)
+    }
+}
+
 /// Takes what arrives on `rx` in batches of at most `max`, grouped by queue, and hands each
 /// group to `handle` (one Redis call per queue per batch), until the maintenance loops stop;
 /// then it closes the channel, handles what is still queued and returns. A sender that finds

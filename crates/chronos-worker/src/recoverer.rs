@@ -1,14 +1,24 @@
 //! Takes deliveries whose worker stopped heartbeating (crashed, frozen, cut off) and re-queues
 //! them, or dead-letters those with no attempt left; then reports the dead-lettered group
 //! members to their groups, from the broker's reclaim outbox (see `drain`).
+//!
+//! What it costs an idle server does not grow with its queues: each period it reads the ids of
+//! the live servers (one call) and passes over one queue, in turn. Every queue is passed over
+//! each period only while deliveries of a lost server may be waiting: from the start until
+//! `recover_min_idle` has passed (a server lost before this one started), and from the moment a
+//! server's record expires (it stopped heartbeating) until its deliveries, idle since its last
+//! heartbeat, are surely idle long enough to take. The turns catch the rest (a blocking read's
+//! reply lost on a live server), within the queue count times `recover_interval`.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use chronos_core::{DecodeError, LeaseId, QueueName, TaskEnvelope};
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::ended;
-use crate::loops::every;
+use crate::loops::Turn;
 use crate::runtime::Runtime;
 use crate::WorkerBroker;
 
@@ -17,12 +27,46 @@ use crate::WorkerBroker;
 const PER_PASS: usize = 5000;
 
 pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
-    every(&rt, rt.config.recover_interval, || recover(&rt)).await
+    let interval = rt.config.recover_interval;
+    let settle = rt.config.recover_min_idle + interval;
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut known: HashSet<String> = HashSet::new();
+    let mut every_queue_until = Instant::now() + settle;
+    let mut turn = Turn::default();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = rt.stop_maintenance.cancelled() => return,
+        }
+        match rt.broker.live_servers().await {
+            Ok(live) => {
+                let live: HashSet<String> = live.into_iter().collect();
+                if let Some(gone) = known.iter().find(|id| !live.contains(*id)) {
+                    debug!(server = %gone, "a server stopped heartbeating; recovering every queue");
+                    every_queue_until = Instant::now() + settle;
+                }
+                known = live;
+            }
+            Err(e) => {
+                // Whether a server went away cannot be told: look everywhere meanwhile.
+                warn!(error = %e, "could not read the live servers; recovering every queue");
+                every_queue_until = every_queue_until.max(Instant::now() + interval);
+            }
+        }
+        if Instant::now() <= every_queue_until {
+            for q in 0..rt.queues.len() {
+                recover(&rt, q).await;
+            }
+        } else if let Some(q) = turn.next(rt.queues.len()) {
+            recover(&rt, q).await;
+        }
+    }
 }
 
-async fn recover<B: WorkerBroker>(rt: &Runtime<B>) {
-    for slot in &rt.queues {
-        let queue = &slot.name;
+async fn recover<B: WorkerBroker>(rt: &Runtime<B>, q: usize) {
+    {
+        let queue = &rt.queues[q].name;
         let mut reported = Vec::new();
         match rt
             .broker

@@ -256,6 +256,8 @@ impl<B: WorkerBroker> Runtime<B> {
             d.buffer.extend(leases.into_iter().map(|l| (now, l)));
         }
         slot.set_drained(false);
+        slot.touched
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.ready.notify_one();
     }
 

@@ -318,7 +318,7 @@ async fn pause_poller<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
             _ = tokio::time::sleep(period) => refresh_paused(&rt).await,
             s = pushed => match s {
                 Some(Signal::Paused | Signal::Resync) => refresh_paused(&rt).await,
-                Some(Signal::Due { .. }) => {}
+                Some(Signal::Due { .. } | Signal::Settings { .. }) => {}
                 None => {
                     warn!("the signal subscriber is gone; polling the paused set");
                     signals = None;

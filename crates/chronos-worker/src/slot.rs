@@ -38,6 +38,9 @@ pub(crate) struct QueueSlot {
     pub(crate) timings: crate::timing::Timings,
     /// Completions waiting to be acked by the fetcher's next read (carry.rs).
     pub(crate) carry: crate::carry::Carry,
+    /// Set when this server took a task of the queue, cleared by the janitor's sweep of it:
+    /// a queue idle here is swept only in its turn (janitor.rs).
+    pub(crate) touched: AtomicBool,
 }
 
 /// The deliveries of one queue that this server holds.
@@ -81,6 +84,7 @@ impl QueueSlot {
             deliveries: Mutex::new(Deliveries::default()),
             timings: Default::default(),
             carry: Default::default(),
+            touched: AtomicBool::new(false),
         }
     }
 

@@ -515,3 +515,89 @@ async fn lost_dead_letter_reply_still_calls_the_hook() {
     assert_eq!(server.stats().dead, 1);
     server.shutdown().await;
 }
+
+/// A server of 100 queues passes over one queue per recovery period while every server lives:
+/// the last queue's turn comes 20 s after its start. A server that stops heartbeating makes it
+/// pass over every queue until that server's deliveries are idle long enough to take, so they
+/// are re-run within seconds, not at the turn.
+#[tokio::test]
+async fn a_server_that_stops_heartbeating_is_recovered_at_once_on_every_queue() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let names: Vec<String> = (0..100).map(|i| format!("many{i}")).collect();
+    let last = q("many99");
+    client
+        .enqueue(
+            &Job { n: 1, sleep_ms: 0 },
+            EnqueueOptions::new().queue("many99"),
+        )
+        .await
+        .expect("enqueue");
+    // The lost server: it publishes a record and takes the task before the server starts,
+    // keeps both fresh for a while, then stops heartbeating.
+    let ghost = chronos_broker::ServerRecord {
+        id: "ghost".into(),
+        host: "gone".into(),
+        pid: 1,
+        queues: vec![("many99".into(), 1)],
+        concurrency: 1,
+        started_at_ms: now_ms(),
+        running: 1,
+        last_seen_ms: now_ms(),
+        tasks: Vec::new(),
+    };
+    let beat = Duration::from_millis(400);
+    b.publish_server(&ghost, beat).await.expect("publish");
+    let mut reader = b.open_reader().await.expect("reader");
+    b.ensure_queue(&last).await.expect("queue");
+    let f = b
+        .fetch(&mut reader, &last, "ghost", 1, Duration::ZERO)
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 1, "the ghost holds the task");
+    let held = vec![f.leases[0].id.msg_id.clone()];
+
+    let ran = Arc::new(AtomicBool::new(false));
+    let seen = ran.clone();
+    let mut mux = Mux::new();
+    mux.handle(move |_ctx: Context, _t: Task<Job>| {
+        let seen = seen.clone();
+        async move {
+            seen.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+    })
+    .expect("register");
+    let cfg = ServerConfig {
+        recover_min_idle: Duration::from_secs(1),
+        ..fast_config()
+    }
+    .queues(names.iter().map(|n| (n.clone(), 1)));
+    let server = Server::new(b.clone(), mux, cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    // The ghost heartbeats past the server's first passes over every queue.
+    for _ in 0..15 {
+        b.publish_server(&ghost, beat).await.expect("publish");
+        b.extend_leases(&last, "ghost", &held).await.expect("keep");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(!ran.load(Ordering::SeqCst), "the ghost's task is held");
+    let stopped = std::time::Instant::now();
+    eventually(
+        Duration::from_secs(8),
+        "the ghost's task re-run",
+        || async { ran.load(Ordering::SeqCst) },
+    )
+    .await;
+    // Its turn would come 20 s after the start; the lost server is noticed within its
+    // record's TTL, and its delivery taken once idle for recover_min_idle.
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "re-run {:?} after the ghost stopped",
+        stopped.elapsed()
+    );
+    server.shutdown().await;
+}

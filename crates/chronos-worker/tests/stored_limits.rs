@@ -303,3 +303,43 @@ async fn a_queue_started_without_any_limit_takes_one_stored_while_it_runs() {
     );
     server.shutdown().await;
 }
+
+/// A server of 60 queues reads one queue's stored settings per second in turn; a change is
+/// pushed, so it applies within the change window even for the queue whose turn is last.
+#[tokio::test]
+async fn a_change_applies_within_the_window_on_a_server_of_many_queues() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let names: Vec<String> = (0..60).map(|i| format!("wide{i}")).collect();
+    let queue = q("wide59");
+    let running = Arc::new(Running::default());
+    enqueue(&client, "wide59", 200, 200).await;
+    let cfg = ServerConfig {
+        concurrency: 6,
+        ..fast_config()
+    }
+    .queues(names.iter().map(|n| (n.clone(), 1)));
+    let server = Server::new(b.clone(), running.mux(), cfg)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    eventually(Duration::from_secs(10), "6 tasks run at once", || async {
+        running.now.load(Ordering::SeqCst) == 6
+    })
+    .await;
+    b.change_queue_settings(&queue, &SettingsChange::new().concurrency(Setting::On(1)))
+        .await
+        .expect("store");
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = sample(running.clone(), stop.clone());
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(
+        watch.await.expect("sampler"),
+        1,
+        "the pushed change applied long before the queue's turn (60 s)"
+    );
+    server.shutdown().await;
+}

@@ -241,6 +241,16 @@ impl Inspect for RedisBroker {
         Ok(out)
     }
 
+    async fn live_servers(&self) -> Result<Vec<String>, BrokerError> {
+        // One read: the index scores each id with its record's expiry.
+        let now = now_ms() as f64;
+        self.inner
+            .client
+            .zrangebyscore(self.inner.keys.servers(), now, f64::INFINITY, false, None)
+            .await
+            .map_err(store)
+    }
+
     async fn timings(
         &self,
         queue: &QueueName,

@@ -69,6 +69,11 @@ impl Settings for RedisBroker {
             self.run(|s| &s.settings_put, vec![keys.settings()], args)
                 .await?
         };
+        // Running servers re-read at once; one that misses this (a reconnect) re-reads every
+        // queue after its resubscription, or when its rotation reaches the queue.
+        if let Err(e) = self.signal_settings(queue).await {
+            tracing::warn!(queue = %queue, error = %e, "settings changed, but the servers could not be told; they see it within their settings poll rotation");
+        }
         let flat = reply::array(reply, CONTEXT)?;
         let mut fields = Vec::with_capacity(flat.len() / 2);
         let mut it = flat.into_iter();

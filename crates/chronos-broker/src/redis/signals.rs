@@ -103,12 +103,15 @@ impl std::fmt::Debug for Hub {
     }
 }
 
-/// Reads one message: `p`, or `d <ms> <queue>`. Anything else is ignored (a newer writer's
+/// Reads one message: `p`, `s <queue>` or `d <ms> <queue>`. Anything else is ignored (a newer writer's
 /// message this build does not know).
 fn parse(text: &str) -> Option<Signal> {
     let mut parts = text.splitn(3, ' ');
     match parts.next()? {
         "p" => Some(Signal::Paused),
+        "s" => Some(Signal::Settings {
+            queue: QueueName::new(parts.next()?).ok()?,
+        }),
         "d" => {
             // Lua may print a whole number of ms as a float ("1500.0"), or a negative one.
             let ms: f64 = parts.next()?.parse().ok()?;
@@ -140,6 +143,17 @@ impl RedisBroker {
         Ok(Signals::new(rx))
     }
 
+    /// Tells subscribed workers that the settings of `queue` changed.
+    pub(super) async fn signal_settings(&self, queue: &QueueName) -> Result<(), BrokerError> {
+        let _: i64 = self
+            .inner
+            .client
+            .publish(self.inner.keys.signal(), format!("s {queue}"))
+            .await
+            .map_err(store)?;
+        Ok(())
+    }
+
     /// Tells subscribed workers that the paused set changed.
     pub(super) async fn signal_paused(&self) -> Result<(), BrokerError> {
         let _: i64 = self
@@ -159,6 +173,12 @@ mod tests {
     #[test]
     fn parses_what_the_scripts_publish() {
         assert_eq!(parse("p"), Some(Signal::Paused));
+        assert_eq!(
+            parse("s emails"),
+            Some(Signal::Settings {
+                queue: QueueName::new("emails").expect("queue")
+            })
+        );
         assert_eq!(
             parse("d 1500 emails"),
             Some(Signal::Due {

@@ -110,7 +110,7 @@ pub trait Maintain: Send + Sync {
     ) -> impl Future<Output = Result<Forwarded, BrokerError>> + Send;
 
     /// Subscribes to the namespace's pushed [`Signal`](crate::Signal)s: earlier due times in a scheduled or
-    /// retry set, pause changes, and a [`Signal::Resync`](crate::Signal::Resync) after each (re)subscription. None
+    /// retry set, pause changes, settings changes, and a [`Signal::Resync`](crate::Signal::Resync) after each (re)subscription. None
     /// (the default): the store pushes nothing, and a worker polls at its intervals.
     fn signals(&self) -> impl Future<Output = Result<Option<Signals>, BrokerError>> + Send;
 
