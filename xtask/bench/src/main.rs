@@ -24,9 +24,12 @@
 //!   leaves out the failovers, `RUST_LOG=warn` shows the scheduler's warnings (for profiling).
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
 //! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
-//! * `cluster`: enqueue and drain on a 3-primary Redis Cluster, queues spread over the shards:
-//!   Redis CPU and calls per task on each shard, redirect and cross-slot errors (the mode fails
-//!   if any), and calls a shard serves for other shards' queues (should be none).
+//! * `cluster`: enqueue and drain on a 3-primary Redis Cluster with the queues of 1, 2 and 3
+//!   primaries (the same load per shard in use): throughput, and per shard Redis CPU and calls
+//!   per task and how busy its thread was; then a model from those costs (the rate where one
+//!   primary saturates, the shards and worker cores 100k, 500k and 1M tasks/s need); redirect
+//!   and cross-slot errors (the mode fails if any), calls a shard serves for other shards'
+//!   queues (should be none), and the same work on one standalone Redis.
 //!
 //! `enqueue`, `e2e` and `priority` also print the Redis cost per task, for us and BullMQ: server
 //! CPU (INFO cpu, user + sys) and commands (INFO commandstats, where a script counts as its
