@@ -15,14 +15,14 @@
 //!   single task starts.
 //! * `outcomes`: the Redis cost of a task snoozed once and of deduplicated enqueues (debounce,
 //!   replace, rejected duplicate) beside the plain task and the plain enqueue.
-//! * `scheduler`: one leader with 10 000 and 100 000 one-second schedules and no worker, over a
-//!   5 s window after start-up (at 10k, after 20 s of firing, once every fire history is full):
-//!   trigger lateness p50/p99/max (Redis' time when the fire call
-//!   wrote the task minus the trigger time), the leader process's own CPU per trigger, Redis CPU,
-//!   commands and time by command per trigger, and the model that follows (how many triggers
-//!   per second one primary takes within 250 ms and at saturation); then leader failover times
-//!   of real processes. `BENCH_SCALE=<n>` runs one of the scales only, `BENCH_SKIP_FAILOVER=1`
-//!   leaves out the failovers, `RUST_LOG=warn` shows the scheduler's warnings (for profiling).
+//! * `scheduler`: one leader with 10 000 and 100 000 one-second schedules and no worker, over
+//!   a 5 s window after start-up (at 10k after 20 s of firing, once every fire history is
+//!   full): trigger lateness p50/p99/max (Redis' time when the fire call wrote the task minus
+//!   the trigger time), the leader process's own CPU per trigger, Redis CPU, commands and time
+//!   by command per trigger, and the model that follows (how many triggers per second one
+//!   primary takes within 250 ms and at saturation); then leader failover times of real
+//!   processes. `BENCH_SCALE=<n>` runs one of the scales only, `BENCH_SKIP_FAILOVER=1` leaves
+//!   out the failovers, `RUST_LOG=warn` shows the scheduler's warnings (for profiling).
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
 //! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
 //! * `cluster`: enqueue and drain on a 3-primary Redis Cluster with the queues of 1, 2 and 3
