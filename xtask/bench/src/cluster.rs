@@ -1,19 +1,23 @@
-//! `cluster` mode: the hot path on the testkit's 3-primary Redis Cluster, with queues spread
-//! so that every primary owns some. Two cores cannot show throughput scaling, so the proof that
-//! it would scale is per shard: each primary's Redis CPU and commands per task of the queues it
-//! owns, no redirect or cross-slot error, and no command on a shard for tasks of queues it does
-//! not own.
+//! `cluster` mode: the hot path on the testkit's 3-primary Redis Cluster, first with the queues
+//! of one primary, then of two, then of all three, each shard in use carrying the same load
+//! (the same queues, tasks per queue and worker slots). Two cores run all three primaries, the
+//! bench and the worker, so throughput cannot grow with the shards here; what shows that it
+//! would is per shard: each primary's Redis CPU and commands per task of the queues it owns
+//! stay put as shards are added, no redirect or cross-slot error, and no command on a shard
+//! for tasks of queues it does not own. From those costs a model says where one primary's
+//! thread saturates and how many shards and worker cores a rate needs.
 //!
 //! Phases, each snapshotted (INFO cpu, commandstats, errorstats) on every primary:
-//! * enqueue: batches of 1000 spread over every queue;
-//! * drain: one server serving every queue;
+//! * enqueue: batches of 1000 spread over every queue in use;
+//! * drain: one server serving every queue in use;
 //! * isolation: per shard, tasks of its queues only, run by a server serving only those
 //!   queues; whatever the other primaries serve meanwhile is not per-task work of theirs.
 //!
-//! The same enqueue and drain on a standalone Redis give the single-node figure beside it.
+//! The same enqueue and drain of all the queues on a standalone Redis give the single-node
+//! figure beside it.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use chronos::fred::clients::Client as Fred;
@@ -27,11 +31,17 @@ use crate::fixture::{payload, Payload};
 
 const PRIMARIES: usize = 3;
 const QUEUES_PER_SHARD: usize = 2;
-const PER_QUEUE: usize = 20_000;
+const PER_QUEUE: usize = 40_000;
 /// Tasks per queue in each shard's isolation run.
 const ISOLATED_PER_QUEUE: usize = 5_000;
 const BATCH: usize = 1000;
-const CONCURRENCY: usize = 64;
+/// Worker slots per shard in use, so every run puts the same load on each shard it uses.
+const CONCURRENCY_PER_SHARD: usize = 32;
+/// Rates the model sizes a deployment for, in tasks/s.
+const TARGETS: [f64; 3] = [100_000.0, 500_000.0, 1_000_000.0];
+/// The busiest a primary should run in the model: room for bursts and for latency, which grows
+/// fast as a single thread nears saturation.
+const BUSY_TARGET: f64 = 0.7;
 /// Errors that would mean a command crossed slots or went to the wrong shard.
 const REDIRECTS: [&str; 3] = ["CROSSSLOT", "MOVED", "ASK"];
 
@@ -84,10 +94,13 @@ pub(crate) async fn run() -> Result<()> {
     let queues: Vec<String> = shards.iter().flat_map(|s| s.queues.clone()).collect();
     let total = PER_QUEUE * queues.len();
     println!(
-        "== cluster: {PRIMARIES} primaries, {QUEUES_PER_SHARD} queues each, {PER_QUEUE} tasks per \
-         queue (100-byte payload, batches of {BATCH}), one server (concurrency {CONCURRENCY}) \
-         serving all {} queues",
-        queues.len()
+        "== cluster: {PRIMARIES} primaries; runs with the queues of 1, 2 and 3 of them, each \
+         owning {QUEUES_PER_SHARD} queues of {PER_QUEUE} tasks (100-byte payload, batches of \
+         {BATCH}), drained by one server of concurrency {CONCURRENCY_PER_SHARD} per shard in use"
+    );
+    println!(
+        "   busy = the primary's CPU over the phase's wall time; 2 cores run every primary, the \
+         bench and the worker, so rates cannot grow with shards here: the per-shard costs can"
     );
     let broker = RedisBroker::builder(cluster.url())
         .namespace("bench-cl")
@@ -95,45 +108,73 @@ pub(crate) async fn run() -> Result<()> {
         .await?;
     let admins: Vec<&Fred> = shards.iter().map(|s| &s.admin).collect();
     probe(&shards).await?;
-    let (enq, drain) = workload(&broker, &admins, &queues, PER_QUEUE).await?;
 
     let mut bad = Vec::new();
-    let (mut enq_cpu, mut drain_cpu) = (0.0, 0.0);
-    for (i, shard) in shards.iter().enumerate() {
-        let tasks = PER_QUEUE * shard.queues.len();
+    // Per owning shard and run: Redis CPU per task at enqueue and at drain; per run: the
+    // worker's CPU per task.
+    let (mut enq_us, mut drain_us, mut worker_us) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 1..=PRIMARIES {
+        let used: Vec<String> = shards[..k].iter().flat_map(|s| s.queues.clone()).collect();
+        let tasks = PER_QUEUE * used.len();
+        let run = workload(
+            &broker,
+            &admins,
+            &used,
+            PER_QUEUE,
+            CONCURRENCY_PER_SHARD * k,
+        )
+        .await?;
+        worker_us.push(run.worker_cpu_us / tasks as f64);
         println!(
-            "shard 127.0.0.1:{} owns {} ({tasks} tasks)",
-            shard.port,
-            shard.queues.join(", ")
+            "-- {k} shard{}: {tasks} tasks; enqueue {:>7.0} tasks/s, drain {:>7.0} tasks/s, worker \
+             cpu per task {:.1} us",
+            if k == 1 { "" } else { "s" },
+            tasks as f64 / run.enqueue_secs,
+            tasks as f64 / run.drain_secs,
+            run.worker_cpu_us / tasks as f64,
         );
-        for (name, phase) in [("enqueue", &enq), ("drain", &drain)] {
-            let c = phase.cost(i, tasks);
-            println!(
-                "   {name:<8} redis cpu per task {:>7.2} us, calls per task {:>5.2}   top: {}",
-                c.cpu_us,
-                c.calls,
-                cost::top(&c)
-            );
-            let r = phase.redirects(i);
-            println!(
-                "   {name:<8} errors: {}",
-                r.iter()
-                    .map(|(k, n)| format!("{k} {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            bad.extend(
-                r.into_iter()
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(k, n)| format!("{k} {n} on :{} in {name}", shard.port)),
-            );
+        for (i, shard) in shards.iter().enumerate() {
+            let owns = i < k;
+            let own_tasks = PER_QUEUE * shard.queues.len();
+            for (name, phase, secs) in [
+                ("enqueue", &run.enqueue, run.enqueue_secs),
+                ("drain", &run.drain, run.drain_secs),
+            ] {
+                let busy = 100.0 * phase.cost(i, 1).cpu_us / (secs * 1e6);
+                if owns {
+                    let c = phase.cost(i, own_tasks);
+                    println!(
+                        "   :{} {name:<8} redis cpu per task {:>6.2} us, calls per task {:>5.2}, \
+                         busy {busy:>3.0} %   top: {}",
+                        shard.port,
+                        c.cpu_us,
+                        c.calls,
+                        cost::top(&c)
+                    );
+                    if name == "enqueue" {
+                        enq_us.push(c.cpu_us);
+                    } else {
+                        drain_us.push(c.cpu_us);
+                    }
+                } else {
+                    println!(
+                        "   :{} {name:<8} owns none of these queues: {:.0} calls, busy {busy:>3.0} %",
+                        shard.port,
+                        // An empty sum is -0.0, which would print as "-0".
+                        phase.cost(i, 1).calls + 0.0
+                    );
+                }
+                bad.extend(
+                    phase
+                        .redirects(i)
+                        .into_iter()
+                        .filter(|(_, n)| *n > 0)
+                        .map(|(kind, n)| format!("{kind} {n} on :{} in {name}", shard.port)),
+                );
+            }
         }
-        enq_cpu += enq.cost(i, total).cpu_us;
-        drain_cpu += drain.cost(i, total).cpu_us;
     }
-    println!(
-        "cluster, all shards: enqueue redis cpu per task {enq_cpu:.2} us, drain {drain_cpu:.2} us"
-    );
+    model(&enq_us, &drain_us, &worker_us);
 
     // Isolation: only one shard's queues hold tasks and are served; the other primaries should
     // see nothing that grows with those tasks.
@@ -143,8 +184,15 @@ pub(crate) async fn run() -> Result<()> {
     );
     for (i, shard) in shards.iter().enumerate() {
         let tasks = ISOLATED_PER_QUEUE * shard.queues.len();
-        let (e, d) = workload(&broker, &admins, &shard.queues, ISOLATED_PER_QUEUE).await?;
-        for (name, phase) in [("enqueue", &e), ("drain", &d)] {
+        let run = workload(
+            &broker,
+            &admins,
+            &shard.queues,
+            ISOLATED_PER_QUEUE,
+            CONCURRENCY_PER_SHARD,
+        )
+        .await?;
+        for (name, phase) in [("enqueue", &run.enqueue), ("drain", &run.drain)] {
             let own = phase.cost(i, tasks);
             let mut others = 0.0;
             let mut mix = Vec::new();
@@ -184,8 +232,15 @@ pub(crate) async fn run() -> Result<()> {
         .connect()
         .await?;
     let admin = broker.client().clone();
-    let (e, d) = workload(&broker, &[&admin], &queues, PER_QUEUE).await?;
-    for (name, phase) in [("enqueue", &e), ("drain", &d)] {
+    let run = workload(
+        &broker,
+        &[&admin],
+        &queues,
+        PER_QUEUE,
+        CONCURRENCY_PER_SHARD * PRIMARIES,
+    )
+    .await?;
+    for (name, phase) in [("enqueue", &run.enqueue), ("drain", &run.drain)] {
         let c = phase.cost(0, total);
         println!(
             "single node, same {total} tasks: {name:<8} redis cpu per task {:>7.2} us, calls per \
@@ -247,14 +302,59 @@ async fn shards(cluster: &RedisCluster) -> Result<Vec<Shard>> {
     Ok(shards)
 }
 
+/// One enqueue-then-drain run: the snapshots around both phases, their wall times, and this
+/// process's CPU while it drained (the worker's: the bench only waits meanwhile).
+struct Run {
+    enqueue: Phase,
+    drain: Phase,
+    enqueue_secs: f64,
+    drain_secs: f64,
+    worker_cpu_us: f64,
+}
+
+/// The scale-out model from the measured costs: where one primary's thread saturates, and the
+/// shards and worker cores a rate needs. Every task costs its primary once at enqueue and once
+/// at drain, so a steady rate (enqueued as fast as drained) costs the sum per task.
+fn model(enq_us: &[f64], drain_us: &[f64], worker_us: &[f64]) {
+    use crate::report::median;
+    let (e, d, w) = (median(enq_us), median(drain_us), median(worker_us));
+    let per_task = e + d;
+    let saturates = 1e6 / per_task;
+    println!(
+        "model (medians over the runs' shards): redis cpu per task {e:.2} us enqueue + {d:.2} us \
+         drain = {per_task:.2} us; worker cpu per task {w:.1} us"
+    );
+    println!(
+        "   one primary's thread saturates at {saturates:>9.0} tasks/s enqueued and drained \
+         ({:.0} enqueue only, {:.0} drain only)",
+        1e6 / e,
+        1e6 / d
+    );
+    for rate in TARGETS {
+        println!(
+            "   {rate:>9.0} tasks/s: {:>3} shards at {:.0} % busy ({} at saturation), {:>5.1} \
+             worker cores",
+            (rate / (saturates * BUSY_TARGET)).ceil(),
+            BUSY_TARGET * 100.0,
+            (rate / saturates).ceil(),
+            rate * w / 1e6
+        );
+    }
+    println!(
+        "   (costs measured at this run's load: a busier shard batches more per fetch and costs \
+         less per task, so these counts err high)"
+    );
+}
+
 /// Enqueues `per_queue` tasks to each of `queues` (batches mixing every queue), then drains them
-/// with one server serving exactly those queues; returns the snapshots around both phases.
+/// with one server serving exactly those queues.
 async fn workload(
     broker: &RedisBroker,
     nodes: &[&Fred],
     queues: &[String],
     per_queue: usize,
-) -> Result<(Phase, Phase)> {
+    concurrency: usize,
+) -> Result<Run> {
     let client = chronos::Client::new(broker.clone());
     let total = per_queue * queues.len();
     let args = payload();
@@ -263,6 +363,7 @@ async fn workload(
         .map(|q| EnqueueOptions::new().queue(q.clone()))
         .collect();
     let before = snap_all(nodes).await?;
+    let t0 = Instant::now();
     for start in (0..total).step_by(BATCH) {
         let end = (start + BATCH).min(total);
         let results = client
@@ -270,6 +371,7 @@ async fn workload(
             .await?;
         anyhow::ensure!(results.iter().all(|r| r.is_ok()), "enqueue refused a task");
     }
+    let enqueue_secs = t0.elapsed().as_secs_f64();
     let enqueue = Phase {
         before,
         after: snap_all(nodes).await?,
@@ -278,9 +380,10 @@ async fn workload(
     let mut mux = Mux::new();
     mux.handle(|_ctx: Context, _t: Task<Payload>| async { Ok(()) })?;
     let config = ServerConfig::default()
-        .concurrency(CONCURRENCY)
+        .concurrency(concurrency)
         .queues(queues.iter().map(|q| (q.clone(), 1)));
     let before = snap_all(nodes).await?;
+    let (t0, cpu0) = (Instant::now(), crate::cpu::process_us()?);
     let server = Server::new(broker.clone(), mux, config)?.start().await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
     while server.stats().succeeded < total as u64 {
@@ -291,12 +394,20 @@ async fn workload(
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    let (drain_secs, worker_cpu_us) =
+        (t0.elapsed().as_secs_f64(), crate::cpu::process_us()? - cpu0);
     server.shutdown().await;
     let drain = Phase {
         before,
         after: snap_all(nodes).await?,
     };
-    Ok((enqueue, drain))
+    Ok(Run {
+        enqueue,
+        drain,
+        enqueue_secs,
+        drain_secs,
+        worker_cpu_us,
+    })
 }
 
 /// Sends one key of the second shard's slots to the first shard and checks that its errorstats

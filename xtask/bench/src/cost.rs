@@ -18,6 +18,9 @@ use chronos::fred::types::InfoKind;
 pub(crate) struct Snap {
     cpu_us: f64,
     calls: HashMap<String, u64>,
+    /// Microseconds each command spent, as commandstats' `usec` counts them (a script's own
+    /// entry includes the commands it runs, which also count under their names).
+    usec: HashMap<String, u64>,
 }
 
 /// What one phase cost Redis, per task.
@@ -29,6 +32,8 @@ pub(crate) struct Cost {
     pub(crate) calls: f64,
     /// The five commands with most calls, as (name, calls per task).
     pub(crate) top: Vec<(String, f64)>,
+    /// The five commands that took Redis longest, as (name, microseconds per task).
+    pub(crate) slowest: Vec<(String, f64)>,
 }
 
 pub(crate) async fn snap(client: &Client) -> Result<Snap> {
@@ -47,6 +52,7 @@ pub(crate) fn parse(stats: &str, cpu: &str) -> Result<Snap> {
     };
     let cpu_us = (secs("used_cpu_user:")? + secs("used_cpu_sys:")?) * 1e6;
     let mut calls = HashMap::new();
+    let mut usec = HashMap::new();
     for line in stats.lines() {
         // cmdstat_evalsha:calls=12,usec=...
         let Some((name, rest)) = line.trim().split_once(':') else {
@@ -58,14 +64,20 @@ pub(crate) fn parse(stats: &str, cpu: &str) -> Result<Snap> {
         if name == "info" {
             continue;
         }
-        let n = rest
-            .split(',')
-            .find_map(|kv| kv.strip_prefix("calls="))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        calls.insert(name.to_string(), n);
+        let field = |f: &str| -> u64 {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(f))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        calls.insert(name.to_string(), field("calls="));
+        usec.insert(name.to_string(), field("usec="));
     }
-    Ok(Snap { cpu_us, calls })
+    Ok(Snap {
+        cpu_us,
+        calls,
+        usec,
+    })
 }
 
 /// The cost between two snapshots, divided over `tasks`.
@@ -83,10 +95,21 @@ pub(crate) fn delta(before: &Snap, after: &Snap, tasks: f64) -> Cost {
     // (NOSCRIPT), and 0.9995 EVALSHA should not sort below the 1.00 of its inner commands.
     let shown = |x: f64| (x * 100.0).round() as i64;
     per.sort_by(|a, b| shown(b.1).cmp(&shown(a.1)).then_with(|| a.0.cmp(&b.0)));
+    let mut slowest: Vec<(String, f64)> = after
+        .usec
+        .iter()
+        .map(|(name, us)| {
+            let was = before.usec.get(name).copied().unwrap_or(0);
+            (name.clone(), us.saturating_sub(was) as f64 / tasks)
+        })
+        .filter(|(_, us)| *us > 0.0)
+        .collect();
+    slowest.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Cost {
         cpu_us: (after.cpu_us - before.cpu_us) / tasks,
         calls: per.iter().map(|(_, n)| n).sum(),
         top: per.into_iter().take(5).collect(),
+        slowest: slowest.into_iter().take(5).collect(),
     }
 }
 
@@ -102,6 +125,15 @@ pub(crate) fn top(cost: &Cost) -> String {
     cost.top
         .iter()
         .map(|(name, n)| format!("{name} {n:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The commands that took longest as `evalsha 20.1 us, hset 3.2 us, ...`.
+pub(crate) fn slowest(cost: &Cost) -> String {
+    cost.slowest
+        .iter()
+        .map(|(name, us)| format!("{name} {us:.1} us"))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -179,13 +179,13 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64
     let config = ServerConfig::default().concurrency(concurrency);
     let s0 = cost::snap(broker.client()).await?;
     let start = Instant::now();
-    let cpu0 = process_cpu_us()?;
+    let cpu0 = crate::cpu::process_us()?;
     let server = Server::new(broker.clone(), mux, config)?.start().await?;
     while server.stats().succeeded < n as u64 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let elapsed = start.elapsed();
-    let cpu = (process_cpu_us()? - cpu0) / n as f64;
+    let cpu = (crate::cpu::process_us()? - cpu0) / n as f64;
     server.shutdown().await;
     let cost = cost::delta(&s0, &cost::snap(broker.client()).await?, n as f64);
     let stats = broker
@@ -198,25 +198,6 @@ async fn drain(url: &str, ns: &str, concurrency: usize, n: usize) -> Result<(f64
     );
     let _: () = broker.client().flushall(false).await?;
     Ok((n as f64 / elapsed.as_secs_f64(), cost, cpu))
-}
-
-/// This process's CPU time so far (user + system, µs), from `/proc/self/stat` (Linux; in clock
-/// ticks of 10 ms, so a drain of a second or more reads it to about 1%).
-fn process_cpu_us() -> Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    // The fields after the command name (which is in parentheses and may hold spaces).
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| anyhow::anyhow!("unreadable /proc/self/stat"))?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    let ticks = |i: usize| -> Result<f64> {
-        Ok(f.get(i)
-            .ok_or_else(|| anyhow::anyhow!("short /proc/self/stat"))?
-            .parse::<f64>()?)
-    };
-    Ok((ticks(11)? + ticks(12)?) * 10_000.0)
 }
 
 /// `rate` tasks/s for `secs` seconds into a server with concurrency 50; each handler records

@@ -15,12 +15,22 @@
 //!   single task starts.
 //! * `outcomes`: the Redis cost of a task snoozed once and of deduplicated enqueues (debounce,
 //!   replace, rejected duplicate) beside the plain task and the plain enqueue.
-//! * `scheduler`: trigger lateness of 10 000 schedules, leader failover.
+//! * `scheduler`: one leader with 10 000 and 100 000 one-second schedules and no worker, over
+//!   a 5 s window after start-up (at 10k after 20 s of firing, once every fire history is
+//!   full): trigger lateness p50/p99/max (Redis' time when the fire call wrote the task minus
+//!   the trigger time), the leader process's own CPU per trigger, Redis CPU, commands and time
+//!   by command per trigger, and the model that follows (how many triggers per second one
+//!   primary takes within 250 ms and at saturation); then leader failover times of real
+//!   processes. `BENCH_SCALE=<n>` runs one of the scales only, `BENCH_SKIP_FAILOVER=1` leaves
+//!   out the failovers, `RUST_LOG=warn` shows the scheduler's warnings (for profiling).
 //! * `inspect`: inspector pages and bulk archive on a queue of a million tasks, console pages.
 //! * `idle`: Redis calls per second of one idle worker server on 1, 10 and 100 queues.
-//! * `cluster`: enqueue and drain on a 3-primary Redis Cluster, queues spread over the shards:
-//!   Redis CPU and calls per task on each shard, redirect and cross-slot errors (the mode fails
-//!   if any), and calls a shard serves for other shards' queues (should be none).
+//! * `cluster`: enqueue and drain on a 3-primary Redis Cluster with the queues of 1, 2 and 3
+//!   primaries (the same load per shard in use): throughput, and per shard Redis CPU and calls
+//!   per task and how busy its thread was; then a model from those costs (the rate where one
+//!   primary saturates, the shards and worker cores 100k, 500k and 1M tasks/s need); redirect
+//!   and cross-slot errors (the mode fails if any), calls a shard serves for other shards'
+//!   queues (should be none), and the same work on one standalone Redis.
 //!
 //! `enqueue`, `e2e` and `priority` also print the Redis cost per task, for us and BullMQ: server
 //! CPU (INFO cpu, user + sys) and commands (INFO commandstats, where a script counts as its
@@ -35,6 +45,7 @@
 
 mod cluster;
 mod cost;
+mod cpu;
 mod e2e;
 mod enqueue;
 mod fixture;
@@ -52,6 +63,13 @@ use anyhow::{bail, Result};
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Off unless asked: the figures are the output, and a warning is a lead when one looks off.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [mode, url, ns] = args.as_slice() {
         if mode == "__scheduler" {
