@@ -426,7 +426,7 @@ async fn each_fire_and_skip_is_kept_in_the_schedules_history_newest_first_and_ca
     let key = format!("{}sched:fires", b.keyspace().queue(&queue).prefix());
     let _: i64 = b
         .client()
-        .hset(&key, ("h", "not msgpack \u{1}"))
+        .hset(&key, ("h", "not a history \u{1}"))
         .await
         .expect("hset");
     assert!(b

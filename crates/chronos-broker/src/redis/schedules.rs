@@ -401,41 +401,13 @@ impl Schedules for RedisBroker {
         let Some(raw) = raw else {
             return Ok(Vec::new());
         };
-        // Entry by entry: one of another shape (a newer version's) is left out alone.
-        #[derive(serde::Deserialize)]
-        #[serde(untagged)]
-        enum Entry {
-            Known(i64, i64, String, u8),
-            Other(serde::de::IgnoredAny),
-        }
-        let entries: Vec<Entry> = match rmp_serde::from_slice(&raw) {
-            Ok(e) => e,
-            Err(err) => {
-                warn!(schedule = %schedule_id, error = %err, "unreadable fire history");
-                return Ok(Vec::new());
-            }
+        let Ok(text) = std::str::from_utf8(&raw) else {
+            warn!(schedule = %schedule_id, "unreadable fire history");
+            return Ok(Vec::new());
         };
-        Ok(entries
-            .into_iter()
-            .filter_map(|e| match e {
-                Entry::Known(at_ms, code, task_id, run_now) => {
-                    let run_now = run_now == 1;
-                    // The code is the reply of the script that fired it (lib.lua `record_fire`).
-                    let outcome = if run_now {
-                        run_outcome(SchedRunCode::from_reply(code)?)?
-                    } else {
-                        fire_outcome(FireCode::from_reply(code)?)
-                    };
-                    Some(FireRecord {
-                        at_ms,
-                        outcome,
-                        run_now,
-                        task_id,
-                    })
-                }
-                Entry::Other(_) => None,
-            })
-            .collect())
+        // Line by line (lib.lua `record_fire`): one of another shape (damaged, or a newer
+        // version's) is left out alone.
+        Ok(text.lines().filter_map(fire_line).collect())
     }
 
     async fn publish_schedule_defs(&self, defs: &[ScheduleDef]) -> Result<(), BrokerError> {
@@ -755,4 +727,29 @@ pub(super) fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
         return Err(BrokerError::InvalidDuration(ttl));
     }
     Ok(ms)
+}
+
+/// One line of a fire history, `<at ms> <code> <run_now 0|1> <task id>`; None for any other.
+fn fire_line(line: &str) -> Option<FireRecord> {
+    let mut cols = line.splitn(4, ' ');
+    let at_ms = cols.next()?.parse::<i64>().ok()?;
+    let code = cols.next()?.parse::<i64>().ok()?;
+    let run_now = match cols.next()? {
+        "1" => true,
+        "0" => false,
+        _ => return None,
+    };
+    let task_id = cols.next()?.to_string();
+    // The code is the reply of the script that fired it.
+    let outcome = if run_now {
+        run_outcome(SchedRunCode::from_reply(code)?)?
+    } else {
+        fire_outcome(FireCode::from_reply(code)?)
+    };
+    Some(FireRecord {
+        at_ms,
+        outcome,
+        run_now,
+        task_id,
+    })
 }
