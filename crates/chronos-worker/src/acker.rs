@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chronos_core::{Completion, QueueName};
 use tokio::sync::mpsc;
-use tracing::warn;
+use tracing::{error, warn};
 
 use crate::backoff::Backoff;
 use crate::loops::batches;
@@ -63,5 +63,22 @@ async fn ack<B: WorkerBroker>(rt: &Runtime<B>, queue: &QueueName, done: Vec<(usi
     }
     for (q, c) in slots.into_iter().zip(&done) {
         rt.release(q, &c.lease.msg_id);
+    }
+}
+
+/// Gives completions of queue `q` to the acker, or acks them here once it is gone (shutdown).
+pub(crate) async fn hand_over<B: WorkerBroker>(rt: &Runtime<B>, q: usize, done: Vec<Completion>) {
+    for c in done {
+        if let Err(back) = rt.acks.send((q, c)) {
+            let c = (back.0).1;
+            if let Err(e) = rt
+                .broker
+                .complete(&c.lease.queue, std::slice::from_ref(&c))
+                .await
+            {
+                error!(queue = %c.lease.queue, task_id = %c.lease.task_id, error = %e, "ack failed; the task will run again after recovery");
+            }
+            rt.release(q, &c.lease.msg_id);
+        }
     }
 }

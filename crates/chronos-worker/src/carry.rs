@@ -6,15 +6,12 @@
 //! limited, not paused). Whenever it stops reading at once (it parks on the shared blocking
 //! read, blocks on its own, waits for space longer than a moment, hands over to the limiter or
 //! exits), what it carries goes to the acker, and so does every completion until it reads
-//! again: an acknowledgement never waits for a read that is not coming.
+//! again: an acknowledgement never waits for a read that is not coming. (The read is the
+//! fetcher's, `fetcher::settle_and_fetch`; the hand-over to the acker is `acker::hand_over`.)
 
 use std::sync::{Mutex, MutexGuard};
 
-use chronos_core::{Completion, Fetched};
-use tracing::error;
-
-use crate::runtime::Runtime;
-use crate::WorkerBroker;
+use chronos_core::Completion;
 
 /// The completions of one queue waiting for its fetcher's next read.
 #[derive(Debug, Default)]
@@ -67,51 +64,5 @@ impl Carry {
         let mut g = self.lock();
         g.open = false;
         std::mem::take(&mut g.done)
-    }
-}
-
-/// Gives completions of queue `q` to the acker, or acks them here once it is gone (shutdown).
-pub(crate) async fn hand_over<B: WorkerBroker>(rt: &Runtime<B>, q: usize, done: Vec<Completion>) {
-    for c in done {
-        if let Err(back) = rt.acks.send((q, c)) {
-            let c = (back.0).1;
-            if let Err(e) = rt
-                .broker
-                .complete(&c.lease.queue, std::slice::from_ref(&c))
-                .await
-            {
-                error!(queue = %c.lease.queue, task_id = %c.lease.task_id, error = %e, "ack failed; the task will run again after recovery");
-            }
-            rt.release(q, &c.lease.msg_id);
-        }
-    }
-}
-
-/// One call that acks `done` and reads up to `count` tasks of queue `q` (0: only acks); the
-/// acked leases are let go. On an error the completions go to the acker, which retries them
-/// (a re-sent ack is a no-op).
-pub(crate) async fn settle_and_fetch<B: WorkerBroker>(
-    rt: &Runtime<B>,
-    reader: &mut B::Reader,
-    q: usize,
-    done: Vec<Completion>,
-    count: usize,
-) -> Result<Fetched, chronos_core::BrokerError> {
-    let queue = &rt.queues[q].name;
-    match rt
-        .broker
-        .complete_and_fetch(reader, queue, &rt.id, &done, count)
-        .await
-    {
-        Ok((_, fetched)) => {
-            for c in &done {
-                rt.release(q, &c.lease.msg_id);
-            }
-            Ok(fetched)
-        }
-        Err(e) => {
-            hand_over(rt, q, done).await;
-            Err(e)
-        }
     }
 }

@@ -8,11 +8,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::WorkerBroker;
+use chronos_core::{BrokerError, Completion, Fetched};
 use tracing::{debug, warn};
 
+use crate::WorkerBroker;
+
+use crate::acker::hand_over;
 use crate::backoff::Backoff;
-use crate::carry::{hand_over, settle_and_fetch};
 use crate::limiter;
 use crate::runtime::Runtime;
 use crate::QueueLimit;
@@ -196,5 +198,34 @@ async fn sleep_or_stop<B: WorkerBroker>(rt: &Runtime<B>, d: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(d) => false,
         _ = rt.stop_fetch.cancelled() => true,
+    }
+}
+
+/// One call that acks `done` and reads up to `count` tasks of queue `q` (0: only acks); the
+/// acked leases are let go. On an error the completions go to the acker, which retries them
+/// (a re-sent ack is a no-op).
+async fn settle_and_fetch<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    reader: &mut B::Reader,
+    q: usize,
+    done: Vec<Completion>,
+    count: usize,
+) -> Result<Fetched, BrokerError> {
+    let queue = &rt.queues[q].name;
+    match rt
+        .broker
+        .complete_and_fetch(reader, queue, &rt.id, &done, count)
+        .await
+    {
+        Ok((_, fetched)) => {
+            for c in &done {
+                rt.release(q, &c.lease.msg_id);
+            }
+            Ok(fetched)
+        }
+        Err(e) => {
+            hand_over(rt, q, done).await;
+            Err(e)
+        }
     }
 }

@@ -64,8 +64,9 @@
 //!   attempt, running ones get `shutdown_timeout`, then are cancelled and retried.
 //!
 //! # What an idle server costs
-//! A server's polling does not grow with its queues where the broker can avoid it (Redis,
-//! standalone or Sentinel):
+//! What a server's polling costs Redis does not grow with its queues where the broker can avoid
+//! it (Redis, standalone or Sentinel): each maintenance loop visits one queue per period in turn,
+//! and is told at once (a pub/sub push, or its own work) about anything that cannot wait.
 //! * Fetching: a queue with nothing ready parks, and one blocking read (XREADGROUP over every
 //!   parked queue's stream, on one connection, for up to 5 s) waits for all of them; what it
 //!   reads goes into its queue's buffer, served by weight or strict priority as before. A queue
@@ -75,14 +76,24 @@
 //!   blocks on its own connection for up to 1 s.
 //! * Forwarding delayed and retry tasks: the forwarder sleeps until the earliest due time of its
 //!   queues, woken early by a pub/sub push from the script that adds a task with an earlier due
-//!   time, and forwards each queue at least every `safety_interval` (10 s) and every queue
-//!   after its subscriber reconnects. Without pushes (a broker that has none) it polls every
-//!   `forward_interval` (500 ms).
+//!   time; a queue holding delayed tasks is forwarded at least every `safety_interval` (10 s),
+//!   one with none only in its turn (one such queue per `safety_interval`), and every queue
+//!   after the subscriber reconnects. Without pushes (a broker that has none) it polls every
+//!   queue every `forward_interval` (500 ms).
 //! * Pausing: pause and resume push a message; the paused set is read at start, after a
 //!   reconnect and every `safety_interval` (every 500 ms without pushes).
-//! * Recovery stays per queue: every `recover_interval` (5 s) one XPENDING per queue (the
-//!   reclaim script runs only when something is idle) and one HSCAN of its reclaim outbox.
-//! * The heartbeat and the janitor run at their own periods.
+//! * Stored settings (limits): a change pushes a message naming its queue, which is read again;
+//!   every queue is read after a reconnect, and one queue per second in turn (every queue every
+//!   second without pushes).
+//! * Recovery: every `recover_interval` (5 s) one read of the live servers' ids, and one queue's
+//!   pending list (XPENDING; the reclaim script runs only when something is idle) and reclaim
+//!   outbox (HSCAN), in turn. Every queue is read each period from the start until
+//!   `recover_min_idle` has passed, and from the moment a server's record expires (it stopped
+//!   heartbeating: crashed, frozen, cut off) until its deliveries are idle long enough to take,
+//!   so a lost server's tasks are re-run as before; deliveries stranded on a live server (a
+//!   blocking read whose reply was lost) wait for their queue's turn.
+//! * The janitor, every `janitor_interval` (60 s), sweeps the queues this server took tasks of
+//!   since their last sweep and one more in turn. The heartbeat writes one server record.
 //!
 //! `cargo xtask bench idle` prints the calls per second for 1, 10 and 100 queues.
 //!
