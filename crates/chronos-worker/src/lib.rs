@@ -87,11 +87,11 @@
 //!   second without pushes).
 //! * Recovery: every `recover_interval` (5 s) one read of the live servers' ids, and one queue's
 //!   pending list (XPENDING; the reclaim script runs only when something is idle) and reclaim
-//!   outbox (HSCAN), in turn. Every queue is read each period from the start until
-//!   `recover_min_idle` has passed, and from the moment a server's record expires (it stopped
-//!   heartbeating: crashed, frozen, cut off) until its deliveries are idle long enough to take,
-//!   so a lost server's tasks are re-run as before; deliveries stranded on a live server (a
-//!   blocking read whose reply was lost) wait for their queue's turn.
+//!   outbox (HSCAN), in turn. Every queue is read at the start and `recover_min_idle` later,
+//!   and each period from the moment a server's record expires (it stopped heartbeating:
+//!   crashed, frozen, cut off) until its deliveries are idle long enough to take, so a lost
+//!   server's tasks are re-run as before; deliveries stranded on a live server (a blocking read
+//!   whose reply was lost) wait for their queue's turn.
 //! * The janitor, every `janitor_interval` (60 s), sweeps the queues this server took tasks of
 //!   since their last sweep and one more in turn. The heartbeat writes one server record.
 //!

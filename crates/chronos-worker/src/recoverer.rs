@@ -4,11 +4,14 @@
 //!
 //! What it costs an idle server does not grow with its queues: each period it reads the ids of
 //! the live servers (one call) and passes over one queue, in turn. Every queue is passed over
-//! each period only while deliveries of a lost server may be waiting: from the start until
-//! `recover_min_idle` has passed (a server lost before this one started), and from the moment a
-//! server's record expires (it stopped heartbeating) until its deliveries, idle since its last
-//! heartbeat, are surely idle long enough to take. The turns catch the rest (a blocking read's
-//! reply lost on a live server), within the queue count times `recover_interval`.
+//! when deliveries of a lost server may be waiting: at the start and once more
+//! `recover_min_idle` later (a server lost before this one started, whose record is gone, left
+//! deliveries that are idle long enough by then), and each period from the moment a server's
+//! record expires (it stopped heartbeating) until its deliveries, idle since its last
+//! heartbeat, are surely idle long enough to take (a server lost just before this one started
+//! is among the live ones at first, so its expiry is seen). The turns catch the rest (a
+//! blocking read's reply lost on a live server), within the queue count times
+//! `recover_interval`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -32,7 +35,10 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut known: HashSet<String> = HashSet::new();
-    let mut every_queue_until = Instant::now() + settle;
+    let start = Instant::now();
+    let mut every_queue_until = start;
+    let mut second_pass = Some(start + rt.config.recover_min_idle);
+    let mut first = true;
     let mut turn = Turn::default();
     loop {
         tokio::select! {
@@ -54,7 +60,12 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
                 every_queue_until = every_queue_until.max(Instant::now() + interval);
             }
         }
-        if Instant::now() <= every_queue_until {
+        let now = Instant::now();
+        let due = second_pass.is_some_and(|at| now >= at);
+        if due {
+            second_pass = None;
+        }
+        if std::mem::take(&mut first) || due || now <= every_queue_until {
             for q in 0..rt.queues.len() {
                 recover(&rt, q).await;
             }
