@@ -277,6 +277,19 @@ async fn a_task_deleted_after_fetch_is_not_started() {
     );
     let stats = b.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.pending, stats.active), (0, 0));
+    // Its delivery left the group's pending list with it (a fetched plain task is acked).
+    use chronos_broker::fred::interfaces::StreamsInterface;
+    type Summary = (u64, Option<String>, Option<String>, Vec<(String, u64)>);
+    let pel: Summary = b
+        .client()
+        .xpending(
+            b.keyspace().queue(&queue).stream(),
+            chronos_broker::GROUP,
+            (),
+        )
+        .await
+        .expect("xpending");
+    assert_eq!(pel.0, 0);
 }
 
 #[tokio::test]

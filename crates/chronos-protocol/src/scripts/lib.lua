@@ -432,19 +432,22 @@ local function plain_id(id)
 end
 
 -- The state of plain task `id`, read only: 'pending' or 'active' (its delivery was started)
--- while its entry lives in `stream` and no hash `tkey` exists, with the entry's fields; nil for
--- any other task.
-local function plain_state(stream, group, tkey, id)
-  if not plain_id(id) or redis.call('EXISTS', tkey) == 1 then return nil end
+-- while its entry lives in `stream` and no hash `tkey` exists, with the entry's fields and
+-- whether `group`'s pending list holds it (it was delivered); nil for any other task.
+-- `no_hash`: the caller read the hash already and found none (saves its EXISTS).
+local function plain_state(stream, group, tkey, id, no_hash)
+  if not plain_id(id) then return nil end
+  if not no_hash and redis.call('EXISTS', tkey) == 1 then return nil end
   local r = redis.pcall('XRANGE', stream, id, id)
   if type(r) ~= 'table' or r.err or not r[1] then return nil end
   local fields = r[1][2]
   if field_of(fields, F_TASK_ID) or not field_of(fields, F_ENVELOPE) then return nil end
   local p = redis.pcall('XPENDING', stream, group, id, id, 1)
-  if type(p) == 'table' and not p.err and p[1] and (tonumber(p[1][4]) or 0) >= STARTED then
-    return 'active', fields
+  local delivered = type(p) == 'table' and not p.err and p[1] ~= nil
+  if delivered and (tonumber(p[1][4]) or 0) >= STARTED then
+    return 'active', fields, true
   end
-  return 'pending', fields
+  return 'pending', fields, delivered
 end
 
 -- Writes the hash of plain task `id` in state `s` from its entry's `fields` (both from

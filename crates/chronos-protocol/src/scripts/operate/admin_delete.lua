@@ -32,9 +32,11 @@ local codes, states, todo = {}, {}, {}
 for i = 3, #ARGV do
   local id, tkey, ukey = ARGV[i], KEYS[2 * i], KEYS[2 * i + 1]
   local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY, F_TENANT)
-  -- A plain task (lib.lua) has no hash: its entry, whose id is the task's, is all there is.
-  local ps = plain_state(KEYS[1], group, tkey, id)
-  if ps then h = {ps, id} end
+  -- A plain task (lib.lua) has no hash: its entry, whose id is the task's, is all there is. A
+  -- hash that answered no state is none (every record has one), so its EXISTS is not asked
+  -- again; the task's last field says whether a group holds its entry (what to ack).
+  local ps, _, delivered = plain_state(KEYS[1], group, tkey, id, type(h) == 'table' and not h[1])
+  if ps then h = {ps, id, nil, nil, nil, delivered and 'acked' or 'fresh'} end
   local s, code = '', 1
   if h == nil then
     h = {}
@@ -54,7 +56,8 @@ for _, t in ipairs(todo) do
   if h[2] then
     local stream = lane_key(KEYS[1], LANES, h[4])
     if h[5] then stream = KEYS[T] end
-    redis.call('XACK', stream, group, h[2])
+    -- A plain task never delivered is in no pending list: nothing to ack.
+    if h[6] ~= 'fresh' then redis.call('XACK', stream, group, h[2]) end
     redis.call('XDEL', stream, h[2])
   end
   if sets[h[1] or ''] then
@@ -64,6 +67,7 @@ for _, t in ipairs(todo) do
     redis.call('ZREM', KEYS[X], id)
   end
   if h[3] and h[3] == ukey then release_unique(ukey, id) end
-  redis.call('DEL', tkey)
+  -- A plain task has no hash to delete.
+  if not h[6] then redis.call('DEL', tkey) end
 end
 return {codes, states}
