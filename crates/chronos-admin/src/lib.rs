@@ -30,9 +30,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chronos_broker::{
-    payload_json, ActionOutcome, BrokerError, BulkReport, EvictionCheck, HistorySpan, Inspect,
-    ManageSchedules, Operate, Priority, QueueName, QueueStats, RedisBroker, ScheduleEntry,
-    ScheduleSource, Schedules, ServerRecord, TaskAction, TaskFilter, TaskRecord, TaskState,
+    ActionOutcome, BrokerError, BulkReport, EvictionCheck, HistorySpan, Inspect, ManageSchedules,
+    Operate, Priority, QueueName, QueueStats, RedisBroker, ScheduleEntry, ScheduleSource,
+    Schedules, ServerRecord, TaskAction, TaskFilter, TaskRecord, TaskState,
 };
 use serde::Serialize;
 
@@ -271,7 +271,7 @@ impl TaskRow {
         match &r.envelope {
             Ok(e) => {
                 row.kind = e.kind.clone();
-                row.payload = serde_json::from_str(&payload_json(&e.payload))
+                row.payload = serde_json::from_str(&chronos_broker::envelope_payload_json(e))
                     .unwrap_or(serde_json::Value::Null);
                 row.retried = e.retried;
                 row.max_retry = e.max_retry;

@@ -73,6 +73,7 @@ mod bytes_field;
 mod capability;
 mod chain;
 mod client;
+mod codec;
 mod dead_letter;
 mod dedup;
 mod delivery;
@@ -117,6 +118,7 @@ pub use capability::{
 };
 pub use chain::Chain;
 pub use client::Client;
+pub use codec::{decode_payload, envelope_payload_json, Codec, CODEC_HEADER, PRODUCER_HEADER};
 pub use dead_letter::DeadLetter;
 pub use dedup::{
     Dedup, DedupLock, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, LOCK_KEY_PREFIX,

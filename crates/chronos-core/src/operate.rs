@@ -110,7 +110,7 @@ impl TaskFilter {
             }
         }
         match &self.grep {
-            Some(text) => crate::payload_json(&env.payload).contains(text.as_str()),
+            Some(text) => crate::envelope_payload_json(env).contains(text.as_str()),
             None => true,
         }
     }

@@ -70,9 +70,9 @@ use std::time::Duration;
 
 use crate::task::Due;
 use crate::{
-    decode_args, now_ms, payload_json, BrokerError, Client, DeadLetter, DecodeError, Dedup,
-    DedupMode, Enqueue, EnqueueOutcome, NewTask, QueueName, Release, TaskArgs, TaskEnvelope,
-    TaskInfo, TaskState, DEFAULT_MAX_PAYLOAD,
+    now_ms, BrokerError, Client, DeadLetter, DecodeError, Dedup, DedupMode, Enqueue,
+    EnqueueOutcome, NewTask, QueueName, Release, TaskArgs, TaskEnvelope, TaskInfo, TaskState,
+    DEFAULT_MAX_PAYLOAD,
 };
 
 /// An in-memory [`Enqueue`] broker that records every task it stores (see the
@@ -160,7 +160,7 @@ impl RecordedTask {
                 reason: format!("the task is of kind {:?}", self.envelope.kind),
             });
         }
-        decode_args(&self.envelope.payload)
+        crate::decode_payload(&self.envelope)
     }
 
     /// The typed view of this task.
@@ -196,7 +196,7 @@ impl RecordedTask {
         if self.info.state == TaskState::Scheduled {
             let _ = write!(s, " run_at_ms={}", self.info.run_at_ms);
         }
-        let _ = write!(s, " args={}", payload_json(&e.payload));
+        let _ = write!(s, " args={}", crate::envelope_payload_json(e));
         if !e.headers.is_empty() {
             let _ = write!(s, " headers={:?}", e.headers);
         }

@@ -102,3 +102,30 @@ mod tests {
         }
     }
 }
+
+/// Producer contract v1 (`contract/CONTRACT.md`): the enqueue scripts' full text is checked
+/// into `contract/v1/`, where producers in other languages load it from. A change to a script
+/// or to the helpers it includes changes that text; `CHRONOS_BLESS=1` rewrites it, and the diff
+/// is then reviewed against the contract (its keys and arguments must not change).
+#[cfg(test)]
+mod contract {
+    use super::sources;
+
+    #[test]
+    fn the_contract_scripts_are_the_enqueue_scripts_of_this_version() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/contract/v1");
+        let all = sources();
+        for (name, text) in [("push", &all.push), ("enqueue", &all.enqueue)] {
+            let path = format!("{dir}/{name}.lua");
+            if std::env::var_os("CHRONOS_BLESS").is_some() {
+                std::fs::write(&path, text).expect("write the script");
+            }
+            let stored = std::fs::read_to_string(&path).expect("read the script");
+            assert!(
+                stored == *text,
+                "{path} differs from the {name} script of this version: run the tests with \
+                 CHRONOS_BLESS=1 and review the change against contract/CONTRACT.md"
+            );
+        }
+    }
+}

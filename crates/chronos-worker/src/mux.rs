@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chronos_core::{decode_args, DecodeError, TaskArgs, TaskEnvelope};
+use chronos_core::{decode_payload, DecodeError, TaskArgs, TaskEnvelope};
 use futures::future::BoxFuture;
 use serde::Serialize;
 
@@ -96,7 +96,7 @@ struct Typed<T, H> {
 
 impl<T: TaskArgs, H: Handler<T>> Erased for Typed<T, H> {
     fn prepare(&self, env: &TaskEnvelope) -> Result<Endpoint, DecodeError> {
-        let args: T = decode_args(&env.payload)?;
+        let args: T = decode_payload(env)?;
         let task = Task {
             args,
             headers: env.headers.clone(),

@@ -296,7 +296,7 @@ pub async fn run_handler<T: TaskArgs, H: Handler<T>>(
     let env = ctx.envelope(T::KIND, payload);
     let now = now_ms();
     refuse_past_deadline(&env, now)?;
-    let args: T = chronos_core::decode_args(&env.payload).map_err(unrunnable)?;
+    let args: T = chronos_core::decode_payload(&env).map_err(unrunnable)?;
     let task = Task {
         args,
         headers: env.headers.clone(),
