@@ -35,6 +35,12 @@ impl Keyspace {
         format!("{}:queues", self.ns)
     }
 
+    /// `<ns>:schemas`: hash of task kind to the JSON Schema of its arguments
+    /// (`RedisBroker::publish_schemas`).
+    pub fn schemas(&self) -> String {
+        format!("{}:schemas", self.ns)
+    }
+
     /// `<ns>:paused`: set of paused queue names.
     pub fn paused(&self) -> String {
         format!("{}:paused", self.ns)

@@ -98,6 +98,7 @@ mod result;
 mod sample;
 mod schedule;
 mod schedule_def;
+mod schema;
 mod server_record;
 mod signal;
 mod state;
@@ -165,6 +166,10 @@ pub use schedule::{
 pub use schedule_def::{
     DefDedup, DefMisfire, DefRelease, DefSpec, PutOutcome, ScheduleDef, StoredDef,
 };
+pub use schema::Schemas;
+#[cfg(feature = "schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
+pub use schemars;
 pub use server_record::{RunningTask, ServerRecord, RUNNING_LISTED};
 pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 pub use state::TaskState;

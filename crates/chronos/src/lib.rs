@@ -29,6 +29,17 @@ pub use chronos_broker::{
     TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY,
     SCHEDULE_HEADER, TRIGGER_HEADER,
 };
+// Producer contract v1: a payload's codec, named per task, so producers in other languages
+// can send JSON (crates/chronos-protocol/contract/CONTRACT.md).
+/// Re-exported so task argument types can `#[derive(chronos::schemars::JsonSchema)]` (with
+/// `#[schemars(crate = "chronos::schemars")]`) without a direct dependency.
+#[cfg(feature = "schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
+pub use chronos_broker::schemars;
+#[doc(inline)]
+pub use chronos_broker::{
+    decode_payload, envelope_payload_json, Codec, Schemas, CODEC_HEADER, PRODUCER_HEADER,
+};
 #[doc(inline)]
 pub use chronos_broker::{Admission, KeyRate, PermitLimit, Permits, Throttle};
 // Handler-signalled backoff (`TaskError::rate_limited`): what a broker records, and the

@@ -18,6 +18,7 @@ mod results;
 mod runtime;
 mod sample;
 mod schedules;
+mod schemas;
 mod scripts;
 // The names and numbers shared with the Lua scripts, as `protocol::STATE` and so on.
 use chronos_protocol as protocol;
