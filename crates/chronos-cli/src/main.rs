@@ -22,6 +22,7 @@ mod progress;
 mod queues;
 mod runtime;
 mod schedules;
+mod schema;
 mod servers;
 mod stats;
 mod table;
@@ -84,6 +85,9 @@ enum Cmd {
     /// Live worker servers.
     #[command(subcommand)]
     Server(servers::ServerCmd),
+    /// JSON Schemas of task kinds published by workers: list them, export them to files.
+    #[command(subcommand)]
+    Schema(schema::SchemaCmd),
     /// The scheduler leader.
     Leader,
     /// Every queue's counts with totals, servers, leader and schedules.
@@ -154,6 +158,7 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
         Cmd::Events(cmd) => events::run(admin, out, cmd).await,
         Cmd::Schedule(cmd) => schedules::run(admin, out, cmd).await,
         Cmd::Server(cmd) => servers::run(admin, out, cmd).await,
+        Cmd::Schema(cmd) => schema::run(admin, out, cmd).await,
         Cmd::Leader => servers::leader(admin, out).await,
         Cmd::Stats => stats::run(admin, out).await,
         Cmd::Dash(_) => anyhow::bail!("the console is served by `run`"),

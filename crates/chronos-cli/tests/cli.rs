@@ -1355,3 +1355,43 @@ async fn task_watch_follows_the_events_of_a_queue_that_keeps_them() {
     assert_eq!(types, ["started", "completed"], "{rest:?}");
     e.ok(&["events", "off", "mail"]);
 }
+
+#[tokio::test]
+async fn schema_export_writes_each_published_kind_to_its_file() {
+    let e = env().await;
+    assert!(e.ok(&["schema", "ls"]).contains("no schema published"));
+    let mut schemas = chronos_broker::Schemas::new();
+    let email = serde_json::json!({
+        "type": "object",
+        "properties": {"to": {"type": "string"}},
+        "required": ["to"],
+        "x-chronos-kind": "email:send",
+    });
+    schemas.insert("email:send", email.clone());
+    schemas.insert("invoice", serde_json::json!({"type": "object"}));
+    e.broker.publish_schemas(&schemas).await.expect("publish");
+    let kinds: Vec<String> = e
+        .json(&["schema", "ls"])
+        .iter()
+        .map(|r| r["kind"].as_str().expect("kind").to_string())
+        .collect();
+    assert_eq!(kinds, ["email:send", "invoice"]);
+    // To stdout: one object by kind; to a folder: a file per kind.
+    let all: serde_json::Value =
+        serde_json::from_str(&e.ok(&["schema", "export", "email:send"])).expect("json");
+    assert_eq!(all, serde_json::json!({ "email:send": email }));
+    let dir = std::env::temp_dir().join(format!("chronos-schemas-{}", e.ns));
+    let dir_arg = dir.display().to_string();
+    e.ok(&["schema", "export", "--out", &dir_arg]);
+    let text = std::fs::read_to_string(dir.join("email_send.schema.json")).expect("file");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).expect("json"),
+        email
+    );
+    assert!(dir.join("invoice.schema.json").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+    // A kind nobody published is an error that names it.
+    let out = e.run(&["schema", "export", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"nope\""));
+}
