@@ -36,7 +36,7 @@ for i = 3, #ARGV do
   -- hash that answered no state is none (every record has one), so its EXISTS is not asked
   -- again; the task's last field says whether a group holds its entry (what to ack).
   local ps, _, delivered = plain_state(KEYS[1], group, tkey, id, type(h) == 'table' and not h[1])
-  if ps then h = {ps, id, nil, nil, nil, delivered and 'acked' or 'fresh'} end
+  if ps then h = {ps, id, nil, nil, nil, delivered and 1 or 0} end
   local s, code = '', 1
   if h == nil then
     h = {}
@@ -57,7 +57,7 @@ for _, t in ipairs(todo) do
     local stream = lane_key(KEYS[1], LANES, h[4])
     if h[5] then stream = KEYS[T] end
     -- A plain task never delivered is in no pending list: nothing to ack.
-    if h[6] ~= 'fresh' then redis.call('XACK', stream, group, h[2]) end
+    if h[6] ~= 0 then redis.call('XACK', stream, group, h[2]) end
     redis.call('XDEL', stream, h[2])
   end
   if sets[h[1] or ''] then
