@@ -16,6 +16,7 @@ mod dash;
 mod dates;
 mod dedup;
 mod events;
+mod ingest;
 mod limits;
 mod out;
 mod progress;
@@ -94,14 +95,20 @@ enum Cmd {
     Stats,
     /// The web console, on 127.0.0.1:8080 by default (Ctrl-C or SIGTERM stops it).
     Dash(dash::DashArgs),
+    /// The HTTP ingest: other services enqueue tasks with a JSON POST, on 127.0.0.1:8090 by
+    /// default (Ctrl-C or SIGTERM stops it; the API is at /openapi.json).
+    Ingest(ingest::IngestArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // The ingest serves many producers at once: it gets every core, the rest one thread.
+    let mut rt = if matches!(cli.cmd, Cmd::Ingest(_)) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let rt = match rt.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return fail(&anyhow::Error::from(e)),
     };
@@ -138,6 +145,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Cmd::Dash(args) = cli.cmd {
         return dash::run(admin, &cli.redis, args).await;
     }
+    if let Cmd::Ingest(args) = cli.cmd {
+        return ingest::run(admin.broker().clone(), args).await;
+    }
     let out = Out { json: cli.json };
     let listing = matches!(cli.cmd, Cmd::Queue(queues::QueueCmd::Ls) | Cmd::Stats);
     let r = dispatch(&admin, &out, cli.cmd).await;
@@ -162,5 +172,6 @@ async fn dispatch(admin: &Admin<RedisBroker>, out: &Out, cmd: Cmd) -> anyhow::Re
         Cmd::Leader => servers::leader(admin, out).await,
         Cmd::Stats => stats::run(admin, out).await,
         Cmd::Dash(_) => anyhow::bail!("the console is served by `run`"),
+        Cmd::Ingest(_) => anyhow::bail!("the ingest is served by `run`"),
     }
 }

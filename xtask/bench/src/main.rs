@@ -1,5 +1,5 @@
 //! Benchmarks of chronos-rs, with peers measured in the same run. Run through
-//! `cargo xtask bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|all]`; never from a
+//! `cargo xtask bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|ingest|all]`; never from a
 //! timed test.
 //!
 //! * `enqueue`: enqueue rates (single, batch), Redis bytes per pending task, per retained
@@ -31,6 +31,8 @@
 //!   primary saturates, the shards and worker cores 100k, 500k and 1M tasks/s need); redirect
 //!   and cross-slot errors (the mode fails if any), calls a shard serves for other shards'
 //!   queues (should be none), and the same work on one standalone Redis.
+//! * `ingest`: enqueues through the HTTP ingest beside the `Client` it wraps, in the same run:
+//!   single tasks over 50 keep-alive connections and batches of 100 (tasks/s, and the ratio).
 //!
 //! `enqueue`, `e2e` and `priority` also print the Redis cost per task, for us and BullMQ: server
 //! CPU (INFO cpu, user + sys) and commands (INFO commandstats, where a script counts as its
@@ -50,6 +52,7 @@ mod e2e;
 mod enqueue;
 mod fixture;
 mod idle;
+mod ingest;
 mod inspect;
 mod memory;
 mod outcomes;
@@ -79,7 +82,7 @@ async fn main() -> Result<()> {
     let Some((peers_dir, modes)) = args.split_first() else {
         bail!(
             "usage: chronos-bench <peers dir> \
-             [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|all]"
+             [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|ingest|all]"
         );
     };
     let peers = peers::Peers::new(peers_dir);
@@ -121,10 +124,14 @@ async fn main() -> Result<()> {
         cluster::run().await?;
         ran = true;
     }
+    if all || modes.iter().any(|m| m == "ingest") {
+        ingest::run().await?;
+        ran = true;
+    }
     if !ran {
         bail!(
             "unknown bench mode {modes:?}: expected enqueue, e2e, priority, tenants, outcomes, \
-             scheduler, inspect, idle, cluster or all"
+             scheduler, inspect, idle, cluster, ingest or all"
         );
     }
     Ok(())
