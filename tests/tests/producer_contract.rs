@@ -547,3 +547,111 @@ async fn published_schemas_read_back_by_kind() {
     assert_eq!(echo["required"], json!(["n"]));
     assert_eq!(echo["x-chronos-kind"], "contract:echo");
 }
+
+/// One HTTP/1.1 request to `addr`; the status and the body.
+async fn http_post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).await.expect("send");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.expect("read");
+    let text = String::from_utf8_lossy(&raw);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text}"));
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// The issue's end-to-end case: tasks enqueued through HTTP, Python and TypeScript into one
+/// queue are all run by one Rust worker, each with its own typed arguments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_python_and_typescript_tasks_in_one_queue_are_all_run_by_a_rust_worker() {
+    let url = chronos_testkit::shared_url().expect("redis");
+    let ns = chronos_testkit::namespace();
+    let broker = connect(&url, &ns).await;
+    // HTTP: the ingest router on a loopback port.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let ingest = tokio::spawn(chronos_ingest::serve_on(
+        listener,
+        Client::new(broker.clone()),
+        chronos_ingest::IngestConfig::new(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut want = BTreeMap::new();
+    let (status, body) = http_post(
+        addr,
+        "/queues/contract/tasks",
+        &[("Idempotency-Key", "http-100")],
+        r#"{"kind": "contract:echo", "payload": {"n": 100, "s": "http"}}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    want.insert(body["id"].as_str().expect("id").to_string(), 100);
+    // The same key again answers the same task.
+    let (again, body2) = http_post(
+        addr,
+        "/queues/contract/tasks",
+        &[("Idempotency-Key", "http-100")],
+        r#"{"kind": "contract:echo", "payload": {"n": 100, "s": "http"}}"#,
+    )
+    .await;
+    assert_eq!((again, &body2["id"]), (200, &body["id"]), "{body2}");
+    // Python and TypeScript, through their libraries.
+    let py = format!(
+        "import sys, redis\nsys.path.insert(0, 'crates/chronos-py')\n\
+         from chronos_producer import Producer\n\
+         p = Producer(redis.Redis.from_url({url:?}), namespace={ns:?})\n\
+         print(p.enqueue('contract:echo', {{'n': 101, 's': 'python'}}, queue='contract').id)\n\
+         print(p.enqueue('contract:echo', {{'n': 102}}, queue='contract', id='py-102').id)\n"
+    );
+    let mut c = python(&url);
+    c.args(["-c", &py]);
+    for (line, n) in output(c, "python enqueue").lines().zip([101, 102]) {
+        want.insert(line.to_string(), n);
+    }
+    let js = format!(
+        "const Redis = require('ioredis');\n\
+         const {{ Producer }} = require('./crates/chronos-ts/dist/src/index.js');\n\
+         (async () => {{\n\
+           const c = new Redis({url:?});\n\
+           const p = new Producer(c, {{ namespace: {ns:?} }});\n\
+           console.log((await p.enqueue('contract:echo', {{ n: 103, s: 'ts' }}, {{ queue: 'contract' }})).id);\n\
+           console.log((await p.enqueue('contract:echo', {{ n: 104 }}, {{ queue: 'contract', processInMs: 300 }})).id);\n\
+           await c.quit();\n\
+         }})().catch((e) => {{ console.error(e); process.exit(1); }});\n"
+    );
+    let mut c = node(&url);
+    c.env("NODE_PATH", ts_dir().join("node_modules"))
+        .args(["-e", &js]);
+    for (line, n) in output(c, "node enqueue").lines().zip([103, 104]) {
+        want.insert(line.to_string(), n);
+    }
+    assert_eq!(want.len(), 5, "five tasks: {want:?}");
+    run_all(&url, &ns, &want).await;
+    let _ = stop.send(());
+    ingest.await.expect("join").expect("ingest served");
+}

@@ -2,7 +2,7 @@
 //!
 //! * `test`: the whole test suite (what CI runs after fmt and clippy).
 //! * `demo`: the whole system against a throwaway Redis (or `CHRONOS_REDIS_URL`).
-//! * `bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster]`: release-mode benchmarks, with peers measured in the same run.
+//! * `bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|ingest]`: release-mode benchmarks, with peers measured in the same run.
 //! * `chaos [worker-storm|priority-storm|tenant-storm|scheduler-storm|redis-restart|network-stall|clock-skew|cluster-failover|sentinel-failover] [--short]`:
 //!   real processes against real Redis with faults injected on a schedule; the books checked.
 //! * `screenshots [warm-up seconds]`: the README's console pictures, from a real demo run.
@@ -47,7 +47,7 @@ fn main() -> Result<()> {
         "layout" => layout::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|demo|bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster]|chaos [scenario] [--short]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N|layout>"
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|ingest]|chaos [scenario] [--short]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N|layout>"
             );
             if task == "help" {
                 Ok(())
