@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import Redis from "ioredis";
-import { EnqueueError, EnqueueOptions, PRODUCER_NAME, Producer } from "./producer";
+import { DuplicateTask, EnqueueError, EnqueueOptions, PRODUCER_NAME, Producer, TaskIdConflict, ValidationError } from "./producer";
 
 function arg(name: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -29,11 +29,28 @@ function options(o: Record<string, unknown> = {}): EnqueueOptions {
   return out;
 }
 
-const ERRORS: Record<string, string> = { duplicate: "duplicate", id_conflict: "id_conflict" };
+/** A refused task's line of the report: `duplicate`, `id_conflict`, `invalid` or `other`. */
+function errorOf(e: EnqueueError): { error: string; message: string } {
+  let error = "other";
+  if (e instanceof DuplicateTask) error = "duplicate";
+  else if (e instanceof TaskIdConflict) error = "id_conflict";
+  else if (e instanceof ValidationError) error = "invalid";
+  return { error, message: e.message };
+}
 
 async function main(): Promise<void> {
   const vectors = JSON.parse(readFileSync(arg("vectors"), "utf8"));
   const client = new Redis(arg("redis"));
+  // Connection errors also reach each call (and the report); on stderr, not stdout.
+  client.on("error", (e) => process.stderr.write(`conformance: redis: ${e.message}\n`));
+  try {
+    process.stdout.write(JSON.stringify(await run(client, vectors)) + "\n");
+  } finally {
+    await client.quit().catch(() => client.disconnect());
+  }
+}
+
+async function run(client: Redis, vectors: any): Promise<{ producer: string; cases: unknown[] }> {
   const p = new Producer(client, { namespace: arg("namespace") });
   const cases = [];
   for (const c of vectors.cases) {
@@ -46,17 +63,11 @@ async function main(): Promise<void> {
     cases.push({
       name: c.name,
       results: rs.map((r) =>
-        r instanceof EnqueueError
-          ? {
-              error: ERRORS[r.code] ?? (r.code.startsWith("invalid") ? "invalid" : "other"),
-              message: r.message,
-            }
-          : { id: r.id, state: r.state, outcome: r.outcome },
+        r instanceof EnqueueError ? errorOf(r) : { id: r.id, state: r.state, outcome: r.outcome },
       ),
     });
   }
-  process.stdout.write(JSON.stringify({ producer: PRODUCER_NAME, cases }) + "\n");
-  await client.quit();
+  return { producer: PRODUCER_NAME, cases };
 }
 
 main().catch((e) => {

@@ -4,11 +4,8 @@
  */
 export {
   Producer,
-  ProducerOptions,
-  EnqueueOptions,
-  TaskSpec,
-  TaskInfo,
   EnqueueError,
+  ValidationError,
   InvalidQueue,
   InvalidTaskId,
   PayloadTooLarge,
@@ -22,4 +19,6 @@ export {
   VERSION,
   PRODUCER_NAME,
 } from "./producer";
-export { Envelope, encodeEnvelope, uniqueKey, fingerprint } from "./envelope";
+export type { ProducerOptions, EnqueueOptions, TaskSpec, TaskInfo, TaskState } from "./producer";
+export { encodeEnvelope, uniqueKey, fingerprint, EnvelopeRangeError, DEFAULT_MAX_RETRY } from "./envelope";
+export type { Envelope } from "./envelope";

@@ -39,6 +39,8 @@ const U32_MAX = 0xffffffff;
 const I64_MAX = (1n << 63n) - 1n;
 const I64_MIN = -(1n << 63n);
 const PLAIN_ID = /^[0-9]+-[0-9]+$/;
+/** A re-send goes out only while this much of the receipt's TTL is left after it. */
+const RESEND_MARGIN_MS = 1000;
 
 /** A duration in milliseconds, or a point in time (a Date or unix ms). */
 type Ms = number | bigint;
@@ -57,8 +59,8 @@ export interface EnqueueOptions {
   id?: string;
   /** Keep the completed task this long (ms). */
   retentionMs?: Ms;
-  /** Retries after the first attempt (default 25). */
-  maxRetry?: number;
+  /** Retries after the first attempt, 0 to 2^32-1 (default 25). */
+  maxRetry?: number | bigint;
   /** Per-attempt time limit (ms). */
   timeoutMs?: Ms;
   /** Not run after this time. */
@@ -71,20 +73,33 @@ export interface EnqueueOptions {
 
 /** One task of {@link Producer.enqueueBatch}. */
 export interface TaskSpec {
+  /** The handler's kind, e.g. `email:send` (non-empty). */
   kind: string;
-  /** Any JSON-serializable value. */
+  /** Any JSON-serializable value; sent as `JSON.stringify(payload)` in UTF-8 (`undefined`
+   * is sent as `null`). */
   payload?: unknown;
+  /** The task's options (its `queue` wins over the batch's default). */
   options?: EnqueueOptions;
 }
 
-/** A task that is in Redis. */
+/** A task's state as Redis holds it (a string the workers write; the ones named here are the
+ * contract's, a later release may add others). */
+export type TaskState = "pending" | "scheduled" | "active" | "retry" | "archived" | "completed" | (string & {});
+
+/** A task that is in Redis: the answer for each task enqueued (or found already there). */
 export interface TaskInfo {
+  /** The task id: `<ms>-<seq>` (its stream entry's) for a plain task, 32 lowercase hex
+   * characters for a generated one, else the caller's explicit id. */
   id: string;
+  /** The queue it is in. */
   queue: string;
+  /** The handler's kind. */
   kind: string;
   /** `pending` or `scheduled` for a task this call wrote, else the stored state. */
-  state: string;
-  /** `created`, or `existing` for an explicit id's task already there. */
+  state: TaskState;
+  /** `created` when this call wrote it (also after a re-send of the call whose first reply
+   * was lost), `existing` when an explicit id's same task was already there (nothing
+   * written). */
   outcome: "created" | "existing";
   /** When it is due (unix ms; Redis's clock for ready tasks). */
   runAtMs: number;
@@ -111,28 +126,32 @@ export class EnqueueError extends Error {
     this.name = new.target.name;
   }
 }
+/** A task refused before anything was sent: nothing was written. The base of
+ * {@link InvalidQueue}, {@link InvalidTaskId}, {@link PayloadTooLarge} and
+ * {@link InvalidOption}. */
+export class ValidationError extends EnqueueError {}
 /** A queue name that is empty, longer than 128 bytes, or holds `{`, `}`, whitespace or
  * control characters. Nothing was written. */
-export class InvalidQueue extends EnqueueError {
+export class InvalidQueue extends ValidationError {
   constructor(m: string, queue?: string) {
     super(m, "invalid_queue", queue);
   }
 }
 /** An explicit id that is empty, longer than 256 bytes, holds whitespace or control
  * characters, or has the shape `<digits>-<digits>`. Nothing was written. */
-export class InvalidTaskId extends EnqueueError {
+export class InvalidTaskId extends ValidationError {
   constructor(m: string) {
     super(m, "invalid_task_id");
   }
 }
 /** The encoded payload is over the producer's limit. Nothing was written. */
-export class PayloadTooLarge extends EnqueueError {
+export class PayloadTooLarge extends ValidationError {
   constructor(m: string) {
     super(m, "payload_too_large");
   }
 }
 /** An option, kind or payload the contract cannot carry. Nothing was written. */
-export class InvalidOption extends EnqueueError {
+export class InvalidOption extends ValidationError {
   constructor(m: string) {
     super(m, "invalid_option");
   }
@@ -171,11 +190,12 @@ export interface ProducerOptions {
   scriptsDir?: string;
   /** Largest encoded payload, in bytes (default 1 MiB). */
   maxPayload?: number;
-  /** How long each call's receipt lives in Redis, ms (default 15000). */
+  /** How long each call's receipt lives in Redis, ms (default 15000, as the Rust producer):
+   * the window in which a re-sent call is answered from it instead of writing again. */
   receiptTtlMs?: number;
-  /** Re-sends of a call whose reply was lost (default 3), the first after `resendBackoffMs`
-   * (default 50), doubling. */
+  /** Re-sends of a call whose reply was lost (default 3), unchanged (same receipt). */
   resends?: number;
+  /** Wait before the first re-send, ms (default 50), doubling for each next one. */
   resendBackoffMs?: number;
 }
 
@@ -203,8 +223,9 @@ function loadScript(dir: string, name: string): Script {
 }
 
 function badChars(s: string): boolean {
-  // Whitespace or control characters (Unicode category Cc), as the Rust checks.
-  return /[\s\p{Cc}]/u.test(s);
+  // Unicode White_Space or control characters (category Cc): Rust's `char::is_whitespace`
+  // and `char::is_control`, which the workers check.
+  return /[\p{White_Space}\p{Cc}]/u.test(s);
 }
 
 /** Throws {@link InvalidQueue} unless `name` is a valid queue name. */
@@ -268,8 +289,37 @@ function named<E extends EnqueueError>(e: E, p: { queue: string; kind?: string; 
   return e;
 }
 
-/** Enqueues tasks into a chronos-rs namespace through an ioredis client (or cluster). */
+/** Connection closes seen per ioredis client (one listener per client, whatever the number of
+ * producers on it): a call during which the connection closed may have been re-sent by
+ * ioredis itself after its reconnect (`autoResendUnfulfilledCommands`). */
+const closes = new WeakMap<object, { n: number }>();
+
+function closeCounter(client: Redis | Cluster): { n: number } {
+  let c = closes.get(client);
+  if (!c) {
+    const counter = { n: 0 };
+    c = counter;
+    closes.set(client, counter);
+    client.on("close", () => counter.n++);
+  }
+  return c;
+}
+
+/**
+ * Enqueues tasks into a chronos-rs namespace through an ioredis client (or cluster), under
+ * producer contract v1.
+ *
+ * Guarantees: every task is validated before anything is sent (a refused task writes
+ * nothing); each script call carries a receipt, and a call whose reply is lost (the connection
+ * dropped while it was in flight) is re-sent unchanged (same receipt token, same arguments),
+ * by ioredis after its reconnect or by the producer, up to `resends` times, so it never
+ * enqueues a task twice while the receipt lives (`receiptTtlMs`). The producer does not
+ * re-send once that much time has passed since the first send: it answers
+ * {@link ConnectionLost} instead. (ioredis's own re-send after a reconnect is not timed by the
+ * producer: keep its reconnects within the receipt TTL, or raise `receiptTtlMs`.)
+ */
 export class Producer {
+  /** The key prefix of every key written. */
   readonly namespace: string;
   private readonly push: Script;
   private readonly enqueueScript: Script;
@@ -278,7 +328,13 @@ export class Producer {
   private readonly resends: number;
   private readonly resendBackoffMs: number;
   private readonly known = new Set<string>();
+  private readonly closed: { n: number };
 
+  /**
+   * A producer writing through `client` (which it does not close). Reads `push.lua` and
+   * `enqueue.lua` from `options.scriptsDir` (default `<package root>/../chronos-protocol/
+   * contract/v1`) at once; throws when they are missing or the namespace is not a valid name.
+   */
   constructor(
     readonly client: Redis | Cluster,
     options: ProducerOptions = {},
@@ -300,6 +356,8 @@ export class Producer {
     this.receiptTtlMs = options.receiptTtlMs ?? 15000;
     this.resends = options.resends ?? 3;
     this.resendBackoffMs = options.resendBackoffMs ?? 50;
+    if (!Number.isInteger(this.receiptTtlMs) || this.receiptTtlMs < 1) throw new Error("receiptTtlMs must be a positive integer");
+    this.closed = closeCounter(client);
   }
 
   private key(queue: string, name: string): string {
@@ -307,9 +365,10 @@ export class Producer {
   }
 
   /**
-   * Enqueues one task of `kind` with `payload` (JSON) into `options.queue`; its
-   * {@link TaskInfo} once Redis holds it. Rejects with an {@link EnqueueError} subclass when
-   * the task is not enqueued (validation errors before anything is sent).
+   * Enqueues one task of `kind` with `payload` (JSON) into `options.queue` (default
+   * `default`); resolves to its {@link TaskInfo} once Redis holds it. Rejects with an
+   * {@link EnqueueError} subclass when the task is not enqueued ({@link ValidationError}s
+   * before anything is sent).
    */
   async enqueue(kind: string, payload: unknown, options: EnqueueOptions = {}): Promise<TaskInfo> {
     const [r] = await this.enqueueBatch([{ kind, payload, options }], { queue: options.queue });
@@ -320,9 +379,10 @@ export class Producer {
   /**
    * Enqueues `tasks` (each into its own queue, else `defaults.queue`, else `default`); per
    * task, in order, its {@link TaskInfo} or the {@link EnqueueError} that says why it was not
-   * enqueued (returned, not thrown). Per queue, plain tasks go in push.lua calls (up to 500)
-   * and the others in enqueue.lua calls (up to 125, each atomic). A call whose reply is lost
-   * is re-sent unchanged: one call never enqueues a task twice.
+   * enqueued (returned, not thrown). Per queue, plain tasks go in push.lua calls (up to 500
+   * each) and the others in enqueue.lua calls (up to 125 each, each atomic); all calls go out
+   * together on the connection. A call whose reply is lost is re-sent unchanged: one call
+   * never enqueues a task twice. Never rejects.
    */
   async enqueueBatch(tasks: TaskSpec[], defaults: { queue?: string } = {}): Promise<(TaskInfo | EnqueueError)[]> {
     const results: (TaskInfo | EnqueueError | undefined)[] = new Array(tasks.length);
@@ -335,29 +395,31 @@ export class Producer {
         list.push(p);
         byQueue.set(p.queue, list);
       } catch (e) {
-        results[i] = e instanceof EnqueueError ? e : new ProducerError(String(e));
+        results[i] = e instanceof EnqueueError ? e : new ProducerError(`task ${i}: ${(e as Error)?.message ?? e}`);
       }
     });
-    for (const [queue, items] of byQueue) {
-      try {
-        await this.register(queue);
-      } catch (e) {
-        for (const p of items) results[p.index] = this.forTask(e, p);
-        continue;
-      }
-      const plain = items.filter((p) => p.plain);
-      const full = items.filter((p) => !p.plain);
-      for (let k = 0; k < plain.length; k += PUSH_CHUNK) {
-        const chunk = plain.slice(k, k + PUSH_CHUNK);
-        const rs = await this.runChunk(() => this.pushChunk(queue, chunk), chunk);
-        chunk.forEach((p, j) => (results[p.index] = rs[j]));
-      }
-      for (let k = 0; k < full.length; k += ENQUEUE_CHUNK) {
-        const chunk = full.slice(k, k + ENQUEUE_CHUNK);
-        const rs = await this.runChunk(() => this.enqueueChunk(queue, chunk), chunk);
-        chunk.forEach((p, j) => (results[p.index] = rs[j]));
-      }
-    }
+    await Promise.all(
+      [...byQueue].map(async ([queue, items]) => {
+        try {
+          await this.register(queue);
+        } catch (e) {
+          for (const p of items) results[p.index] = this.forTask(e, p);
+          return;
+        }
+        const calls: Promise<void>[] = [];
+        const plain = items.filter((p) => p.plain);
+        const full = items.filter((p) => !p.plain);
+        for (let k = 0; k < plain.length; k += PUSH_CHUNK) {
+          const chunk = plain.slice(k, k + PUSH_CHUNK);
+          calls.push(this.runChunk(() => this.pushChunk(queue, chunk), chunk, results));
+        }
+        for (let k = 0; k < full.length; k += ENQUEUE_CHUNK) {
+          const chunk = full.slice(k, k + ENQUEUE_CHUNK);
+          calls.push(this.runChunk(() => this.enqueueChunk(queue, chunk), chunk, results));
+        }
+        await Promise.all(calls);
+      }),
+    );
     return results.map((r) => r ?? new ProducerError("task without a result"));
   }
 
@@ -370,7 +432,12 @@ export class Producer {
       checkQueue(queue);
       const explicit = o.id !== undefined;
       if (explicit) checkTaskId(o.id);
-      const json = JSON.stringify(t.payload === undefined ? null : t.payload);
+      let json: string | undefined;
+      try {
+        json = JSON.stringify(t.payload === undefined ? null : t.payload);
+      } catch (e) {
+        throw new InvalidOption(`payload is not JSON-serializable: ${(e as Error).message}`);
+      }
       if (json === undefined) throw new InvalidOption("payload is not JSON-serializable");
       const payload = Buffer.from(json, "utf8");
       if (payload.length > this.maxPayload) {
@@ -385,10 +452,12 @@ export class Producer {
       const retention = o.retentionMs === undefined ? null : millis("retentionMs", o.retentionMs);
       const timeout = o.timeoutMs === undefined ? null : millis("timeoutMs", o.timeoutMs);
       const deadline = o.deadline === undefined ? null : instant("deadline", o.deadline);
-      const maxRetry = o.maxRetry ?? DEFAULT_MAX_RETRY;
-      if (!Number.isInteger(maxRetry) || maxRetry < 0 || maxRetry > U32_MAX) {
+      const mr = o.maxRetry ?? DEFAULT_MAX_RETRY;
+      const maxRetry = typeof mr === "bigint" ? mr : Number.isInteger(mr) ? BigInt(mr) : null;
+      if (maxRetry === null || maxRetry < 0n || maxRetry > BigInt(U32_MAX)) {
         throw new InvalidOption(`maxRetry must be an integer from 0 to ${U32_MAX}`);
       }
+      if (o.discard !== undefined && typeof o.discard !== "boolean") throw new InvalidOption("discard must be a boolean");
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(o.headers ?? {})) {
         if (typeof v !== "string") throw new InvalidOption(`headers must map strings to strings (${k})`);
@@ -403,7 +472,7 @@ export class Producer {
         queue,
         payload,
         enqueuedAtMs: now,
-        maxRetry: BigInt(maxRetry),
+        maxRetry,
         timeoutMs: timeout,
         deadlineMs: deadline,
         uniqueKey: uttl === null ? null : uniqueKey(queue, t.kind, payload),
@@ -445,50 +514,54 @@ export class Producer {
         if (!(e instanceof ReplyError) || !String((e as Error).message).includes("BUSYGROUP")) throw e;
       }
       await this.client.sadd(`${this.namespace}:queues`, queue);
-    });
+    }, false);
     this.known.add(queue);
   }
 
   /** Runs `call`, and while it fails with anything but a Redis reply (the connection went,
-   * so the reply may be lost), runs it again unchanged, up to `resends` times. */
-  private async resending<T>(call: () => Promise<T>): Promise<T> {
+   * so the reply may be lost), runs it again unchanged, up to `resends` times; with `timed`,
+   * only while the call's receipt (set no earlier than the first send) surely still lives. */
+  private async resending<T>(call: () => Promise<T>, timed: boolean): Promise<T> {
+    const start = Date.now();
     for (let tries = 0; ; tries++) {
       try {
         return await call();
       } catch (e) {
         if (e instanceof ReplyError || e instanceof EnqueueError) throw e;
-        if (tries >= this.resends) {
+        const wait = this.resendBackoffMs * 2 ** tries;
+        const late = timed && Date.now() + wait - start >= this.receiptTtlMs - RESEND_MARGIN_MS;
+        if (tries >= this.resends || late) {
           throw new ConnectionLost(
-            `Redis unreachable after ${tries + 1} tries (${(e as Error).message}); the tasks of this call may or may not have been enqueued`,
+            `Redis unreachable after ${tries + 1} tries in ${Date.now() - start} ms (${(e as Error)?.message ?? e}); the tasks of this call may or may not have been enqueued`,
           );
         }
-        await new Promise((r) => setTimeout(r, this.resendBackoffMs * 2 ** tries));
+        await new Promise((r) => setTimeout(r, wait));
       }
     }
   }
 
+  /** EVALSHA; on NOSCRIPT (a restarted or flushed Redis) the same call by EVAL, which also
+   * caches the script, on the node of the call's keys. */
   private async evalsha(script: Script, keys: string[], args: (string | Buffer)[]): Promise<unknown> {
-    for (let i = 0; i < 3; i++) {
-      try {
-        return await this.client.evalsha(script.sha, keys.length, ...keys, ...args);
-      } catch (e) {
-        if (!(e instanceof ReplyError) || !String((e as Error).message).startsWith("NOSCRIPT")) throw e;
-        const loaded = text(await this.client.script("LOAD", script.text));
-        if (loaded !== script.sha) throw new ProducerError(`SCRIPT LOAD of ${script.name} answered sha ${loaded}`);
-      }
+    try {
+      return await this.client.evalsha(script.sha, keys.length, ...keys, ...args);
+    } catch (e) {
+      if (!(e instanceof ReplyError) || !String((e as Error).message).startsWith("NOSCRIPT")) throw e;
+      return await this.client.eval(script.text, keys.length, ...keys, ...args);
     }
-    throw new ProducerError(`${script.name} keeps missing from the script cache`);
   }
 
   /** One script call, re-sent unchanged (same receipt) while its reply is lost; the reply,
-   * and whether it came from a re-send. */
+   * and whether it may have come from a re-send (the producer's, or ioredis's after a
+   * reconnect). */
   private async call(script: Script, keys: string[], args: (string | Buffer)[]): Promise<[unknown, boolean]> {
     let sent = 0;
+    const closes = this.closed.n;
     const reply = await this.resending(() => {
       sent++;
       return this.evalsha(script, keys, args);
-    });
-    return [reply, sent > 1];
+    }, true);
+    return [reply, sent > 1 || this.closed.n !== closes];
   }
 
   private forTask(e: unknown, p: Prepared): EnqueueError {
@@ -498,12 +571,18 @@ export class Producer {
     return named(copy, { queue: p.queue, kind: p.env.kind, taskId: p.env.id || undefined });
   }
 
-  private async runChunk(run: () => Promise<(TaskInfo | EnqueueError)[]>, chunk: Prepared[]) {
+  private async runChunk(
+    run: () => Promise<(TaskInfo | EnqueueError)[]>,
+    chunk: Prepared[],
+    results: (TaskInfo | EnqueueError | undefined)[],
+  ): Promise<void> {
+    let rs: (TaskInfo | EnqueueError)[];
     try {
-      return await run();
+      rs = await run();
     } catch (e) {
-      return chunk.map((p) => this.forTask(e, p));
+      rs = chunk.map((p) => this.forTask(e, p));
     }
+    chunk.forEach((p, j) => (results[p.index] = rs[j]));
   }
 
   private receipt(queue: string): string {
@@ -593,8 +672,11 @@ export class Producer {
     if (Array.isArray(row)) {
       if (integer(row[0], "enqueue.lua") === 2 && row.length >= 3) {
         // Already there: the same explicit task again, or what the first run of this call
-        // wrote (a re-send answers from the receipt, which cannot tell the two apart).
-        return info(text(row[2]), resent ? "created" : "existing", integer(row[1], "enqueue.lua"));
+        // wrote (a re-send answers from the receipt, which cannot tell the two apart). A
+        // generated id is new, so only this call's first run can have written it; an
+        // explicit one is taken as this call's when the call may have been re-sent.
+        const outcome = !p.explicit || resent ? "created" : "existing";
+        return info(text(row[2]), outcome, integer(row[1], "enqueue.lua"));
       }
       return named(new ProducerError(`enqueue.lua answered an unknown row ${JSON.stringify(row)}`), ctx);
     }
