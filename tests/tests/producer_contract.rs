@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use chronos::fred::interfaces::{KeysInterface, SortedSetsInterface};
+use chronos::fred::interfaces::{HashesInterface, KeysInterface, SortedSetsInterface};
 use chronos::prelude::*;
 use chronos::{
     BrokerError, Enqueue, NewTask, QueueName, TaskState, Timestamp, CODEC_HEADER, PRODUCER_HEADER,
@@ -654,4 +654,19 @@ async fn http_python_and_typescript_tasks_in_one_queue_are_all_run_by_a_rust_wor
     run_all(&url, &ns, &want).await;
     let _ = stop.send(());
     ingest.await.expect("join").expect("ingest served");
+}
+
+/// A stored schema that is not JSON is an error naming its kind, not skipped.
+#[tokio::test]
+async fn a_corrupt_stored_schema_is_an_error_naming_its_kind() {
+    let url = chronos_testkit::shared_url().expect("redis");
+    let ns = chronos_testkit::namespace();
+    let broker = connect(&url, &ns).await;
+    let _: i64 = broker
+        .client()
+        .hset(format!("{ns}:schemas"), ("contract:echo", "{not json"))
+        .await
+        .expect("hset");
+    let err = broker.schemas().await.expect_err("corrupt");
+    assert!(err.to_string().contains("\"contract:echo\""), "{err}");
 }

@@ -77,14 +77,10 @@ pub fn envelope_payload_json(env: &TaskEnvelope) -> String {
     match Codec::of(&env.headers) {
         Ok(Codec::Json) => match serde_json::from_slice::<serde_json::Value>(&env.payload) {
             Ok(v) => v.to_string(),
-            Err(_) => serde_json::Value::String(format!("0x{}", hex(&env.payload))).to_string(),
+            Err(_) => crate::payload::hex_text(&env.payload),
         },
         _ => crate::payload_json(&env.payload),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -17,11 +17,14 @@ pub fn payload_json(payload: &[u8]) -> String {
     de.set_max_depth(MAX_DISPLAY_DEPTH);
     match serde_json::Value::deserialize(&mut de) {
         Ok(v) => v.to_string(),
-        Err(_) => {
-            let hex: String = payload.iter().map(|b| format!("{b:02x}")).collect();
-            serde_json::Value::String(format!("0x{hex}")).to_string()
-        }
+        Err(_) => hex_text(payload),
     }
+}
+
+/// `bytes` as a JSON string `"0x<hex>"`: how a payload that does not decode is shown.
+pub(crate) fn hex_text(bytes: &[u8]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::Value::String(format!("0x{hex}")).to_string()
 }
 
 /// The payload an operator typed as JSON text, encoded to MessagePack as
