@@ -112,6 +112,25 @@ async fn a_task_waiting_past_the_aging_bound_goes_ahead_of_newer_urgent_work() {
 }
 
 #[tokio::test]
+async fn a_lifo_task_waiting_past_the_aging_bound_goes_ahead_of_newer_lifo_work() {
+    let b = broker().await;
+    let queue = q("default");
+    set_aging(&b, &queue, 300).await;
+    put(&b, 1, 9, EnqueueOptions::new().lifo()).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    for n in 10..13 {
+        put(&b, n, 0, EnqueueOptions::new().lifo()).await;
+    }
+    // Newest first would starve task 1 for as long as new LIFO work comes.
+    assert_eq!(
+        fetch_ns(&b, &queue, 1).await,
+        vec![1],
+        "the aged LIFO task first"
+    );
+    assert_eq!(fetch_ns(&b, &queue, 10).await, vec![12, 11, 10]);
+}
+
+#[tokio::test]
 async fn an_operator_changes_the_level_of_a_waiting_task() {
     let b = broker().await;
     let queue = q("default");

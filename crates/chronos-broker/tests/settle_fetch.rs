@@ -6,9 +6,10 @@ mod common;
 
 use std::time::Duration;
 
+use chronos_broker::fred::interfaces::KeysInterface;
 use chronos_broker::{
-    Client, Completion, Consume, EnqueueOptions, HistorySpan, Inspect, Lease, Operate, QueueName,
-    Results, TaskOutcome, TaskState, COUNT_BATCH,
+    Client, Completion, Consume, EnqueueOptions, HistorySpan, Inspect, Lease, Maintain, Operate,
+    QueueName, Results, TaskOutcome, TaskState, COUNT_BATCH,
 };
 use common::{broker, email, take};
 
@@ -146,4 +147,56 @@ async fn completions_that_need_a_record_or_an_event_are_settled_as_complete_does
             result: Some(b"42".to_vec())
         }
     );
+}
+
+/// Owed counts in the receipt of a consumer that went away (its server was killed between two
+/// reads): removing the consumer, as the janitor does for a dead server, pays them; and while
+/// it lives, the receipt that holds them outlives any gap between reads.
+#[tokio::test]
+async fn counts_owed_by_a_consumer_that_died_are_paid_when_it_is_removed() {
+    let b = broker().await;
+    let queue = q("default");
+    let client = Client::new(b.clone());
+    for i in 0..4 {
+        client
+            .enqueue(&email(i), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let first = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
+    let mut held = first.leases;
+    for _ in 0..3 {
+        let (_, f) = b
+            .complete_and_fetch(&mut reader, &queue, "w", &[done(&held[0])], 1)
+            .await
+            .expect("settle and fetch");
+        held = f.leases;
+    }
+    // Three acked, their counts owed in the receipt; the fourth task is held.
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.processed, stats.active), (0, 1), "{stats:?}");
+    let receipt = b.keyspace().queue(&queue).receipt("w");
+    let ttl: i64 = b.client().pttl(&receipt).await.expect("pttl");
+    assert!(
+        ttl > 3_600_000,
+        "a receipt owing counts must outlive a long gap between reads: {ttl} ms"
+    );
+    // The worker dies holding the fourth; it is recovered and run elsewhere, and the dead
+    // consumer is removed.
+    let reclaimed = b
+        .reclaim_idle(&queue, Duration::ZERO, 10)
+        .await
+        .expect("reclaim");
+    assert_eq!(reclaimed.requeued + reclaimed.dead.len() as u64, 1);
+    assert!(b.remove_consumer(&queue, "w").await.expect("remove"));
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!(stats.processed, 3, "{stats:?}");
+    let minutes = b
+        .history(&queue, HistorySpan::Minutes)
+        .await
+        .expect("history");
+    assert_eq!(minutes.iter().map(|m| m.processed).sum::<u64>(), 3);
+    let gone: i64 = b.client().exists(&receipt).await.expect("exists");
+    assert_eq!(gone, 0, "the receipt goes with its consumer");
 }

@@ -71,6 +71,7 @@ macro_rules! forward {
             fn fetch(&self, reader: &mut Self::Reader, queue: &$crate::QueueName, consumer: &str, count: usize, block: ::std::time::Duration) -> Result<$crate::Fetched, $crate::BrokerError>;
             fn start(&self, queue: &$crate::QueueName, leases: &[$crate::LeaseId]) -> Result<Vec<$crate::StartOutcome>, $crate::BrokerError>;
             fn complete(&self, queue: &$crate::QueueName, done: &[$crate::Completion]) -> Result<u64, $crate::BrokerError>;
+            fn complete_and_fetch(&self, reader: &mut Self::Reader, queue: &$crate::QueueName, consumer: &str, done: &[$crate::Completion], count: usize) -> Result<(u64, $crate::Fetched), $crate::BrokerError>;
             fn retry(&self, lease: &$crate::LeaseId, delay: ::std::time::Duration, error: &str) -> Result<bool, $crate::BrokerError>;
             fn snooze(&self, lease: &$crate::LeaseId, delay: ::std::time::Duration, max_snoozes: u32) -> Result<$crate::SnoozeOutcome, $crate::BrokerError>;
             fn back_off(&self, lease: &$crate::LeaseId, scope: &$crate::BackoffScope, delay: ::std::time::Duration) -> Result<$crate::BackoffOutcome, $crate::BrokerError>;
@@ -116,6 +117,7 @@ macro_rules! forward {
             fn set_paused(&self, queue: &$crate::QueueName, paused: bool) -> Result<(), $crate::BrokerError>;
             fn paused_queues(&self) -> Result<Vec<$crate::QueueName>, $crate::BrokerError>;
             fn servers(&self) -> Result<Vec<$crate::ServerRecord>, $crate::BrokerError>;
+            fn live_servers(&self) -> Result<Vec<String>, $crate::BrokerError>;
             fn timings(&self, queue: &$crate::QueueName, from_ms: i64, to_ms: i64) -> Result<Vec<$crate::TimingMinute>, $crate::BrokerError>;
             fn scheduler_leader(&self) -> Result<Option<$crate::LeaderInfo>, $crate::BrokerError>;
         );
@@ -153,6 +155,7 @@ macro_rules! forward {
     (@methods Operate, $how:tt) => {
         $crate::forward!(@emit $how
             fn act(&self, queue: &$crate::QueueName, id: &str, action: $crate::TaskAction) -> Result<$crate::ActionOutcome, $crate::BrokerError>;
+            fn act_many(&self, queue: &$crate::QueueName, ids: &[String], action: $crate::TaskAction) -> Result<Vec<$crate::ActionOutcome>, $crate::BrokerError>;
             fn act_all(&self, queue: &$crate::QueueName, state: $crate::TaskState, filter: &$crate::TaskFilter, action: $crate::TaskAction, chunk: usize) -> Result<$crate::BulkReport, $crate::BrokerError>;
             fn list_page(&self, queue: &$crate::QueueName, state: $crate::TaskState, filter: &$crate::TaskFilter, cursor: Option<&str>, limit: usize) -> Result<$crate::TaskPage, $crate::BrokerError>;
             fn delete_queue(&self, queue: &$crate::QueueName, force: bool) -> Result<u64, $crate::BrokerError>;

@@ -147,6 +147,21 @@ impl Consume for Memory {
             .collect())
     }
 
+    async fn complete_and_fetch(
+        &self,
+        reader: &mut (),
+        queue: &QueueName,
+        consumer: &str,
+        done: &[Completion],
+        count: usize,
+    ) -> Result<(u64, Fetched), BrokerError> {
+        let settled = self.complete(queue, done).await?;
+        let fetched = self
+            .fetch(reader, queue, consumer, count, Duration::ZERO)
+            .await?;
+        Ok((settled, fetched))
+    }
+
     async fn complete(&self, _queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError> {
         let mut s = self.state.lock().unwrap();
         let mut n = 0;

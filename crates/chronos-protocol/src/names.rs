@@ -217,6 +217,11 @@ pub const COMPLETE_STRIDE: usize = 6;
 /// a busy consumer by fewer than this many tasks, and are exact once its queue drains.
 pub const COUNT_BATCH: u64 = 64;
 
+/// How long (ms) a consumer's fetch receipt is kept while it holds completion counts owed to
+/// the counters (Lua: `OWED_TTL_MS`): longer than any gap between two reads of a live consumer,
+/// so the counts are not lost with it; a dead consumer's are paid when it is removed.
+pub const OWED_TTL_MS: u64 = 86_400_000;
+
 /// Values per trigger in a fire.lua call (Lua: `FIRE_STRIDE`).
 pub const FIRE_STRIDE: usize = 13;
 
@@ -237,6 +242,7 @@ pub fn prologue() -> String {
     lua.push_str(&format!("local ENQUEUE_STRIDE = {ENQUEUE_STRIDE}\n"));
     lua.push_str(&format!("local COMPLETE_STRIDE = {COMPLETE_STRIDE}\n"));
     lua.push_str(&format!("local COUNT_BATCH = {COUNT_BATCH}\n"));
+    lua.push_str(&format!("local OWED_TTL_MS = {OWED_TTL_MS}\n"));
     lua.push_str(&format!(
         "local ATTEMPTS_KEPT = {}\n",
         chronos_core::ATTEMPTS_KEPT

@@ -60,8 +60,12 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             }
             continue;
         }
-        let free = rt.slots.available_permits().saturating_sub(rt.buffered());
-        if free == 0 && rt.buffered_in(q) > 0 {
+        // The slot the dispatcher holds while it waits for a task counts as free (as the
+        // shared read counts it). With none free, read nothing: a task taken now would sit in
+        // this buffer until a slot frees, while another server may idle.
+        let waiting_slot = usize::from(rt.awaiting_task.load(Ordering::Relaxed));
+        let free = (rt.slots.available_permits() + waiting_slot).saturating_sub(rt.buffered());
+        if free == 0 {
             // Every slot is busy or already has a task waiting: wait for one to free up.
             tokio::select! {
                 _ = rt.space.notified() => {}
@@ -116,7 +120,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
                 // (not parked either, so the shared read does not take its tasks) until then.
                 rt.mark_drained(q);
                 hand_over(&rt, q, carry.close()).await;
-                limiter::blocked_wait(&rt, &queue, f.blocked_until_ms).await;
+                limiter::blocked_wait(&rt, q, f.blocked_until_ms).await;
                 continue;
             }
         }
@@ -143,12 +147,13 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             Ok(fetched) => {
                 backoff.reset();
                 if fetched.dropped > 0 {
-                    warn!(queue = %queue, dropped = fetched.dropped, "dropped stream entries with no live task");
+                    // Wake-up entries and the entries of deleted tasks: normal operation.
+                    debug!(queue = %queue, dropped = fetched.dropped, "dropped stream entries with no live task");
                 }
                 if fetched.blocked_until_ms.is_some() {
                     rt.mark_drained(q);
                     hand_over(&rt, q, carry.close()).await;
-                    limiter::blocked_wait(&rt, &queue, fetched.blocked_until_ms).await;
+                    limiter::blocked_wait(&rt, q, fetched.blocked_until_ms).await;
                     continue;
                 }
                 let mut leases = fetched.leases;

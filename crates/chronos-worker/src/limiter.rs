@@ -84,7 +84,7 @@ pub(crate) async fn round<B: WorkerBroker>(
             Ok(f) if f.blocked_until_ms.is_some() => {
                 give_back(rt, queue, &spec, permits.as_ref(), 0).await;
                 rt.mark_drained(q);
-                blocked_wait(rt, queue, f.blocked_until_ms).await;
+                blocked_wait(rt, q, f.blocked_until_ms).await;
                 return Ok(());
             }
             Ok(f) => {
@@ -109,7 +109,7 @@ pub(crate) async fn round<B: WorkerBroker>(
         let n = if limit.needs_permits() { 1 } else { count };
         let f = rt.broker.fetch(reader, queue, &rt.id, n, block).await?;
         if f.blocked_until_ms.is_some() {
-            blocked_wait(rt, queue, f.blocked_until_ms).await;
+            blocked_wait(rt, q, f.blocked_until_ms).await;
             return Ok(());
         }
         key_blocks = f.key_blocks;
@@ -158,23 +158,37 @@ pub(crate) const BLOCKS_ONLY: KeyRate = KeyRate {
     period: Duration::from_secs(1),
 };
 
-/// Sleeps until a queue's handler-signalled block ends (unix ms by Redis' clock, compared with
-/// this host's: a skewed host wakes early and is told again, or late by its skew, at most
-/// [`chronos_core::MAX_BACKOFF`]), plus a jitter of this worker's, so that the workers of every
-/// server do not all fetch at the same instant; or less when fetching stops.
+/// Sleeps until queue `q`'s handler-signalled block ends (unix ms by Redis' clock, compared
+/// with this host's: a skewed host wakes early and is told again, or late by its skew), plus a
+/// jitter of this worker's, so that the workers of every server do not all fetch at the same
+/// instant; or less when fetching stops, or when the queue's settings signal says a block may
+/// have been lifted (an operator's unblock). Never longer than [`BLOCK_RECHECK`] at once:
+/// signals are hints, and a lift whose signal was lost is seen by the next read.
 pub(crate) async fn blocked_wait<B: WorkerBroker>(
     rt: &Runtime<B>,
-    queue: &QueueName,
+    q: usize,
     until_ms: Option<i64>,
 ) {
     let Some(until) = until_ms else { return };
+    let queue = &rt.queues[q].name;
     let left = Duration::from_millis(until.saturating_sub(chronos_core::now_ms()).max(0) as u64)
         .min(chronos_core::MAX_BACKOFF);
     let width = chronos_core::backoff_jitter(left).as_millis() as u64;
     let jitter = Duration::from_millis(rand::random::<u64>() % (width + 1));
     debug!(queue = %queue, ?left, "queue blocked by a handler; not fetching it until the end");
-    sleep_or_stop(rt, left + jitter).await;
+    tokio::select! {
+        _ = tokio::time::sleep((left + jitter).min(BLOCK_RECHECK)) => {}
+        _ = rt.queues[q].lifted.notified() => {
+            debug!(queue = %queue, "the queue's settings changed; reading it again");
+        }
+        _ = rt.stop_fetch.cancelled() => {}
+    }
 }
+
+/// The longest a blocked queue's fetcher sleeps before it reads again (a read of a blocked
+/// queue is one cheap call that answers the block's end): bounds how late a lift whose signal
+/// was lost is seen.
+pub(crate) const BLOCK_RECHECK: Duration = Duration::from_secs(10);
 
 /// Checks keyed deliveries against the per-key limit and the handler-signalled key blocks
 /// (`key_rate` None: nothing to check): returns those to run; deferred and gone ones are let

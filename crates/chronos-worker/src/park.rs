@@ -77,6 +77,16 @@ impl Park {
         queues[q].woken.notify_one();
     }
 
+    /// Sends queue `q`'s fetcher, if parked, back to reading for itself once, and cuts the
+    /// read in flight: the queue may have lanes the read does not cover (a new priority level,
+    /// the tenant streams), which the fetcher's read learns before it parks again.
+    pub(crate) fn relearn(&self, queues: &[QueueSlot], q: usize) {
+        if queues[q].parked.load(Ordering::Relaxed) {
+            self.unpark(queues, q);
+            self.refresh();
+        }
+    }
+
     /// Wakes every parked fetcher (they fall back to reading for themselves).
     pub(crate) fn release_all(&self, queues: &[QueueSlot]) {
         let reading = self.reading();

@@ -84,9 +84,19 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>) {
                 Some(Signal::Settings { queue }) => {
                     if let Some(q) = rt.queue_index(&queue) {
                         refresh(&rt, q..q + 1).await;
+                        // An unblock, or a new lane (claim.lua's `announce_lane`), says so
+                        // too: a blocked fetcher reads again, a parked one learns the lanes.
+                        rt.queues[q].lifted.notify_one();
+                        rt.park.relearn(&rt.queues, q);
                     }
                 }
-                Some(Signal::Resync) => refresh(&rt, 0..rt.queues.len()).await,
+                Some(Signal::Resync) => {
+                    refresh(&rt, 0..rt.queues.len()).await;
+                    for (q, slot) in rt.queues.iter().enumerate() {
+                        slot.lifted.notify_one();
+                        rt.park.relearn(&rt.queues, q);
+                    }
+                }
                 Some(Signal::Due { .. } | Signal::Paused) => {}
                 None => {
                     warn!("the signal subscriber is gone; reading every queue's settings each second");

@@ -32,6 +32,9 @@ pub(crate) struct QueueSlot {
     pub(crate) parked: AtomicBool,
     /// Wakes its parked fetcher (the queue got tasks, or the shared read gave up).
     pub(crate) woken: Notify,
+    /// Wakes its fetcher from a wait for a handler-signalled block's end: the queue's settings
+    /// signal came (an operator's unblock sends one), so the block may be gone.
+    pub(crate) lifted: Notify,
     /// The deliveries held; one lock, so a delivery is never buffered without being held.
     deliveries: Mutex<Deliveries>,
     /// Run times and queue waits not written yet (timing.rs).
@@ -81,6 +84,7 @@ impl QueueSlot {
             drained: AtomicBool::new(false),
             parked: AtomicBool::new(false),
             woken: Notify::new(),
+            lifted: Notify::new(),
             deliveries: Mutex::new(Deliveries::default()),
             timings: Default::default(),
             carry: Default::default(),

@@ -72,7 +72,8 @@ pub(crate) async fn run<B: WorkerBroker>(
                 for (i, fetched) in got {
                     let Some(&q) = watched.get(i) else { continue };
                     if fetched.dropped > 0 {
-                        warn!(queue = %rt.queues[q].name, dropped = fetched.dropped, "dropped stream entries with no live task");
+                        // Wake-up entries and the entries of deleted tasks: normal operation.
+                        debug!(queue = %rt.queues[q].name, dropped = fetched.dropped, "dropped stream entries with no live task");
                     }
                     if !fetched.leases.is_empty() {
                         debug!(queue = %rt.queues[q].name, n = fetched.leases.len(), "fetched by the shared read");

@@ -628,7 +628,12 @@ impl RedisBroker {
                 None => fetched.dropped += 1,
             }
         }
-        self.remember_levels(queue, levels);
+        // A blocked queue's answer reads nothing and lists no levels: it says nothing of them,
+        // and forgetting them would stop the blocking reads and the recoverer from reading
+        // the level and tenant streams for the length of the block.
+        if fetched.blocked_until_ms.is_none() {
+            self.remember_levels(queue, levels);
+        }
         Ok((acked, fetched))
     }
 

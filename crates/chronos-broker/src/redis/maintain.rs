@@ -8,10 +8,11 @@ use super::protocol::UNIQUE;
 use super::record::Record;
 use super::reply::LockCode;
 use super::{lane, reply, RedisBroker};
+use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
 use crate::{
-    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, Maintain, ProgressUpdate,
-    QueueKeys, QueueName, Reclaimed, ServerRecord, Signals, GROUP,
+    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, HistoryCounter, Maintain,
+    ProgressUpdate, QueueKeys, QueueName, Reclaimed, ServerRecord, Signals, GROUP,
 };
 
 /// How long the reclaim outbox outlives its last write: as long as a group's default TTL, so
@@ -71,10 +72,20 @@ impl Maintain for RedisBroker {
     ) -> Result<Reclaimed, BrokerError> {
         let keys = self.queue_keys(queue);
         let mut out = Reclaimed::default();
-        // The main stream, then each level's stream this process has seen (claim.lua reports
-        // them; a level new since the last fetch is covered by the next pass).
+        // The main stream, then each level's and the tenants' streams, as the queue's level
+        // hash lists them now: not what this process's fetches last saw, which a blocked
+        // queue's or a re-sent call's answer does not say, and which a recoverer that never
+        // fetched this queue does not know.
         let mut lanes = vec![None];
-        lanes.extend(self.known_levels(queue).into_iter().map(Some));
+        let fields: Vec<String> = self
+            .inner
+            .client
+            .hkeys(keys.levels())
+            .await
+            .map_err(store)?;
+        let mut levels: Vec<u8> = fields.iter().filter_map(|f| f.parse().ok()).collect();
+        levels.sort_unstable();
+        lanes.extend(levels.into_iter().map(Some));
         for level in lanes {
             self.reclaim_lane(&keys, level, min_idle, limit, &mut out)
                 .await?;
@@ -251,9 +262,18 @@ impl Maintain for RedisBroker {
         let mut removed = false;
         for level in lanes {
             let args: Vec<Value> = vec![GROUP.into(), consumer.into()];
-            let n = self
-                .run(|s| &s.drop_consumer, keys.lane(level), args)
-                .await?;
+            let mut declared = vec![keys.lane(level)];
+            if level.is_none() {
+                // The counts its receipt still owes are paid as it goes (drop_consumer.lua).
+                let day = now_ms().div_euclid(DAY_MS);
+                declared.extend([
+                    keys.receipt(consumer),
+                    keys.processed(),
+                    keys.history_minutes(HistoryCounter::Processed, day),
+                    keys.history_day(HistoryCounter::Processed, day),
+                ]);
+            }
+            let n = self.run(|s| &s.drop_consumer, declared, args).await?;
             if level.is_none() {
                 removed = reply::int(&n, "drop_consumer")? == 1;
             }

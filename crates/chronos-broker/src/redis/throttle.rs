@@ -206,6 +206,12 @@ impl RedisBroker {
             None => client.del(keys.queue_block()).await.map_err(store)?,
             Some(k) => client.zrem(keys.key_blocks(), k).await.map_err(store)?,
         };
+        if n > 0 {
+            // Fetchers of a blocked queue sleep until its end (up to an hour): the queue's
+            // settings signal wakes them to read again. A lost signal costs at most the
+            // worker's recheck interval.
+            self.signal_settings(queue).await?;
+        }
         Ok(n > 0)
     }
 

@@ -60,7 +60,7 @@ pub trait Consume: Send + Sync {
     ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
 
     /// Acknowledges succeeded tasks of `queue` and reads up to `count` new ones for `consumer`
-    /// without waiting, in one round trip where the store can (the default makes two:
+    /// without waiting, in one round trip where the store can (a store without one makes two:
     /// [`Consume::complete`], then [`Consume::fetch`] with no block). Returns how many were
     /// settled and what was fetched, with both methods' guarantees: stale leases are skipped, a
     /// call re-sent after a lost reply settles nothing twice and returns the same deliveries.
@@ -73,18 +73,7 @@ pub trait Consume: Send + Sync {
         consumer: &str,
         done: &[Completion],
         count: usize,
-    ) -> impl Future<Output = Result<(u64, Fetched), BrokerError>> + Send {
-        async move {
-            let settled = self.complete(queue, done).await?;
-            if count == 0 {
-                return Ok((settled, Fetched::default()));
-            }
-            let fetched = self
-                .fetch(reader, queue, consumer, count, Duration::ZERO)
-                .await?;
-            Ok((settled, fetched))
-        }
-    }
+    ) -> impl Future<Output = Result<(u64, Fetched), BrokerError>> + Send;
 
     /// Records a failed attempt and schedules the next one `delay` from now (by the store's
     /// clock). False when the lease was stale; a re-sent call whose first run took effect answers

@@ -48,10 +48,9 @@ pub trait Inspect: Send + Sync {
     fn servers(&self) -> impl Future<Output = Result<Vec<ServerRecord>, BrokerError>> + Send;
 
     /// The ids of the servers alive now, without their records: what a worker checks every few
-    /// seconds to notice a server that went away (the default reads [`Inspect::servers`]).
-    fn live_servers(&self) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send {
-        async move { Ok(self.servers().await?.into_iter().map(|r| r.id).collect()) }
-    }
+    /// seconds to notice a server that went away (a store without a cheaper way answers the
+    /// ids of [`Inspect::servers`]).
+    fn live_servers(&self) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send;
 
     /// The run times and queue waits of `queue` per kind for each minute from `from_ms` to
     /// `to_ms` (unix ms, both rounded down to their minute) that holds any, oldest first, in

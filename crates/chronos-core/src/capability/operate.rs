@@ -21,7 +21,7 @@ pub trait Operate: Send + Sync {
     ) -> impl Future<Output = Result<ActionOutcome, BrokerError>> + Send;
 
     /// Applies `action` to each task of `ids`, in as few atomic script calls as keep each call
-    /// short (the store's choice; the default makes one [`Operate::act`] call per task). One
+    /// short (the store's choice; a store without batches makes one [`Operate::act`] call per task). One
     /// outcome per id, in order, each as [`Operate::act`] answers it. An error stops at the
     /// call that failed: the calls before it took effect, and acting again is harmless (they
     /// answer [`ActionOutcome::Already`] or [`ActionOutcome::NotFound`]).
@@ -30,15 +30,7 @@ pub trait Operate: Send + Sync {
         queue: &QueueName,
         ids: &[String],
         action: TaskAction,
-    ) -> impl Future<Output = Result<Vec<ActionOutcome>, BrokerError>> + Send {
-        async move {
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                out.push(self.act(queue, id, action).await?);
-            }
-            Ok(out)
-        }
-    }
+    ) -> impl Future<Output = Result<Vec<ActionOutcome>, BrokerError>> + Send;
 
     /// Applies `action` to every task of `queue` in `state` that passes `filter`, reading and
     /// acting on at most `chunk` tasks per script call (clamped to 1..=5,000), so no call holds

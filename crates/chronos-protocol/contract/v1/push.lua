@@ -5,6 +5,7 @@ local PLAIN_MAX_RETRY = '25'
 local ENQUEUE_STRIDE = 12
 local COMPLETE_STRIDE = 6
 local COUNT_BATCH = 64
+local OWED_TTL_MS = 86400000
 local ATTEMPTS_KEPT = 25
 local ATTEMPT_ERROR_BYTES = 2048
 local ATTEMPTS_BYTES = 65536
@@ -205,6 +206,16 @@ local function wake(zset, score)
   redis.call('PUBLISH', ns .. ':signal', string.format('d %d %s', math.max(0, score - now), queue))
 end
 
+-- Tells subscribed workers (Maintain::signals) that queue stream `main` got a new lane (a
+-- level's stream, or the tenant streams): publishes `s <queue>` on `<ns>:signal`, as a change
+-- of the queue's settings does. A parked server blocks only on the lanes it knows of, and the
+-- entry a new lane leaves on the main stream reaches one reader only: the signal makes every
+-- server read the queue again, and so learn of the lane. Not a write; never raises.
+local function announce_lane(main)
+  local ns, queue = string.match(main, '^(.-):{([^}]*)}:')
+  if ns then redis.pcall('PUBLISH', ns .. ':signal', 's ' .. queue) end
+end
+
 -- Redis server time in unix ms.
 local function now_ms()
   local t = redis.call('TIME')
@@ -300,6 +311,7 @@ local function lane(main, first, level)
     local mid = redis.pcall('XADD', main, '*', F_TASK_ID, '')
     if type(mid) ~= 'string' then mid = '' end
     redis.pcall('HSET', KEYS[first + LEVELS], name, mid)
+    announce_lane(main)
   end
   return key
 end
@@ -621,24 +633,29 @@ local function tenant_held(T, tn)
   return redis.call('ZLEXCOUNT', KEYS[T + 4], a, b)
 end
 
+-- Leaves an entry without a task on the tenants' wake stream (KEYS[T + 1]): a reader blocked
+-- there takes it (and drops it, as any entry without a task) and fetches again. A stream entry
+-- goes to exactly one blocked reader, so every task made runnable writes one, as a plain task's
+-- own entry would: one entry for a whole burst would wake one parked server only.
+local function tenant_wake(T)
+  redis.pcall('XADD', KEYS[T + 1], 'MAXLEN', '~', 100, '*', F_TASK_ID, '')
+end
+
 -- Puts tenant `tn` in the rotation when it is not there, has a task waiting, is not paused and
 -- is under its cap, at its own turn or the current one, whichever is later (a tenant that was
--- idle saves no credit). The rotation's first tenant leaves an entry on the wake stream, which
--- a reader blocked there takes (and drops, as any entry without a task) to fetch again.
+-- idle saves no credit), and wakes a parked reader for it. True when it did.
 local function tenant_activate(T, tn)
-  if is_front(tn) or redis.call('ZSCORE', KEYS[T + 3], tn) then return end
+  if is_front(tn) or redis.call('ZSCORE', KEYS[T + 3], tn) then return false end
   local conf = tenant_conf(T, tn)
-  if conf[4] or tenant_waiting(T, tn) == 0 then return end
-  if conf[2] > 0 and tenant_held(T, tn) >= conf[2] then return end
+  if conf[4] or tenant_waiting(T, tn) == 0 then return false end
+  if conf[2] > 0 and tenant_held(T, tn) >= conf[2] then return false end
   local p = redis.call('HMGET', KEYS[T + 6], tn, '')
   local now = tonumber(p[2]) or 0
   local turn = math.max(tonumber(p[1]) or now, now)
-  local first = redis.call('ZCARD', KEYS[T + 3]) == 0
   redis.call('ZADD', KEYS[T + 3], string.format('%.6f', turn), tn)
   redis.call('HSET', KEYS[T + 6], tn, string.format('%.6f', turn))
-  if first then
-    redis.pcall('XADD', KEYS[T + 1], 'MAXLEN', '~', 100, '*', F_TASK_ID, '')
-  end
+  tenant_wake(T)
+  return true
 end
 
 -- After tenant `tn`'s counts changed: back in the rotation when it can be, forgotten (its turn
@@ -686,6 +703,7 @@ local function tenant_lanes(T, main, levels)
     local mid = redis.pcall('XADD', main, '*', F_TASK_ID, '')
     if type(mid) ~= 'string' then mid = '' end
     redis.pcall('HSET', levels, TENANT_LANE, mid, TENANT_WAKE, '')
+    announce_lane(main)
   end
 end
 
@@ -709,7 +727,12 @@ local function tenant_park(T, tn, order, id, env, r, err, f, place)
   redis.call('XREADGROUP', 'GROUP', GROUP, TENANT_PARK, 'COUNT', 1, 'STREAMS', KEYS[T], '>')
   place = place or tenant_place(order, mid)
   redis.call('ZADD', KEYS[T + 2], 0, tn .. '\0' .. place .. '\0' .. mid)
-  tenant_activate(T, tn)
+  -- Runnable now (a LIFO task, or a tenant in the rotation): wake a parked reader for it, as
+  -- its own entry on a plain stream would. A task behind a cap or a pause wakes nobody; the
+  -- tenant's activation does when it can run.
+  if not tenant_activate(T, tn) and (is_front(tn) or redis.call('ZSCORE', KEYS[T + 3], tn)) then
+    tenant_wake(T)
+  end
   return mid, place
 end
 

@@ -119,6 +119,24 @@ impl Consume for Faulty {
         self.inner.cancel(lease, reason)
     }
 
+    /// Two calls, through this wrapper's own `complete` (so its switches cut settle-and-fetch
+    /// too), then a fetch that does not wait.
+    async fn complete_and_fetch(
+        &self,
+        r: &mut Self::Reader,
+        q: &QueueName,
+        c: &str,
+        done: &[chronos_broker::Completion],
+        n: usize,
+    ) -> Result<(u64, Fetched), BrokerError> {
+        let settled = self.complete(q, done).await?;
+        if n == 0 {
+            return Ok((settled, Fetched::default()));
+        }
+        let fetched = self.inner.fetch(r, q, c, n, Duration::ZERO).await?;
+        Ok((settled, fetched))
+    }
+
     fn requeue(
         &self,
         q: &QueueName,

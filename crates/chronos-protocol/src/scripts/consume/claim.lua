@@ -16,7 +16,10 @@
 --          before the rest. Their count goes to the counters later, not per call: it waits in
 --          the receipt (`<owed>|<nonce>:...`) and is added once COUNT_BATCH are owed or when a
 --          call takes nothing (a drained queue, or the worker's last call, which asks for 0), so
---          a busy consumer pays the counters' four commands once per COUNT_BATCH tasks.
+--          a busy consumer pays the counters' four commands once per COUNT_BATCH tasks. A
+--          receipt that holds counts owed is kept a day (receipt_ttl), and a removed
+--          consumer's are paid then (drop_consumer.lua), so neither a long gap between reads
+--          nor a killed worker loses them.
 -- A blocked queue (TaskError::rate_limited(..).queue_wide()) reads nothing: the answer is the
 -- one row {'!', block end ms, 1 or 0}; otherwise, when some of its rate keys are blocked, a
 -- last row {'!', 0, 1} says so (the caller checks keyed deliveries, admit.lua). A re-sent
@@ -83,6 +86,18 @@ local NK, BLOCK, KBLOCKS = #KEYS, nil, nil
 if ARGV[6] == '1' then NK = #KEYS - 2; BLOCK = KEYS[NK + 1]; KBLOCKS = KEYS[NK + 2] end
 if NK >= 4 + LANES_LEN then LANES = 5 end
 if NK >= 4 + LANES_LEN + TENANTS_LEN then T = 5 + LANES_LEN end
+-- The row that lists the queue's levels (and the tenant streams) for the caller's blocking
+-- reads: {'', level, ...}; nil when it has none.
+local function levels_row(levels, has_tenants)
+  if #levels == 0 and not has_tenants then return nil end
+  local r = {''}
+  for _, l in ipairs(levels) do r[#r + 1] = l end
+  if has_tenants then
+    r[#r + 1] = TENANT_LANE
+    r[#r + 1] = TENANT_WAKE
+  end
+  return r
+end
 local receipt = redis.pcall('GET', KEYS[2])
 -- Completions acked by earlier calls and not yet added to the counters (ARGV[7]).
 local owed = 0
@@ -101,6 +116,9 @@ if type(receipt) == 'string' and string.sub(receipt, 1, #nonce + 1) == nonce .. 
     local env = field_of(fields, F_ENVELOPE)
     if env or named(fields) then out[#out + 1] = row(mid, env or false, fields, level) end
   end
+  -- The levels row too, as the first run answered it: a caller that forgot the queue's
+  -- levels would stop reading (and recovering) their streams.
+  out[#out + 1] = levels_row(levels_of(KEYS[3]))
   -- Its completions were acked by the first run: a re-send acks none.
   if settling then table.insert(out, 1, {'+', 0}) end
   return out
@@ -122,6 +140,15 @@ local function settle_carried()
   return acked
 end
 
+-- How long a receipt is kept: ARGV[4], or, while it holds counts owed to the counters, a day
+-- (OWED_TTL_MS): a consumer whose handlers all run past ARGV[4] between two reads would
+-- otherwise lose them with it. A consumer that never reads again (its server died) has them
+-- paid when it is removed (drop_consumer.lua).
+local function receipt_ttl(owing)
+  if owing > 0 then return math.max(tonumber(ARGV[4]) or 0, OWED_TTL_MS) end
+  return ARGV[4]
+end
+
 -- Ends a call that carried completions: acks them, adds what is owed to the counters when
 -- COUNT_BATCH are owed or nothing was taken, and keeps the rest owed in the receipt (written
 -- here when it changed; `taken` its entries). Returns `rows` with the acked count first.
@@ -137,7 +164,8 @@ local function finish(rows, taken)
   end
   local head = receipt_owed > 0 and (receipt_owed .. '|') or ''
   if #taken > 0 then
-    redis.call('SET', KEYS[2], head .. nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
+    redis.call('SET', KEYS[2], head .. nonce .. ':' .. table.concat(taken, ','), 'PX',
+      receipt_ttl(receipt_owed))
   elseif owed > 0 then
     -- Paid off: nothing owed stays behind in the receipt.
     redis.pcall('DEL', KEYS[2])
@@ -231,6 +259,16 @@ local function serve_tenants()
   end
 end
 
+-- The oldest waiting LIFO task without a tenant of level `level`, as {the ms it was made
+-- ready, its member of the waiting set}; nil when none waits. Its entry id (the member's last
+-- part) was written when it was made ready.
+local function oldest_front(level)
+  local a, b = tenant_range(front_of(level))
+  local last = redis.call('ZRANGE', KEYS[T + 2], b, a, 'BYLEX', 'REV', 'LIMIT', 0, 1)[1]
+  local ms = last and tonumber(string.match(last, '%z(%d+)%-%d+$'))
+  if ms then return {ms, last} end
+end
+
 -- LIFO tasks without a tenant of level `level` (lib.lua: `front_of`), newest first.
 local function serve_front(level)
   local a, b = tenant_range(front_of(level))
@@ -255,12 +293,7 @@ if BLOCK and flagged then
     end
   end
 end
-local row_of_levels = {''}
-for _, l in ipairs(levels) do row_of_levels[#row_of_levels + 1] = l end
-if has_tenants then
-  row_of_levels[#row_of_levels + 1] = TENANT_LANE
-  row_of_levels[#row_of_levels + 1] = TENANT_WAKE
-end
+local row_of_levels = levels_row(levels, has_tenants) or {''}
 -- Levels or tenants in use but not declared: read nothing (the main stream first would break
 -- the order); the caller declares them and calls again at once.
 if (#levels > 0 and not LANES) or (has_tenants and not T) then
@@ -306,6 +339,10 @@ else
       if ln[3] == TENANT_LANE then
         local p = redis.call('XPENDING', KEYS[T], group, '-', '+', 1, TENANT_PARK)[1]
         if p then oldest = {tonumber(string.match(p[1], '^(%d+)')) or now, p[1]} end
+      elseif ln[4] then
+        -- LIFO tasks of a level: the newest go first, so the oldest is the range's last.
+        local last = oldest_front(ln[4])
+        if last then oldest = {last[1], last[2]} end
       end
       if oldest and oldest[1] <= cutoff then
         aged[#aged + 1] = {oldest[1], ln, oldest[2]}
@@ -314,7 +351,14 @@ else
     table.sort(aged, function(a, b) return a[1] < b[1] end)
     for _, a in ipairs(aged) do
       if want <= 0 then break end
-      if not a[2][2] then
+      if a[2][4] then
+        -- LIFO tasks that waited past the bound, the oldest first.
+        while want > 0 do
+          local last = oldest_front(a[2][4])
+          if not last or last[1] > cutoff then break end
+          unpark(last[2])
+        end
+      elseif not a[2][2] then
         -- As many starts of the rotation as tenant tasks have waited past the bound (the
         -- rotation picks whose, fairly).
         local n = #redis.call('XPENDING', KEYS[T], group, '-', tostring(cutoff), want,
@@ -351,6 +395,7 @@ if key_blocks == 1 then out[#out + 1] = {'!', 0, 1} end
 if settling then return finish(out, taken) end
 if #taken > 0 then
   local head = owed > 0 and (owed .. '|') or ''
-  redis.call('SET', KEYS[2], head .. nonce .. ':' .. table.concat(taken, ','), 'PX', ARGV[4])
+  redis.call('SET', KEYS[2], head .. nonce .. ':' .. table.concat(taken, ','), 'PX',
+    receipt_ttl(owed))
 end
 return out
