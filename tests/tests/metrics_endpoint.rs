@@ -28,18 +28,71 @@ impl TaskArgs for Tick {
     const KIND: &'static str = "metrics:tick";
 }
 
-async fn scrape(addr: SocketAddr) -> String {
+/// The whole answer to `GET <path>`.
+async fn get(addr: SocketAddr, path: &str) -> String {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())
         .await
         .expect("send");
     let mut out = String::new();
     s.read_to_string(&mut out).await.expect("read");
+    out
+}
+
+async fn scrape(addr: SocketAddr) -> String {
+    let out = get(addr, "/metrics").await;
     assert!(
         out.starts_with("HTTP/1.1 200 OK\r\n"),
         "bad response: {out}"
     );
     out
+}
+
+/// Checks what `promtool check metrics` checks first: every family of the page has one
+/// `# HELP` and one `# TYPE` line, before its samples. Ours have real descriptions.
+fn every_family_has_help_and_type(page: &str) {
+    use std::collections::HashMap;
+    let body = page.split_once("\r\n\r\n").map_or(page, |(_, b)| b);
+    let mut help: HashMap<&str, &str> = HashMap::new();
+    let mut kind: HashMap<&str, &str> = HashMap::new();
+    let mut families = 0;
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, text) = rest.split_once(' ').expect("a HELP line has a text");
+            assert!(
+                help.insert(name, text).is_none(),
+                "two HELP lines for {name}"
+            );
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, t) = rest.split_once(' ').expect("a TYPE line has a type");
+            assert!(
+                help.contains_key(name),
+                "TYPE before HELP for {name}: {body}"
+            );
+            assert!(kind.insert(name, t).is_none(), "two TYPE lines for {name}");
+            families += 1;
+        } else if !line.is_empty() {
+            let sample = line.split(['{', ' ']).next().unwrap_or_default();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| {
+                    sample
+                        .strip_suffix(s)
+                        .filter(|f| kind.get(f) == Some(&"histogram"))
+                })
+                .unwrap_or(sample);
+            assert!(kind.contains_key(family), "{sample} has no TYPE: {body}");
+        }
+    }
+    assert!(families >= 10, "{body}");
+    for (name, text) in &help {
+        if name.starts_with("chronos_") {
+            assert!(
+                !text.contains("no description registered"),
+                "{name} is not described"
+            );
+        }
+    }
 }
 
 /// The value of the first sample of `name` whose labels include every `labels` pair.
@@ -344,6 +397,23 @@ async fn scraped_metrics_move_with_the_work() {
         "{after}"
     );
     assert_eq!(value(&after, "chronos_scheduler_leader", &[]), Some(1.0));
+    every_family_has_help_and_type(&after);
+    // Only /metrics is the page; /healthz is a probe of its own; every other path is a 404, so
+    // a probe on a wrong path does not read as healthy.
+    for path in ["/nope", "/", "/metrics/extra"] {
+        let answer = get(addr, path).await;
+        assert!(answer.starts_with("HTTP/1.1 404 "), "{path}: {answer}");
+        assert!(!answer.contains("chronos_"), "{path}: {answer}");
+    }
+    let health = get(addr, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
+    assert!(health.ends_with("\r\n\r\nok\n"), "{health}");
+    assert!(scrape(addr).await.contains("chronos_tasks_processed_total"));
+    let with_query = get(addr, "/metrics?x=1").await;
+    assert!(
+        with_query.starts_with("HTTP/1.1 200 OK\r\n"),
+        "{with_query}"
+    );
     // The served queue's gauges are sampled too, and it ends empty.
     chronos_testkit::eventually(Duration::from_secs(10), "work queue drained", || async {
         let page = scrape(addr).await;

@@ -6,8 +6,9 @@
 //! typed arguments. The foreign producers' own test suites (envelope vectors byte for byte, a
 //! lost reply re-sent through a proxy that drops it) run here too, against the same Redis.
 //!
-//! Needs `python3` with redis-py and `node` with `npm` (`.ci/run` installs them); the
-//! TypeScript producer is built with `npm ci && npm run build` on first use.
+//! Needs a Python with redis-py, `CHRONOS_PYTHON` (`cargo xtask test` makes a virtual
+//! environment under the target directory and sets it) or else `python3`, and `node` with
+//! `npm`; the TypeScript producer is built with `npm ci && npm run build` on first use.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -59,13 +60,19 @@ fn vectors() -> Value {
 fn output(mut cmd: Command, what: &str) -> String {
     let out = cmd
         .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); see .ci/run for what to install"));
+        .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); see README's prerequisites"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let hint = if stderr.contains("No module named 'redis'") {
+        "\n(a Python without redis-py: run `cargo xtask test`, which makes a virtual \
+         environment for these tests, or set CHRONOS_PYTHON to a python3 that has redis-py)"
+    } else {
+        ""
+    };
     assert!(
         out.status.success(),
-        "{what} failed ({}):\n{stdout}\n{}",
+        "{what} failed ({}):\n{stdout}\n{stderr}{hint}",
         out.status,
-        String::from_utf8_lossy(&out.stderr)
     );
     stdout
 }
@@ -101,8 +108,11 @@ fn ts_built() -> &'static Path {
     })
 }
 
+/// The Python that runs the Python producer: `CHRONOS_PYTHON` (a virtual environment with
+/// redis-py, as `cargo xtask test` makes), else `python3` from `PATH`.
 fn python(url: &str) -> Command {
-    let mut c = Command::new("python3");
+    let program = std::env::var_os("CHRONOS_PYTHON").unwrap_or_else(|| "python3".into());
+    let mut c = Command::new(program);
     c.env("CHRONOS_REDIS_URL", url).current_dir(repo());
     c
 }

@@ -41,8 +41,8 @@ pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
 pub use dead_letters::{error_group_key, ErrorGroup, ErrorGroups};
 pub use enqueue::check_kind;
 pub use flows::{ChainView, FlowView, GroupView, MemberRow, StepRow};
-pub use lookup::UnknownQueue;
-pub use printable::printable;
+pub use lookup::{UnknownQueue, UnknownTenant};
+pub use printable::{printable, printable_lines};
 pub use redact::redact_url;
 pub use schedules::{overdue_trigger, FireRow, OVERDUE_GRACE};
 pub use settings::SettingsRow;
@@ -65,6 +65,10 @@ pub enum AdminError {
     /// done. Permanent for this name; the details say which queues exist.
     #[error("{0}")]
     QueueNotFound(Box<UnknownQueue>),
+    /// No tenant of this key in this queue (no task of it waits or runs, no stored setting):
+    /// nothing was done. The details list the tenants the queue has.
+    #[error("{0}")]
+    TenantNotFound(Box<UnknownTenant>),
     /// No task with this id in this queue (for a delete: none to delete, possibly deleted a
     /// moment ago).
     #[error("no task {id:?} in queue {queue:?}")]
@@ -873,8 +877,10 @@ impl Admin<RedisBroker> {
 
     /// Lifts a handler-signalled block of queue `name` at once: rate key `key`'s, or the
     /// queue's own. Tasks already held back keep their due time. True when a block was lifted.
+    /// [`AdminError::QueueNotFound`] for a name that names no queue.
     pub async fn unblock(&self, name: &str, key: Option<&str>) -> Result<bool, AdminError> {
-        Ok(self.broker.unblock(&QueueName::new(name)?, key).await?)
+        let q = self.require_queue(name).await?;
+        Ok(self.broker.unblock(&q, key).await?)
     }
 
     /// Version, memory and clients of the Redis server (of the node answering, on a cluster).

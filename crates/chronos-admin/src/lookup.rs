@@ -52,7 +52,7 @@ impl fmt::Display for UnknownQueue {
             self.queue, self.namespace
         )?;
         if let Some(s) = &self.suggestion {
-            write!(f, "; did you mean {s:?}?")?;
+            write!(f, " (did you mean {s:?}?)")?;
         }
         if self.known.is_empty() {
             write!(f, "; this namespace holds no queue")?;
@@ -68,6 +68,54 @@ impl fmt::Display for UnknownQueue {
                 "; namespaces with queues on this Redis: {}",
                 self.other_namespaces.join(", ")
             )?;
+        }
+        Ok(())
+    }
+}
+
+/// A tenant key that names no tenant of the queue: no task of it waits or runs and nothing is
+/// stored for it, so a change to its settings would most likely go to a typo while the tenant
+/// meant stays as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnknownTenant {
+    /// The queue.
+    pub queue: String,
+    /// The tenant key as given.
+    pub tenant: String,
+    /// Tenants of the queue with work or stored settings, sorted (at most
+    /// [`UnknownQueue::MAX_LISTED`]; none when the queue has very many).
+    pub known: Vec<String>,
+    /// The known tenant closest to the key, when one is close (a typo, another case).
+    pub suggestion: Option<String>,
+}
+
+impl UnknownTenant {
+    pub(crate) fn new(queue: &str, tenant: &str, mut known: Vec<String>) -> Self {
+        known.sort();
+        known.dedup();
+        let suggestion = closest(tenant, &known);
+        known.truncate(UnknownQueue::MAX_LISTED);
+        Self {
+            queue: queue.to_string(),
+            tenant: tenant.to_string(),
+            known,
+            suggestion,
+        }
+    }
+}
+
+impl fmt::Display for UnknownTenant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no tenant {:?} in queue {:?}", self.tenant, self.queue)?;
+        if let Some(s) = &self.suggestion {
+            write!(f, " (did you mean {s:?}?)")?;
+        }
+        write!(
+            f,
+            ": no task of it waits or runs and no setting is stored for it"
+        )?;
+        if !self.known.is_empty() {
+            write!(f, "; known tenants: {}", self.known.join(", "))?;
         }
         Ok(())
     }
@@ -170,10 +218,16 @@ mod tests {
         assert_eq!(closest("Default", &known).as_deref(), Some("default"));
         assert_eq!(closest("defualt", &known).as_deref(), Some("default"));
         assert_eq!(closest("email", &known), None);
+        let t = UnknownTenant::new("mail", "acme-crop", vec!["zeta".into(), "acme-corp".into()]);
+        assert_eq!(
+            t.to_string(),
+            "no tenant \"acme-crop\" in queue \"mail\" (did you mean \"acme-corp\"?): no task \
+             of it waits or runs and no setting is stored for it; known tenants: acme-corp, zeta"
+        );
         let e = UnknownQueue::new("critcal", "chronos", known);
         assert_eq!(
             e.to_string(),
-            "no queue \"critcal\" in namespace \"chronos\"; did you mean \"critical\"?; \
+            "no queue \"critcal\" in namespace \"chronos\" (did you mean \"critical\"?); \
              known queues: critical, default, low"
         );
     }

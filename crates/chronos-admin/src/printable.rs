@@ -37,13 +37,39 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`printable`] for multi-line text (a task's log lines): the same guarantees, except that a
+/// line break (`\n`, or `\r\n`, written as `\n`) stays a line break, so each line prints on
+/// its own. A lone `\r`, which would let a line overwrite the one shown before it, is still
+/// escaped, as is every other control character.
+///
+/// ```
+/// assert_eq!(chronos_admin::printable_lines("one\ntwo\r\n\x1b[2J"), "one\ntwo\n\\u{1b}[2J");
+/// ```
+pub fn printable_lines(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c != '\n' && unsafe_char(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for line in text.split_inclusive('\n') {
+        let (body, ends) = match line.strip_suffix('\n') {
+            Some(b) => (b.strip_suffix('\r').unwrap_or(b), true),
+            None => (line, false),
+        };
+        out.push_str(&printable(body));
+        if ends {
+            out.push('\n');
+        }
+    }
+    Cow::Owned(out)
+}
+
 fn unsafe_char(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use super::{printable, printable_lines};
 
     #[test]
     fn control_characters_are_escaped_and_the_rest_kept() {
@@ -53,5 +79,13 @@ mod tests {
         assert_eq!(printable("rtl\u{202e}txt"), "rtl\\u{202e}txt");
         assert_eq!(printable("del\x7f"), "del\\u{7f}");
         assert_eq!(printable("émoji ✓ email:send"), "émoji ✓ email:send");
+    }
+
+    #[test]
+    fn line_breaks_stay_and_every_other_control_is_escaped() {
+        assert_eq!(printable_lines("a\nb\n"), "a\nb\n");
+        assert_eq!(printable_lines("a\r\nb"), "a\nb");
+        assert_eq!(printable_lines("a\rb\tc\x1b[2J\n"), "a\\rb\\tc\\u{1b}[2J\n");
+        assert_eq!(printable_lines("rtl\u{202e}\nx"), "rtl\\u{202e}\nx");
     }
 }

@@ -3,13 +3,19 @@
 //! the queue's default for all its tenants, as `chronos tenant` and the console's queue page
 //! show and make them.
 
+use chronos_broker::fred::prelude::{HashesInterface, SortedSetsInterface};
 use chronos_broker::{
-    Inspect, ManageSchedules, Operate, QueueName, Schedules, TenantChange, TenantPage,
+    Inspect, ManageSchedules, Operate, QueueName, RedisBroker, Schedules, TenantChange, TenantPage,
     TenantSettings, TenantStats, Tenants,
 };
 use serde::Serialize;
 
+use crate::lookup::UnknownTenant;
 use crate::{Admin, AdminError};
+
+/// Tenant keys read for a "did you mean" at most, per hash: this runs only on an error path,
+/// and a queue with more tenants than this gets no suggestion.
+const MAX_SUGGESTED_FROM: u64 = 10_000;
 
 /// Most tenants one listing may ask for (the store reads every tenant's counts anyway; this
 /// bounds the reply and the page).
@@ -232,5 +238,58 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + Tenants + 'static> Adm
         let paused = if keep_running { Some(false) } else { None };
         self.change_tenant(name, tenant, &TenantChange::new().paused(paused))
             .await
+    }
+}
+
+impl Admin<RedisBroker> {
+    /// Checks that `tenant` is a tenant of queue `name`: a task of it waits or runs (or is in
+    /// the rotation), or a setting is stored for it. Else [`AdminError::TenantNotFound`] with
+    /// the queue's tenants and the closest to the key, so that a typo in a pause or a cap does
+    /// not store settings for a tenant that does not exist while the one meant runs on.
+    /// (A tenant whose only tasks are delayed is not known yet.) Four reads.
+    pub async fn require_tenant(&self, name: &str, tenant: &str) -> Result<(), AdminError> {
+        let q = self.require_queue(name).await?;
+        chronos_broker::names::check_tenant(tenant)?;
+        // [stream, wake stream, waiting, rotation, held, settings, turns]: see
+        // QueueKeys::tenants.
+        let keys = self.broker().keyspace().queue(&q).tenants();
+        let client = self.broker().client();
+        let store = |e: chronos_broker::fred::error::Error| {
+            AdminError::Broker(chronos_broker::BrokerError::Store(
+                chronos_broker::StoreError::new(e, false),
+            ))
+        };
+        let (from, to) = (format!("[{tenant}\0"), format!("({tenant}\u{1}"));
+        for hash in [&keys[5], &keys[6]] {
+            let found: bool = client.hexists(hash.as_str(), tenant).await.map_err(store)?;
+            if found {
+                return Ok(());
+            }
+        }
+        for set in [&keys[2], &keys[4]] {
+            let n: i64 = client
+                .zlexcount(set.as_str(), from.as_str(), to.as_str())
+                .await
+                .map_err(store)?;
+            if n > 0 {
+                return Ok(());
+            }
+        }
+        let mut known = Vec::new();
+        for hash in [&keys[5], &keys[6]] {
+            let len: u64 = client.hlen(hash.as_str()).await.map_err(store)?;
+            if len <= MAX_SUGGESTED_FROM {
+                let names: Vec<String> = client.hkeys(hash.as_str()).await.map_err(store)?;
+                // '' is the default (settings) or the current turn; \x01... a pseudo-tenant.
+                known.extend(
+                    names
+                        .into_iter()
+                        .filter(|k| !k.is_empty() && !k.starts_with('\u{1}')),
+                );
+            }
+        }
+        Err(AdminError::TenantNotFound(Box::new(UnknownTenant::new(
+            name, tenant, known,
+        ))))
     }
 }

@@ -24,6 +24,10 @@ pub(crate) struct DashArgs {
     /// (it is Secure anyway when a proxy sends `X-Forwarded-Proto: https`).
     #[arg(long, env = "CHRONOS_DASH_SECURE_COOKIE")]
     secure_cookie: bool,
+    /// How log lines (every action and login, with who made it) are written on stderr;
+    /// `RUST_LOG` filters them (default `info`).
+    #[arg(long, env = "CHRONOS_LOG_FORMAT", value_enum, default_value_t)]
+    pub(crate) log_format: crate::logging::LogFormat,
 }
 
 /// Serves the console on `a.addr`, labelled with the Redis `url`.

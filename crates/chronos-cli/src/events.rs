@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chronos_admin::{printable, Admin};
-use chronos_broker::{Client, EventCursor, Events, QueueName, RedisBroker, TaskEvent};
+use chronos_broker::{Client, EventCursor, Events as _, QueueName, RedisBroker, TaskEvent};
 use clap::Subcommand;
 
 use crate::dates::{datetime, parse_duration};
@@ -13,8 +13,14 @@ use crate::out::Out;
 #[derive(Subcommand, Debug)]
 pub(crate) enum EventsCmd {
     /// Turns a queue's event stream on: every transition of its tasks is written to it from now
-    /// on (the newest 10,000 or so are kept).
-    On { queue: String },
+    /// on (the newest 10,000 or so are kept). A name that names no queue is refused as a likely
+    /// typo, unless --new.
+    On {
+        queue: String,
+        /// Switch on a queue that has no task yet (its first tasks' events are kept).
+        #[arg(long)]
+        new: bool,
+    },
     /// Turns a queue's event stream off, deleting its events and its consumer groups.
     Off { queue: String },
     /// Prints a queue's events as they are written (Ctrl-C stops).
@@ -45,15 +51,24 @@ pub(crate) async fn run(
 ) -> anyhow::Result<()> {
     let broker = admin.broker();
     match cmd {
-        EventsCmd::On { queue } => {
-            broker.set_events(&QueueName::new(&queue)?, true).await?;
+        EventsCmd::On { queue, new } => {
+            // Through the admin: a queue name that names no queue is refused, not switched on.
+            match admin.set_events(&queue, true).await {
+                Err(chronos_admin::AdminError::QueueNotFound(_)) if new => {
+                    broker.set_events(&QueueName::new(&queue)?, true).await?
+                }
+                Err(chronos_admin::AdminError::QueueNotFound(e)) => {
+                    anyhow::bail!("{e} (pass --new if the queue has no task yet)")
+                }
+                r => r?,
+            }
             out.done(
                 &serde_json::json!({"queue": queue, "events": true}),
                 &format!("{queue}: events on"),
             )
         }
         EventsCmd::Off { queue } => {
-            broker.set_events(&QueueName::new(&queue)?, false).await?;
+            admin.set_events(&queue, false).await?;
             out.done(
                 &serde_json::json!({"queue": queue, "events": false}),
                 &format!("{queue}: events off (its events and groups deleted)"),

@@ -23,6 +23,10 @@ pub(crate) struct IngestArgs {
     /// Milliseconds a request waits for Redis before it is answered 503.
     #[arg(long, default_value_t = chronos_ingest::DEFAULT_REDIS_TIMEOUT.as_millis() as u64)]
     redis_timeout_ms: u64,
+    /// How log lines (refused requests, failures) are written on stderr; `RUST_LOG` filters
+    /// them (default `info`).
+    #[arg(long, env = "CHRONOS_LOG_FORMAT", value_enum, default_value_t)]
+    pub(crate) log_format: crate::logging::LogFormat,
 }
 
 /// Serves the ingest on `a.addr` over `broker`.

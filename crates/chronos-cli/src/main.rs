@@ -18,6 +18,7 @@ mod dedup;
 mod events;
 mod ingest;
 mod limits;
+mod logging;
 mod out;
 mod progress;
 mod queues;
@@ -43,7 +44,8 @@ struct Cli {
         long,
         global = true,
         env = "CHRONOS_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
+        default_value = "redis://127.0.0.1:6379",
+        value_parser = redis_url
     )]
     redis: String,
     /// Key namespace of the application.
@@ -100,8 +102,38 @@ enum Cmd {
     Ingest(ingest::IngestArgs),
 }
 
+/// A Redis URL's scheme is checked before connecting: the client takes any scheme as plain
+/// Redis, so `http://host` would be tried as Redis and fail with a confusing protocol error.
+fn redis_url(url: &str) -> Result<String, String> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    let known = scheme.as_deref().is_some_and(|s| {
+        let base = s
+            .strip_suffix("-cluster")
+            .or_else(|| s.strip_suffix("-sentinel"))
+            .or_else(|| s.strip_suffix("+unix"))
+            .unwrap_or(s);
+        matches!(base, "redis" | "rediss" | "valkey" | "valkeys")
+    });
+    if known {
+        Ok(url.to_string())
+    } else {
+        Err(format!(
+            "{:?} is not a Redis URL: use redis://, rediss:// (TLS), redis-cluster:// or \
+             redis-sentinel://",
+            redact_url(url)
+        ))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The serving commands log (their actions and logins are an audit trail); the others
+    // print their answers and keep stderr for their one error line.
+    match &cli.cmd {
+        Cmd::Dash(a) => logging::install(a.log_format),
+        Cmd::Ingest(a) => logging::install(a.log_format),
+        _ => {}
+    }
     // The ingest serves many producers at once: it gets every core, the rest one thread.
     let mut rt = if matches!(cli.cmd, Cmd::Ingest(_)) {
         tokio::runtime::Builder::new_multi_thread()
@@ -122,11 +154,21 @@ fn main() -> ExitCode {
 fn fail(e: &anyhow::Error) -> ExitCode {
     // The chain, each cause once (a wrapped error often repeats its source's message).
     let mut parts: Vec<String> = Vec::new();
+    let io = io_failure(e);
     for cause in e.chain() {
         let msg = cause.to_string();
+        if let Some((driver, _)) = &io {
+            // The layers that carry the driver's text say nothing else worth a word.
+            if msg.contains(driver.as_str()) {
+                continue;
+            }
+        }
         if !parts.last().is_some_and(|p| p.contains(&msg)) {
             parts.push(msg);
         }
+    }
+    if let Some((_, plain)) = io {
+        parts.push(plain);
     }
     let mut line = parts.join(": ");
     if let Some(AdminError::QueueNotFound(q)) = e.downcast_ref::<AdminError>() {
@@ -136,6 +178,44 @@ fn fail(e: &anyhow::Error) -> ExitCode {
     }
     eprintln!("chronos: error: {}", printable(&line));
     ExitCode::from(1)
+}
+
+/// A Redis connection that failed at the socket: the driver's text (which holds Rust's debug
+/// form of the I/O error, `Os { code: 111, kind: ConnectionRefused, message: ... }`) and what
+/// an operator reads instead (`connection refused`). The address is in the context above it.
+fn io_failure(e: &anyhow::Error) -> Option<(String, String)> {
+    use chronos_broker::fred::error::{Error as RedisError, ErrorKind};
+    let Some(AdminError::Broker(chronos_broker::BrokerError::Store(s))) =
+        e.chain().find_map(|c| c.downcast_ref::<AdminError>())
+    else {
+        return None;
+    };
+    let driver = s.downcast_ref::<RedisError>()?;
+    if *driver.kind() != ErrorKind::IO {
+        return None;
+    }
+    let d = driver.details();
+    let after = |tag: &str| d.split(tag).nth(1);
+    let plain = after("message: \"")
+        .or_else(|| after("error: \""))
+        .and_then(|r| r.split('"').next())
+        .map(str::to_lowercase)
+        .or_else(|| {
+            // `kind: TimedOut` without a message: the kind's words.
+            after("kind: ")
+                .and_then(|r| r.split([',', ' ', '}']).next())
+                .map(|k| {
+                    k.chars().fold(String::new(), |mut out, c| {
+                        if c.is_uppercase() && !out.is_empty() {
+                            out.push(' ');
+                        }
+                        out.extend(c.to_lowercase());
+                        out
+                    })
+                })
+        })
+        .unwrap_or_else(|| d.to_string());
+    Some((driver.to_string(), plain))
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

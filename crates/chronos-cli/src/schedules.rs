@@ -38,6 +38,14 @@ pub(crate) enum ScheduleCmd {
     },
 }
 
+/// A schedule's spec without the ` (<zone>)` a cron entry's spec ends with: the zone has a
+/// column (a field) of its own.
+fn spec_text(s: &chronos_broker::ScheduleEntry) -> &str {
+    s.spec
+        .strip_suffix(&format!(" ({})", s.zone))
+        .unwrap_or(&s.spec)
+}
+
 /// Runs one `schedule` subcommand.
 pub(crate) async fn run(
     admin: &Admin<RedisBroker>,
@@ -55,7 +63,7 @@ pub(crate) async fn run(
                 .map(|s| {
                     vec![
                         s.id.clone(),
-                        s.spec.clone(),
+                        spec_text(s).to_string(),
                         s.zone.clone(),
                         s.queue.clone(),
                         s.kind.clone(),
@@ -96,7 +104,7 @@ pub(crate) async fn run(
             }
             let fields = [
                 ("id", s.id.clone()),
-                ("spec", s.spec.clone()),
+                ("spec", spec_text(&s).to_string()),
                 ("zone", s.zone.clone()),
                 ("queue", s.queue.clone()),
                 ("kind", s.kind.clone()),

@@ -33,8 +33,9 @@ pub(crate) enum TaskCmd {
         /// Only tasks whose last error (a cancelled task's reason) contains this text.
         #[arg(long)]
         error: Option<String>,
-        /// Tasks per page.
-        #[arg(long, default_value_t = 20)]
+        /// Tasks per page (1 to 5000).
+        #[arg(long, default_value_t = 20,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5000))]
         limit: usize,
         /// Where to start (the `next` cursor a previous page printed).
         #[arg(long)]
@@ -44,8 +45,10 @@ pub(crate) enum TaskCmd {
     Show { queue: String, id: String },
     /// Follow one task until it ends: a line each time its state or its progress changes
     /// (read every --every; exits 0 once it completed, was cancelled or dead-lettered, or is
-    /// no longer stored, and 1 when --timeout passed first). On a queue whose event stream is
-    /// on, its state and then each of its events as it is written.
+    /// no longer stored, and 1 when --timeout passed first). A plain task (id `<ms>-<seq>`)
+    /// is not stored once it completed: watching one that already did answers "no longer
+    /// stored" (exit 0). On a queue whose event stream is on, its state and then each of its
+    /// events as it is written.
     Watch {
         queue: String,
         id: String,
@@ -248,7 +251,11 @@ pub(crate) async fn run(admin: &Admin<RedisBroker>, out: &Out, cmd: TaskCmd) -> 
                     datetime(a.ended_at_ms)
                 );
                 match &a.logs {
-                    Some(l) => println!("{}", printable(l)),
+                    // One line each: only the breaks between them pass unescaped.
+                    Some(l) => println!(
+                        "{}",
+                        chronos_admin::printable_lines(l.trim_end_matches(['\n', '\r']))
+                    ),
                     None => println!("(no lines)"),
                 }
             }
@@ -403,14 +410,11 @@ async fn watch(
         let t = match admin.task(queue, id).await {
             Ok(t) => Some(t),
             // Seen before and gone now: it completed without a retention, or was deleted.
-            Err(AdminError::TaskNotFound { .. }) if last.is_some() => None,
+            Err(AdminError::TaskNotFound { .. }) if last.is_some() || issued_plain_id(id) => None,
             Err(e) => return Err(e.into()),
         };
         let Some(t) = t else {
-            return out.done(
-                &serde_json::json!({"queue": queue, "id": id, "state": "gone"}),
-                &format!("task {id}: no longer stored (completed without a retention, or deleted)"),
-            );
+            return gone(out, queue, id);
         };
         let now = (t.state.clone(), t.progress.as_ref().map(|p| p.at_ms));
         if last.as_ref() != Some(&now) {
@@ -441,7 +445,11 @@ async fn watch_events(
     timeout: Option<Duration>,
 ) -> anyhow::Result<()> {
     let mut events = Client::new(admin.broker().clone()).watch(queue, id).await?;
-    let t = admin.task(queue, id).await?;
+    let t = match admin.task(queue, id).await {
+        Ok(t) => t,
+        Err(AdminError::TaskNotFound { .. }) if issued_plain_id(id) => return gone(out, queue, id),
+        Err(e) => return Err(e.into()),
+    };
     print_state(out, queue, &t)?;
     if ended(&t) {
         return Ok(());
@@ -462,6 +470,27 @@ async fn watch_events(
             .map_err(|_| anyhow::anyhow!("task {id} did not end within {d:?}"))?,
         None => follow.await,
     }
+}
+
+/// A plain task (id `<ms>-<seq>`, a stream entry's) is stored only while it waits or runs: it
+/// has no record to keep once it completed. So an id of that shape that Redis' clock has
+/// already passed, and that is not stored, names a task that ended (or was deleted), not a
+/// typo that `watch` should fail on. (A minute's slack for a CLI clock behind Redis'.)
+fn issued_plain_id(id: &str) -> bool {
+    chronos_broker::names::is_plain_id(id)
+        && id
+            .split('-')
+            .next()
+            .and_then(|ms| ms.parse::<i64>().ok())
+            .is_some_and(|ms| ms <= chronos_broker::now_ms() + 60_000)
+}
+
+/// `task watch`'s last line for a task no longer stored (exit status 0, as its help says).
+fn gone(out: &Out, queue: &str, id: &str) -> anyhow::Result<()> {
+    out.done(
+        &serde_json::json!({"queue": queue, "id": id, "state": "gone"}),
+        &format!("task {id}: no longer stored (completed without a retention, or deleted)"),
+    )
 }
 
 /// One `task watch` line: the task's state and progress (a JSON line with `--json`).

@@ -27,16 +27,28 @@ pub(crate) enum TenantCmd {
         limit: usize,
     },
     /// Stores settings of a tenant, or of the default for all tenants (only those named
-    /// change).
+    /// change). A tenant the queue does not know (no task waiting or running, nothing stored)
+    /// is refused as a likely typo, unless --new.
+    // The queue and the tenant come first: clap would print the required groups first, the
+    // reverse of what the command takes.
+    #[command(
+        override_usage = "chronos tenant set [OPTIONS] <QUEUE> <TENANT|--default> <--weight <N>|--concurrency <N|none>|--backlog <N|none>>..."
+    )]
     Set {
         queue: String,
         #[command(flatten)]
         who: Who,
         #[command(flatten)]
         values: SetValues,
+        /// Store settings for a tenant that has no task yet.
+        #[arg(long)]
+        new: bool,
     },
     /// Removes stored settings of a tenant (the default's apply again), or of the default (the
     /// built-in ones apply).
+    #[command(
+        override_usage = "chronos tenant unset [OPTIONS] <QUEUE> <TENANT|--default> <--weight|--concurrency|--backlog|--paused|--all>..."
+    )]
     Unset {
         queue: String,
         #[command(flatten)]
@@ -45,11 +57,15 @@ pub(crate) enum TenantCmd {
         fields: UnsetFields,
     },
     /// Pauses a tenant (or, with --default, every tenant without a pause setting of its own):
-    /// its tasks wait, enqueues still succeed.
+    /// its tasks wait, enqueues still succeed. A tenant the queue does not know is refused as
+    /// a likely typo, unless --new.
     Pause {
         queue: String,
         #[command(flatten)]
         who: Who,
+        /// Pause a tenant that has no task yet (its first tasks will wait).
+        #[arg(long)]
+        new: bool,
     },
     /// Resumes a tenant (or the default).
     Resume {
@@ -129,25 +145,57 @@ pub(crate) async fn run(
             let list = admin.tenants(&queue, limit).await?;
             print_list(out, &list)
         }
-        TenantCmd::Set { queue, who, values } => {
+        TenantCmd::Set {
+            queue,
+            who,
+            values,
+            new,
+        } => {
             let change = set_change(&values)?;
+            known(admin, &queue, &who, Some(new)).await?;
             let done = admin.change_tenant(&queue, who.tenant(), &change).await?;
             changed(out, &done, "stored")
         }
         TenantCmd::Unset { queue, who, fields } => {
+            known(admin, &queue, &who, None).await?;
             let done = admin
                 .change_tenant(&queue, who.tenant(), &unset_change(&fields))
                 .await?;
             changed(out, &done, "unset")
         }
-        TenantCmd::Pause { queue, who } => {
+        TenantCmd::Pause { queue, who, new } => {
+            known(admin, &queue, &who, Some(new)).await?;
             let done = admin.pause_tenant(&queue, who.tenant()).await?;
             changed(out, &done, "paused")
         }
         TenantCmd::Resume { queue, who } => {
+            known(admin, &queue, &who, None).await?;
             let done = admin.resume_tenant(&queue, who.tenant()).await?;
             changed(out, &done, "resumed")
         }
+    }
+}
+
+/// Refuses a tenant the queue does not know (a typo would otherwise store settings that
+/// nothing reads), unless `new` (None: the command has no --new) says it is meant. The
+/// default always exists.
+async fn known(
+    admin: &Admin<RedisBroker>,
+    queue: &str,
+    who: &Who,
+    new: Option<bool>,
+) -> anyhow::Result<()> {
+    let Some(t) = who.tenant() else {
+        return Ok(());
+    };
+    if new == Some(true) {
+        return Ok(());
+    }
+    match admin.require_tenant(queue, t).await {
+        Err(chronos_admin::AdminError::TenantNotFound(e)) if new.is_some() => {
+            anyhow::bail!("{e} (pass --new if the tenant has no task yet)")
+        }
+        r => Ok(r?),
     }
 }
 

@@ -323,7 +323,25 @@ async fn usage_errors_exit_2_and_unreachable_redis_exits_1() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("cannot connect"), "{err}");
+    assert!(
+        err.contains("cannot connect to redis://127.0.0.1:1: connection refused"),
+        "in words, not Rust's debug text: {err}"
+    );
+    assert!(!err.contains("Os {"), "{err}");
+    // Not a Redis URL; a page of no task.
+    for args in [
+        vec!["--redis", "http://127.0.0.1:1", "queue", "ls"],
+        vec!["task", "ls", "mail", "--limit", "0"],
+        vec!["task", "ls", "mail", "--limit", "5001"],
+    ] {
+        let out = e.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("is not a Redis URL") || err.contains("not in 1..=5000"),
+            "{err}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -384,6 +402,9 @@ async fn runtime_schedules_are_added_listed_paused_run_and_removed() {
         table.contains("SOURCE") && table.contains("runtime"),
         "{table}"
     );
+    // The zone once, in its own column.
+    assert_eq!(table.matches("Europe/Berlin").count(), 1, "{table}");
+    assert!(!table.contains("(Europe/Berlin)"), "{table}");
 
     // Invalid input is refused and writes nothing.
     for bad in [
@@ -1012,6 +1033,72 @@ async fn tenants_are_listed_busiest_first_and_their_settings_changed() {
 }
 
 #[tokio::test]
+async fn a_typo_in_a_tenant_or_queue_name_is_refused_and_names_the_one_meant() {
+    let e = env().await;
+    tenant_mail(&e, "acme-corp", 2).await;
+    let fails = |args: &[&str]| {
+        let out = e.run(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        err
+    };
+    for args in [
+        vec!["tenant", "pause", "mail", "acme-crop"],
+        vec!["tenant", "set", "mail", "acme-crop", "--weight", "2"],
+    ] {
+        let err = fails(&args);
+        assert!(err.contains("no tenant \"acme-crop\""), "{err}");
+        assert!(err.contains("did you mean \"acme-corp\"?"), "{err}");
+        assert!(err.contains("--new"), "{err}");
+    }
+    for args in [
+        vec!["tenant", "unset", "mail", "acme-crop", "--all"],
+        vec!["tenant", "resume", "mail", "acme-crop"],
+    ] {
+        let err = fails(&args);
+        assert!(err.contains("did you mean \"acme-corp\"?"), "{err}");
+        assert!(!err.contains("--new"), "{err}");
+    }
+    // Nothing was stored for the typo.
+    let list = &e.json(&["tenant", "ls", "mail"])[0];
+    assert_eq!(list["total"], 1, "{list}");
+    // A tenant with no task yet, on purpose.
+    let paused = &e.json(&["tenant", "pause", "mail", "newco", "--new"])[0];
+    assert_eq!(paused["settings"]["paused"], true);
+    e.ok(&["tenant", "resume", "mail", "newco"]);
+    e.ok(&["tenant", "pause", "mail", "acme-corp"]);
+
+    // Queues: switching events on, lifting a block.
+    for args in [
+        vec!["events", "on", "mial"],
+        vec!["events", "off", "mial"],
+        vec!["queue", "unblock", "mial"],
+    ] {
+        let err = fails(&args);
+        assert!(err.contains("no queue \"mial\""), "{err}");
+        assert_eq!(err.contains("--new"), args[1] == "on", "{err}");
+        assert!(
+            err.contains("(did you mean \"mail\"?); known queues"),
+            "{err}"
+        );
+    }
+    assert!(!e.ok(&["queue", "ls"]).contains("mial"));
+
+    // The usage lines name the arguments in the order the commands take them.
+    let help = e.ok(&["tenant", "set", "--help"]);
+    assert!(
+        help.contains("Usage: chronos tenant set [OPTIONS] <QUEUE> <TENANT|--default> <--weight"),
+        "{help}"
+    );
+    let help = e.ok(&["tenant", "unset", "--help"]);
+    assert!(
+        help.contains("Usage: chronos tenant unset [OPTIONS] <QUEUE> <TENANT|--default> <--weight"),
+        "{help}"
+    );
+}
+
+#[tokio::test]
 async fn queue_show_lists_handler_blocks_and_unblock_lifts_them() {
     use chronos_broker::{BackoffScope, Consume, QueueName};
     let e = env().await;
@@ -1208,25 +1295,68 @@ async fn task_watch_follows_a_task_until_it_ends() {
 }
 
 #[tokio::test]
+async fn task_watch_of_a_plain_task_that_already_completed_exits_0() {
+    use chronos_broker::{Completion, Consume, QueueName};
+    let e = env().await;
+    let (info, lease) = e.delivered_mail("done@example.com").await;
+    let q = QueueName::new("mail").expect("queue");
+    e.broker
+        .complete(
+            &q,
+            &[Completion {
+                lease: lease.id.clone(),
+                retention: None,
+                result: None,
+            }],
+        )
+        .await
+        .expect("complete");
+    let watched = e.ok(&["task", "watch", "mail", &info.id, "--timeout", "10s"]);
+    assert!(watched.contains("no longer stored"), "{watched}");
+    // The same with the queue's event stream on (the other way `watch` follows a task).
+    e.ok(&["events", "on", "mail"]);
+    let watched = e.ok(&["task", "watch", "mail", &info.id, "--timeout", "10s"]);
+    assert!(watched.contains("no longer stored"), "{watched}");
+    // An id no task ever had still fails.
+    for bogus in ["no-such-task", "99999999999999-0"] {
+        let out = e.run(&["task", "watch", "mail", bogus, "--timeout", "2s"]);
+        assert_eq!(out.status.code(), Some(1), "{bogus}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no task"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[tokio::test]
 async fn task_logs_prints_each_attempts_lines() {
     use chronos_broker::Consume;
     let e = env().await;
     let (info, lease) = e.delivered_mail("c@example.com").await;
     let mut lease = lease.id;
-    lease.logs = Some("+0ms LOG connecting\n+12ms WARN refused".into());
+    lease.logs = Some("+0ms LOG connecting\n+12ms WARN refused \x1b[2J\r\n".into());
     e.broker
         .retry(&lease, Duration::from_secs(600), "connection refused")
         .await
         .expect("retry");
     let text = e.ok(&["task", "logs", "mail", &info.id]);
     assert!(text.contains("== attempt 1 retried"), "{text}");
-    assert!(text.contains("+12ms WARN refused"), "{text}");
+    // One line per log line; the other control characters still escaped.
+    assert!(
+        text.contains("\n+0ms LOG connecting\n+12ms WARN refused \\u{1b}[2J\n"),
+        "{text:?}"
+    );
+    assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
     let none = e.ok(&["task", "logs", "mail", &info.id, "--attempt", "2"]);
     assert!(none.contains("no attempt kept numbered 2"), "{none}");
     let rows = e.json(&["task", "logs", "mail", &info.id]);
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["outcome"], "retried");
-    assert_eq!(rows[0]["logs"], "+0ms LOG connecting\n+12ms WARN refused");
+    assert_eq!(
+        rows[0]["logs"],
+        "+0ms LOG connecting\n+12ms WARN refused \x1b[2J\r\n"
+    );
 }
 
 #[tokio::test]
@@ -1238,7 +1368,7 @@ async fn events_are_turned_on_tailed_and_turned_off() {
     let err = String::from_utf8_lossy(&off.stderr);
     assert!(err.contains("keeps no events"), "{err}");
 
-    e.ok(&["events", "on", "mail"]);
+    e.ok(&["events", "on", "mail", "--new"]);
     let (info, lease) = e.delivered_mail("d@example.com").await;
     e.broker
         .retry(&lease.id, Duration::from_secs(600), "connection refused")
@@ -1307,7 +1437,7 @@ async fn task_watch_follows_the_events_of_a_queue_that_keeps_them() {
     use chronos_broker::{Completion, Consume, QueueName};
     use std::io::BufRead as _;
     let e = env().await;
-    e.ok(&["events", "on", "mail"]);
+    e.ok(&["events", "on", "mail", "--new"]);
     let (info, lease) = e.delivered_mail("w@example.com").await;
     let q = QueueName::new("mail").expect("queue");
     let mut child = Command::new(env!("CARGO_BIN_EXE_chronos"))

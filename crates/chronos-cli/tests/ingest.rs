@@ -42,8 +42,16 @@ async fn ingest_serves_enqueues_into_the_namespace_given() {
         .expect("run chronos ingest");
     let stderr = child.stderr.take().expect("stderr");
     let running = Running(child);
+    // The banner; log lines (with a RUST_LOG from the environment) may come before it.
     let mut line = String::new();
-    BufReader::new(stderr).read_line(&mut line).expect("banner");
+    let mut stderr = BufReader::new(stderr);
+    while !line.contains("http://") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).expect("banner") > 0,
+            "no banner"
+        );
+    }
     let addr = line
         .split("http://")
         .nth(1)

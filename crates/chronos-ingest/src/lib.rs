@@ -35,7 +35,9 @@
 //!
 //! A request may carry an `Idempotency-Key` header (1 to 200 visible ASCII characters). Its
 //! task's id is then `idem-<key>`, and in a batch the id of task *i* (from 0) is
-//! `idem-<key>-<i>`; a task with its own `options.id` keeps that id. The broker writes a named
+//! `idemb-<key>-<i>` (its own prefix, so that no batch task takes the id of a single request's
+//! key, as batch key `k` task 0 and single key `k-0` would); a task with its own `options.id`
+//! keeps that id. The broker writes a named
 //! task once, so re-sending the request (after a timeout, a 503, a lost connection) answers
 //! the same task with 200 and outcome `existing`, and writes nothing; a re-send with a
 //! different task under the same key is 409 `id_conflict`. The prefix keeps keys apart from ids

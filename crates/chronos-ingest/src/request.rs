@@ -22,10 +22,18 @@ const MAX_KIND: usize = 200;
 /// well under the broker's 256 bytes.
 pub(crate) const MAX_IDEMPOTENCY_KEY: usize = 200;
 
-/// What a task id made from an `Idempotency-Key` starts with. The prefix keeps such ids apart
-/// from ids a producer chooses itself and never of the `<digits>-<digits>` shape the broker
-/// keeps for generated ids (a numeric key in a batch would be `123-0` without it).
+/// What the task id made from a single request's `Idempotency-Key` starts with. The prefix
+/// keeps such ids apart from ids a producer chooses itself and never of the `<digits>-<digits>`
+/// shape the broker keeps for generated ids (a numeric key in a batch would be `123-0` without
+/// it).
 pub(crate) const IDEMPOTENCY_PREFIX: &str = "idem-";
+
+/// What the task ids made from a batch request's `Idempotency-Key` start with. Not
+/// [`IDEMPOTENCY_PREFIX`]: with one prefix, batch key `k` task 0 (`idem-k-0`) was single key
+/// `k-0`, so two different requests answered each other's task. No id starting with `idem-`
+/// starts with `idemb-`, and within a batch the index after the last `-` has no `-` of its own,
+/// so each (key, index) has its own id.
+pub(crate) const IDEMPOTENCY_BATCH_PREFIX: &str = "idemb-";
 
 /// The value the `chronos-producer` header gets unless the request sets its own: a worker
 /// names it when a payload does not decode as the handler's type.
@@ -167,10 +175,10 @@ impl TaskRequest {
     }
 }
 
-/// The task id an `Idempotency-Key` gives: `idem-<key>`, and in a batch `idem-<key>-<index>`.
+/// The task id an `Idempotency-Key` gives: `idem-<key>`, and in a batch `idemb-<key>-<index>`.
 pub(crate) fn idempotent_id(key: &str, index: Option<usize>) -> String {
     match index {
-        Some(i) => format!("{IDEMPOTENCY_PREFIX}{key}-{i}"),
+        Some(i) => format!("{IDEMPOTENCY_BATCH_PREFIX}{key}-{i}"),
         None => format!("{IDEMPOTENCY_PREFIX}{key}"),
     }
 }
@@ -349,7 +357,7 @@ mod tests {
 
     #[test]
     fn idempotency_keys_never_make_a_generated_id_shape() {
-        assert_eq!(idempotent_id("123", Some(0)), "idem-123-0");
+        assert_eq!(idempotent_id("123", Some(0)), "idemb-123-0");
         assert_eq!(idempotent_id("17-4", None), "idem-17-4");
         assert!(!chronos_core::names::is_plain_id(&idempotent_id(
             "1",

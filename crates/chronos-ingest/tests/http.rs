@@ -154,7 +154,7 @@ async fn an_idempotency_key_answers_the_task_the_first_request_wrote() -> Result
     assert_eq!(other.status, 409, "{}", other.body);
     assert_eq!(other.code(), "id_conflict");
 
-    // A numeric key in a batch still makes valid ids (`idem-7-0`, not the refused `7-0`).
+    // A numeric key in a batch still makes valid ids (`idemb-7-0`, not the refused `7-0`).
     let batch = json!({"tasks": [{"kind": "charge", "payload": {"n": 1}},
                                  {"kind": "charge", "payload": {"n": 2}}]});
     let send_batch = || {
@@ -175,7 +175,7 @@ async fn an_idempotency_key_answers_the_task_the_first_request_wrote() -> Result
     {
         assert_eq!(a["status"], 201);
         assert_eq!(b["status"], 200);
-        assert_eq!(a["task"]["id"], format!("idem-7-{i}"));
+        assert_eq!(a["task"]["id"], format!("idemb-7-{i}"));
         assert_eq!(a["task"]["id"], b["task"]["id"]);
         assert_eq!(b["task"]["outcome"], "existing");
     }
@@ -187,6 +187,39 @@ async fn an_idempotency_key_answers_the_task_the_first_request_wrote() -> Result
         .await?;
     assert_eq!(bad.status, 400);
     assert_eq!(bad.code(), "invalid_idempotency_key");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_batch_key_and_a_single_key_never_name_the_same_task() -> Result<()> {
+    let ing = ingest(IngestConfig::default()).await?;
+    // Batch key `k`, task 0, and single key `k-0`: two different requests, two tasks.
+    let batch = Request::post(
+        "/queues/keys/tasks:batch",
+        &json!({"tasks": [{"kind": "charge", "payload": {"from": "batch"}}]}),
+    )
+    .header("idempotency-key", "k")
+    .send(ing.addr)
+    .await?;
+    assert_eq!(batch.status, 200, "{}", batch.body);
+    let batch_task = batch.json()["results"][0]["task"].clone();
+    assert_eq!(batch_task["outcome"], "created", "{}", batch.body);
+    let single = Request::post(
+        "/queues/keys/tasks",
+        &json!({"kind": "charge", "payload": {"from": "single"}}),
+    )
+    .header("idempotency-key", "k-0")
+    .send(ing.addr)
+    .await?;
+    assert_eq!(single.status, 201, "{}", single.body);
+    assert_eq!(single.json()["outcome"], "created");
+    assert_eq!(
+        single.json()["id"],
+        "idem-k-0",
+        "a single request's id is unchanged"
+    );
+    assert_ne!(single.json()["id"], batch_task["id"]);
+    assert_eq!(ing.broker.queue_stats(&q("keys")).await?.pending, 2);
     Ok(())
 }
 

@@ -108,8 +108,8 @@ async fn a_worker_runs_http_tasks_with_their_args_decoded() -> Result<()> {
         ]
     );
     assert_eq!(runs[0].0, one.json()["id"].as_str().expect("id"));
-    assert_eq!(runs[1].0, "idem-welcome-0");
-    assert_eq!(runs[2].0, "idem-welcome-1");
+    assert_eq!(runs[1].0, "idemb-welcome-0");
+    assert_eq!(runs[2].0, "idemb-welcome-1");
     assert!(runs.iter().all(|r| r
         .2
         .as_deref()

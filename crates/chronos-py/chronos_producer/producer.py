@@ -4,7 +4,8 @@
 A :class:`Producer` validates each task, encodes its envelope (:mod:`.envelope`) and runs the
 contract's scripts (``v1/push.lua`` for plain tasks, ``v1/enqueue.lua`` for the others) with
 EVALSHA, one call per queue and chunk. Every call names a receipt, so a call whose reply was
-lost is re-sent unchanged and never enqueues twice.
+lost is re-sent unchanged and answered from the receipt instead of writing again, as long as
+the receipt surely still lives; past that the producer answers :class:`ConnectionLost`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import sys
 import threading
 import time
 import unicodedata
@@ -50,6 +52,10 @@ ENQUEUE_CHUNK = 125
 DEFAULT_MAX_PAYLOAD = 1 << 20
 #: How long a call's receipt lives (ms), longer than any re-send.
 DEFAULT_RECEIPT_TTL_MS = 15000
+#: A re-send goes out only while this much of the receipt's TTL is left after it (ms): the
+#: receipt's clock starts when Redis runs the first send, which is after the producer's, and
+#: a re-send still takes time to reach Redis.
+RESEND_MARGIN_MS = 1000
 MAX_NAME_LEN = 128
 MAX_ID_LEN = 256
 
@@ -291,7 +297,14 @@ class Producer:
     - ``receipt_ttl_ms``: how long each call's receipt lives in Redis (default 15000).
     - ``resends`` / ``resend_backoff``: how many times a call whose reply was lost (a redis-py
       ConnectionError or TimeoutError) is re-sent, the same call with the same receipt, and the
-      first pause in seconds (doubled each time).
+      first pause in seconds (doubled each time). A re-send goes out only while the receipt
+      surely still lives: not once ``receipt_ttl_ms`` less one second has passed since the
+      first send (then :class:`ConnectionLost`), since a re-send that finds no receipt would
+      enqueue its tasks a second time.
+
+    redis-py's own retries (the client's ``retry=``, on by default since redis-py 6) re-send a
+    call without the producer timing them: keep them well within ``receipt_ttl_ms`` (a
+    ``socket_connect_timeout`` bounds each try), or raise ``receipt_ttl_ms``.
     """
 
     def __init__(
@@ -397,7 +410,13 @@ class Producer:
         A task that fails validation is not sent; the others are. Per queue, plain tasks go in
         push.lua calls (up to 500 each; their ids are consecutive stream entry ids) and the
         others in enqueue.lua calls (up to 125 each; each call is atomic). A call whose reply
-        is lost is re-sent unchanged: a task is never enqueued twice by one call.
+        is lost is re-sent unchanged while its receipt surely lives, so a re-send writes
+        nothing twice; when the reply stays lost, the tasks of that call are answered
+        :class:`ConnectionLost` (they may or may not be in Redis).
+
+        Never raises for a bad task: whatever validating or encoding a task raises (an
+        ``Exception``; a payload nested too deep included) is answered for that task as a
+        :class:`ValidationError`, and the other tasks still go.
         """
         results: List[Optional[Union[TaskInfo, EnqueueError]]] = [None] * len(tasks)
         now = _now_ms()
@@ -407,6 +426,9 @@ class Producer:
                 p = self._prepare(i, task, queue, now)
             except EnqueueError as e:
                 results[i] = e
+                continue
+            except Exception as e:  # noqa: BLE001 - a bad task must not fail the batch
+                results[i] = _unexpected(e, task, queue)
                 continue
             by_queue.setdefault(p.queue, []).append(p)
         for q, items in by_queue.items():
@@ -449,6 +471,11 @@ class Producer:
                 ).encode("utf-8")
             except (TypeError, ValueError) as e:
                 raise InvalidOption(f"payload is not JSON-serializable: {e}") from None
+            except RecursionError:
+                raise InvalidOption(
+                    "payload is nested too deep to encode (more levels than Python's "
+                    f"recursion limit, {sys.getrecursionlimit()})"
+                ) from None
             if len(payload) > self.max_payload:
                 raise PayloadTooLarge(
                     f"payload of {len(payload)} bytes is over the limit of "
@@ -531,7 +558,8 @@ class Producer:
             self.client.execute_command("SADD", f"{self.namespace}:queues", queue)
 
         try:
-            self._resending(run)
+            # Registering is idempotent in itself (no receipt): re-sent without a time bound.
+            self._resending(run, timed=False)
         except RedisError as e:
             raise ProducerError(
                 f"cannot register queue {queue!r}: {e}; nothing written", queue=queue
@@ -539,20 +567,27 @@ class Producer:
         with self._lock:
             self._known.add(queue)
 
-    def _resending(self, call: Any) -> Any:
+    def _resending(self, call: Any, timed: bool) -> Any:
         """Runs ``call`` and, when the connection fails (the reply may be lost), runs it again,
-        unchanged, up to ``resends`` times."""
+        unchanged, up to ``resends`` times; with ``timed``, only while the call's receipt (set
+        no earlier than the first send) surely still lives."""
+        start = time.monotonic()
         tries = 0
         while True:
             try:
                 return call()
             except (RedisConnectionError, RedisTimeoutError) as e:
-                if tries >= self.resends:
+                wait = self.resend_backoff * (2**tries)
+                elapsed_ms = (time.monotonic() - start) * 1000
+                late = timed and elapsed_ms + wait * 1000 >= (
+                    self.receipt_ttl_ms - RESEND_MARGIN_MS
+                )
+                if tries >= self.resends or late:
                     raise ConnectionLost(
-                        f"Redis unreachable after {tries + 1} tries ({e}); the tasks of this "
-                        "call may or may not have been enqueued"
+                        f"Redis unreachable after {tries + 1} tries in {elapsed_ms:.0f} ms "
+                        f"({e}); the tasks of this call may or may not have been enqueued"
                     ) from e
-                time.sleep(self.resend_backoff * (2**tries))
+                time.sleep(wait)
                 tries += 1
 
     def _evalsha(self, script: _Script, keys: List[str], args: List[Any]) -> Any:
@@ -576,7 +611,7 @@ class Producer:
             sent[0] += 1
             return self._evalsha(script, keys, args)
 
-        reply = self._resending(once)
+        reply = self._resending(once, timed=True)
         return reply, sent[0] > 1
 
     def _run_chunk(self, run: Any, queue: str, chunk: List[_Prepared]) -> List[Any]:
@@ -713,6 +748,33 @@ def _with(e: EnqueueError, **ctx: Any) -> EnqueueError:
         if getattr(e, k, None) is None:
             setattr(e, k, v)
     return e
+
+
+def _unexpected(e: Exception, task: Any, default_queue: str) -> EnqueueError:
+    """A task whose validation or encoding raised something other than an EnqueueError (a
+    payload whose own methods raise, a value of a type no check expected): answered for that
+    task as invalid, since nothing of it was sent."""
+
+    def field_of(name: str) -> Optional[str]:
+        try:
+            v = getattr(task, name, None)
+        except Exception:  # noqa: BLE001 - a task object whose attributes raise
+            return None
+        return v if isinstance(v, str) else None
+
+    queue, kind, task_id = field_of("queue"), field_of("kind"), field_of("id")
+    try:
+        detail = f"{type(e).__name__}: {e}"
+    except Exception:  # noqa: BLE001 - an exception whose own str() raises
+        detail = type(e).__name__
+    err = InvalidOption(
+        f"the task could not be validated or encoded: {detail}",
+        queue=queue if queue is not None else default_queue,
+        kind=kind,
+        task_id=task_id,
+    )
+    err.__cause__ = e
+    return err
 
 
 def _for_task(e: EnqueueError, p: _Prepared) -> EnqueueError:

@@ -367,6 +367,50 @@ class Enqueue(Base):
         self.assertIsInstance(results[1], TaskInfo)
         self.assertEqual(len(self.stream("v")), 1)
 
+    def test_a_payload_nested_too_deep_is_a_validation_error_not_a_recursion_error(self):
+        deep: list = []
+        for _ in range(100_000):
+            deep = [deep]
+        with self.assertRaises(InvalidOption) as cm:
+            self.p.enqueue("k", deep, queue="deep")
+        self.assertIn("nested too deep", str(cm.exception))
+        self.assertEqual((cm.exception.queue, cm.exception.kind), ("deep", "k"))
+        results = self.p.enqueue_batch([Task("k", deep), Task("k", 1)], queue="deep")
+        self.assertIsInstance(results[0], InvalidOption)
+        self.assertIsInstance(results[1], TaskInfo)
+        self.assertEqual(len(self.stream("deep")), 1)
+
+    def test_a_batch_answers_any_exception_from_a_task_for_that_task_and_sends_the_rest(self):
+        class Exploding(dict):
+            def items(self):
+                raise RuntimeError("boom from items")
+
+        class BadHeaders(dict):
+            def items(self):
+                raise KeyError("boom from headers")
+
+        results = self.p.enqueue_batch(
+            [
+                Task("k", Exploding(a=1)),
+                Task("k", 2, headers=BadHeaders(a="b"), id="with-headers"),
+                Task("k", 3),
+                Task("k", 4, retention=1000),
+            ],
+            queue="mixed",
+        )
+        for bad, cause in ((results[0], RuntimeError), (results[1], KeyError)):
+            self.assertIsInstance(bad, InvalidOption)
+            self.assertIsInstance(bad, ValidationError)
+            self.assertIsInstance(bad.__cause__, cause)
+            self.assertEqual((bad.queue, bad.kind), ("mixed", "k"))
+        self.assertIn("boom from items", str(results[0]))
+        self.assertEqual(results[1].task_id, "with-headers")
+        self.assertIsInstance(results[2], TaskInfo)
+        self.assertIsInstance(results[3], TaskInfo)
+        self.assertEqual(len(self.stream("mixed")), 2)
+        with self.assertRaises(InvalidOption):
+            self.p.enqueue("k", Exploding(a=1))
+
     def test_a_bad_namespace_is_refused(self):
         with self.assertRaises(ValueError):
             Producer(self.r, namespace="a}b")
@@ -511,7 +555,8 @@ class LostReply(Base):
             retry=Retry(NoBackoff(), 0),
         )
         self.addCleanup(client.close)
-        return proxy, Producer(client, namespace=self.ns, resend_backoff=0.01, **kw), client
+        kw.setdefault("resend_backoff", 0.01)
+        return proxy, Producer(client, namespace=self.ns, **kw), client
 
     def test_a_lost_plain_reply_resent_does_not_duplicate(self):
         proxy, p, _ = self.proxied()
@@ -547,6 +592,22 @@ class LostReply(Base):
         self.assertEqual(info.state, "scheduled")
         self.assertEqual(self.r.zrange(self.key("default", "scheduled"), 0, -1),
                          [info.id.encode()])
+
+    def test_no_resend_once_the_receipt_may_have_expired(self):
+        # The first pause (1.3 s) outlives the receipt (1.1 s): a re-send would find no
+        # receipt and push the task a second time.
+        proxy, p, _ = self.proxied(drops=1, receipt_ttl_ms=1100, resend_backoff=1.3)
+        with self.assertRaises(ConnectionLost) as cm:
+            p.enqueue("k", {"n": 1})
+        self.assertIn("may or may not", str(cm.exception))
+        self.assertEqual(proxy.evalshas, 1, "not re-sent")
+        self.assertEqual(len(self.stream()), 1, "written once, by the first send")
+        # Within the receipt's life the same producer still re-sends.
+        proxy.drops = 2
+        quick = Producer(p.client, namespace=self.ns, resend_backoff=0.01)
+        info = quick.enqueue("k", {"n": 2})
+        self.assertEqual(proxy.dropped, 2)
+        self.assertEqual([e[0].decode() for e in self.stream()][1:], [info.id])
 
     def test_redis_unreachable_after_the_resends_is_connection_lost(self):
         proxy, p, _ = self.proxied(drops=100, resends=2)

@@ -20,9 +20,44 @@ pub const LEADER: &str = "chronos_scheduler_leader";
 /// version lacks them: a rolling deploy in progress), as last read; 0 after a term ends.
 pub const ADOPTED_SCHEDULES: &str = "chronos_scheduler_adopted_schedules";
 
-/// Sets the [`LEADER`] gauge.
+/// Sets the [`LEADER`] gauge, and describes every family to the recorder: a recorder keeps
+/// the first description of a name and one installed after the scheduler started has none,
+/// while this runs at every term's start and renewal (a map look-up in the recorder).
 pub(crate) fn leader(is: bool) {
+    describe();
     gauge!(LEADER).set(if is { 1.0 } else { 0.0 });
+}
+
+/// The `# HELP` text of each family, for the recorder installed now.
+fn describe() {
+    use ::metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        TRIGGERS_FIRED,
+        "Triggers this scheduler instance fired (a task was enqueued), by queue."
+    );
+    describe_counter!(
+        TRIGGERS_MISSED,
+        "Triggers skipped as missed (misfire policy, passed deadline, a task that cannot be \
+         stored), by queue."
+    );
+    describe_counter!(
+        TRIGGERS_SUPPRESSED,
+        "Triggers found already fired, or skipped by the overlap policy or a held unique lock, \
+         by queue."
+    );
+    describe_histogram!(
+        TRIGGER_LATENESS,
+        "Seconds from a trigger's time to its firing, by queue."
+    );
+    describe_gauge!(
+        LEADER,
+        "1 while this instance is the scheduler leader, else 0."
+    );
+    describe_gauge!(
+        ADOPTED_SCHEDULES,
+        "Schedules this leader fires that only other live instances register (a rolling \
+         deploy in progress)."
+    );
 }
 
 /// Counts one fired trigger and records its lateness.
@@ -46,5 +81,6 @@ pub(crate) fn missed(queue: &str, n: u64) {
 
 /// Sets the [`ADOPTED_SCHEDULES`] gauge.
 pub(crate) fn adopted(n: usize) {
+    describe();
     gauge!(ADOPTED_SCHEDULES).set(n as f64);
 }

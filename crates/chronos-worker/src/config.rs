@@ -350,8 +350,8 @@ impl ServerConfig {
         self
     }
 
-    /// Serves this process's metrics as a Prometheus page (`http://<addr>/metrics`) while the
-    /// server runs, and samples the queue gauges (every [`DEFAULT_QUEUE_SAMPLE_INTERVAL`] unless
+    /// Serves this process's metrics as a Prometheus page (`http://<addr>/metrics`, with
+    /// `/healthz` for a liveness probe and 404 elsewhere) while the server runs, and samples the queue gauges (every [`DEFAULT_QUEUE_SAMPLE_INTERVAL`] unless
     /// [`ServerConfig::sample_queues`] says otherwise). The recorder is installed at
     /// [`crate::Server::start`], which fails if the address cannot be bound or another
     /// `metrics` recorder is already installed. Port 0 picks a free port:

@@ -105,6 +105,70 @@ pub const GAUGE_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// the label `other`, so a bad producer cannot blow up the exporter's memory.
 const MAX_KINDS_PER_QUEUE: usize = 256;
 
+/// Gives every family above its `# HELP` text in the installed recorder (a recorder keeps the
+/// first description of a name; one installed later gets none, so this runs when the built-in
+/// endpoint installs its recorder and when a server starts). The scheduler describes its own.
+pub(crate) fn describe() {
+    use ::metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        TASKS_PROCESSED,
+        "Attempts that ended, by queue, kind and outcome (succeeded, retried, dead_lettered, \
+         snoozed, throttled, cancelled, lease_lost, requeued)."
+    );
+    describe_counter!(
+        TASKS_FAILED,
+        "Attempts that failed (retried or dead-lettered), by queue and kind."
+    );
+    describe_histogram!(
+        TASK_DURATION,
+        "Handler run time in seconds, by queue and kind."
+    );
+    describe_counter!(
+        TASKS_RECOVERED,
+        "Deliveries of lost workers taken back and re-queued, by queue."
+    );
+    describe_counter!(
+        TASKS_DEAD_LETTERED,
+        "Tasks archived or discarded (action), by queue and kind."
+    );
+    describe_gauge!(WORKER_RUNNING, "Handlers running in this process.");
+    describe_counter!(
+        RATE_LIMIT_WAITS,
+        "Times a fetcher of a limited queue got no permit and waited, by queue."
+    );
+    describe_counter!(
+        RATE_LIMIT_DEFERRED,
+        "Fetched tasks deferred because their rate key was full, by queue."
+    );
+    describe_gauge!(
+        QUEUE_TASKS,
+        "Tasks per queue and state, sampled cluster-wide by one process."
+    );
+    describe_gauge!(
+        QUEUE_OLDEST_PENDING_AGE,
+        "Seconds the oldest pending task of the queue has waited (0 when none)."
+    );
+    describe_gauge!(QUEUE_PAUSED, "1 while the queue is paused.");
+    describe_gauge!(
+        QUEUE_LEVEL_TASKS,
+        "Tasks per queue, priority level and state (pending, active), for queues with levels."
+    );
+    describe_gauge!(
+        QUEUE_LEVEL_OLDEST_PENDING_AGE,
+        "Seconds the oldest pending task of each priority level has waited (0 when none)."
+    );
+    describe_gauge!(
+        QUEUE_TENANT_TASKS,
+        "Tasks per queue, tenant and state (waiting, running), for the busiest tenants and \
+         other."
+    );
+    describe_gauge!(
+        QUEUE_TENANT_OLDEST_PENDING_AGE,
+        "Seconds the next task of each tenant has waited (0 when none), for the busiest \
+         tenants and other."
+    );
+}
+
 /// How an attempt ended, as the `outcome` label says it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Ended {
@@ -356,8 +420,8 @@ mod prometheus {
     use tracing::{debug, info};
 
     use super::{
-        forget_handles, DURATION_BUCKETS, GAUGE_IDLE_TIMEOUT, LATENESS_BUCKETS, SCHEDULER_LATENESS,
-        TASK_DURATION,
+        describe, forget_handles, DURATION_BUCKETS, GAUGE_IDLE_TIMEOUT, LATENESS_BUCKETS,
+        SCHEDULER_LATENESS, TASK_DURATION,
     };
     use crate::WorkerError;
 
@@ -392,6 +456,7 @@ mod prometheus {
             .map_err(|e| WorkerError::Metrics(format!("could not install the recorder: {e}")))?;
         let h = HANDLE.get_or_init(|| installed);
         forget_handles();
+        describe();
         let upkeep = h.clone();
         let spawned = std::thread::Builder::new()
             .name("chronos-metrics-upkeep".into())
@@ -407,8 +472,10 @@ mod prometheus {
         Ok(h)
     }
 
-    /// A running Prometheus page (`GET /metrics`, or any path) of this process's metrics.
-    /// Dropping it does not stop it; [`MetricsEndpoint::stop`] does.
+    /// A running Prometheus page of this process's metrics: `GET /metrics` (every family with
+    /// its `# HELP` and `# TYPE`), `GET /healthz` (200 `ok` while the process serves: a
+    /// liveness probe, which says nothing of Redis), and 404 for any other path. Dropping it
+    /// does not stop it; [`MetricsEndpoint::stop`] does.
     #[derive(Debug)]
     pub struct MetricsEndpoint {
         addr: SocketAddr,
@@ -489,10 +556,21 @@ mod prometheus {
             .await
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
         let get = head.starts_with(b"GET ") || head.starts_with(b"HEAD ");
-        let (status, body) = if get {
-            ("200 OK", handle.render())
-        } else {
-            ("405 Method Not Allowed", String::new())
+        // `GET /metrics?x HTTP/1.1`: the path, without its query.
+        let path = head
+            .split(|&b| b == b' ')
+            .nth(1)
+            .and_then(|t| t.split(|&b| b == b'?').next())
+            .unwrap_or_default();
+        // Only the page's own path: a probe on any other path must not read as healthy.
+        let (status, body) = match (get, path) {
+            (false, _) => ("405 Method Not Allowed", String::new()),
+            (true, b"/metrics") => ("200 OK", with_help(handle.render())),
+            (true, b"/healthz") => ("200 OK", "ok\n".to_string()),
+            (true, _) => (
+                "404 Not Found",
+                "not found: the metrics are at /metrics\n".to_string(),
+            ),
         };
         let response = format!(
             "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
@@ -504,6 +582,30 @@ mod prometheus {
             stream.write_all(body.as_bytes()).await?;
         }
         stream.shutdown().await
+    }
+
+    /// The page with a `# HELP` line for every family: the recorder writes one only for names
+    /// described to it, and `promtool check metrics` (and some scrapers) want one for each. A
+    /// family of the application's that nobody described gets a line saying so.
+    pub(super) fn with_help(page: String) -> String {
+        let mut out = String::with_capacity(page.len() + 256);
+        let mut helped: Option<&str> = None;
+        for line in page.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                helped = rest.split(' ').next();
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap_or_default();
+                if helped != Some(name) {
+                    out.push_str(&format!(
+                        "# HELP {name} {name} (no description registered)\n"
+                    ));
+                }
+                helped = None;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
     }
 }
 
@@ -541,6 +643,19 @@ mod tests {
             "256 kinds and `other`"
         );
         assert!(kinds.contains("other"));
+    }
+
+    #[cfg(feature = "prometheus")]
+    #[test]
+    fn a_family_nobody_described_still_gets_a_help_line() {
+        let page = "# HELP a_total what a counts\n# TYPE a_total counter\na_total 1\n\n\
+                    # TYPE app_things gauge\napp_things 2\n";
+        assert_eq!(
+            prometheus::with_help(page.to_string()),
+            "# HELP a_total what a counts\n# TYPE a_total counter\na_total 1\n\n\
+             # HELP app_things app_things (no description registered)\n\
+             # TYPE app_things gauge\napp_things 2\n"
+        );
     }
 
     #[test]

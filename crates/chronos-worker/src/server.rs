@@ -84,6 +84,8 @@ impl<B: WorkerBroker> Server<B> {
         for (queue, _) in &self.queues {
             self.broker.ensure_queue(queue).await?;
         }
+        // The families' descriptions, for a recorder the application installed itself.
+        crate::metrics::describe();
         // Before any loop starts, so that every metric the loops register goes to this recorder.
         #[cfg(feature = "prometheus")]
         let endpoint = match self.config.metrics_addr {
