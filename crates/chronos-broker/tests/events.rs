@@ -1,7 +1,7 @@
 //! A queue's event stream (`Events`): off by default and then written by nobody; once on, every
-//! transition script appends its typed event in the same call (enqueued, deduplicated, started,
-//! progress, retried, snoozed, completed, dead, cancelled), read back in order, alone or by a
-//! consumer group that takes over what a dead consumer left unacked.
+//! transition script appends its typed event in the same call (a worker's here, in order; every
+//! kind of transition in transition_events.rs), read back in order, alone or by a consumer group
+//! that takes over what a dead consumer left unacked.
 
 mod common;
 
@@ -184,8 +184,10 @@ async fn every_transition_writes_its_event_in_order() {
             e("started"),
             e("progress"),
             e("retried"),
+            e("forwarded"),
             e("started"),
             e("snoozed"),
+            e("forwarded"),
             e("started"),
             e("completed"),
         ]
@@ -213,8 +215,9 @@ async fn every_transition_writes_its_event_in_order() {
     assert!(
         matches!(t1[3], EventKind::Retried { attempt: 1, error, next_at_ms } if error == "smtp timeout" && *next_at_ms > 0)
     );
-    assert!(matches!(t1[4], EventKind::Started { attempt: 2, worker } if worker == "w2"));
-    assert_eq!(*t1[7], EventKind::Completed { result: true });
+    assert_eq!(*t1[4], EventKind::Forwarded);
+    assert!(matches!(t1[5], EventKind::Started { attempt: 2, worker } if worker == "w2"));
+    assert_eq!(*t1[9], EventKind::Completed { result: true });
     let dup_event = events
         .iter()
         .find(|e| matches!(e.event, EventKind::Deduplicated { .. }))
@@ -498,4 +501,65 @@ async fn after_a_failed_read_the_stream_goes_on_from_its_last_event() {
         .expect("event")
         .expect("read");
     assert_eq!(next.task_id, "e2");
+}
+
+/// A start and a heartbeat whose replies are lost are sent again by the client (the scripts
+/// are idempotent): each delivery still has one `started` event, and the progress one
+/// `progress` event.
+#[tokio::test]
+async fn a_resent_start_or_heartbeat_writes_its_event_once() {
+    let rig = common::rig().await;
+    rig.direct.set_events(&q(), true).await.expect("on");
+    let producer = Client::new(rig.direct.clone());
+    let record = producer
+        .enqueue(&email(1), EnqueueOptions::new().task_id("kept"))
+        .await
+        .expect("enqueue");
+    let plain = producer
+        .enqueue(&email(2), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+    let f = rig
+        .via
+        .fetch(&mut reader, &q(), "w", 10, Duration::from_millis(200))
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 2);
+    let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
+    rig.lose_reply_of("start");
+    rig.via.start(&q(), &ids).await.expect("start re-sent");
+    rig.assert_lost(1);
+
+    let kept = f
+        .leases
+        .iter()
+        .find(|l| l.id.task_id == "kept")
+        .expect("the task with a record");
+    rig.lose_reply_of("heartbeat");
+    rig.via
+        .report_progress(
+            &q(),
+            "w",
+            std::slice::from_ref(&kept.id.msg_id),
+            &[ProgressUpdate {
+                msg_id: kept.id.msg_id.clone(),
+                task_id: "kept".into(),
+                json: br#"{"percent":10}"#.to_vec(),
+            }],
+        )
+        .await
+        .expect("progress re-sent");
+    rig.assert_lost(2);
+
+    let mut events_reader = rig.direct.open_event_reader().await.expect("reader");
+    let events = rig
+        .direct
+        .read_events(&mut events_reader, &q(), "0-0", 1000, Duration::ZERO)
+        .await
+        .expect("read");
+    let names =
+        |id: &str| -> Vec<String> { of(&events, id).into_iter().map(|(name, _)| name).collect() };
+    assert_eq!(names(&record.id), ["enqueued", "started", "progress"]);
+    assert_eq!(names(&plain.id), ["enqueued", "started"]);
 }
