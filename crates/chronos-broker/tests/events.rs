@@ -1,7 +1,7 @@
 //! A queue's event stream (`Events`): off by default and then written by nobody; once on, every
-//! transition script appends its typed event in the same call (enqueued, deduplicated, started,
-//! progress, retried, snoozed, completed, dead, cancelled), read back in order, alone or by a
-//! consumer group that takes over what a dead consumer left unacked.
+//! transition script appends its typed event in the same call (a worker's here, in order; every
+//! kind of transition in transition_events.rs), read back in order, alone or by a consumer group
+//! that takes over what a dead consumer left unacked.
 
 mod common;
 
@@ -184,8 +184,10 @@ async fn every_transition_writes_its_event_in_order() {
             e("started"),
             e("progress"),
             e("retried"),
+            e("forwarded"),
             e("started"),
             e("snoozed"),
+            e("forwarded"),
             e("started"),
             e("completed"),
         ]
@@ -213,8 +215,9 @@ async fn every_transition_writes_its_event_in_order() {
     assert!(
         matches!(t1[3], EventKind::Retried { attempt: 1, error, next_at_ms } if error == "smtp timeout" && *next_at_ms > 0)
     );
-    assert!(matches!(t1[4], EventKind::Started { attempt: 2, worker } if worker == "w2"));
-    assert_eq!(*t1[7], EventKind::Completed { result: true });
+    assert_eq!(*t1[4], EventKind::Forwarded);
+    assert!(matches!(t1[5], EventKind::Started { attempt: 2, worker } if worker == "w2"));
+    assert_eq!(*t1[9], EventKind::Completed { result: true });
     let dup_event = events
         .iter()
         .find(|e| matches!(e.event, EventKind::Deduplicated { .. }))
@@ -498,4 +501,252 @@ async fn after_a_failed_read_the_stream_goes_on_from_its_last_event() {
         .expect("event")
         .expect("read");
     assert_eq!(next.task_id, "e2");
+}
+
+/// The Redis broker, but the first read of new group events (`>`) is lost after Redis ran it:
+/// its answer never comes back (`Hang`: the future waits for ever, so the caller's timeout
+/// drops it) or comes back as an error (`Fail`, a connection that broke on the way back).
+#[derive(Clone)]
+struct LosesRead {
+    inner: RedisBroker,
+    mode: Loss,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[derive(Clone, Copy)]
+enum Loss {
+    Hang,
+    Fail,
+}
+
+impl chronos_broker::Enqueue for LosesRead {
+    async fn enqueue(
+        &self,
+        tasks: Vec<chronos_broker::NewTask>,
+    ) -> Result<Vec<Result<chronos_broker::TaskInfo, BrokerError>>, BrokerError> {
+        self.inner.enqueue(tasks).await
+    }
+}
+
+impl Events for LosesRead {
+    type EventReader = <RedisBroker as Events>::EventReader;
+
+    async fn open_event_reader(&self) -> Result<Self::EventReader, BrokerError> {
+        self.inner.open_event_reader().await
+    }
+
+    async fn set_events(&self, queue: &QueueName, on: bool) -> Result<(), BrokerError> {
+        self.inner.set_events(queue, on).await
+    }
+
+    async fn events_on(&self, queue: &QueueName) -> Result<bool, BrokerError> {
+        self.inner.events_on(queue).await
+    }
+
+    async fn last_event_id(&self, queue: &QueueName) -> Result<String, BrokerError> {
+        self.inner.last_event_id(queue).await
+    }
+
+    async fn read_events(
+        &self,
+        reader: &mut Self::EventReader,
+        queue: &QueueName,
+        after: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        self.inner
+            .read_events(reader, queue, after, count, block)
+            .await
+    }
+
+    async fn create_event_group(&self, queue: &QueueName, group: &str) -> Result<(), BrokerError> {
+        self.inner.create_event_group(queue, group).await
+    }
+
+    async fn read_event_group(
+        &self,
+        reader: &mut Self::EventReader,
+        queue: &QueueName,
+        group: &str,
+        consumer: &str,
+        pending_after: Option<&str>,
+        count: usize,
+        block: Duration,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        let read = self
+            .inner
+            .read_event_group(reader, queue, group, consumer, pending_after, count, block)
+            .await?;
+        let lose = pending_after.is_none()
+            && !read.is_empty()
+            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst);
+        match (lose, self.mode) {
+            (false, _) => Ok(read),
+            (true, Loss::Hang) => std::future::pending().await,
+            (true, Loss::Fail) => Err(BrokerError::Store(chronos_broker::StoreError::new(
+                "connection closed on the way back",
+                true,
+            ))),
+        }
+    }
+
+    async fn claim_events(
+        &self,
+        queue: &QueueName,
+        group: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+    ) -> Result<Vec<TaskEvent>, BrokerError> {
+        self.inner
+            .claim_events(queue, group, consumer, min_idle, count)
+            .await
+    }
+
+    async fn ack_events(
+        &self,
+        queue: &QueueName,
+        group: &str,
+        ids: &[String],
+    ) -> Result<u64, BrokerError> {
+        self.inner.ack_events(queue, group, ids).await
+    }
+}
+
+/// A group read whose answer is lost after Redis delivered it loses no event: the next call
+/// hands out what it took, once and before anything newer, even with no take-over of idle
+/// events. Lost three ways: the `next` future dropped by a timeout while its read blocks in
+/// Redis and the events arrive; a read whose answer never comes (dropped by the timeout); a
+/// read that fails on the way back.
+#[tokio::test]
+async fn a_group_read_dropped_or_failed_midway_loses_nothing() {
+    for mode in [None, Some(Loss::Hang), Some(Loss::Fail)] {
+        let b = broker().await;
+        b.set_events(&q(), true).await.expect("on");
+        let lossy = LosesRead {
+            inner: b.clone(),
+            mode: mode.unwrap_or(Loss::Hang),
+            armed: Default::default(),
+        };
+        let client = Client::new(lossy.clone());
+        let mut relay = client
+            .event_group("default", "relay", "r1", Duration::ZERO)
+            .await
+            .expect("group");
+        let enqueue = |n: u32| {
+            let client = client.clone();
+            async move {
+                client
+                    .enqueue(&email(n), EnqueueOptions::new().task_id(format!("x{n}")))
+                    .await
+                    .expect("enqueue");
+            }
+        };
+        match mode {
+            None => {
+                // The read blocks in Redis (nothing to read yet) when its future is dropped;
+                // the events that come next are delivered to it all the same.
+                let idle = tokio::time::timeout(Duration::from_millis(300), relay.next()).await;
+                assert!(idle.is_err(), "nothing to read yet");
+                for n in 0..3 {
+                    enqueue(n).await;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Some(Loss::Hang) => {
+                lossy.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+                for n in 0..3 {
+                    enqueue(n).await;
+                }
+                let lost = tokio::time::timeout(Duration::from_millis(500), relay.next()).await;
+                assert!(lost.is_err(), "the read's answer never came");
+            }
+            Some(Loss::Fail) => {
+                lossy.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+                for n in 0..3 {
+                    enqueue(n).await;
+                }
+                let failed = relay.next().await.expect("an answer");
+                assert!(failed.is_err(), "{failed:?}");
+            }
+        }
+        assert!(
+            !lossy.armed.load(std::sync::atomic::Ordering::SeqCst),
+            "a read was lost"
+        );
+        enqueue(9).await;
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            let e = tokio::time::timeout(Duration::from_secs(5), relay.next())
+                .await
+                .unwrap_or_else(|_| panic!("events lost with the read: got only {got:?}"))
+                .expect("a stream never ends")
+                .expect("read");
+            relay.ack(&e).await.expect("ack");
+            got.push(e.task_id);
+        }
+        assert_eq!(got, ["x0", "x1", "x2", "x9"], "each once, in order");
+    }
+}
+
+/// A start and a heartbeat whose replies are lost are sent again by the client (the scripts
+/// are idempotent): each delivery still has one `started` event, and the progress one
+/// `progress` event.
+#[tokio::test]
+async fn a_resent_start_or_heartbeat_writes_its_event_once() {
+    let rig = common::rig().await;
+    rig.direct.set_events(&q(), true).await.expect("on");
+    let producer = Client::new(rig.direct.clone());
+    let record = producer
+        .enqueue(&email(1), EnqueueOptions::new().task_id("kept"))
+        .await
+        .expect("enqueue");
+    let plain = producer
+        .enqueue(&email(2), EnqueueOptions::new())
+        .await
+        .expect("enqueue");
+    let mut reader = rig.via.open_reader().await.expect("reader");
+    let f = rig
+        .via
+        .fetch(&mut reader, &q(), "w", 10, Duration::from_millis(200))
+        .await
+        .expect("fetch");
+    assert_eq!(f.leases.len(), 2);
+    let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
+    rig.lose_reply_of("start");
+    rig.via.start(&q(), &ids).await.expect("start re-sent");
+    rig.assert_lost(1);
+
+    let kept = f
+        .leases
+        .iter()
+        .find(|l| l.id.task_id == "kept")
+        .expect("the task with a record");
+    rig.lose_reply_of("heartbeat");
+    rig.via
+        .report_progress(
+            &q(),
+            "w",
+            std::slice::from_ref(&kept.id.msg_id),
+            &[ProgressUpdate {
+                msg_id: kept.id.msg_id.clone(),
+                task_id: "kept".into(),
+                json: br#"{"percent":10}"#.to_vec(),
+            }],
+        )
+        .await
+        .expect("progress re-sent");
+    rig.assert_lost(2);
+
+    let mut events_reader = rig.direct.open_event_reader().await.expect("reader");
+    let events = rig
+        .direct
+        .read_events(&mut events_reader, &q(), "0-0", 1000, Duration::ZERO)
+        .await
+        .expect("read");
+    let names =
+        |id: &str| -> Vec<String> { of(&events, id).into_iter().map(|(name, _)| name).collect() };
+    assert_eq!(names(&record.id), ["enqueued", "started", "progress"]);
+    assert_eq!(names(&plain.id), ["enqueued", "started"]);
 }

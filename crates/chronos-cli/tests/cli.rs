@@ -1487,6 +1487,47 @@ async fn task_watch_follows_the_events_of_a_queue_that_keeps_them() {
 }
 
 #[tokio::test]
+async fn task_watch_ends_when_an_operator_deletes_the_task() {
+    use chronos_broker::{Operate, QueueName, TaskAction};
+    use std::io::BufRead as _;
+    let e = env().await;
+    e.ok(&["events", "on", "mail"]);
+    let (info, _lease) = e.delivered_mail("w@example.com").await;
+    let q = QueueName::new("mail").expect("queue");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chronos"))
+        .env("CHRONOS_REDIS_URL", &e.url)
+        .args([
+            "--namespace",
+            &e.ns,
+            "--json",
+            "task",
+            "watch",
+            "mail",
+            &info.id,
+        ])
+        .args(["--timeout", "10s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first: serde_json::Value =
+        serde_json::from_str(&lines.next().expect("a line").expect("read")).expect("json");
+    assert_eq!(first["state"], "pending");
+    e.broker
+        .act(&q, &info.id, TaskAction::Delete)
+        .await
+        .expect("delete");
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.expect("read")).expect("json"))
+        .collect();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "the watch ended with the delete");
+    let types: Vec<&str> = rest.iter().filter_map(|r| r["type"].as_str()).collect();
+    assert_eq!(types, ["deleted"], "{rest:?}");
+    e.ok(&["events", "off", "mail"]);
+}
+
+#[tokio::test]
 async fn schema_export_writes_each_published_kind_to_its_file() {
     let e = env().await;
     assert!(e.ok(&["schema", "ls"]).contains("no schema published"));

@@ -35,6 +35,8 @@ pub mod fields {
     pub const HOLDER: &str = "h";
     /// '1' when a completed task's handler returned a result.
     pub const RESULT: &str = "x";
+    /// A priority level (`0`..`9`) an operator gave the task.
+    pub const LEVEL: &str = "l";
 
     /// A task was added to the queue (due now, or at [`AT`]).
     pub const ENQUEUED: &str = "enqueued";
@@ -54,6 +56,33 @@ pub mod fields {
     pub const DEAD: &str = "dead";
     /// The handler cancelled the task.
     pub const CANCELLED: &str = "cancelled";
+    /// The task's worker was lost (no heartbeat): the task is ready again. [`ATTEMPT`] is the
+    /// attempt the loss cost (absent: the delivery had not started, no attempt was spent) and
+    /// [`WORKER`] the lost worker. A loss that ends the task writes [`DEAD`] instead.
+    pub const RECLAIMED: &str = "reclaimed";
+    /// The handler said "rate limited": the task waits until [`AT`], no attempt spent.
+    pub const THROTTLED: &str = "throttled";
+    /// A delivery not started yet was put off until [`AT`] (its rate key was full, or its queue
+    /// or key blocked; [`REASON`] says which), no attempt spent.
+    pub const DEFERRED: &str = "deferred";
+    /// A delivery not started yet was handed back to its queue (a worker shutting down).
+    pub const REQUEUED: &str = "requeued";
+    /// A scheduled, retried, snoozed or deferred task fell due and is ready again.
+    pub const FORWARDED: &str = "forwarded";
+    /// An operator deleted the task.
+    pub const DELETED: &str = "deleted";
+    /// An operator archived the task (a dead letter kept for inspection).
+    pub const ARCHIVED: &str = "archived";
+    /// An operator made the task ready now (a scheduled, retry, archived or cancelled task).
+    pub const RUN_NOW: &str = "run_now";
+    /// An operator (or a deduplicating enqueue) changed a waiting task: its payload, its run
+    /// time ([`AT`], when it changed) or its level ([`LEVEL`], when it changed).
+    pub const EDITED: &str = "edited";
+    /// An operator gave the task priority level [`LEVEL`].
+    pub const PRIORITIZED: &str = "prioritized";
+    /// An operator asked the worker running the task to cancel it (the worker's `cancelled`
+    /// follows when the handler stops).
+    pub const CANCEL_REQUESTED: &str = "cancel_requested";
 }
 
 /// One event of a queue's stream.
@@ -128,6 +157,49 @@ pub enum EventKind {
         /// The handler's reason.
         reason: String,
     },
+    /// Its worker was lost; the task is ready again.
+    Reclaimed {
+        /// The attempt the loss cost; 0 when the delivery had not started (none was spent).
+        attempt: u32,
+        /// The lost worker's consumer name ('' when unknown).
+        worker: String,
+    },
+    /// The handler said "rate limited": the task waits until `until_ms`, no attempt spent.
+    Throttled {
+        /// When it runs again.
+        until_ms: i64,
+    },
+    /// A delivery not started yet was put off until `until_ms`, no attempt spent.
+    Deferred {
+        /// When it runs again.
+        until_ms: i64,
+        /// Why: its rate key's window was full, or its queue or key was blocked.
+        reason: String,
+    },
+    /// A delivery not started yet went back to its queue (a worker shutting down).
+    Requeued,
+    /// A scheduled, retried, snoozed or deferred task fell due and is ready again.
+    Forwarded,
+    /// An operator deleted the task.
+    Deleted,
+    /// An operator archived the task.
+    Archived,
+    /// An operator made the task ready now.
+    RunNow,
+    /// A waiting task was changed (its payload, run time or level).
+    Edited {
+        /// Its new run time, when that changed.
+        run_at_ms: Option<i64>,
+        /// Its new priority level, when that changed.
+        level: Option<u8>,
+    },
+    /// An operator gave the task a priority level.
+    Prioritized {
+        /// The level (0 the most urgent).
+        level: u8,
+    },
+    /// An operator asked the worker running the task to cancel it.
+    CancelRequested,
     /// A type this version does not know (written by a newer one).
     Other {
         /// The type's name as written.
@@ -136,11 +208,16 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    /// Whether the task ends here: nothing follows for it but a new enqueue of its id.
+    /// Whether the task ends here: nothing follows for it but a new enqueue of its id, or an
+    /// operator's run-now of a dead letter or a cancelled task.
     pub fn is_final(&self) -> bool {
         matches!(
             self,
-            Self::Completed { .. } | Self::DeadLettered { .. } | Self::Cancelled { .. }
+            Self::Completed { .. }
+                | Self::DeadLettered { .. }
+                | Self::Cancelled { .. }
+                | Self::Deleted
+                | Self::Archived
         )
     }
 
@@ -166,6 +243,27 @@ impl EventKind {
             Self::Snoozed { until_ms } => format!("until {}", time(*until_ms)),
             Self::Completed { result: true } => "with a result".into(),
             Self::DeadLettered { reason } | Self::Cancelled { reason } => reason.clone(),
+            Self::Reclaimed { attempt: 0, worker } => {
+                format!("worker {worker} lost before it started; no attempt spent")
+            }
+            Self::Reclaimed { attempt, worker } => {
+                format!("attempt {attempt} lost with worker {worker}")
+            }
+            Self::Throttled { until_ms } => format!("until {}", time(*until_ms)),
+            Self::Deferred { until_ms, reason } => {
+                format!("{reason}; until {}", time(*until_ms))
+            }
+            Self::Edited { run_at_ms, level } => {
+                let mut parts = Vec::new();
+                if let Some(at) = run_at_ms {
+                    parts.push(format!("due {}", time(*at)));
+                }
+                if let Some(l) = level {
+                    parts.push(format!("level {l}"));
+                }
+                parts.join(", ")
+            }
+            Self::Prioritized { level } => format!("level {level}"),
             _ => String::new(),
         }
     }
@@ -183,6 +281,17 @@ impl EventKind {
             Self::Completed { .. } => COMPLETED,
             Self::DeadLettered { .. } => DEAD,
             Self::Cancelled { .. } => CANCELLED,
+            Self::Reclaimed { .. } => RECLAIMED,
+            Self::Throttled { .. } => THROTTLED,
+            Self::Deferred { .. } => DEFERRED,
+            Self::Requeued => REQUEUED,
+            Self::Forwarded => FORWARDED,
+            Self::Deleted => DELETED,
+            Self::Archived => ARCHIVED,
+            Self::RunNow => RUN_NOW,
+            Self::Edited { .. } => EDITED,
+            Self::Prioritized { .. } => PRIORITIZED,
+            Self::CancelRequested => CANCEL_REQUESTED,
             Self::Other { name } => name,
         }
     }
@@ -203,6 +312,7 @@ impl TaskEvent {
         let text = |name: &str| get(name).unwrap_or_default();
         let int = |name: &str| get(name).and_then(|v| v.parse::<i64>().ok());
         let count = |name: &str| get(name).and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+        let level = || get(LEVEL).and_then(|v| v.parse::<u8>().ok());
         let bad = |why: &str| DecodeError::Malformed(format!("event {id}: {why}"));
         let at_ms = id
             .split_once('-')
@@ -243,6 +353,30 @@ impl TaskEvent {
             CANCELLED => EventKind::Cancelled {
                 reason: text(REASON),
             },
+            RECLAIMED => EventKind::Reclaimed {
+                attempt: count(ATTEMPT),
+                worker: text(WORKER),
+            },
+            THROTTLED => EventKind::Throttled {
+                until_ms: int(AT).unwrap_or(0),
+            },
+            DEFERRED => EventKind::Deferred {
+                until_ms: int(AT).unwrap_or(0),
+                reason: text(REASON),
+            },
+            REQUEUED => EventKind::Requeued,
+            FORWARDED => EventKind::Forwarded,
+            DELETED => EventKind::Deleted,
+            ARCHIVED => EventKind::Archived,
+            RUN_NOW => EventKind::RunNow,
+            EDITED => EventKind::Edited {
+                run_at_ms: int(AT).filter(|&t| t > 0),
+                level: level(),
+            },
+            PRIORITIZED => EventKind::Prioritized {
+                level: level().unwrap_or(0),
+            },
+            CANCEL_REQUESTED => EventKind::CancelRequested,
             _ => EventKind::Other { name },
         };
         Ok(Self {
@@ -323,6 +457,60 @@ mod tests {
         let json = serde_json::to_value(&done).expect("json");
         assert_eq!(json["type"], "completed");
         assert_eq!(json["result"], true);
+    }
+
+    #[test]
+    fn the_moves_of_recovery_throttles_and_operators_read_back_and_deletes_end_a_task() {
+        let read = |p: &[(&str, &str)]| TaskEvent::decode("1-0", &pairs(p)).expect("decoded");
+        let lost = read(&[("e", "reclaimed"), ("i", "t"), ("a", "2"), ("w", "w1")]);
+        assert_eq!(
+            lost.event,
+            EventKind::Reclaimed {
+                attempt: 2,
+                worker: "w1".into()
+            }
+        );
+        let put_off = read(&[
+            ("e", "deferred"),
+            ("i", "t"),
+            ("t", "9"),
+            ("r", "rate key full"),
+        ]);
+        assert_eq!(
+            put_off.event,
+            EventKind::Deferred {
+                until_ms: 9,
+                reason: "rate key full".into()
+            }
+        );
+        let edited = read(&[("e", "edited"), ("i", "t"), ("l", "2")]);
+        assert_eq!(
+            edited.event,
+            EventKind::Edited {
+                run_at_ms: None,
+                level: Some(2)
+            }
+        );
+        assert_eq!(
+            read(&[("e", "prioritized"), ("i", "t"), ("l", "0")]).event,
+            EventKind::Prioritized { level: 0 }
+        );
+        for (name, kind, last) in [
+            ("requeued", EventKind::Requeued, false),
+            ("forwarded", EventKind::Forwarded, false),
+            ("run_now", EventKind::RunNow, false),
+            ("cancel_requested", EventKind::CancelRequested, false),
+            ("deleted", EventKind::Deleted, true),
+            ("archived", EventKind::Archived, true),
+        ] {
+            let e = read(&[("e", name), ("i", "t")]);
+            assert_eq!(e.event, kind);
+            assert_eq!(e.event.name(), name);
+            assert_eq!(e.event.is_final(), last, "{name}");
+            let json = serde_json::to_value(&e).expect("json");
+            assert_eq!(json["type"], name);
+        }
+        assert!(!lost.event.is_final() && !put_off.event.is_final());
     }
 
     #[test]

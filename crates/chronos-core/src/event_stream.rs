@@ -109,6 +109,8 @@ impl<B: Events + Clone> Client<B> {
             claim_idle,
             reader: None,
             pending_after: Some("0-0".to_string()),
+            highest: "0-0".to_string(),
+            unsure: false,
             buffer: VecDeque::new(),
             pause: Pause::new(),
         })
@@ -197,6 +199,12 @@ impl<B: Events> EventStream<B> {
 }
 
 /// One consumer's share of a consumer group on a queue's events ([`Client::event_group`]).
+///
+/// Cancel-safe: [`EventGroupStream::next`] may be dropped at any await (in a `select!`, under a
+/// timeout) and no event is lost. Events read and not yet handed out wait in the stream; and a
+/// read of new events whose answer never came back (the future was dropped while Redis ran it,
+/// or the connection failed) has left them pending for this consumer, where the next call
+/// reads them again before anything new.
 pub struct EventGroupStream<B: Events> {
     broker: B,
     queue: QueueName,
@@ -206,6 +214,12 @@ pub struct EventGroupStream<B: Events> {
     reader: Option<B::EventReader>,
     /// While set, this consumer's own unacked events after this id are read first.
     pending_after: Option<String>,
+    /// The greatest event id this stream has read: a read of new events hands out only ids
+    /// past every id the group delivered before, so what a lost read took lies after it.
+    highest: String,
+    /// A read of new events went out and its answer was not taken in: its events may be
+    /// pending for this consumer, unseen.
+    unsure: bool,
     buffer: VecDeque<TaskEvent>,
     pause: Pause,
 }
@@ -224,7 +238,7 @@ impl<B: Events> std::fmt::Debug for EventGroupStream<B> {
 impl<B: Events> EventGroupStream<B> {
     /// The next event for this consumer; waits for one. It stays pending in the group until
     /// [`EventGroupStream::ack`]. A failed read answers its error once, as
-    /// [`EventStream::next`] does.
+    /// [`EventStream::next`] does. Cancel-safe (see the type's docs).
     pub async fn next(&mut self) -> Option<Result<TaskEvent, BrokerError>> {
         loop {
             if let Some(e) = self.buffer.pop_front() {
@@ -249,6 +263,16 @@ impl<B: Events> EventGroupStream<B> {
             .map(|_| ())
     }
 
+    /// Takes in events read from the store.
+    fn take(&mut self, events: Vec<TaskEvent>) {
+        for e in &events {
+            if later(&e.id, &self.highest) {
+                self.highest.clone_from(&e.id);
+            }
+        }
+        self.buffer.extend(events);
+    }
+
     async fn fill(&mut self) -> Result<(), BrokerError> {
         if self.reader.is_none() {
             self.reader = Some(self.broker.open_event_reader().await?);
@@ -256,6 +280,13 @@ impl<B: Events> EventGroupStream<B> {
         let Some(reader) = self.reader.as_mut() else {
             return Ok(());
         };
+        if self.unsure && self.pending_after.is_none() {
+            // Redis may have delivered what the lost read asked for: this consumer's pending
+            // events past every id seen hold it (the events handed out and not acked yet are
+            // not past it, so none comes twice).
+            self.pending_after = Some(self.highest.clone());
+        }
+        self.unsure = false;
         if let Some(after) = self.pending_after.clone() {
             let own = self
                 .broker
@@ -270,7 +301,7 @@ impl<B: Events> EventGroupStream<B> {
                 )
                 .await?;
             self.pending_after = own.last().map(|e| e.id.clone());
-            self.buffer.extend(own);
+            self.take(own);
             return Ok(());
         }
         if !self.claim_idle.is_zero() {
@@ -284,8 +315,10 @@ impl<B: Events> EventGroupStream<B> {
                     BATCH,
                 )
                 .await?;
+            // A take-over whose answer is lost leaves its events with this consumer, idle
+            // again: taken over again after `claim_idle`, by this consumer or another.
             if !taken.is_empty() {
-                self.buffer.extend(taken);
+                self.take(taken);
                 return Ok(());
             }
         }
@@ -296,6 +329,9 @@ impl<B: Events> EventGroupStream<B> {
         } else {
             BLOCK.min(self.claim_idle)
         };
+        // Set until the answer is taken in: dropped or failed on the way, the next call reads
+        // this consumer's pending events first.
+        self.unsure = true;
         let new = self
             .broker
             .read_event_group(
@@ -308,7 +344,36 @@ impl<B: Events> EventGroupStream<B> {
                 block,
             )
             .await?;
-        self.buffer.extend(new);
+        self.take(new);
+        self.unsure = false;
         Ok(())
+    }
+}
+
+/// Whether stream entry id `a` comes after `b` (`<ms>-<seq>`, compared as numbers; an id that
+/// does not read so comes after nothing).
+fn later(a: &str, b: &str) -> bool {
+    fn parts(id: &str) -> Option<(u64, u64)> {
+        let (ms, seq) = id.split_once('-')?;
+        Some((ms.parse().ok()?, seq.parse().ok()?))
+    }
+    match (parts(a), parts(b)) {
+        (Some(a), Some(b)) => a > b,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::later;
+
+    #[test]
+    fn stream_ids_compare_as_numbers() {
+        assert!(later("10-0", "9-5"));
+        assert!(later("5-10", "5-9"));
+        assert!(!later("5-9", "5-9"));
+        assert!(later("1-0", "0-0"));
+        assert!(!later("junk", "0-0"));
     }
 }

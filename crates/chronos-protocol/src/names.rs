@@ -176,26 +176,47 @@ const FIELDS: &[(&str, &str)] = &[
     ("G_CALLBACK_ID", GROUP_CALLBACK_ID),
     ("G_COLLECT", GROUP_COLLECT),
     ("G_TTL", GROUP_TTL),
-    ("E_TYPE", event::TYPE),
-    ("E_TASK", event::TASK),
-    ("E_KIND", event::KIND),
-    ("E_ATTEMPT", event::ATTEMPT),
-    ("E_WORKER", event::WORKER),
-    ("E_REASON", event::REASON),
-    ("E_AT", event::AT),
-    ("E_VALUE", event::VALUE),
-    ("E_HOLDER", event::HOLDER),
-    ("E_RESULT", event::RESULT),
-    ("EV_ENQUEUED", event::ENQUEUED),
-    ("EV_DEDUPLICATED", event::DEDUPLICATED),
-    ("EV_STARTED", event::STARTED),
-    ("EV_PROGRESS", event::PROGRESS),
-    ("EV_RETRIED", event::RETRIED),
-    ("EV_SNOOZED", event::SNOOZED),
-    ("EV_COMPLETED", event::COMPLETED),
-    ("EV_DEAD", event::DEAD),
-    ("EV_CANCELLED", event::CANCELLED),
     ("EVENTS_NAME", EVENTS_NAME),
+];
+
+/// The fields of an event entry (`chronos_core::event::fields`), as the Lua table `E` that
+/// [`prologue`] gives every script: `E.TYPE`, `E.TASK`, ...
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("TYPE", event::TYPE),
+    ("TASK", event::TASK),
+    ("KIND", event::KIND),
+    ("ATTEMPT", event::ATTEMPT),
+    ("WORKER", event::WORKER),
+    ("REASON", event::REASON),
+    ("AT", event::AT),
+    ("VALUE", event::VALUE),
+    ("HOLDER", event::HOLDER),
+    ("RESULT", event::RESULT),
+    ("LEVEL", event::LEVEL),
+];
+
+/// The event types (`chronos_core::event::fields`), as the Lua table `EV`: `EV.ENQUEUED`, ...
+const EVENT_TYPES: &[(&str, &str)] = &[
+    ("ENQUEUED", event::ENQUEUED),
+    ("DEDUPLICATED", event::DEDUPLICATED),
+    ("STARTED", event::STARTED),
+    ("PROGRESS", event::PROGRESS),
+    ("RETRIED", event::RETRIED),
+    ("SNOOZED", event::SNOOZED),
+    ("COMPLETED", event::COMPLETED),
+    ("DEAD", event::DEAD),
+    ("CANCELLED", event::CANCELLED),
+    ("RECLAIMED", event::RECLAIMED),
+    ("THROTTLED", event::THROTTLED),
+    ("DEFERRED", event::DEFERRED),
+    ("REQUEUED", event::REQUEUED),
+    ("FORWARDED", event::FORWARDED),
+    ("DELETED", event::DELETED),
+    ("ARCHIVED", event::ARCHIVED),
+    ("RUN_NOW", event::RUN_NOW),
+    ("EDITED", event::EDITED),
+    ("PRIORITIZED", event::PRIORITIZED),
+    ("CANCEL_REQUESTED", event::CANCEL_REQUESTED),
 ];
 
 /// The last part of a queue's event stream's key (`<prefix>events`, Lua: `EVENTS_NAME`).
@@ -288,6 +309,15 @@ pub fn prologue() -> String {
     for (name, value) in FIELDS {
         lua.push_str(&format!("local {name} = '{value}'\n"));
     }
+    // The event names as two tables, not a local each: Lua allows a function 200 locals, and
+    // every script is one function holding this prologue, lib.lua and its own code.
+    for (table, names) in [("E", EVENT_FIELDS), ("EV", EVENT_TYPES)] {
+        let members: Vec<String> = names
+            .iter()
+            .map(|(name, value)| format!("{name} = '{value}'"))
+            .collect();
+        lua.push_str(&format!("local {table} = {{{}}}\n", members.join(", ")));
+    }
     lua
 }
 
@@ -343,7 +373,12 @@ mod tests {
 
     #[test]
     fn scripts_spell_only_declared_fields() {
-        let declared: BTreeSet<&str> = FIELDS.iter().map(|(_, v)| *v).collect();
+        let declared: BTreeSet<&str> = FIELDS
+            .iter()
+            .chain(EVENT_FIELDS)
+            .chain(EVENT_TYPES)
+            .map(|(_, v)| *v)
+            .collect();
         let mut files = Vec::new();
         lua_files(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts"),
@@ -384,6 +419,58 @@ mod tests {
                 });
             assert!(spelled, "field {name} = '{value}' is used by no script");
             assert!(prologue.contains(&format!("local {name} = '{value}'\n")));
+        }
+    }
+
+    /// The members a script reads of the prologue's table `table` (`E.TYPE` -> `TYPE`).
+    fn members<'a>(code: &'a str, table: &str) -> Vec<&'a str> {
+        let dotted = format!("{table}.");
+        let mut out = Vec::new();
+        for (at, _) in code.match_indices(&dotted) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+                continue;
+            }
+            let rest = &code[at + dotted.len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .unwrap_or(rest.len());
+            out.push(&rest[..end]);
+        }
+        out
+    }
+
+    #[test]
+    fn scripts_name_only_declared_events_and_use_every_one() {
+        let mut files = Vec::new();
+        lua_files(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts"),
+            &mut files,
+        );
+        let prologue = prologue();
+        for (table, names) in [("E", EVENT_FIELDS), ("EV", EVENT_TYPES)] {
+            let mut used = BTreeSet::new();
+            for path in &files {
+                let text = std::fs::read_to_string(path).expect("read");
+                let code: String = text
+                    .lines()
+                    .map(|l| l.split("--").next().unwrap_or(""))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                for m in members(&code, table) {
+                    // A misspelt member is nil in Lua: the event would be lost without an error.
+                    assert!(
+                        names.iter().any(|(n, _)| *n == m),
+                        "{}: {table}.{m} is not generated by names.rs",
+                        path.display()
+                    );
+                    used.insert(m.to_string());
+                }
+            }
+            for (name, value) in names {
+                assert!(used.contains(*name), "{table}.{name} is used by no script");
+                assert!(prologue.contains(&format!("{name} = '{value}'")));
+            }
         }
     }
 
@@ -429,6 +516,70 @@ mod tests {
                     "{}: task field '{w}' spelled as a literal: use its F_ name",
                     path.display()
                 );
+            }
+        }
+    }
+
+    /// A script that changes a task (writes its state, makes its record, or hands it to one
+    /// of the helpers that move it) writes the change's event: it calls lib.lua's
+    /// `transition` or `attempt_ended`, and never appends to the event stream itself, so the
+    /// events of every transition come from one place. The scripts that change no task state
+    /// an event would report are listed with why.
+    #[test]
+    fn every_script_that_moves_a_task_writes_its_event() {
+        const NO_EVENT: &[(&str, &str)] = &[
+            ("janitor.lua", "removes tasks whose final event was written"),
+            (
+                "admin_queue_delete.lua",
+                "deletes the keys of a queue that holds no task",
+            ),
+            ("events_on.lua", "makes the event stream"),
+        ];
+        let moves = [
+            "F_STATE, '",
+            "new_record(",
+            "set_aside(",
+            "back_to_stream(",
+            "tenant_back(",
+            "tenant_ready(",
+            "tenant_park(",
+            "add_entry(",
+            "'XADD'",
+            "'DEL', tkey",
+            "ZADD', KEYS[1], 'NX'",
+        ];
+        let mut files = Vec::new();
+        lua_files(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts"),
+            &mut files,
+        );
+        for path in &files {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name == "lib.lua" {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).expect("read");
+            let code: String = text
+                .lines()
+                .map(|l| l.split("--").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(
+                !code
+                    .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                    .any(|w| w == "EVENTS"),
+                "{name}: names the event stream itself; write through lib.lua's `transition`"
+            );
+            let moving = moves.iter().find(|m| code.contains(**m));
+            let writes = code.contains("transition(") || code.contains("attempt_ended(");
+            if let Some(m) = moving {
+                if !writes {
+                    assert!(
+                        NO_EVENT.iter().any(|(n, _)| *n == name),
+                        "{name}: changes a task ({m}) but writes no event through lib.lua's \
+                         `transition` or `attempt_ended`"
+                    );
+                }
             }
         }
     }

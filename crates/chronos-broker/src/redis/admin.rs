@@ -429,6 +429,7 @@ impl Operate for RedisBroker {
         declared.extend(keys.lanes());
         declared.push(keys.settings());
         declared.extend(keys.tenants());
+        declared.extend(self.event_stream(&keys).await?);
         let args: Vec<Value> = vec![GROUP.into(), id.into(), priority.to_string().into()];
         let res = self.run(|s| &s.prioritize, declared, args).await?;
         let mut cols = reply::array(res, "prioritize")?.into_iter();
@@ -535,6 +536,7 @@ impl RedisBroker {
                 .into(),
             rule.into(),
         ];
+        declared.extend(self.event_stream(&keys).await?);
         let res = self.run(|s| &s.edit, declared, args).await?;
         let mut cols = reply::array(res, "edit")?.into_iter();
         let code = reply::int(&cols.next().unwrap_or(Value::Null), "edit")?;
@@ -769,6 +771,8 @@ impl RedisBroker {
                 declared.push(lock);
             }
         };
+        // Each action writes its tasks' events (lib.lua `transition`).
+        let events = self.event_stream(keys).await?;
         let res = match action {
             TaskAction::RunNow => {
                 declared.extend([
@@ -784,6 +788,7 @@ impl RedisBroker {
                 declared.push(keys.cancelled());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                declared.extend(events);
                 self.run(|s| &s.admin_run, declared, args).await?
             }
             TaskAction::Archive => {
@@ -798,6 +803,7 @@ impl RedisBroker {
                 declared.extend(keys.tenants());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                declared.extend(events);
                 self.run(|s| &s.admin_archive, declared, args).await?
             }
             TaskAction::Delete => {
@@ -815,6 +821,7 @@ impl RedisBroker {
                 args.push(GROUP.into());
                 args.push(reply::flag(force));
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                declared.extend(events);
                 self.run(|s| &s.admin_delete, declared, args).await?
             }
             TaskAction::Cancel => {
@@ -824,6 +831,7 @@ impl RedisBroker {
                 args.push(duration_ms(CANCEL_KEEP).into());
                 args.push(GROUP.into());
                 args.extend(tasks.iter().map(|(id, _)| Value::from(id.as_str())));
+                declared.extend(events);
                 self.run(|s| &s.admin_cancel, declared, args).await?
             }
         };

@@ -275,6 +275,7 @@ impl Consume for RedisBroker {
             ran(lease),
             logs(lease),
         ];
+        declared.extend(self.event_stream(&keys).await?);
         let reply = self.run(|s| &s.backoff, declared, args).await?;
         let row = reply::array(reply, "backoff")?;
         let num = |i: usize| {
@@ -385,6 +386,7 @@ impl Consume for RedisBroker {
             if lane::is_tenant(level) {
                 declared.extend(keys.tenants());
             }
+            declared.extend(self.event_stream(&keys).await?);
             let r = self.run(|s| &s.requeue, declared, args).await?;
             n += reply::int(&r, "requeue")?.max(0) as u64;
         }

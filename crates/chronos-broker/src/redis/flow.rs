@@ -53,12 +53,13 @@ impl Flows for RedisBroker {
             Due::In(d) => (0, d.max(0)),
         };
         self.register_queue(&queue).await?;
-        let declared = vec![
+        let mut declared = vec![
             keys.stream(),
             keys.scheduled(),
             keys.task(&env.id),
             keys.successor(&env.id),
         ];
+        declared.extend(self.event_stream(&keys).await?);
         let args: Vec<Value> = vec![
             env.id.as_str().into(),
             Value::Bytes(bytes.into()),
@@ -224,12 +225,13 @@ impl Flows for RedisBroker {
 
     async fn report_member(&self, report: &MemberReport) -> Result<MemberOutcome, BrokerError> {
         let keys = self.queue_keys(&report.queue);
-        let declared = vec![
+        let mut declared = vec![
             keys.group(&report.group),
             keys.group_members(&report.group),
             keys.stream(),
             keys.task(&crate::callback_task_id(&report.group)),
         ];
+        declared.extend(self.event_stream(&keys).await?);
         let args: Vec<Value> = vec![
             i64::try_from(report.index).unwrap_or(i64::MAX).into(),
             if report.succeeded { "o" } else { "f" }.into(),

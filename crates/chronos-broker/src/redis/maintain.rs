@@ -53,6 +53,7 @@ impl Maintain for RedisBroker {
         declared.extend(keys.lanes());
         declared.push(keys.settings());
         declared.extend(keys.tenants());
+        declared.extend(self.event_stream(&keys).await?);
         let n = self.run(|s| &s.forward, declared, args).await?;
         Ok(Forwarded {
             moved: reply::int(&n, "forward")?.max(0) as u64,
@@ -530,6 +531,7 @@ impl RedisBroker {
         if lane::is_tenant(level) {
             declared.extend(keys.tenants());
         }
+        declared.extend(self.event_stream(keys).await?);
         let res = self.run(|s| &s.reclaim, declared, args).await?;
         let mut parts = reply::array(res, "reclaim")?.into_iter();
         out.requeued += reply::int(&parts.next().unwrap_or(Value::Null), "reclaim")?.max(0) as u64;

@@ -164,6 +164,7 @@ impl ManageSchedules for RedisBroker {
             super::enqueue::release_arg(&task).into(),
             schedule_id.into(),
         ];
+        key_list.extend(self.event_stream(&keys).await?);
         let r = self.run(|s| &s.sched_run, key_list, args).await?;
         let code = reply::int(&r, "sched_run")?;
         match SchedRunCode::from_reply(code) {

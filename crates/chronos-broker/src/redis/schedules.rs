@@ -316,10 +316,13 @@ impl Schedules for RedisBroker {
         // outcome the caller never learnt): the script names it, and the call goes again with
         // it declared. Each round adds keys, so a few rounds always suffice.
         let mut codes = None;
+        // The queue's event stream goes last, after every key the indexes above name.
+        let events = self.event_stream(&keys).await?;
         for _ in 0..4 {
+            let mut call_keys = key_list.clone();
+            call_keys.extend(events.clone());
             let reply = reply::array(
-                self.run(|s| &s.fire, key_list.clone(), args.clone())
-                    .await?,
+                self.run(|s| &s.fire, call_keys, args.clone()).await?,
                 "fire",
             )?;
             let missing = matches!(reply.first(), Some(Value::Bytes(_) | Value::String(_)));

@@ -251,6 +251,13 @@ impl RedisBroker {
             if lane::is_tenant(level) {
                 declared.extend(keys.tenants());
             }
+            match self.event_stream(&keys).await {
+                Ok(events) => declared.extend(events),
+                Err(e) => {
+                    warn!(queue = %queue, error = %e, "could not check the queue's block; running what was read");
+                    continue;
+                }
+            }
             let rows = match self.run(|s| &s.hold, declared, args).await {
                 Ok(v) => reply::array(v, "hold").unwrap_or_default(),
                 Err(e) => {
@@ -317,6 +324,7 @@ impl RedisBroker {
         if lane::is_tenant(level) {
             declared.extend(keys.tenants());
         }
+        declared.extend(self.event_stream(&keys).await?);
         let rows = reply::array(self.run(|s| &s.admit, declared, args).await?, "admit")?;
         if rows.len() != deliveries.len() {
             return Err(reply::bad(

@@ -83,7 +83,7 @@ pub(crate) async fn page(
         } @else {
             p.muted #events-off {
                 "This queue keeps no events. Turned on, every transition of its tasks (enqueued, started, progress, "
-                "retried, snoozed, completed, dead-lettered, cancelled, deduplicated) is written to a capped stream "
+                "retried, forwarded, reclaimed, completed, dead-lettered, an operator's delete or archive, ...) is written to a capped stream "
                 "that this page, `chronos events tail` and `Client::events` read; queues without it pay nothing. "
                 (toggle(true, "turn events on"))
             }

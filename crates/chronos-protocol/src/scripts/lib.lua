@@ -15,7 +15,7 @@
 -- that write events declare it as their last key, and it is taken off KEYS here, so each script
 -- reads its own key layout as its header documents it. The stream's existence is the queue's
 -- switch: the broker declares it only while it saw it exist (looking again each second), so a
--- queue without events pays a string compare here, and `emit` checks once per call (EXISTS)
+-- queue without events pays a string compare here, and `transition` checks once per call (EXISTS)
 -- before it writes.
 local EVENTS = nil
 do
@@ -93,13 +93,53 @@ local function tkey_id(tkey)
   return string.match(tkey, '^.-:{[^}]*}:t:(.*)$') or ''
 end
 
--- Appends one event (type `etype`, task `id`, the kind read from envelope `env`, then the
--- field-value pairs given) to the queue's event stream, capped near EVENTS_KEPT, when the call
--- writes events. Never raises (a stream of the wrong type takes no event).
-local function emit(etype, id, env, ...)
+-- Events (chronos_core::event). Every script that moves a task writes the move's event through
+-- `transition` (or `attempt_ended`, which calls it), in the same call and after the move, so a
+-- reader sees a task's events in the order of its transitions; a test (names.rs) fails when a
+-- script that writes a task's state or record calls neither, or appends to the stream itself.
+-- The kinds, and the scripts that write them:
+--   enqueued          enqueue.lua, push.lua; fire.lua and sched_run.lua (a schedule's task);
+--                     chain_next.lua (a chain's next step); group_report.lua (a group's callback)
+--   deduplicated      enqueue.lua (nothing was added)
+--   started           start.lua, only the call that marks the delivery (a re-sent call writes
+--                     none); `attempt_ended`, for an attempt that ended without a mark
+--   progress          heartbeat.lua, only for a value that changed (a re-sent call writes none)
+--   retried, snoozed, throttled, completed, dead, cancelled
+--                     retry.lua, snooze.lua, backoff.lua, complete.lua, dead.lua, cancel.lua
+--                     (through `attempt_ended`)
+--   reclaimed, dead   reclaim.lua (a lost worker's delivery goes back, or ends the task)
+--   deferred          hold.lua, admit.lua (a delivery put off before it started)
+--   requeued          requeue.lua (a delivery handed back unstarted)
+--   forwarded         forward.lua (a waiting task fell due)
+--   deleted, archived, run_now, edited, prioritized, cancel_requested
+--                     admin_delete.lua, admin_archive.lua, admin_run.lua, edit.lua,
+--                     prioritize.lua, admin_cancel.lua
+-- Not events: the janitor's removal of tasks that ended (their final event was written), a
+-- queue's deletion, and what happens to locks, permits and counters.
+
+-- Appends the event of a transition (type `etype`, task `id`, the kind read from envelope
+-- `env`, then the field-value pairs given) to the queue's event stream, capped near
+-- EVENTS_KEPT, when the call writes events. Never raises (a stream of the wrong type takes no
+-- event).
+local function transition(etype, id, env, ...)
   if not events_on() then return end
-  redis.pcall('XADD', EVENTS, 'MAXLEN', '~', EVENTS_KEPT, '*', E_TYPE, etype, E_TASK, id, E_KIND,
+  redis.pcall('XADD', EVENTS, 'MAXLEN', '~', EVENTS_KEPT, '*', E.TYPE, etype, E.TASK, id, E.KIND,
     envelope_kind(env), ...)
+end
+
+-- The end of an attempt (attempt number `attempt`, run by consumer `worker`) of task `id`: its
+-- event `etype` with the field-value pairs given, after the attempt's `started` when it never
+-- had one (`marked` false). A worker settles a handler that ended within its start mark's
+-- delay (chronos-worker's starter.rs) without ever sending the mark, so the settling script
+-- writes the attempt's start: every attempt's events open with `started`. The callers pass
+-- `marked` from what the delivery says (a record's state `active`, a plain task's pending
+-- entry's delivery count at STARTED) and read it only while events are on.
+local function attempt_ended(marked, attempt, worker, etype, id, env, ...)
+  if not events_on() then return end
+  if not marked then
+    transition(EV.STARTED, id, env, E.ATTEMPT, attempt, E.WORKER, worker or '')
+  end
+  transition(etype, id, env, ...)
 end
 
 -- Tells waiters (Client::wait) that a task reached an outcome: the channel is the task hash's
@@ -155,6 +195,15 @@ end
 local function entry_envelope(stream, mid)
   local r = redis.call('XRANGE', stream, mid, mid)
   return field_of(r[1] and r[1][2], F_ENVELOPE)
+end
+
+-- The envelope a task's record `tkey` keeps while the task is out of the stream, for an event
+-- of the call (nil when it keeps none, and without a read while the call writes no events).
+local function kept_envelope(tkey)
+  if not events_on() then return nil end
+  local e = redis.pcall('HGET', tkey, F_ENVELOPE)
+  if type(e) == 'string' then return e end
+  return nil
 end
 
 -- HMGET that answers nil (instead of raising) when `key` is not a hash: a corrupt key fails
@@ -364,6 +413,15 @@ local function holder(stream, group, mid)
   local p = redis.pcall('XPENDING', stream, group, mid, mid, 1)
   if type(p) == 'table' and type(p[1]) == 'table' then return p[1][2] end
   return nil
+end
+-- The consumer holding delivery `mid` (nil when none does) and whether start.lua marked it as
+-- a plain task's (its delivery count at STARTED), in one XPENDING.
+local function plain_mark(stream, group, mid)
+  local p = redis.pcall('XPENDING', stream, group, mid, mid, 1)
+  if type(p) == 'table' and type(p[1]) == 'table' then
+    return p[1][2], (tonumber(p[1][4]) or 0) >= STARTED
+  end
+  return nil, false
 end
 -- The record's attempt history with one row more: the value for the caller's HSET of
 -- `F_ATTEMPTS` (never raises: the record was read as a hash already).
@@ -712,7 +770,8 @@ end
 -- retry or a snooze does: the envelope moves from the entry into the record beside `fields`
 -- (HSET field/value pairs), the entry is settled, a tenant task's hold on its cap ends (the
 -- tenants block from KEYS[T]; T nil: none declared), and the attempt's delivery bookkeeping
--- (`m`, and the free re-deliveries `z`) goes, so the next delivery starts afresh.
+-- (`m`, and the free re-deliveries `z`) goes, so the next delivery starts afresh. Returns the
+-- envelope (nil when the entry had none), for the caller's event.
 local function set_aside(stream, group, tkey, id, mid, fields, set, due, T)
   local args = {tkey}
   for _, v in ipairs(fields) do args[#args + 1] = v end
@@ -724,6 +783,7 @@ local function set_aside(stream, group, tkey, id, mid, fields, set, due, T)
   redis.call('HDEL', tkey, F_DELIVERY, F_FREE_REDELIVERIES)
   wake(set, due)
   redis.call('ZADD', set, due, id)
+  return env
 end
 
 -- Handler-signalled backoff (backoff.lua sets blocks; claim.lua, admit.lua and hold.lua

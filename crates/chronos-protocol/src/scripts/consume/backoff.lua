@@ -9,7 +9,7 @@
 --          queue's block, KEYS[5] its blocked keys, KEYS[6] its level hash (field
 --          LEVELS_BLOCKED tells claim.lua to look at the block keys), KEYS[7] today's
 --          throttle counter (keys.rs `throttled_day`); then, for a delivery of the tenant stream, the tenants block (lib.lua: "Tenants": the task's hold on its
---          tenant's cap ends)
+--          tenant's cap ends); last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] stream entry id, ARGV[4] delay ms (from
 --          Redis's clock), ARGV[5] scope: 'q' the queue, 'k' the rate key ARGV[6], ARGV[7] how
 --          long the handler ran (ms; '' when unknown), ARGV[8] its log lines ('' for none), for
@@ -18,6 +18,8 @@
 -- it: the hash's `d` records the settled delivery; it answers the block's end now and the
 -- task's due time), {0, 0, 0} the lease no longer matches (reclaimed or deleted task):
 -- nothing changed, no block set.
+-- Its `throttled` event comes after a `started` for an attempt never marked (lib.lua
+-- `attempt_ended`).
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
 local delay = tonumber(ARGV[4]) or 0
 local scope, rk = ARGV[5], ARGV[6]
@@ -57,8 +59,9 @@ if redis.call('INCR', KEYS[7]) == 1 then redis.call('PEXPIRE', KEYS[7], 2 * 8640
 local due = backoff_due(id, ends, now)
 local T = nil
 if #KEYS >= 7 + TENANTS_LEN then T = 8 end
-local row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'throttled',
-  '', ARGV[7], now, ARGV[8])
-set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_ATTEMPTS, row},
-  KEYS[2], due, T)
+local attempt, worker = (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid)
+local row = attempt_row(tkey, attempt, worker, 'throttled', '', ARGV[7], now, ARGV[8])
+local env = set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid,
+  F_ATTEMPTS, row}, KEYS[2], due, T)
+attempt_ended(h[3] == 'active', attempt, worker, EV.THROTTLED, id, env, E.AT, due)
 return {1, ends, due}

@@ -14,6 +14,8 @@
 -- the settled delivery), 0 when the lease no longer matches (nothing changed).
 -- The unique lock is released as when the task finishes (a lock released on start, or only at
 -- expiry, is no longer named by the hash).
+-- Its `cancelled` event comes after a `started` for an attempt never marked (lib.lua
+-- `attempt_ended`).
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
 local tkey, ukey = KEYS[3], KEYS[4]
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
@@ -32,8 +34,8 @@ if h[1] ~= mid then
 end
 local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
-local row = attempt_row(tkey, (count_of(h[5]) or 0) + 1, holder(KEYS[1], group, mid), 'cancelled',
-  ARGV[4], ARGV[5], now, ARGV[6])
+local attempt, worker = (count_of(h[5]) or 0) + 1, holder(KEYS[1], group, mid)
+local row = attempt_row(tkey, attempt, worker, 'cancelled', ARGV[4], ARGV[5], now, ARGV[6])
 settle_entries(KEYS[1], group, {mid})
 if #KEYS >= 4 + TENANTS_LEN then tenant_release(5, tkey, id) end
 if h[2] and h[2] == ukey then release_unique(ukey, id) end
@@ -44,5 +46,5 @@ redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, F_DELIVERY)
 redis.call('ZADD', KEYS[2], now, id)
 announce(tkey)
-emit(EV_CANCELLED, id, env, E_REASON, ARGV[4])
+attempt_ended(h[4] == 'active', attempt, worker, EV.CANCELLED, id, env, E.REASON, ARGV[4])
 return 1

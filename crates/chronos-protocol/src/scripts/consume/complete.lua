@@ -18,6 +18,8 @@
 -- A retained task leaves the stream, so its envelope moves from the entry into the hash's `e`;
 -- `c` is its completion time, `d` the settled delivery. A retained task is announced on its
 -- hash's channel, for waiters; a deleted one is not (nothing would be left to read).
+-- Each completion's `completed` event comes after a `started` for an attempt never marked (a
+-- handler that ended within the worker's mark delay: lib.lua `attempt_ended`).
 local group, n = ARGV[1], tonumber(ARGV[2]) or 0
 local now = now_ms()
 local T = nil
@@ -30,9 +32,11 @@ if #plain > 0 and events_on() then
   -- One entry at a time, so that only a delivery this call completes is an event.
   for _, mid in ipairs(plain) do
     local env = entry_envelope(KEYS[1], mid)
+    local worker, marked = plain_mark(KEYS[1], group, mid)
     local n = tonumber(redis.pcall('XACK', KEYS[1], group, mid)) or 0
     redis.pcall('XDEL', KEYS[1], mid)
-    if n > 0 then emit(EV_COMPLETED, mid, env) end
+    -- A plain task's attempt is its first (a retried task has a record).
+    if n > 0 then attempt_ended(marked, 1, worker, EV.COMPLETED, mid, env) end
     acked_plain = acked_plain + n
   end
 elseif #plain > 0 then
@@ -68,9 +72,11 @@ for _, t in ipairs(live) do
   acked[#acked + 1] = mid
   if h[2] and h[2] == ukey then release_unique(ukey, id) end
   if T then tenant_release(T, tkey, id) end
+  local attempt = (count_of(h[5]) or 0) + 1
+  local result = (res and res ~= '') and '1' or ''
   if keep > 0 then
-    local row = attempt_row(tkey, (count_of(h[5]) or 0) + 1, holder(KEYS[1], group, mid),
-      'succeeded', '', ran, now, logs)
+    local worker = holder(KEYS[1], group, mid)
+    local row = attempt_row(tkey, attempt, worker, 'succeeded', '', ran, now, logs)
     local fields = {tkey, F_STATE, 'completed', F_COMPLETED_AT, now, F_SETTLED, mid, F_ATTEMPTS, row}
     local env = entry_envelope(KEYS[1], mid)
     if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
@@ -80,12 +86,12 @@ for _, t in ipairs(live) do
     redis.call('PEXPIRE', tkey, keep)
     redis.pcall('ZADD', KEYS[2], now + keep, id)
     announce(tkey)
-    emit(EV_COMPLETED, id, env, E_RESULT, (res and res ~= '') and '1' or '')
+    attempt_ended(h[4] == 'active', attempt, worker, EV.COMPLETED, id, env, E.RESULT, result)
   else
     dropped[#dropped + 1] = tkey
     if events_on() then
-      emit(EV_COMPLETED, id, entry_envelope(KEYS[1], mid), E_RESULT,
-        (res and res ~= '') and '1' or '')
+      attempt_ended(h[4] == 'active', attempt, holder(KEYS[1], group, mid), EV.COMPLETED, id,
+        entry_envelope(KEYS[1], mid), E.RESULT, result)
     end
   end
 end

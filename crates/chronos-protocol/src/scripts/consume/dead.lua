@@ -15,7 +15,8 @@
 -- `<entry id>|` for the idempotency window.
 -- The unique lock is released either way. An archived task leaves the stream, so its envelope
 -- moves from the entry into the hash's `e`. Either way the task is announced on its hash's
--- channel, for waiters.
+-- channel, for waiters, and its `dead` event written (after a `started` for an attempt never
+-- marked: lib.lua `attempt_ended`).
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
 local window = tonumber(ARGV[6]) or 0
 local tkey, dkey, ukey = KEYS[4], KEYS[5], KEYS[6]
@@ -38,10 +39,12 @@ end
 local now = now_ms()
 local env = entry_envelope(KEYS[1], mid)
 local row = nil
+local attempt = (count_of(h[4]) or 0) + 1
+local worker = (h[3] ~= '1' or events_on()) and holder(KEYS[1], group, mid) or nil
 if h[3] ~= '1' then
-  row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'dead', ARGV[4],
-    ARGV[7], now, ARGV[8])
+  row = attempt_row(tkey, attempt, worker, 'dead', ARGV[4], ARGV[7], now, ARGV[8])
 end
+local reason = string.sub(ARGV[4], 1, ATTEMPT_ERROR_BYTES)
 settle_entries(KEYS[1], group, {mid})
 if #KEYS >= 8 + TENANTS_LEN then tenant_release(9, tkey, id) end
 bump(KEYS[3], 1)
@@ -51,7 +54,7 @@ if h[3] == '1' then
   redis.call('DEL', tkey)
   if window > 0 then redis.call('SET', dkey, mid .. '|', 'PX', window) end
   announce(tkey)
-  emit(EV_DEAD, id, env, E_REASON, string.sub(ARGV[4], 1, ATTEMPT_ERROR_BYTES))
+  attempt_ended(h[6] == 'active', attempt, worker, EV.DEAD, id, env, E.REASON, reason)
   return 2
 end
 local fields = {tkey, F_STATE, 'archived', F_ERROR, ARGV[4], F_FAILED_AT, now, F_SETTLED, mid}
@@ -63,5 +66,5 @@ redis.call('HSET', unpack(fields))
 redis.call('HDEL', tkey, F_DELIVERY)
 redis.call('ZADD', KEYS[2], now, id)
 announce(tkey)
-emit(EV_DEAD, id, env, E_REASON, string.sub(ARGV[4], 1, ATTEMPT_ERROR_BYTES))
+attempt_ended(h[6] == 'active', attempt, worker, EV.DEAD, id, env, E.REASON, reason)
 return 1

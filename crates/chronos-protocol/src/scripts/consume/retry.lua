@@ -12,6 +12,8 @@
 -- hash's `d` records the settled delivery), 0 when the lease no longer matches (reclaimed or
 -- deleted task): nothing changed.
 -- The task leaves the stream, so its envelope moves from the entry into the hash's `e`.
+-- Its `retried` event comes after a `started` for an attempt never marked (lib.lua
+-- `attempt_ended`).
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
 local delay = tonumber(ARGV[4]) or 0
 local tkey = KEYS[4]
@@ -19,7 +21,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 materialize_if_plain(KEYS[1], group, tkey, id, mid)
-local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_RETRIED)
+local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_RETRIED, F_STATE)
 if h == nil then return 0 end
 if h[1] ~= mid then
   if h[2] == mid then return 1 end
@@ -31,13 +33,12 @@ local r = (count_of(h[3]) or 0) + 1
 local T = nil
 if #KEYS >= 6 + TENANTS_LEN then T = 7 end
 -- The attempt is counted: the free re-deliveries (`z`, reclaim.lua) start again for the next.
-local row = attempt_row(tkey, r, holder(KEYS[1], group, mid), 'retried', ARGV[5], ARGV[6], now,
-  ARGV[7])
-local env = events_on() and entry_envelope(KEYS[1], mid) or nil
-set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'retry', F_ERROR, ARGV[5], F_FAILED_AT, now,
-  F_SETTLED, mid, F_RETRIED, r, F_ATTEMPTS, row}, KEYS[2], now + delay, T)
+local worker = holder(KEYS[1], group, mid)
+local row = attempt_row(tkey, r, worker, 'retried', ARGV[5], ARGV[6], now, ARGV[7])
+local env = set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'retry', F_ERROR, ARGV[5],
+  F_FAILED_AT, now, F_SETTLED, mid, F_RETRIED, r, F_ATTEMPTS, row}, KEYS[2], now + delay, T)
 bump(KEYS[3], 1)
 history(KEYS[5], KEYS[6], 1, now)
-emit(EV_RETRIED, id, env, E_ATTEMPT, r, E_REASON, string.sub(ARGV[5], 1, ATTEMPT_ERROR_BYTES),
-  E_AT, now + delay)
+attempt_ended(h[4] == 'active', r, worker, EV.RETRIED, id, env, E.ATTEMPT, r, E.REASON,
+  string.sub(ARGV[5], 1, ATTEMPT_ERROR_BYTES), E.AT, now + delay)
 return 1

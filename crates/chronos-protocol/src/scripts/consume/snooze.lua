@@ -13,6 +13,8 @@
 -- Returns: {1, snoozes} snoozed (also for a re-sent call whose first run did it: the hash's `d`
 -- records the settled delivery), {2, snoozes} refused, the task has snoozed the most it may,
 -- {0, 0} the lease no longer matches (reclaimed or deleted task): nothing changed.
+-- Its `snoozed` event comes after a `started` for an attempt never marked (lib.lua
+-- `attempt_ended`).
 local group, id, mid = ARGV[1], ARGV[2], ARGV[3]
 local delay = tonumber(ARGV[4]) or 0
 local most = tonumber(ARGV[5]) or 0
@@ -21,7 +23,7 @@ if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
 materialize_if_plain(KEYS[1], group, tkey, id, mid)
-local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_SNOOZES, F_RETRIED)
+local h = read_hash(tkey, F_DELIVERY, F_SETTLED, F_SNOOZES, F_RETRIED, F_STATE)
 if h == nil then return {0, 0} end
 -- A corrupt counter restarts at 0 rather than failing the script after a write.
 local n = count_of(h[3]) or 0
@@ -33,10 +35,9 @@ if n >= most then return {2, n} end
 local now = now_ms()
 local T = nil
 if #KEYS >= 3 + TENANTS_LEN then T = 4 end
-local row = attempt_row(tkey, (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid), 'snoozed',
-  '', ARGV[6], now, ARGV[7])
-local env = events_on() and entry_envelope(KEYS[1], mid) or nil
-set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid, F_SNOOZES, n + 1,
-  F_ATTEMPTS, row}, KEYS[2], now + delay, T)
-emit(EV_SNOOZED, id, env, E_AT, now + delay)
+local attempt, worker = (count_of(h[4]) or 0) + 1, holder(KEYS[1], group, mid)
+local row = attempt_row(tkey, attempt, worker, 'snoozed', '', ARGV[6], now, ARGV[7])
+local env = set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid,
+  F_SNOOZES, n + 1, F_ATTEMPTS, row}, KEYS[2], now + delay, T)
+attempt_ended(h[5] == 'active', attempt, worker, EV.SNOOZED, id, env, E.AT, now + delay)
 return {1, n + 1}

@@ -19,7 +19,8 @@
 -- setting the delivery count to STARTED), and its row is {1, 0, max retry, '', 0, ''}: its
 -- first attempt (a retried task has a hash), its max retry from the entry's `x` (the default
 -- where it has none).
--- Running twice gives the same rows (a started task is started again as a no-op).
+-- Running twice gives the same rows (a started task is started again as a no-op), and writes
+-- the `started` event of a delivery only in the call that marked it.
 local group = ARGV[1]
 local n = tonumber(ARGV[2]) or 0
 local out = {}
@@ -32,7 +33,7 @@ for j = 1, n do
     next_lock = next_lock + 1
   end
   local h = read_hash(tkey, F_DELIVERY, F_RETRIED, F_MAX_RETRY, F_ERROR, F_FAILED_AT, F_UNIQUE,
-    F_UNIQUE_RELEASE)
+    F_UNIQUE_RELEASE, F_STATE)
   if h == nil then
     out[#out + 1] = {-1, 'corrupt task record: not a hash'}
   elseif h[1] ~= mid then
@@ -50,9 +51,11 @@ for j = 1, n do
       held = nil
     end
     out[#out + 1] = {1, h[2], h[3], h[4] or '', h[5] or '0', held or ''}
-    if events_on() then
-      emit(EV_STARTED, id ~= '' and id or tkey_id(tkey),
-        entry_envelope(KEYS[1], mid), E_ATTEMPT, count_of(h[2]) + 1, E_WORKER,
+    -- Every delivery starts `pending` (a new one is written so), so `active` here is this
+    -- delivery marked by an earlier run of this call.
+    if h[8] ~= 'active' and events_on() then
+      transition(EV.STARTED, id ~= '' and id or tkey_id(tkey),
+        entry_envelope(KEYS[1], mid), E.ATTEMPT, count_of(h[2]) + 1, E.WORKER,
         holder(KEYS[1], group, mid) or '')
     end
   end
@@ -62,10 +65,17 @@ for i = 3 + 2 * n, #ARGV do plain[#plain + 1] = ARGV[i] end
 if #plain == 0 then return out end
 -- The owner of these deliveries (one consumer fetched them all): the first one still pending
 -- names it. XCLAIM leaves out ids no longer pending (settled, reclaimed or deleted).
+-- With events on, each delivery's count too: one already at STARTED was marked by an earlier
+-- run of this call, and gets no second `started`.
 local owner
+local marked = {}
 for _, mid in ipairs(plain) do
   local p = redis.pcall('XPENDING', KEYS[1], group, mid, mid, 1)
-  if type(p) == 'table' and not p.err and p[1] then owner = p[1][2]; break end
+  if type(p) == 'table' and not p.err and p[1] then
+    owner = owner or p[1][2]
+    marked[mid] = (tonumber(p[1][4]) or 0) >= STARTED
+    if not events_on() then break end
+  end
 end
 local live = {}
 if owner then
@@ -81,7 +91,9 @@ if owner then
       for _, e in ipairs(got) do
         if type(e) == 'table' and e[1] then
           live[e[1]] = field_of(e[2], F_MAX_RETRY) or PLAIN_MAX_RETRY
-          emit(EV_STARTED, e[1], field_of(e[2], F_ENVELOPE), E_ATTEMPT, 1, E_WORKER, owner)
+          if not marked[e[1]] then
+            transition(EV.STARTED, e[1], field_of(e[2], F_ENVELOPE), E.ATTEMPT, 1, E.WORKER, owner)
+          end
         end
       end
     end

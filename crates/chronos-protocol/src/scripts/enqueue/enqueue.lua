@@ -163,7 +163,7 @@ for t = 0, n - 1 do
     if spec == '' then
       out[#out + 1] = -1
       codes[#codes + 1] = 'u'
-      if events_on() then emit(EV_DEDUPLICATED, id, env, E_HOLDER, redis.call('GET', ukey) or '') end
+      if events_on() then transition(EV.DEDUPLICATED, id, env, E.HOLDER, redis.call('GET', ukey) or '') end
     else
       -- The holder's record is not declared here (its id is only known now): the caller
       -- reads it, or asks edit.lua to give it this payload.
@@ -175,7 +175,7 @@ for t = 0, n - 1 do
         out[#out + 1] = {4, holder}
         codes[#codes + 1] = 'D'
         redis.pcall('HINCRBY', KEYS[4], mode == 't' and 'throttle' or 'reject', 1)
-        emit(EV_DEDUPLICATED, id, env, E_HOLDER, holder)
+        transition(EV.DEDUPLICATED, id, env, E.HOLDER, holder)
       end
       holders[#holders + 1] = holder
     end
@@ -215,10 +215,10 @@ for t = 0, n - 1 do
       new_record(tkey, maxr, rkey, discard, fp, s, where, value, own, tn, order, extra)
       if run_at > now then
         out[#out + 1] = 3
-        emit(EV_ENQUEUED, id, env, E_AT, run_at)
+        transition(EV.ENQUEUED, id, env, E.AT, run_at)
       else
         out[#out + 1] = 1
-        emit(EV_ENQUEUED, id, env)
+        transition(EV.ENQUEUED, id, env)
       end
       codes[#codes + 1] = '1'
     end

@@ -43,7 +43,7 @@ if seq + count >= 2 ^ 53 then
   local ids = {first}
   for a = 3 + step, #ARGV, step do ids[#ids + 1] = redis.call('XADD', unpack(entry(a, '*'))) end
   if events_on() then
-    for i, id in ipairs(ids) do emit(EV_ENQUEUED, id, ARGV[3 + (i - 1) * step]) end
+    for i, id in ipairs(ids) do transition(EV.ENQUEUED, id, ARGV[3 + (i - 1) * step]) end
   end
   if ttl > 0 then redis.call('SET', KEYS[2], table.concat(ids, ','), 'PX', ttl) end
   return ids
@@ -60,7 +60,7 @@ end
 if events_on() then
   k = 0
   for a = 3, #ARGV, step do
-    emit(EV_ENQUEUED, string.format('%s-%d', ms, seq + k), ARGV[a])
+    transition(EV.ENQUEUED, string.format('%s-%d', ms, seq + k), ARGV[a])
     k = k + 1
   end
 end

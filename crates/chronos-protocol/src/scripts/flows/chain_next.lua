@@ -1,6 +1,7 @@
 -- Enqueue a chain's next step, exactly once per step however often its predecessor succeeds.
 -- KEYS[1]  the step's queue stream, KEYS[2] its scheduled set, KEYS[3] the step's task hash,
---          KEYS[4] the step's successor marker (`<ns>:{<q>}:fl:<id>`)
+--          KEYS[4] the step's successor marker (`<ns>:{<q>}:fl:<id>`); last, the queue's event
+--          stream (lib.lua: `EVENTS`: the step written writes its `enqueued` event)
 -- ARGV[1]  task id, ARGV[2] envelope bytes, ARGV[3] run-at ms (0 = none), ARGV[4] delay ms,
 -- ARGV[5]  max retry, ARGV[6] dead-letter discard ('1'/'0'), ARGV[7] marker TTL ms
 -- The marker outlives the step (it stays after the step completed and was deleted), so a
@@ -21,9 +22,11 @@ if run_at > now then
   wake(KEYS[2], run_at)
   redis.call('ZADD', KEYS[2], run_at, id)
   new_record(KEYS[3], ARGV[5], false, ARGV[6], nil, 'scheduled', F_ENVELOPE, env)
+  transition(EV.ENQUEUED, id, env, E.AT, run_at)
 else
   local mid = add_entry(KEYS[1], id, env)
   new_record(KEYS[3], ARGV[5], false, ARGV[6], nil, 'pending', F_DELIVERY, mid)
+  transition(EV.ENQUEUED, id, env)
 end
 if ttl > 0 then redis.call('SET', KEYS[4], '1', 'PX', ttl) end
 return 1

@@ -1,6 +1,7 @@
 -- Count one member of a group and, when it is the last, enqueue the group's callback.
 -- KEYS[1]  the record (`<ns>:{<cbq>}:g:<gid>`), KEYS[2] its members hash (`<ns>:{<cbq>}:gm:<gid>`),
---          KEYS[3] the callback queue's stream, KEYS[4] the callback's task hash
+--          KEYS[3] the callback queue's stream, KEYS[4] the callback's task hash; last, the
+--          callback queue's event stream (lib.lua: `EVENTS`: the callback writes its `enqueued`)
 -- ARGV[1]  member index, ARGV[2] 'o' succeeded / 'f' dead-lettered, ARGV[3] its result (kept
 --          only when the group collects) or error
 -- Idempotent by member: the members hash (field: index, value: outcome code then result or
@@ -44,6 +45,7 @@ if ok + ko >= n and fired == 0 then
   env = string.sub(env, 1, off) .. counts .. string.sub(env, off + 22)
   local mid = add_entry(KEYS[3], h[7], env)
   new_record(KEYS[4], h[8] or '0', false, h[9], nil, 'pending', F_DELIVERY, mid)
+  transition(EV.ENQUEUED, h[7], env)
   redis.call('HSET', KEYS[1], 'fired', '1')
   fired = 1
   redis.call('PEXPIRE', KEYS[1], ttl)

@@ -3,11 +3,12 @@
 --          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes back to its
 --          level's stream), then its settings hash (S_RETRY_LEVEL: a retried task more urgent
 --          than its own level goes to that level, ahead of the backlog, and keeps it), then its
---          tenants block (lib.lua: "Tenants": a tenant task goes to the waiting set, parked)
+--          tenants block (lib.lua: "Tenants": a tenant task goes to the waiting set, parked);
+--          last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV     pairs: 's' (scheduled) or 'r' (retry), task id (as listed by due.lua)
 -- Returns: how many tasks were moved. A task is moved only if it is still in its set and due by
 -- Redis's clock (so a re-sent call moves nothing twice); a member whose task hash is gone
--- (deleted) is dropped from the set.
+-- (deleted) is dropped from the set. Each task moved writes its `forwarded` event.
 -- The envelope moves from the hash's `e` into the new entry (`i=<id> e=<envelope>`), and the
 -- hash is rebuilt without it: a hash that once held the envelope was converted to a hashtable
 -- (the envelope is longer than hash-max-listpack-value) and never converts back by itself,
@@ -72,6 +73,7 @@ for _, t in ipairs(todo) do
     end
     redis.call('DEL', tkey)
     redis.call('HSET', unpack(args))
+    transition(EV.FORWARDED, id, env)
     moved = moved + 1
   end
   redis.call('ZREM', zkey, id)

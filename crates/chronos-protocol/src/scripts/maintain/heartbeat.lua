@@ -8,8 +8,9 @@
 -- reply was reclaimed by the recoverer: its task must be cancelled, and its update is dropped.
 -- Only entries the caller owns are touched (a plain XCLAIM would steal entries back from their
 -- new owner); one XPENDING over the caller's own pending list finds them. A progress value is
--- stored as `<ms>:<json>` (store clock); a re-sent call stores the same value again (and
--- writes its progress event again).
+-- stored as `<ms>:<json>` (store clock); a re-sent call stores the same value again, and
+-- writes no second progress event: the event is written only for a value that differs from the
+-- one stored.
 local group, me = ARGV[1], ARGV[2]
 local n = tonumber(ARGV[3]) or 0
 local asked = {}
@@ -32,10 +33,11 @@ for k = 2, #KEYS do
   at = at + 2
   if held[mid] and ttl > 0 then
     now = now or now_ms()
+    local old = events_on() and redis.pcall('GET', KEYS[k])
     redis.call('SET', KEYS[k], now .. ':' .. value, 'PX', ttl)
-    if events_on() then
-      emit(EV_PROGRESS, string.match(KEYS[k], ':pg:(.*)$') or '', entry_envelope(KEYS[1], mid),
-        E_VALUE, value)
+    if events_on() and not (type(old) == 'string' and string.match(old, '^%d+:(.*)$') == value) then
+      transition(EV.PROGRESS, string.match(KEYS[k], ':pg:(.*)$') or '',
+        entry_envelope(KEYS[1], mid), E.VALUE, value)
     end
   end
 end

@@ -7,7 +7,8 @@
 --          reclaim outbox, then 3 keys per delivery: task hash, unique lock (the task hash again
 --          when it has none), done marker; then, for the tenant stream, the tenants block
 --          (lib.lua: "Tenants": a tenant task goes back to its place in its tenant, its entry
---          parked again, or is dead-lettered; either way its hold on the cap ends)
+--          parked again, or is dead-lettered; either way its hold on the cap ends); last, the
+--          queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] min idle ms, ARGV[3] idempotency window ms, ARGV[4] outbox
 --          TTL ms, then pairs: entry id, task id (from idle.lua)
 -- Returns: {re-queued count, {task id, envelope, '1' if discarded else '0'}...}
@@ -18,6 +19,9 @@
 -- Each delivery is checked again: still pending and still idle (a heartbeat may have refreshed
 -- it since it was listed), so a re-sent call reclaims nothing twice. An entry without a live
 -- task is acked and removed. A task record that is corrupt is archived with the reason.
+-- Events: `reclaimed` for a task re-queued (with the attempt the loss cost, when it cost one),
+-- `dead` for one dead-lettered; an attempt counted here that was never marked started gets
+-- its `started` first (lib.lua `attempt_ended`).
 local group, idle = ARGV[1], ARGV[2]
 local window, keep = tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') then
@@ -65,6 +69,7 @@ for _, t in ipairs(todo) do
     -- An attempt counted here ends the free re-deliveries of this one (retry.lua ends them
     -- too): the budget is per attempt, not for the task's whole life.
     if attempted then redis.call('HDEL', tkey, F_FREE_REDELIVERIES) end
+    local marked = h[5] == 'active'
     local r, maxr = count_of(h[6]), count_of(h[2])
     local corrupt = not r or not maxr
     if attempted and not corrupt then r = r + 1 end
@@ -90,6 +95,7 @@ for _, t in ipairs(todo) do
         -- read it as a discard of its own. Results only ask whether a marker exists.
         if window > 0 then redis.call('SET', dkey, '~' .. mid, 'PX', window) end
         announce(tkey)
+        attempt_ended(marked, r or 1, worker, EV.DEAD, id, env, E.REASON, err)
         dead[#dead + 1] = {id, env or false, '1'}
       else
         -- No `d`: a worker that still ran this delivery must find it stale, not settled by it
@@ -102,6 +108,7 @@ for _, t in ipairs(todo) do
         redis.call('HDEL', tkey, F_DELIVERY)
         redis.call('ZADD', KEYS[2], now, id)
         announce(tkey)
+        attempt_ended(marked, r or 1, worker, EV.DEAD, id, env, E.REASON, err)
         dead[#dead + 1] = {id, env or false, '0'}
       end
     else
@@ -113,6 +120,12 @@ for _, t in ipairs(todo) do
         tenant_back(T, tkey, id, mid)
       else
         back_to_stream(KEYS[1], tkey, id, env)
+      end
+      if attempted then
+        attempt_ended(marked, r, worker, EV.RECLAIMED, id, env, E.ATTEMPT, r, E.WORKER,
+          worker or '')
+      else
+        transition(EV.RECLAIMED, id, env, E.WORKER, worker or '')
       end
       requeued = requeued + 1
     end

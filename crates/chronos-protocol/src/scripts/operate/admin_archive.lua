@@ -3,7 +3,8 @@
 -- but not started yet is archived too: its start then finds the delivery gone and skips it.
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then 2 keys per
 --          task: task hash, unique lock (the task hash again when it has none), then the
---          queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants")
+--          queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants"); last,
+--          the queue's event stream (lib.lua: `EVENTS`: each task archived writes `archived`)
 -- ARGV[1]  consumer group, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  archived
@@ -71,5 +72,6 @@ for _, t in ipairs(todo) do
   end
   if h[3] and h[3] == ukey then release_unique(ukey, id) end
   redis.call('ZADD', KEYS[4], now, id)
+  transition(EV.ARCHIVED, id, kept_envelope(tkey))
 end
 return {codes, states}

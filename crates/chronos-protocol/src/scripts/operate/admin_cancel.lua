@@ -3,14 +3,16 @@
 -- for a level's stream, `<TENANT_LANE>/<entry id>` for a tenant task's, as the worker's lease
 -- names it: see src/redis/lane.rs) (scored by when it was asked); a
 -- worker polls that set for the deliveries it runs and fires their handlers' cancellation.
--- KEYS[1]  the queue's cancel set, KEYS[2] its stream, then one task hash per task
+-- KEYS[1]  the queue's cancel set, KEYS[2] its stream, then one task hash per task; last, the
+--          queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  how long requests are kept (ms), ARGV[2] consumer group, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  requested (also when it already was: a re-sent call changes nothing)
 --    0  no such task
 --   -1  not active (only a running task can be cancelled)
 --   -2  corrupt record
--- Requests older than the keep time are trimmed here, and the set expires after it.
+-- Requests older than the keep time are trimmed here, and the set expires after it. A new
+-- request writes the task's `cancel_requested` event (a re-sent call writes none).
 if not type_ok(KEYS[1], 'zset') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
 end
@@ -39,13 +41,17 @@ for i = 3, #ARGV do
     elseif level_index(h[3]) and h[3] ~= NORMAL_LEVEL then
       mid = h[3] .. '/' .. mid
     end
-    todo[#todo + 1] = mid
+    todo[#todo + 1] = {mid, ARGV[i], mid == h[2] and h[2]}
   end
 end
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - keep)
-for _, mid in ipairs(todo) do
-  redis.call('ZADD', KEYS[1], 'NX', now, mid)
+for _, t in ipairs(todo) do
+  if redis.call('ZADD', KEYS[1], 'NX', now, t[1]) == 1 and events_on() then
+    -- A delivery of the main stream has its envelope at hand (a level's or a tenant's stream is
+    -- not declared here: its event has no kind).
+    transition(EV.CANCEL_REQUESTED, t[2], t[3] and entry_envelope(KEYS[2], t[3]) or nil)
+  end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], keep) end
 return {codes, states}

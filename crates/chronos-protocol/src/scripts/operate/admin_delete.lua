@@ -4,7 +4,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets, then
 --          2 keys per task: task hash, unique lock (the task hash again when it has none), then
 --          the queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants"), then
---          its cancelled set
+--          its cancelled set; last, the queue's event stream (lib.lua: `EVENTS`: each task
+--          deleted writes `deleted`)
 -- ARGV[1]  consumer group, ARGV[2] '1' to delete active tasks too, then task ids
 -- Returns: {codes, states}, one each per task, in order:
 --    1  deleted
@@ -52,10 +53,12 @@ for i = 3, #ARGV do
 end
 for _, t in ipairs(todo) do
   local id, tkey, ukey, h = unpack(t)
+  local env = kept_envelope(tkey)
   if h[5] then tenant_forget(T, tkey, id, h[2]) end
   if h[2] then
     local stream = lane_key(KEYS[1], LANES, h[4])
     if h[5] then stream = KEYS[T] end
+    if not env and events_on() then env = entry_envelope(stream, h[2]) end
     -- A plain task never delivered is in no pending list: nothing to ack.
     if h[6] ~= 0 then redis.call('XACK', stream, group, h[2]) end
     redis.call('XDEL', stream, h[2])
@@ -69,5 +72,6 @@ for _, t in ipairs(todo) do
   if h[3] and h[3] == ukey then release_unique(ukey, id) end
   -- A plain task has no hash to delete.
   if not h[6] then redis.call('DEL', tkey) end
+  transition(EV.DELETED, id, env)
 end
 return {codes, states}

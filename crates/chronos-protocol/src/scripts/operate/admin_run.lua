@@ -4,7 +4,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then one task
 --          hash per task, then the queue's lanes (lib.lua: `lane`: a task goes to its level's
 --          stream), then its settings hash and its tenants block (lib.lua: "Tenants": a tenant
---          task waits for its tenant's turn, parked), then its cancelled set
+--          task waits for its tenant's turn, parked), then its cancelled set; last, the queue's
+--          event stream (lib.lua: `EVENTS`: each task moved writes `run_now`)
 -- ARGV[1]  consumer group, then task ids, one per task hash
 -- Returns: one code per task, in order:
 --    1  moved to the stream
@@ -82,5 +83,6 @@ for _, t in ipairs(todo) do
   redis.call('DEL', tkey)
   redis.call('HSET', unpack(args))
   redis.call('ZREM', sets[s], id)
+  transition(EV.RUN_NOW, id, field_of(all, F_ENVELOPE))
 end
 return {codes, states}

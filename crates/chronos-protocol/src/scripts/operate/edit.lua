@@ -17,7 +17,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2] the task hash, KEYS[3] its scheduled set, KEYS[4] its
 --          retry set, KEYS[5] its counters of deduplicated enqueues (hash, by mode), KEYS[6..16]
 --          the queue's lanes (lib.lua: `lane`), KEYS[17] its settings hash, then its tenants
---          block (lib.lua: "Tenants")
+--          block (lib.lua: "Tenants"); last, the queue's event stream (lib.lua: `EVENTS`: an
+--          edit writes `edited`, with the run time and the level when they changed)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] '1' when the payload changes, ARGV[4] the
 --          new payload (MessagePack bytes), ARGV[5] the kind the payload is for ('': any),
 --          ARGV[6] the new run time in unix ms ('': unchanged), ARGV[7] the new level ('0'..'9';
@@ -167,6 +168,14 @@ if rule ~= '' then
 end
 if new_env == env and new_level == old_level and not target then return {2, s, score or now} end
 
+-- The edit's event, once its writes are done.
+local function edited()
+  local f = {}
+  if target then f[#f + 1] = E.AT; f[#f + 1] = target end
+  if new_level ~= old_level then f[#f + 1] = E.LEVEL; f[#f + 1] = new_level end
+  transition(EV.EDITED, id, new_env, unpack(f))
+end
+
 -- Writes. The level first (a LIFO task without a tenant belongs to its level's front).
 local ntn = tn
 if tn and is_front(tn) and new_level ~= old_level then
@@ -188,6 +197,7 @@ if s ~= 'pending' then
     wake(sets[s], target)
     redis.call('ZADD', sets[s], target, id)
   end
+  edited()
   return {1, s, target or score}
 end
 
@@ -205,6 +215,7 @@ if target then
   wake(KEYS[3], target)
   redis.call('ZADD', KEYS[3], target, id)
   if tn then tenant_settle(T, tn) end
+  edited()
   return {1, 'scheduled', target}
 end
 local r, err, f = field_of(fields, F_RETRIED), field_of(fields, F_ERROR), field_of(fields, F_FAILED_AT)
@@ -226,4 +237,5 @@ else
   redis.call('HSET', tkey, F_DELIVERY, new_mid)
 end
 set_level()
+edited()
 return {1, s, now}

@@ -4,7 +4,8 @@
 -- archived task only records the level, which the forwarder and run-now honour.
 -- KEYS[1]  the queue's stream, KEYS[2] the task hash, KEYS[3..13] the queue's lanes (lib.lua:
 --          `lane`), KEYS[14] its settings hash, then its tenants block (lib.lua: "Tenants": a
---          waiting tenant task moves to its new place inside its tenant, keeping its time)
+--          waiting tenant task moves to its new place inside its tenant, keeping its time);
+--          last, the queue's event stream (lib.lua: `EVENTS`: a change writes `prioritized`)
 -- ARGV[1]  consumer group, ARGV[2] task id, ARGV[3] the level ('0'..'9')
 -- Returns: {code, state} (ActionCode): 1 done, 2 it already had the level (also a re-sent
 -- call), 0 no such task, -1 its state (active, completed) refuses it, -2 corrupt record.
@@ -50,16 +51,22 @@ if h[4] then
   else
     redis.call('HSET', tkey, F_PRIORITY, level)
   end
+  local env = kept_envelope(tkey)
+  if not env and s == 'pending' and h[2] and events_on() then
+    env = entry_envelope(KEYS[T], h[2])
+  end
+  transition(EV.PRIORITIZED, id, env, E.LEVEL, level)
   return {1, s}
 end
 local now_stream = lane_key(KEYS[1], LANES, h[3])
 local new_stream = lane_key(KEYS[1], LANES, level)
 if now_stream == new_stream then return {2, s} end
+local env = nil
 if s == 'pending' then
   if not h[2] then return {-2, s} end
   local r = redis.call('XRANGE', now_stream, h[2], h[2])
   local fields = r[1] and r[1][2]
-  local env = field_of(fields, F_ENVELOPE)
+  env = field_of(fields, F_ENVELOPE)
   if not env then return {-2, s} end
   if pf then materialize(tkey, id, 'pending', pf) end
   settle_entries(now_stream, group, {h[2]})
@@ -74,4 +81,5 @@ if new_stream == KEYS[1] then
 else
   redis.call('HSET', tkey, F_PRIORITY, level)
 end
+transition(EV.PRIORITIZED, id, env or kept_envelope(tkey), E.LEVEL, level)
 return {1, s}

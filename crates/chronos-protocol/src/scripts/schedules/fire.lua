@@ -7,7 +7,9 @@
 -- KEYS[6]  this call's marker (string): the outcomes of a call that already ran
 -- KEYS[7]  sched:fires (hash: schedule id -> its last fires, lib.lua `record_fire`)
 -- KEYS[8..] per-trigger keys (dedup key, task hash, unique lock) and the task hashes of the
---          schedules' previous tasks (for the overlap check); all share the queue's hash tag
+--          schedules' previous tasks (for the overlap check); all share the queue's hash tag;
+--          last, the queue's event stream (lib.lua: `EVENTS`: each task enqueued writes its
+--          `enqueued` event)
 -- ARGV[1]  the caller's leader epoch, ARGV[2] dedup key and marker TTL ms,
 -- ARGV[3]  triggers the caller's misfire policy skipped (added to `missed`)
 -- then FIRE_STRIDE (13) values per trigger: schedule id, trigger time ms, task id, envelope
@@ -121,6 +123,7 @@ for j = 0, n - 1 do
       local mid = add_entry(KEYS[1], id, env)
       local rkey, extra = lock_record(ukey, ARGV[i + 12], {})
       new_record(tkey, maxr, rkey, discard, nil, 'pending', F_DELIVERY, mid, nil, nil, nil, extra)
+      transition(EV.ENQUEUED, id, env)
       redis.call('HSET', KEYS[4], sid, id)
       prev_key_of[sid] = tkey
       code = 1

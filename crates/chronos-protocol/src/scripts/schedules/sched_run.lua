@@ -2,7 +2,8 @@
 -- KEYS[1]  the queue's stream, KEYS[2] sched:metrics (hash: fired, missed, suppressed)
 -- KEYS[3]  this request's marker (string, expiring: `<call token>:<outcome>`), KEYS[4] the task
 --          hash, KEYS[5] sched:fires (hash: schedule id -> its last fires), KEYS[6] the task's
---          unique lock (only when ARGV[5] > 0); all share the queue's hash tag
+--          unique lock (only when ARGV[5] > 0); all share the queue's hash tag; last, the
+--          queue's event stream (lib.lua: `EVENTS`: the task enqueued writes its `enqueued`)
 -- ARGV[1]  task id, ARGV[2] envelope bytes, ARGV[3] max retry, ARGV[4] dead-letter discard
 --          ('1'/'0'), ARGV[5] unique lock TTL ms (0 = not unique), ARGV[6] marker TTL ms,
 -- ARGV[7]  this call's token (random per call, the same in a re-send of the call), ARGV[8] when
@@ -45,6 +46,7 @@ if uttl > 0 then redis.call('SET', KEYS[6], id, 'PX', uttl) end
 local mid = add_entry(KEYS[1], id, env)
 local rkey, extra = lock_record(uttl > 0 and KEYS[6], ARGV[8], {})
 new_record(KEYS[4], maxr, rkey, discard, nil, 'pending', F_DELIVERY, mid, nil, nil, nil, extra)
+transition(EV.ENQUEUED, id, env)
 redis.pcall('HINCRBY', KEYS[2], 'fired', 1)
 record_fire(KEYS[5], sid, now_ms(), 1, id, true)
 return 1

@@ -4,5 +4,5 @@
 -- Returns: 1 when this call made it, 0 when it was on already.
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 -- An entry added and trimmed at once: the stream exists with no entries.
-redis.call('XADD', KEYS[1], 'MAXLEN', 0, '*', E_TYPE, EVENTS_NAME)
+redis.call('XADD', KEYS[1], 'MAXLEN', 0, '*', E.TYPE, EVENTS_NAME)
 return 1

@@ -10,7 +10,8 @@
 --          `key_block_end`), then 2 keys per delivery: task hash,
 --          the rate key's window (string `<window start ms>:<starts>:<deferred>`); then, for
 --          deliveries of the tenant stream, the tenants block (lib.lua: "Tenants": a deferred
---          task's hold on its tenant's cap ends; the forwarder brings it back to its tenant)
+--          task's hold on its tenant's cap ends; the forwarder brings it back to its tenant);
+--          last, the queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, ARGV[2] starts per period per key (0: none, blocks only), ARGV[3] period ms, then triples:
 --          task id, stream entry id, rate key (0 rate: blocks only)
 -- Returns: one row per delivery: {1} run it (also for a corrupt record, which start.lua then
@@ -18,7 +19,8 @@
 -- acked and removed).
 -- A re-sent call answers the same without counting twice: a delivery that took its start
 -- records it in the hash's `k`, and a deferred one its entry id in `d` (the settled delivery,
--- as retry does) with state `scheduled`.
+-- as retry does) with state `scheduled`. Each deferred delivery writes its `deferred` event
+-- (once: a re-sent call writes none).
 -- Deferred deliveries of one key are spread over the windows ahead (the k-th deferred in a
 -- window is due `1 + floor(k / rate)` windows later), so a backlog of one key comes back about
 -- `rate` per window instead of all at once and again and again.
@@ -69,8 +71,9 @@ for _, t in ipairs(todo) do
       out[#out + 1] = {1}
     elseif blocked and blocked[kkey] > 0 then
       local due = backoff_due(id, blocked[kkey], now)
-      set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid}, KEYS[2],
-        due, T)
+      local env = set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid},
+        KEYS[2], due, T)
+      transition(EV.DEFERRED, id, env, E.AT, due, E.REASON, 'rate key blocked')
       out[#out + 1] = {0, due}
     elseif rate <= 0 then
       out[#out + 1] = {1}
@@ -92,6 +95,7 @@ for _, t in ipairs(todo) do
       redis.call('HDEL', tkey, F_DELIVERY)
       wake(KEYS[2], due)
       redis.call('ZADD', KEYS[2], due, id)
+      transition(EV.DEFERRED, id, env, E.AT, due, E.REASON, 'rate key full')
       out[#out + 1] = {0, due}
     end
   elseif h[3] == mid and h[4] == 'scheduled' then

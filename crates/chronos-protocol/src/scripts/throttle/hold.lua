@@ -6,11 +6,13 @@
 -- block at all nothing changes (one EXISTS) and every delivery is answered "run".
 -- KEYS[1]  the stream the deliveries came from, KEYS[2] the scheduled set, KEYS[3] the
 --          queue's block, KEYS[4] its blocked keys, then one task hash per delivery; then, for
---          deliveries of the tenant stream, the tenants block (lib.lua: "Tenants")
+--          deliveries of the tenant stream, the tenants block (lib.lua: "Tenants"); last, the
+--          queue's event stream (lib.lua: `EVENTS`)
 -- ARGV[1]  consumer group, then triples: task id, stream entry id, rate key ('' for none)
 -- Returns: one row per delivery: {1} run it, {0, due ms} held back, {-1} no longer current
 -- (settled or deleted: its entry is acked and removed). A re-sent call answers the same: a
--- held delivery is recorded in the hash's `d` with state `scheduled`.
+-- held delivery is recorded in the hash's `d` with state `scheduled`. Each delivery held back
+-- writes its `deferred` event (once: a re-sent call writes none).
 local group = ARGV[1]
 local n = (#ARGV - 1) / 3
 local out = {}
@@ -39,8 +41,10 @@ for t = 0, n - 1 do
       out[#out + 1] = {1}
     elseif h[1] == mid then
       local due = backoff_due(id, ends, now)
-      set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid}, KEYS[2],
-        due, T)
+      local env = set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid},
+        KEYS[2], due, T)
+      transition(EV.DEFERRED, id, env, E.AT, due, E.REASON,
+        qends > 0 and 'queue blocked' or 'rate key blocked')
       out[#out + 1] = {0, due}
     elseif h[2] == mid and h[3] == 'scheduled' then
       out[#out + 1] = {0, tonumber(redis.call('ZSCORE', KEYS[2], id)) or ends}
