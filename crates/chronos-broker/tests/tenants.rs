@@ -236,6 +236,20 @@ async fn a_paused_tenant_waits_and_a_full_one_refuses_enqueues() {
         matches!(&err, BrokerError::TenantFull { tenant, .. } if tenant == "f"),
         "{err:?}"
     );
+    // A delayed task is no way around the cap.
+    let err = Client::new(b.clone())
+        .enqueue(
+            &email(10),
+            EnqueueOptions::new()
+                .tenant("f")
+                .process_in(std::time::Duration::from_secs(60)),
+        )
+        .await
+        .expect_err("full, delayed");
+    assert!(
+        matches!(&err, BrokerError::TenantFull { tenant, .. } if tenant == "f"),
+        "{err:?}"
+    );
     // Another tenant has room of its own.
     put(&b, "g", 0..1, EnqueueOptions::new()).await;
     let bad = Client::new(b.clone())

@@ -94,6 +94,7 @@ pub struct Forwarded {
     /// Tasks moved into the stream.
     pub moved: u64,
     /// How long until the earliest task left in the scheduled and retry sets is due (by the
-    /// store's clock; zero when more are due now). None when both sets are empty.
+    /// store's clock; zero when more are due now, and after a pass that moved tasks, since a
+    /// task added during the pass may be due already). None when both sets are empty.
     pub next: Option<Duration>,
 }

@@ -221,9 +221,11 @@ impl EnqueueOptions {
     /// queue), which it holds until the replicas answer: on a connection shared with workers,
     /// those wait too (about one replica round trip; up to `timeout` when a replica is down). A
     /// producer that enqueues durably at a high rate gives it a broker of its own. If the
-    /// connection drops between the enqueue and its `WAIT`, the `WAIT` on the new connection
-    /// cannot see the earlier write and may pass early; a [`BrokerError::Store`] error there is
-    /// safe to retry with the same explicit task id.
+    /// connection drops between the enqueue and its `WAIT` (the client re-sends the `WAIT` on
+    /// a new connection, which cannot vouch for the earlier write), the store tells by the
+    /// connection's name and fails with [`BrokerError::NotReplicated`] (`acked: 0`) instead of
+    /// acknowledging: such an error, like a [`BrokerError::Store`] one, is safe to retry with
+    /// the same explicit task id.
     pub fn durable(mut self, replicas: u32, timeout: Duration) -> Self {
         self.durable = Some((replicas, timeout));
         self

@@ -22,8 +22,11 @@ pub struct TenantSettings {
     pub weight: Option<u32>,
     /// Most tasks of the tenant running at once, cluster-wide (built-in: no cap).
     pub concurrency: Option<u32>,
-    /// Most tasks of the tenant waiting in the queue: an enqueue past it fails with
-    /// [`BrokerError::TenantFull`] (built-in: no cap).
+    /// Most tasks of the tenant waiting (ready) in the queue: an enqueue, delayed or not, made
+    /// while that many wait fails with [`BrokerError::TenantFull`] (built-in: no cap). A
+    /// delayed task accepted under the cap is never refused later: when it falls due it joins
+    /// the waiting tasks whatever their number then, so the cap can be passed by the delayed
+    /// tasks accepted earlier.
     pub backlog: Option<u64>,
     /// A paused tenant's tasks wait (enqueues still succeed) until it is resumed.
     pub paused: Option<bool>,

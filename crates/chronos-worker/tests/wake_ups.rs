@@ -259,3 +259,28 @@ async fn lifting_a_queue_wide_block_wakes_the_sleeping_fetcher() {
     .await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn retries_of_no_delay_sent_together_are_forwarded_at_once() {
+    let (a, _) = pair().await;
+    let log = Log::default();
+    let config = ServerConfig {
+        concurrency: 8,
+        retry_delay: Arc::new(|_, _| Duration::ZERO),
+        ..config()
+    };
+    let server = serve(&a, "one", &log, config).await;
+    // Each fails once: their retries land in the retry set while the forwarder moves the
+    // earlier ones. One that lands between its listing and its move pushes no wake-up (an
+    // earlier member is still there) and must not wait for the safety pass (two minutes).
+    let jobs: Vec<Job> = (1000..1030).map(|n| Job { n, sleep_ms: 0 }).collect();
+    Client::new(a.clone())
+        .enqueue_batch(jobs.iter().map(|j| (j, EnqueueOptions::new())))
+        .await
+        .expect("enqueue");
+    eventually(Duration::from_secs(5), "every retry ran", || async {
+        starts(&log) == 60
+    })
+    .await;
+    server.shutdown().await;
+}

@@ -55,9 +55,14 @@ impl Maintain for RedisBroker {
         declared.extend(keys.tenants());
         declared.extend(self.event_stream(&keys).await?);
         let n = self.run(|s| &s.forward, declared, args).await?;
+        // `next` was read before this move, from sets that still held what it moved: a task
+        // added between the two calls, due before those (a retry of no delay), pushed no
+        // wake-up (lib.lua `wake` compares with the set's first member), and is not in `next`
+        // either. So a pass that moved something is followed by another, which reads the sets
+        // as they are now.
         Ok(Forwarded {
             moved: reply::int(&n, "forward")?.max(0) as u64,
-            next,
+            next: Some(Duration::ZERO),
         })
     }
 

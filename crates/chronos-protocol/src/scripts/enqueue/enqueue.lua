@@ -34,7 +34,8 @@
 --   -1  the unique lock is held by another task: nothing written
 --   -2  this id holds a different task: nothing written
 --   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
---   -4  the task's tenant has as many tasks waiting as its backlog cap: nothing written
+--   -4  the task's tenant has as many tasks waiting as its backlog cap (a delayed task too):
+--       nothing written
 -- and for a deduplicated task whose key another task holds (nothing written):
 --   {4, holder id}  a duplicate (reject, throttle)
 --   {5, holder id}  the holder may take this payload (replace, debounce): the caller asks
@@ -137,7 +138,10 @@ for t = 0, n - 1 do
   end
   local state
   local full = false
-  if capped and run_at <= now and h and not (h[1] or h[2] or h[3]) then
+  -- Delayed and debounced tasks too: the cap bounds what a tenant has accepted and waiting
+  -- now, and a task accepted for later is never refused when it falls due (the forwarder
+  -- makes it ready whatever the backlog then).
+  if capped and h and not (h[1] or h[2] or h[3]) then
     local cap = tenant_conf(T, tn)[3]
     full = cap > 0 and tenant_waiting(T, tn) >= cap
   end
