@@ -110,6 +110,10 @@ pub struct BulkStatus {
     /// Matched tasks left alone: gone, moved to another state, or already where the action
     /// takes them by the time the action reached them.
     pub skipped: u64,
+    /// Matched tasks refused because a worker held them by the time the action reached them
+    /// (fetched, started or not, or completed with its acknowledgement on its way): an archive
+    /// or delete never takes a task whose handler may have run.
+    pub running: u64,
     /// Matched tasks the action refused (a corrupt record).
     pub failed: u64,
     /// True when the run went through the whole state.
@@ -127,6 +131,7 @@ impl BulkStatus {
             match o {
                 ActionOutcome::Done => self.done += 1,
                 ActionOutcome::Corrupt => self.failed += 1,
+                ActionOutcome::Refused(Some(TaskState::Active)) => self.running += 1,
                 _ => self.skipped += 1,
             }
         }
@@ -135,7 +140,7 @@ impl BulkStatus {
     /// Matched tasks the run did not reach (after a cancel or an error).
     pub fn untouched(&self) -> u64 {
         self.matched
-            .saturating_sub(self.done + self.skipped + self.failed)
+            .saturating_sub(self.done + self.skipped + self.running + self.failed)
     }
 
     /// True while the run goes on (neither finished, cancelled nor stopped by an error).

@@ -306,6 +306,10 @@ pub struct BulkRow {
     pub done: u64,
     /// Matched tasks left alone (gone or moved meanwhile).
     pub skipped: u64,
+    /// Matched tasks refused because a worker held them (see [`BulkStatus::running`]).
+    pub running: u64,
+    /// Matched tasks whose record is corrupt.
+    pub failed: u64,
     /// Script calls made.
     pub calls: u64,
 }
@@ -317,6 +321,8 @@ impl From<BulkReport> for BulkRow {
             matched: r.matched,
             done: r.done,
             skipped: r.skipped,
+            running: r.running,
+            failed: r.failed,
             calls: r.calls,
         }
     }

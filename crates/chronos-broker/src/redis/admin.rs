@@ -1026,14 +1026,13 @@ impl RedisBroker {
                 }
             }
         }
-        // Plain tasks (an entry whose id is the task's, no hash) are pending or active by their
-        // pending entry's delivery count: one XPENDING over the page's range tells them all.
-        let started = match (state, listed.first(), listed.last()) {
-            (TaskState::Pending | TaskState::Active, Some(first), Some(last))
-                if listed.iter().any(|(id, mid, _)| id == mid) =>
-            {
-                self.started_in(keys, &first.1, &last.1, 2 * listed.len() + 16)
-                    .await?
+        // A task a worker holds is active, its start marked or not (lib.lua `held_by_worker`),
+        // and so is a plain task (an entry whose id is the task's, no hash): one XPENDING over
+        // the page's range tells them all.
+        let held = match (state, listed.first(), listed.last()) {
+            (TaskState::Pending | TaskState::Active, Some(first), Some(last)) => {
+                let n = 2 * (read as usize).max(listed.len()) + 16;
+                self.held_in(&stream, &first.1, &last.1, n).await?
             }
             _ => HashSet::new(),
         };
@@ -1080,9 +1079,13 @@ impl RedisBroker {
                 Err(e) => return Err(store(e)),
             };
             let mut s = rec.text(STATE, "scan").ok().flatten();
-            if s.is_none() && !zset && id == cursor {
-                let started = started.contains(&id);
-                s = Some(if started { "active" } else { "pending" }.to_string());
+            if !zset {
+                let held = held.contains(&cursor);
+                if s.is_none() && id == cursor {
+                    s = Some(if held { "active" } else { "pending" }.to_string());
+                } else if held && s.as_deref() == Some("pending") {
+                    s = Some("active".to_string());
+                }
             }
             if s.as_deref() != Some(state.as_str()) {
                 continue;
@@ -1127,11 +1130,14 @@ impl RedisBroker {
         })
     }
 
-    /// The entries between `first` and `last` (inclusive) whose pending delivery was started
-    /// as a plain task's (its delivery count set by start.lua).
-    pub(super) async fn started_in(
+    /// The entries of `stream` between `first` and `last` (inclusive) that a worker holds: in
+    /// the group's pending list under a consumer other than the one tenant tasks wait under.
+    /// Such a task is active for an operator whether or not its start was marked (a handler
+    /// that ends within the mark's delay is never marked, and a plain task's completion may
+    /// wait for the worker's next fetch): see lib.lua `held_by_worker`.
+    pub(super) async fn held_in(
         &self,
-        keys: &QueueKeys,
+        stream: &str,
         first: &str,
         last: &str,
         n: usize,
@@ -1139,7 +1145,7 @@ impl RedisBroker {
         let pel: Value = match self
             .inner
             .client
-            .xpending(keys.stream(), GROUP, (first, last, n as u64))
+            .xpending(stream, GROUP, (first, last, n as u64))
             .await
         {
             Ok(v) => v,
@@ -1149,12 +1155,10 @@ impl RedisBroker {
         Ok(reply::array(pel, "xpending")?
             .into_iter()
             .filter_map(|row| {
-                let cols = reply::array(row, "xpending").ok()?;
-                let count = cols.get(3)?.as_i64()?;
-                let mid = cols.into_iter().next()?;
-                (count >= super::protocol::STARTED)
-                    .then(|| reply::string(mid, "xpending").ok())
-                    .flatten()
+                let mut cols = reply::array(row, "xpending").ok()?.into_iter();
+                let mid = reply::string(cols.next()?, "xpending").ok()?;
+                let owner = reply::string(cols.next()?, "xpending").ok()?;
+                (owner != super::protocol::TENANT_PARK).then_some(mid)
             })
             .collect())
     }
