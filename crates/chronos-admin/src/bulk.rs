@@ -2,10 +2,11 @@
 //! in the background and the CLI runs behind `--all`.
 //!
 //! The run pages through the state with [`Operate::list_page`] and acts on each page's tasks
-//! with [`Operate::act`] (several at once). It acts on a page only after the next page was
-//! read, so the cursor it reads from always names a task it has not touched yet: a task moved
-//! out of a sorted set would leave a cursor that Redis can only resume by score, skipping the
-//! other tasks of the same score (a bulk archive gives thousands of tasks one died-at time).
+//! with [`Operate::act_many`] while the next page is read. That is safe because a cursor is a
+//! position, not a rank: an entry id, or a sorted set's (score, member), which the broker
+//! resumes after exactly even when acting on the page before moved that member out (a rank, or
+//! a fall back to "past this score", skipped the tasks sharing its score: thousands of dead
+//! letters settled in one millisecond, of which a bulk run left a third behind).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -97,7 +98,7 @@ impl BulkJob {
 /// the run's report when it ends.
 ///
 /// Counts only grow during a run. `matched` counts tasks found; each of them ends up in exactly
-/// one of `done`, `skipped`, `failed`, or (when the run was cancelled or stopped by an error)
+/// one of `done`, `skipped`, `running`, `failed`, or (when the run was cancelled or stopped by an error)
 /// [`BulkStatus::untouched`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct BulkStatus {

@@ -683,7 +683,6 @@ impl RedisBroker {
         // where a task's transition costs more than usual (a slow or busy host).
         let mut chunk = max.min(START_CHUNK);
         let need_env = !filter.is_empty();
-        let zset = !matches!(state, TaskState::Pending | TaskState::Active);
         let mut report = BulkReport::default();
         let mut cursor: Option<String> = None;
         loop {
@@ -692,7 +691,6 @@ impl RedisBroker {
                 .await?;
             report.scanned += read.items.len() as u64;
             let mut picked = Vec::new();
-            let mut cursors = Vec::new();
             for item in &read.items {
                 let pass = !need_env
                     || item
@@ -701,47 +699,27 @@ impl RedisBroker {
                 if pass {
                     picked.push((item.id.clone(), item.unique.clone()));
                 }
-                cursors.push((pass, item.cursor.clone()));
             }
             report.matched += picked.len() as u64;
-            let mut left = vec![true; picked.len()];
             if !picked.is_empty() {
                 let t = std::time::Instant::now();
-                let (codes, _) = self.run_action(&keys, action, &picked, force).await?;
+                let (codes, states) = self.run_action(&keys, action, &picked, force).await?;
                 chunk = adapt(chunk, t.elapsed(), max);
                 report.calls += 1;
-                for (i, c) in codes.iter().enumerate() {
-                    if ActionCode::from_reply(*c) == Some(ActionCode::Done) {
-                        report.done += 1;
-                        if let Some(l) = left.get_mut(i) {
-                            *l = action == TaskAction::Cancel;
-                        }
-                    } else {
-                        report.skipped += 1;
+                for (c, s) in codes.iter().zip(&states) {
+                    match outcome(*c, s) {
+                        ActionOutcome::Done => report.done += 1,
+                        ActionOutcome::Refused(Some(TaskState::Active)) => report.running += 1,
+                        ActionOutcome::Corrupt => report.failed += 1,
+                        _ => report.skipped += 1,
                     }
                 }
             }
-            // The next chunk starts after the last task read. A stream cursor (entry id) stays
-            // valid when that entry is gone; a zset cursor is found by its member's rank, so
-            // it must name a task still in the set: the last one the action left there. When
-            // it left none, the previous cursor still stands (everything before it is gone).
-            if zset {
-                let mut moved = left.into_iter();
-                let mut last_left = None;
-                for (pass, c) in cursors {
-                    let stays = if pass {
-                        moved.next().unwrap_or(true)
-                    } else {
-                        true
-                    };
-                    if stays {
-                        last_left = Some(c);
-                    }
-                }
-                if last_left.is_some() {
-                    cursor = last_left;
-                }
-            } else if read.end.is_some() {
+            // The next chunk starts after the last position read. Both kinds of cursor are
+            // positions, valid whatever the action did to the tasks before them: an entry id,
+            // and a sorted set's (score, member), which zset_page.lua resumes after also when
+            // the member has left the set.
+            if read.end.is_some() {
                 cursor = read.end;
             }
             if read.exhausted {
@@ -937,7 +915,7 @@ impl RedisBroker {
         let mut scores: HashMap<String, i64> = HashMap::new();
         let read;
         let exhausted;
-        let mut end = None;
+        let end;
         match state {
             TaskState::Pending => {
                 let start = stream_start(cursor)?;
@@ -1017,6 +995,7 @@ impl RedisBroker {
                 let page = self.zset_page(&z, cursor, n, newest_first).await?;
                 read = page.len() as u64;
                 exhausted = page.len() < n;
+                end = page.last().map(|(id, score)| format!("{score}:{id}"));
                 for (id, score) in page {
                     let c = format!("{score}:{id}");
                     if score.is_finite() {
@@ -1164,9 +1143,9 @@ impl RedisBroker {
     }
 
     /// Up to `n` members of zset `z` after `cursor` (`<score>:<member>`), with their scores,
-    /// lowest score first or (`newest_first`) highest first. The member's rank finds the place
-    /// in O(log n); when the member is gone, the members past its score are taken instead
-    /// (members with that very score are then skipped).
+    /// lowest score first or (`newest_first`) highest first. The cursor is a position, found in
+    /// one atomic call (zset_page.lua): it holds when its member has left the set, without
+    /// skipping the members that share its score (tasks settled in one millisecond).
     async fn zset_page(
         &self,
         z: &str,
@@ -1175,43 +1154,40 @@ impl RedisBroker {
         newest_first: bool,
     ) -> Result<Vec<(String, f64)>, BrokerError> {
         let client = &self.inner.client;
-        let stop = |from: i64| from + n as i64 - 1;
         let Some(c) = cursor else {
             return client
-                .zrange(z, 0, stop(0), None, newest_first, None, true)
+                .zrange(z, 0, n as i64 - 1, None, newest_first, None, true)
                 .await
                 .map_err(store);
         };
         let Some((score, member)) = zset_cursor(c) else {
             return Err(BrokerError::InvalidOption(format!("bad cursor {c:?}")));
         };
-        // The rank in the listing's own order.
-        let rank: Option<i64> = if newest_first {
-            client.zrevrank(z, member, false).await
-        } else {
-            client.zrank(z, member, false).await
+        let args: Vec<Value> = vec![
+            score.to_string().into(),
+            member.into(),
+            (n as i64).into(),
+            reply::flag(newest_first),
+        ];
+        let res = self
+            .run(|s| &s.zset_page, vec![z.to_string()], args)
+            .await?;
+        let flat = reply::array(res, "zset page")?;
+        let mut out = Vec::with_capacity(flat.len() / 2);
+        let mut it = flat.into_iter();
+        while let (Some(m), Some(s)) = (it.next(), it.next()) {
+            let m = reply::string(m, "zset page")?;
+            let s = reply::string(s, "zset page")?;
+            let s = match s.as_str() {
+                "inf" | "+inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                other => other
+                    .parse()
+                    .map_err(|_| reply::bad("zset page", format!("score {other:?}")))?,
+            };
+            out.push((m, s));
         }
-        .map_err(store)?;
-        match rank {
-            Some(r) => Ok(client
-                .zrange(z, r + 1, stop(r + 1), None, newest_first, None, true)
-                .await
-                .map_err(store)?),
-            None if newest_first => {
-                let from = format!("({score}");
-                Ok(client
-                    .zrevrangebyscore(z, from.as_str(), "-inf", true, Some((0, n as i64)))
-                    .await
-                    .map_err(store)?)
-            }
-            None => {
-                let from = format!("({score}");
-                Ok(client
-                    .zrangebyscore(z, from.as_str(), "+inf", true, Some((0, n as i64)))
-                    .await
-                    .map_err(store)?)
-            }
-        }
+        Ok(out)
     }
 
     /// Stream entries no state listing reaches (an entry whose task hash is gone or names
