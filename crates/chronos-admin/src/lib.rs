@@ -13,6 +13,7 @@
 //! # Ok(()) }
 //! ```
 
+mod archive;
 mod bulk;
 mod dead_letters;
 mod enqueue;
@@ -36,6 +37,7 @@ use chronos_broker::{
 };
 use serde::Serialize;
 
+pub use archive::ArchiveCap;
 pub use bulk::{BulkJob, BulkStatus, CancelToken, DEFAULT_BULK_CHUNK};
 pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
 pub use dead_letters::{error_group_key, ErrorGroup, ErrorGroups};
