@@ -4,17 +4,17 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chronos_broker::{
-    ActionOutcome, Client, EnqueueOptions, Inspect, Operate, RedisBroker, TaskAction, TaskFilter,
-    TaskState,
+    ActionOutcome, Chain, Client, Dedup, EnqueueOptions, Events, Group, Inspect, Operate, Priority,
+    RedisBroker, TaskAction, TaskFilter, TaskState,
 };
 use chronos_testkit::{RedisServer, TcpProxy};
-use chronos_worker::{Context, Mux, Server, ServerConfig, Task};
+use chronos_worker::{Context, Mux, QueueLimit, Server, ServerConfig, Task, TaskError};
 use common::{broker, eventually, fast_config, q, Job};
 
 async fn connect(url: &str) -> RedisBroker {
@@ -224,4 +224,134 @@ async fn a_bulk_archive_under_running_workers_archives_no_task_that_ran() {
         report.done + report.skipped + report.running + report.failed,
         "{report:?}"
     );
+}
+
+/// The keys of `queue` (its prefix `<ns>:{<queue>}:`) that exist now.
+async fn keys_of(b: &RedisBroker, queue: &chronos_broker::QueueName) -> Vec<String> {
+    use chronos_broker::fred::interfaces::KeysInterface;
+    let prefix = b.keyspace().queue(queue).prefix().to_string();
+    let mut out = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, page): (String, Vec<String>) = b
+            .client()
+            .scan_page(cursor, format!("{prefix}*"), Some(1_000), None)
+            .await
+            .expect("scan");
+        out.extend(page.into_iter().filter(|k| k.starts_with(&prefix)));
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    out.sort();
+    out
+}
+
+/// A queue used with every feature a worker and a producer bring (events on, plain, explicit
+/// id, unique and deduplicated tasks, delays, levels, a tenant, LIFO, retention, rate keys
+/// under per-key and queue limits, retries, snoozes, handler blocks, dead letters, cancels,
+/// progress, a chain and a group) is deleted: no key of it is left, so a queue created again
+/// under the name starts empty (its events and dedup counters were left behind: issue 35,
+/// 2.14).
+#[tokio::test]
+async fn a_queue_deleted_after_every_feature_was_used_leaves_no_key_behind() {
+    let b = broker().await;
+    let name = "every";
+    let queue = q(name);
+    b.set_events(&queue, true).await.expect("events on");
+    let seen = Arc::new(Mutex::new(HashSet::<u32>::new()));
+    let mut mux = Mux::new();
+    {
+        let seen = seen.clone();
+        mux.handle(move |ctx: Context, t: Task<Job>| {
+            let seen = seen.clone();
+            async move {
+                let first = seen.lock().expect("lock").insert(t.args.n);
+                match t.args.n {
+                    1 => Err(TaskError::skip_retry("dead on arrival")),
+                    2 => Err(TaskError::cancel("not wanted")),
+                    3 if first => Err(TaskError::rate_limited(Duration::from_millis(200))),
+                    4 if first => Err(TaskError::retry_after(Duration::from_millis(100), "once")),
+                    5 if first => Err(TaskError::snooze(Duration::from_millis(100))),
+                    6 => Err(TaskError::rate_limited(Duration::from_millis(200)).queue_wide())
+                        .or_else(|e| if first { Err(e) } else { Ok(()) }),
+                    _ => {
+                        ctx.progress(&serde_json::json!({ "n": t.args.n }))
+                            .expect("progress");
+                        Ok(())
+                    }
+                }
+            }
+        })
+        .expect("register");
+    }
+    let config = ServerConfig {
+        concurrency: 8,
+        queues: vec![(name.to_string(), 1)],
+        ..fast_config()
+    }
+    .limit(
+        name,
+        QueueLimit::new()
+            .rate(1_000, Duration::from_secs(1))
+            .concurrency(16)
+            .per_key_rate(100, Duration::from_secs(1)),
+    );
+    let server = Server::new(b.clone(), mux, config)
+        .expect("server")
+        .start()
+        .await
+        .expect("start");
+    let client = Client::new(b.clone());
+    let o = || EnqueueOptions::new().queue(name);
+    let job = |n| Job { n, sleep_ms: 0 };
+    let mut all = vec![
+        (job(0), o()),
+        (job(1), o()),
+        (job(2), o()),
+        (job(3), o().rate_key("rk")),
+        (job(4), o()),
+        (job(5), o()),
+        (job(6), o()),
+        (job(10), o().task_id("explicit-1")),
+        (job(11), o().unique(Duration::from_secs(60))),
+        (
+            job(12),
+            o().dedup(Dedup::key("k").ttl(Duration::from_secs(60))),
+        ),
+        (
+            job(12),
+            o().dedup(Dedup::key("k").ttl(Duration::from_secs(60))),
+        ),
+        (job(13), o().process_in(Duration::from_millis(200))),
+        (job(14), o().priority(Priority::level(0).expect("level"))),
+        (job(15), o().priority(Priority::level(9).expect("level"))),
+        (job(16), o().tenant("acme")),
+        (job(17), o().lifo()),
+        (job(18), o().retention(Duration::from_secs(60))),
+    ];
+    for (j, opts) in all.drain(..) {
+        client.enqueue(&j, opts).await.expect("enqueue");
+    }
+    client
+        .enqueue_chain(Chain::new().then(&job(20), o()).then(&job(21), o()))
+        .await
+        .expect("chain");
+    client
+        .enqueue_group(Group::new(&job(30), o()).member(&job(31), o()))
+        .await
+        .expect("group");
+    eventually(Duration::from_secs(30), "every task settled", || async {
+        let s = b.queue_stats(&queue).await.expect("stats");
+        s.pending + s.active + s.scheduled + s.retry == 0 && s.processed >= 14
+    })
+    .await;
+    server.shutdown().await;
+    let before = keys_of(&b, &queue).await;
+    println!("{} keys of the queue before its delete", before.len());
+    b.delete_queue(&queue, true).await.expect("delete");
+    let left = keys_of(&b, &queue).await;
+    assert!(left.is_empty(), "keys left after the delete: {left:?}");
+    assert!(!b.events_on(&queue).await.expect("events"));
 }

@@ -30,6 +30,9 @@ const CANCEL_KEEP: Duration = Duration::from_secs(60);
 /// Largest chunk one script call takes.
 const MAX_CHUNK: usize = 5_000;
 
+/// Keys of a deleted queue (besides its sets and streams) one queue-delete call removes.
+const QUEUE_KEYS_PER_CALL: usize = 500;
+
 /// How long one bulk script call should hold Redis at most: chunks shrink when a call takes
 /// longer (see [`RedisBroker::bulk`]).
 const CALL_BUDGET: Duration = Duration::from_millis(5);
@@ -290,12 +293,25 @@ impl Operate for RedisBroker {
             declared.push(keys.settings());
             declared.extend(keys.tenants());
             declared.push(keys.cancelled());
-            let held = reply::int(
-                &self
-                    .run(|s| &s.admin_queue_delete, declared, Vec::new())
-                    .await?,
-                "queue delete",
-            )?;
+            // Every other key of the queue goes with it, in calls of bounded size that each
+            // check again that no task arrived meanwhile.
+            let others = self.other_queue_keys(&keys, &declared).await?;
+            let mut held = 0;
+            for part in others.chunks(QUEUE_KEYS_PER_CALL).chain(
+                // One call even when there is nothing else to delete.
+                others.is_empty().then_some(&[][..]),
+            ) {
+                let mut all = declared.clone();
+                all.extend(part.iter().cloned());
+                all.push(keys.events());
+                held = reply::int(
+                    &self.run(|s| &s.admin_queue_delete, all, Vec::new()).await?,
+                    "queue delete",
+                )?;
+                if held != 0 {
+                    break;
+                }
+            }
             if held == 0 {
                 // Outside the queue's slot: plain commands after the queue's own keys are gone.
                 let _: i64 = self
@@ -1187,6 +1203,44 @@ impl RedisBroker {
             };
             out.push((m, s));
         }
+        Ok(out)
+    }
+
+    /// The keys of a queue being deleted that `declared` (its sets, streams, counters and
+    /// settings) leaves out: one SCAN over the queue's prefix (on a cluster, on the node of its
+    /// slot). Leaves out the event stream (every call declares it) and the scheduler's keys
+    /// (`sched:*`: its fences and fire state guard the schedules that still feed the queue).
+    async fn other_queue_keys(
+        &self,
+        keys: &QueueKeys,
+        declared: &[String],
+    ) -> Result<Vec<String>, BrokerError> {
+        let prefix = keys.prefix();
+        let pattern = format!("{}*", super::locks::glob_escape(prefix));
+        let scheduler = format!("{prefix}sched:");
+        let events = keys.events();
+        let mut found = HashSet::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let (next, page): (String, Vec<String>) = self
+                .inner
+                .client
+                .scan_page(cursor, pattern.clone(), Some(1_000), None)
+                .await
+                .map_err(store)?;
+            found.extend(page.into_iter().filter(|k| {
+                k.starts_with(prefix)
+                    && !k.starts_with(&scheduler)
+                    && *k != events
+                    && !declared.contains(k)
+            }));
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        let mut out: Vec<String> = found.into_iter().collect();
+        out.sort();
         Ok(out)
     }
 
