@@ -1,5 +1,5 @@
-//! The edges of a delivery's life in a worker, against a real Redis: a task deleted or archived
-//! while it waits in the buffer, a start mark answered `Lost` or not answered at all, an ack
+//! The edges of a delivery's life in a worker, against a real Redis: a delete or archive refused
+//! while the task waits in the buffer, a start mark answered `Lost` or not answered at all, an ack
 //! that fails for a while, a shared read over more queues than free slots, an entry that lost
 //! its envelope, and a rate key that cannot name a key.
 
