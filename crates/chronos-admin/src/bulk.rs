@@ -2,10 +2,11 @@
 //! in the background and the CLI runs behind `--all`.
 //!
 //! The run pages through the state with [`Operate::list_page`] and acts on each page's tasks
-//! with [`Operate::act`] (several at once). It acts on a page only after the next page was
-//! read, so the cursor it reads from always names a task it has not touched yet: a task moved
-//! out of a sorted set would leave a cursor that Redis can only resume by score, skipping the
-//! other tasks of the same score (a bulk archive gives thousands of tasks one died-at time).
+//! with [`Operate::act_many`] while the next page is read. That is safe because a cursor is a
+//! position, not a rank: an entry id, or a sorted set's (score, member), which the broker
+//! resumes after exactly even when acting on the page before moved that member out (a rank, or
+//! a fall back to "past this score", skipped the tasks sharing its score: thousands of dead
+//! letters settled in one millisecond, of which a bulk run left a third behind).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -97,7 +98,7 @@ impl BulkJob {
 /// the run's report when it ends.
 ///
 /// Counts only grow during a run. `matched` counts tasks found; each of them ends up in exactly
-/// one of `done`, `skipped`, `failed`, or (when the run was cancelled or stopped by an error)
+/// one of `done`, `skipped`, `running`, `failed`, or (when the run was cancelled or stopped by an error)
 /// [`BulkStatus::untouched`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct BulkStatus {
@@ -110,6 +111,10 @@ pub struct BulkStatus {
     /// Matched tasks left alone: gone, moved to another state, or already where the action
     /// takes them by the time the action reached them.
     pub skipped: u64,
+    /// Matched tasks refused because a worker held them by the time the action reached them
+    /// (fetched, started or not, or completed with its acknowledgement on its way): an archive
+    /// or delete never takes a task whose handler may have run.
+    pub running: u64,
     /// Matched tasks the action refused (a corrupt record).
     pub failed: u64,
     /// True when the run went through the whole state.
@@ -127,6 +132,7 @@ impl BulkStatus {
             match o {
                 ActionOutcome::Done => self.done += 1,
                 ActionOutcome::Corrupt => self.failed += 1,
+                ActionOutcome::Refused(Some(TaskState::Active)) => self.running += 1,
                 _ => self.skipped += 1,
             }
         }
@@ -135,7 +141,7 @@ impl BulkStatus {
     /// Matched tasks the run did not reach (after a cancel or an error).
     pub fn untouched(&self) -> u64 {
         self.matched
-            .saturating_sub(self.done + self.skipped + self.failed)
+            .saturating_sub(self.done + self.skipped + self.running + self.failed)
     }
 
     /// True while the run goes on (neither finished, cancelled nor stopped by an error).

@@ -13,6 +13,7 @@
 //! # Ok(()) }
 //! ```
 
+mod archive;
 mod bulk;
 mod dead_letters;
 mod enqueue;
@@ -36,6 +37,7 @@ use chronos_broker::{
 };
 use serde::Serialize;
 
+pub use archive::ArchiveCap;
 pub use bulk::{BulkJob, BulkStatus, CancelToken, DEFAULT_BULK_CHUNK};
 pub use chronos_broker::{HistoryPoint, TaskAction as Action, TaskEdit};
 pub use dead_letters::{error_group_key, ErrorGroup, ErrorGroups};
@@ -310,6 +312,10 @@ pub struct BulkRow {
     pub done: u64,
     /// Matched tasks left alone (gone or moved meanwhile).
     pub skipped: u64,
+    /// Matched tasks refused because a worker held them (see [`BulkStatus::running`]).
+    pub running: u64,
+    /// Matched tasks whose record is corrupt.
+    pub failed: u64,
     /// Script calls made.
     pub calls: u64,
 }
@@ -321,6 +327,8 @@ impl From<BulkReport> for BulkRow {
             matched: r.matched,
             done: r.done,
             skipped: r.skipped,
+            running: r.running,
+            failed: r.failed,
             calls: r.calls,
         }
     }

@@ -113,7 +113,9 @@
 //!
 //! # Key layout
 //! `<ns>` is the namespace (default `chronos`), `<q>` the queue name. Every key of a queue carries
-//! the hash tag `{<q>}`, so each script touches one cluster slot.
+//! the hash tag `{<q>}`, so each script touches one cluster slot. Deleting a queue
+//! ([`Operate::delete_queue`]) removes every key of it but the scheduler's (`sched:*`), whatever
+//! the "removed by" column says, so a queue created again under the name starts empty.
 //!
 //! | key | type | contents | written by | removed by |
 //! |---|---|---|---|---|
@@ -128,8 +130,9 @@
 //! | `<ns>:{<q>}:cancelled` | zset | ids of tasks their handler cancelled (`TaskError::cancel`), by cancelled-at ms | cancel (cancel.lua) | janitor (the archive's age and count caps, counted on their own), run now, delete |
 //! | `<ns>:{<q>}:completed` | zset | retained task ids by expiry ms | complete with retention | janitor once expired |
 //! | `<ns>:{<q>}:u:<sha256>`, `<ns>:{<q>}:u:k:<key>` | string | id of the task holding the unique or deduplication lock (of a payload hash, or of a caller's key) | unique or deduplicated enqueue | complete, dead-letter, cancel, delete, start (release on start), an operator's release (dedup_release.lua, `chronos dedup rm`), or only its TTL (throttle, release at expiry); listed by `RedisBroker::dedup_locks` (SCAN in the slot) |
-//! | `<ns>:{<q>}:deduplicated` | hash | lifetime counters of deduplicated enqueues: `reject`, `throttle`, `replace`, `debounce` | enqueue (a duplicate), edit (a replace or debounce that reached its holder) | never (four integers) |
-//! | `<ns>:{<q>}:processed`, `<ns>:{<q>}:failed` | string | lifetime counters | complete; retry and dead-letter | never (one integer each) |
+//! | `<ns>:{<q>}:deduplicated` | hash | lifetime counters of deduplicated enqueues: `reject`, `throttle`, `replace`, `debounce` | enqueue (a duplicate), edit (a replace or debounce that reached its holder) | a queue delete (four integers) |
+//! | `<ns>:{<q>}:processed`, `<ns>:{<q>}:failed` | string | lifetime counters | complete; retry and dead-letter | a queue delete (one integer each) |
+//! | `<ns>:{<q>}:events` | stream | the queue's event stream while it is on: one entry per transition of a task (type, task id, kind, and what it says), capped near [`EVENTS_KEPT`] | the scripts of the transitions, while the stream exists (`chronos events on` makes it) | `chronos events off`, a queue delete; trimmed by every write |
 //! | `<ns>:{<q>}:d:<id>` | string | discard marker of a dead-lettered task that was dropped: `<entry id>\|` (its worker's dead-letter call), `~<entry id>` (the recoverer's reclaim, which a worker's late call must not take for its own) | dead-letter, reclaim | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:reclaimed` | hash | reclaim outbox: task id -> `1` (discarded) or `0` (archived), then the envelope, of every task the recoverer dead-lettered and has not yet reported to its group | reclaim (same script as the dead letter; TTL 7 days set again on each write) | the recoverer after reporting (`Maintain::ack_reclaimed`, at once for non-members), or its TTL |
 //! | `<ns>:{<q>}:e:<token>` | string | receipt of one enqueue call: one code per task of the call | enqueue | its TTL (the idempotency window) |

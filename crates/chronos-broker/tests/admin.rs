@@ -248,48 +248,131 @@ async fn acting_on_many_ids_answers_each_as_one_act_would_and_releases_their_loc
     ));
 }
 
+/// A delivery a worker holds is running for an operator, whether or not its start mark was
+/// written: a handler that ends within the mark's delay is never marked, and a plain task's
+/// completion may wait for its worker's next fetch to be acked. Archiving or deleting it as
+/// waiting dead-lettered (or dropped) tasks whose handler had run to the end (issue 35, 2.17).
 #[tokio::test]
-async fn a_task_deleted_after_fetch_is_not_started() {
+async fn a_fetched_task_is_running_for_the_operator_whether_or_not_it_was_marked() {
     let b = broker().await;
     let client = Client::new(b.clone());
     let queue = q("default");
-    let info = client
+    let plain = client
         .enqueue(&email(1), EnqueueOptions::new())
         .await
         .expect("enqueue");
+    let hashed = client
+        .enqueue(&email(2), EnqueueOptions::new().task_id("with-a-record"))
+        .await
+        .expect("enqueue");
+    let tenant = client
+        .enqueue(&email(3), EnqueueOptions::new().tenant("acme"))
+        .await
+        .expect("enqueue");
+    // Delivered to a worker (XREADGROUP), no start mark: what a worker holds between its
+    // fetch and its ack when the handler ended within the mark's delay.
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
         .fetch(&mut reader, &queue, "w1", 10, Duration::ZERO)
         .await
         .expect("fetch");
-    assert_eq!(f.leases.len(), 1);
-    // Fetched, not started: still pending, so it can be deleted.
+    assert_eq!(f.leases.len(), 3, "{:?}", f.leases);
+    for id in [&plain.id, &hashed.id, &tenant.id] {
+        for action in [TaskAction::Archive, TaskAction::Delete] {
+            assert_eq!(
+                b.act(&queue, id, action).await.expect("act"),
+                ActionOutcome::Refused(Some(TaskState::Active)),
+                "{action:?} of {id}"
+            );
+        }
+        assert_eq!(
+            b.act(&queue, id, TaskAction::RunNow).await.expect("run"),
+            ActionOutcome::Already
+        );
+        assert_eq!(
+            state_of(&b, &queue, id).await,
+            Some(TaskState::Active),
+            "{id}"
+        );
+    }
+    let ids = vec![plain.id.clone(), hashed.id.clone(), tenant.id.clone()];
+    let bulk = b
+        .act_many(&queue, &ids, TaskAction::Archive)
+        .await
+        .expect("bulk");
+    assert!(
+        bulk.iter()
+            .all(|o| *o == ActionOutcome::Refused(Some(TaskState::Active))),
+        "{bulk:?}"
+    );
+    // Listed as the operator's actions see them.
+    let listed = |state| {
+        let b = b.clone();
+        let queue = queue.clone();
+        async move {
+            let mut ids: Vec<String> = b
+                .list_page(&queue, state, &TaskFilter::default(), None, 10)
+                .await
+                .expect("list")
+                .tasks
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(listed(TaskState::Active).await, all);
+    assert!(listed(TaskState::Pending).await.is_empty());
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 3, 0));
+    // Nothing was taken from the worker: its deliveries start and complete as usual.
+    let leases: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
+    let started = b.start(&queue, &leases).await.expect("start");
+    assert!(
+        started
+            .iter()
+            .all(|o| matches!(o, StartOutcome::Started(_))),
+        "{started:?}"
+    );
+    let done: Vec<Completion> = leases
+        .into_iter()
+        .map(|lease| Completion {
+            lease,
+            retention: None,
+            result: None,
+        })
+        .collect();
+    assert_eq!(b.complete(&queue, &done).await.expect("ack"), 3);
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 0));
+}
+
+/// A tenant task waiting for its turn sits in the tenant stream's pending list under the
+/// parking consumer: that is waiting, not running, and it is archived as before.
+#[tokio::test]
+async fn a_tenant_task_waiting_for_its_turn_is_still_archived() {
+    let b = broker().await;
+    let client = Client::new(b.clone());
+    let queue = q("default");
+    let info = client
+        .enqueue(&email(1), EnqueueOptions::new().tenant("acme"))
+        .await
+        .expect("enqueue");
     assert_eq!(
-        b.act(&queue, &info.id, TaskAction::Delete)
+        state_of(&b, &queue, &info.id).await,
+        Some(TaskState::Pending)
+    );
+    assert_eq!(
+        b.act(&queue, &info.id, TaskAction::Archive)
             .await
-            .expect("delete"),
+            .expect("archive"),
         ActionOutcome::Done
     );
-    let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();
-    assert_eq!(
-        b.start(&queue, &ids).await.expect("start"),
-        vec![StartOutcome::Lost]
-    );
     let stats = b.queue_stats(&queue).await.expect("stats");
-    assert_eq!((stats.pending, stats.active), (0, 0));
-    // Its delivery left the group's pending list with it (a fetched plain task is acked).
-    use chronos_broker::fred::interfaces::StreamsInterface;
-    type Summary = (u64, Option<String>, Option<String>, Vec<(String, u64)>);
-    let pel: Summary = b
-        .client()
-        .xpending(
-            b.keyspace().queue(&queue).stream(),
-            chronos_broker::GROUP,
-            (),
-        )
-        .await
-        .expect("xpending");
-    assert_eq!(pel.0, 0);
+    assert_eq!((stats.pending, stats.active, stats.archived), (0, 0, 1));
 }
 
 #[tokio::test]

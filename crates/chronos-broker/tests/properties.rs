@@ -440,6 +440,7 @@ fn arb_server_record() -> impl Strategy<Value = ServerRecord> {
                     running,
                     last_seen_ms,
                     tasks: Vec::new(),
+                    archive_max: None,
                 }
             },
         )

@@ -18,6 +18,7 @@ fn record(id: &str) -> ServerRecord {
         running: 0,
         last_seen_ms: now_ms(),
         tasks: Vec::new(),
+        archive_max: None,
     }
 }
 

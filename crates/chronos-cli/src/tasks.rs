@@ -355,16 +355,32 @@ async fn act(
         watcher.abort();
         progress.end();
         let r = r?;
+        let cap = archive_note(admin, &a.queue, action).await;
+        let mut text = format!(
+            "{verb}: {} of {} matching tasks ({} read, {} left alone: gone or moved meanwhile",
+            r.done, r.matched, r.scanned, r.skipped
+        );
+        if r.running > 0 {
+            text.push_str(&format!(
+                ", {} running: a worker holds them, left to it",
+                r.running
+            ));
+        }
+        if r.failed > 0 {
+            text.push_str(&format!(", {} refused: corrupt records", r.failed));
+        }
+        text.push(')');
+        if let Some((_, note)) = &cap {
+            text.push('\n');
+            text.push_str(note);
+        }
         out.done(
-            &serde_json::json!({"action": verb, "queue": a.queue, "state": state.as_str(), "report": r}),
-            &format!(
-                "{verb}: {} of {} matching tasks ({} read, {} left alone{})",
-                r.done,
-                r.matched,
-                r.scanned,
-                r.skipped,
-                if r.failed > 0 { format!(", {} refused", r.failed) } else { String::new() }
-            ),
+            &serde_json::json!({
+                "action": verb, "queue": a.queue, "state": state.as_str(), "report": r,
+                "archive": cap.as_ref().map(|(c, _)| c),
+                "archive_cap_deletes": cap.as_ref().map_or(0, |(c, _)| c.deleted_after(0)),
+            }),
+            &text,
         )?;
         if r.cancelled {
             anyhow::bail!(
@@ -375,22 +391,65 @@ async fn act(
         if let Some(e) = r.error {
             anyhow::bail!("stopped by an error after {} tasks: {e}", r.done);
         }
+        if r.failed > 0 {
+            anyhow::bail!(
+                "{} matching tasks were not reached: their records are corrupt (chronos task show Q ID)",
+                r.failed
+            );
+        }
         return Ok(());
     }
     let id =
         a.id.ok_or_else(|| AdminError::Invalid("give a task id or --all".into()))?;
     let changed = admin.act(&a.queue, &id, action).await?;
-    let text = match (action, changed) {
+    let mut text = match (action, changed) {
         (_, true) if action == TaskAction::Cancel => format!("task {id}: cancel requested"),
         (_, true) => format!("task {id}: {verb} done"),
         (TaskAction::Delete, false) => format!("task {id}: already gone"),
         (_, false) => format!("task {id}: nothing to do (already done)"),
     };
+    if let (true, Some((_, note))) = (changed, archive_note(admin, &a.queue, action).await) {
+        text.push('\n');
+        text.push_str(&note);
+    }
     out.done(
         &serde_json::json!({"action": verb, "queue": a.queue, "id": id, "changed": changed}),
         &text,
     )
 }
+/// After an archive: the queue's archive and, when it is over its cap, the sentence that says
+/// what the janitor will delete (the oldest archived tasks, dead letters among them). None for
+/// other actions, or when the cap cannot be read (the action itself went through).
+async fn archive_note(
+    admin: &Admin<RedisBroker>,
+    queue: &str,
+    action: TaskAction,
+) -> Option<(chronos_admin::ArchiveCap, String)> {
+    if action != TaskAction::Archive {
+        return None;
+    }
+    let cap = admin.archive_cap(queue).await.ok()?;
+    let over = cap.deleted_after(0);
+    let note = if over > 0 {
+        format!(
+            "warning: the archive of {queue} holds {} tasks, over its cap of {} ({}): the janitor \
+             deletes the oldest {over} within a minute, dead letters among them. Run or delete what \
+             must stay, or raise archive_max.",
+            cap.archived,
+            cap.max,
+            cap.source()
+        )
+    } else {
+        format!(
+            "the archive of {queue} holds {} of at most {} tasks ({}); past that the oldest are deleted",
+            cap.archived,
+            cap.max,
+            cap.source()
+        )
+    };
+    Some((cap, note))
+}
+
 /// The lines of `chronos task watch`: one per change of state or progress.
 async fn watch(
     admin: &Admin<RedisBroker>,

@@ -170,7 +170,7 @@ pub use schema::Schemas;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub use schemars;
-pub use server_record::{RunningTask, ServerRecord, RUNNING_LISTED};
+pub use server_record::{RunningTask, ServerRecord, DEFAULT_ARCHIVE_MAX, RUNNING_LISTED};
 pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 pub use state::TaskState;
 pub use step::chain_successor;

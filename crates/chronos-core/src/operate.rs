@@ -127,6 +127,12 @@ pub struct BulkReport {
     pub done: u64,
     /// Matched tasks left alone: gone meanwhile, or moved to a state the action does not take.
     pub skipped: u64,
+    /// Matched tasks refused because a worker holds them (fetched, started or not, or completed
+    /// with the acknowledgement still on its way): their handler may have run, so they are not
+    /// archived or deleted as if they were waiting. Counted apart from `skipped`.
+    pub running: u64,
+    /// Matched tasks whose record is corrupt: nothing changed.
+    pub failed: u64,
     /// Script calls made, each on at most one chunk of tasks.
     pub calls: u64,
 }

@@ -26,10 +26,19 @@ pub struct ServerRecord {
     /// most [`RUNNING_LISTED`]; `running` counts them all). Empty in records of older versions.
     #[serde(default)]
     pub tasks: Vec<RunningTask>,
+    /// Most archived tasks its janitor keeps per queue (the worker's `ServerConfig::archive_max`):
+    /// past it, the oldest are deleted, dead letters and tasks an operator archived alike. An
+    /// operator's archive names what that will delete. None in records of older versions.
+    #[serde(default)]
+    pub archive_max: Option<u64>,
 }
 
 /// Most running tasks one server record lists ([`ServerRecord::tasks`]).
 pub const RUNNING_LISTED: usize = 100;
+
+/// The archive cap a worker server applies unless configured otherwise: at most this many
+/// archived tasks per queue ([`ServerRecord::archive_max`]).
+pub const DEFAULT_ARCHIVE_MAX: u64 = 10_000;
 
 /// A task a server's handler runs, as its record lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

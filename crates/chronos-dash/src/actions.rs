@@ -538,6 +538,13 @@ pub(crate) async fn bulk(
                 format::thousands(count.at_most)
             )
         };
+        // An archive adds to the set the dead letters are in, which the servers' janitor keeps
+        // under its cap by deleting the oldest: say what this one will delete before it runs.
+        let cap = if action == TaskAction::Archive {
+            st.admin.archive_cap(&queue).await.ok()
+        } else {
+            None
+        };
         let body = html! {
             h1 { "Confirm" }
             @if let (true, Some(c)) = (grew, confirmed) {
@@ -559,6 +566,25 @@ pub(crate) async fn bulk(
                     (format::thousands(count.in_state)) " " (state.as_str()) " tasks: "
                     (format::thousands(count.matched)) " matched so far; the rest is not counted. "
                     "The action goes through all of them and shows its progress as it goes."
+                }
+            }
+            @if let Some(cap) = cap {
+                @let deleted = cap.deleted_after(count.at_most);
+                @if deleted > 0 {
+                    p.notice #archive-cap {
+                        "The archive of queue " (queue) " keeps at most " strong { (format::thousands(cap.max)) }
+                        " tasks (" (cap.source()) ") and holds " (format::thousands(cap.archived)) " now: "
+                        "archiving these makes the janitor delete the oldest "
+                        strong #archive-cap-deletes { (format::thousands(deleted)) }
+                        " archived tasks within a minute, dead letters among them. "
+                        "Delete what need not be kept instead, or raise archive_max."
+                    }
+                } @else {
+                    p.muted #archive-cap {
+                        "The archive of queue " (queue) " holds " (format::thousands(cap.archived))
+                        " of at most " (format::thousands(cap.max)) " tasks (" (cap.source())
+                        "); past that the janitor deletes the oldest."
+                    }
                 }
             }
             p.muted { "It runs in the background with a progress page and can be cancelled. Tasks that reach this state while it runs may be included too." }

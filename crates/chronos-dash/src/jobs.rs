@@ -55,6 +55,7 @@ impl Job {
             matched: s.matched,
             scanned: s.scanned,
             skipped: s.skipped,
+            running: s.running,
             failed: s.failed,
             untouched: s.untouched(),
             expected_at_most: self.expected.at_most,
@@ -86,6 +87,8 @@ pub(crate) struct JobView {
     pub(crate) matched: u64,
     pub(crate) scanned: u64,
     pub(crate) skipped: u64,
+    /// Refused because a worker held them (their handler may have run).
+    pub(crate) running: u64,
     pub(crate) failed: u64,
     pub(crate) untouched: u64,
     pub(crate) expected_at_most: u64,
@@ -173,6 +176,7 @@ impl Jobs {
                 done = end.done,
                 matched = end.matched,
                 skipped = end.skipped,
+                running = end.running,
                 failed = end.failed,
                 error = end.error.as_deref().unwrap_or(""),
                 "console: bulk action ended"

@@ -450,6 +450,63 @@ async fn bulk_actions_confirm_the_count_first() -> Result<()> {
     Ok(())
 }
 
+/// An archive adds to the set the dead letters are in, which the servers' janitor keeps under
+/// its cap by deleting the oldest: the confirm step names what this archive will delete.
+#[tokio::test]
+async fn a_bulk_archive_confirm_names_what_the_archive_cap_will_delete() -> Result<()> {
+    use chronos_broker::{Maintain, ServerRecord};
+    let c = console(DashConfig::default()).await?;
+    seed(&c.broker, "bulk", 12).await?;
+    let record = ServerRecord {
+        id: "srv-cap".into(),
+        host: "host-1".into(),
+        pid: 7,
+        queues: vec![("bulk".into(), 1)],
+        concurrency: 4,
+        started_at_ms: chronos_broker::now_ms(),
+        running: 0,
+        last_seen_ms: chronos_broker::now_ms(),
+        tasks: Vec::new(),
+        archive_max: Some(10),
+    };
+    c.broker
+        .publish_server(&record, Duration::from_secs(30))
+        .await?;
+    let csrf = send(c.addr, "GET", "/queues/bulk", &[], "").await?.csrf()?;
+    let ask = |action: &'static str| {
+        let csrf = csrf.clone();
+        async move {
+            send(
+                c.addr,
+                "POST",
+                "/queues/bulk/bulk",
+                &[],
+                &form(&[
+                    ("csrf", &csrf),
+                    ("action", action),
+                    ("state", "pending"),
+                    ("kind", ""),
+                    ("q", ""),
+                ]),
+            )
+            .await
+        }
+    };
+    let archive = ask("archive").await?;
+    assert_eq!(archive.status, 200);
+    assert!(
+        archive
+            .body
+            .contains("<strong id=\"archive-cap-deletes\">2</strong>"),
+        "{}",
+        archive.body
+    );
+    // A delete adds nothing to the archive: no word of its cap.
+    let delete = ask("delete").await?;
+    assert!(!delete.body.contains("archive-cap"), "{}", delete.body);
+    Ok(())
+}
+
 /// Polls a job's JSON until it is no longer running; answers its last state.
 async fn job_end(
     addr: SocketAddr,
@@ -1777,6 +1834,7 @@ async fn each_state_tab_shows_the_time_that_matters_there_and_running_tasks_name
             kind: "mail".into(),
             started_at_ms: started,
         }],
+        archive_max: None,
     };
     c.broker
         .publish_server(&record, Duration::from_secs(30))

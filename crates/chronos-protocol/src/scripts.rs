@@ -70,6 +70,7 @@ scripts!(
         prioritize,
         edit,
         dedup_release,
+        zset_page,
     ],
     schedules: [
         leader_acquire,

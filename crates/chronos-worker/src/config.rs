@@ -175,7 +175,7 @@ impl Default for ServerConfig {
             safety_interval: Duration::from_secs(10),
             janitor_interval: Duration::from_secs(60),
             archive_retention: Duration::from_secs(7 * 24 * 3600),
-            archive_max: 10_000,
+            archive_max: chronos_core::DEFAULT_ARCHIVE_MAX,
             retry_delay: Arc::new(default_retry_delay),
             unrunnable: UnrunnablePolicy::default(),
             max_snoozes: DEFAULT_MAX_SNOOZES,

@@ -47,9 +47,10 @@ struct Tries {
 }
 
 /// A delivery that waited in the buffer longer than this is confirmed (its start mark awaited)
-/// before its handler runs, so a task an operator deleted or archived meanwhile does not run.
-/// One fetched moments ago starts at once, its mark sent behind it: the operator's action and
-/// the start are then concurrent, and a `Lost` answer cancels the handler.
+/// before its handler runs, so a task made stale meanwhile (an operator's edit, a forced queue
+/// delete) does not run. One fetched moments ago starts at once, its mark sent behind it: the
+/// change and the start are then concurrent, and a `Lost` answer cancels the handler. (An
+/// operator's delete or archive refuses a task a worker holds, marked or not.)
 pub(crate) const CONFIRM_AFTER: Duration = Duration::from_millis(50);
 
 /// Runs one delivery taken from the buffer after it waited there for `waited`.

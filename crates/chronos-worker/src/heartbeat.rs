@@ -54,6 +54,7 @@ fn record<B: WorkerBroker>(rt: &Runtime<B>) -> ServerRecord {
         running: u32::try_from(rt.running_count()).unwrap_or(u32::MAX),
         last_seen_ms: now_ms(),
         tasks: rt.running_tasks(chronos_core::RUNNING_LISTED),
+        archive_max: Some(rt.config.archive_max),
     }
 }
 

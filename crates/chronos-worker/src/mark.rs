@@ -26,8 +26,9 @@ pub(crate) struct StartRequest {
     pub(crate) reply: Option<oneshot::Sender<Option<StartOutcome>>>,
     /// Set by the executor when the attempt has ended: a mark not sent by then is not needed.
     pub(crate) ended: Option<Arc<AtomicBool>>,
-    /// The running attempt's token, cancelled when the mark finds the delivery gone (an
-    /// operator deleted or archived the task while it was being fetched).
+    /// The running attempt's token, cancelled when the mark finds the delivery gone (made
+    /// stale while it was being fetched: an edit, a deduplication's replace, a forced queue
+    /// delete).
     pub(crate) lost: Option<CancellationToken>,
     /// The waits before this mark is sent again if it fails.
     pub(crate) backoff: Backoff,

@@ -4,8 +4,10 @@
 //! sent a couple of milliseconds late and dropped if its attempt has ended by then, so quick
 //! tasks cost no start call at all.
 //!
-//! Not waiting is safe only for a delivery fetched moments ago: an operator's delete or archive
-//! and the start are then concurrent, and an answer `Lost` cancels the handler at once. A
+//! Not waiting is safe only for a delivery fetched moments ago: whatever makes it stale (an
+//! operator's edit or re-prioritization, a deduplication's replace, a forced queue delete; an
+//! operator's delete or archive refuses a task a worker holds) and the start are then
+//! concurrent, and an answer `Lost` cancels the handler at once. A
 //! delivery that waited in the buffer is confirmed before its handler runs (executor.rs), and a
 //! mark that could not be sent is sent again until it lands or its attempt ends.
 //!

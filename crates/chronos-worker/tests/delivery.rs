@@ -1,5 +1,5 @@
-//! The edges of a delivery's life in a worker, against a real Redis: a task deleted or archived
-//! while it waits in the buffer, a start mark answered `Lost` or not answered at all, an ack
+//! The edges of a delivery's life in a worker, against a real Redis: a delete or archive refused
+//! while the task waits in the buffer, a start mark answered `Lost` or not answered at all, an ack
 //! that fails for a while, a shared read over more queues than free slots, an entry that lost
 //! its envelope, and a rate key that cannot name a key.
 
@@ -72,10 +72,18 @@ async fn state(b: &RedisBroker, queue: &QueueName, id: &str) -> Option<TaskState
     b.task(queue, id).await.expect("task").map(|r| r.state)
 }
 
-/// Applies `action` to a task while it waits in a worker's buffer behind a busy slot, lets the
-/// slot free up, and returns whether the task ran and the state it was left in.
-async fn act_on_a_buffered_task(action: TaskAction) -> (u32, Option<TaskState>) {
+/// Applies `action` to a task a worker has fetched but not yet marked started (its start mark
+/// is held back, so the delivery is in the group's pending list and unmarked, as a task in a
+/// worker's buffer, or one whose handler ended within the mark's delay, is), lets the handler
+/// go on, and returns what the action answered, whether the task ran and the state it was left
+/// in.
+async fn act_on_a_buffered_task(action: TaskAction) -> (ActionOutcome, u32, Option<TaskState>) {
     let b = broker().await;
+    let faulty = Faulty::new(b.clone());
+    faulty
+        .switches
+        .start_delay_ms
+        .store(1_000, Ordering::SeqCst);
     let client = Client::new(b.clone());
     let queue = q("default");
     let (gate, runs) = (Arc::new(AtomicBool::new(false)), counters());
@@ -83,64 +91,58 @@ async fn act_on_a_buffered_task(action: TaskAction) -> (u32, Option<TaskState>) 
         concurrency: 1,
         ..fast_config()
     };
-    // Both wait before the server starts: the fetcher takes the blocker for the one slot, then
-    // the next one for its buffer, where it waits behind the busy slot.
-    let blocker = client
-        .enqueue(&Job { n: 1, sleep_ms: 0 }, EnqueueOptions::new())
-        .await
-        .expect("enqueue");
     let victim = client
         .enqueue(&Job { n: 2, sleep_ms: 0 }, EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let server = serve(b.clone(), gated_mux(gate.clone(), runs.clone()), config).await;
-    eventually(Duration::from_secs(5), "blocker active", || async {
-        state(&b, &queue, &blocker.id).await == Some(TaskState::Active)
-    })
+    let server = serve(
+        faulty.clone(),
+        gated_mux(gate.clone(), runs.clone()),
+        config,
+    )
     .await;
     eventually(Duration::from_secs(5), "victim fetched", || async {
-        pending(&b, &queue).await == 2
+        pending(&b, &queue).await == 1
     })
     .await;
-    // The fetch's reply reaches the buffer a moment after Redis counts the delivery; from then
-    // on the task waits there, behind the busy slot.
     tokio::time::sleep(BUFFERED).await;
-    assert_eq!(
-        b.act(&queue, &victim.id, action).await.expect("action"),
-        ActionOutcome::Done
-    );
+    let answer = b.act(&queue, &victim.id, action).await.expect("action");
     gate.store(true, Ordering::SeqCst);
-    eventually(Duration::from_secs(5), "blocker done", || async {
-        runs[1].load(Ordering::SeqCst) == 1 && pending(&b, &queue).await == 0
+    eventually(Duration::from_secs(5), "victim settled", || async {
+        runs[2].load(Ordering::SeqCst) == 1 && pending(&b, &queue).await == 0
     })
     .await;
-    // Long enough for the victim to have started had it been run.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let left = state(&b, &queue, &victim.id).await;
     server.shutdown().await;
-    (runs[2].load(Ordering::SeqCst), left)
+    (answer, runs[2].load(Ordering::SeqCst), left)
+}
+
+/// From Redis a buffered delivery looks exactly like one whose handler ran to the end within
+/// the start mark's delay and whose ack is on its way (fetched, in the pending list, not
+/// marked): it is active for the operator, so a delete or an archive is refused, and the task
+/// runs once, as fetched.
+#[tokio::test]
+async fn a_task_buffered_by_a_worker_is_refused_by_delete_and_runs_once() {
+    let (answer, ran, left) = act_on_a_buffered_task(TaskAction::Delete).await;
+    assert_eq!(answer, ActionOutcome::Refused(Some(TaskState::Active)));
+    assert_eq!(ran, 1);
+    assert_eq!(left, None, "completed, without a retention");
 }
 
 #[tokio::test]
-async fn a_task_deleted_while_buffered_does_not_run() {
-    let (ran, left) = act_on_a_buffered_task(TaskAction::Delete).await;
-    assert_eq!(ran, 0, "a deleted task ran");
-    assert_eq!(left, None);
-}
-
-#[tokio::test]
-async fn a_task_archived_while_buffered_does_not_run_and_stays_archived() {
-    let (ran, left) = act_on_a_buffered_task(TaskAction::Archive).await;
-    assert_eq!(ran, 0, "an archived task ran");
-    assert_eq!(left, Some(TaskState::Archived));
+async fn a_task_buffered_by_a_worker_is_refused_by_archive_and_runs_once() {
+    let (answer, ran, left) = act_on_a_buffered_task(TaskAction::Archive).await;
+    assert_eq!(answer, ActionOutcome::Refused(Some(TaskState::Active)));
+    assert_eq!(ran, 1);
+    assert_eq!(left, None, "completed, not dead-lettered");
 }
 
 #[tokio::test]
 async fn a_start_answered_lost_cancels_the_running_handler() {
     let b = broker().await;
     let faulty = Faulty::new(b.clone());
-    // The mark reaches Redis long after the handler started: an operator deletes the task in
-    // between, while it still lists as pending.
+    // The mark reaches Redis long after the handler started: the queue is deleted (forced) in
+    // between. An operator's delete of the task alone is refused: a worker holds it.
     faulty.switches.start_delay_ms.store(500, Ordering::SeqCst);
     let client = Client::new(b.clone());
     let queue = q("default");
@@ -167,13 +169,14 @@ async fn a_start_answered_lost_cancels_the_running_handler() {
         pending(&b, &queue).await == 1
     })
     .await;
-    assert_eq!(state(&b, &queue, &task.id).await, Some(TaskState::Pending));
+    assert_eq!(state(&b, &queue, &task.id).await, Some(TaskState::Active));
     assert_eq!(
         b.act(&queue, &task.id, TaskAction::Delete)
             .await
             .expect("delete"),
-        ActionOutcome::Done
+        ActionOutcome::Refused(Some(TaskState::Active))
     );
+    b.delete_queue(&queue, true).await.expect("forced delete");
     // The handler would end 2 s after it began; the Lost answer (at ~0.5 s) must end it first.
     tokio::time::sleep(Duration::from_millis(3_000)).await;
     assert_eq!(
@@ -203,14 +206,13 @@ async fn a_start_mark_that_failed_is_sent_again() {
         .enqueue(&Job { n: 1, sleep_ms: 0 }, EnqueueOptions::new())
         .await
         .expect("enqueue");
-    // Two marks fail; the third lands while the handler still runs, so the task lists as
-    // active and can be cancelled.
-    eventually(
-        Duration::from_secs(5),
-        "active after re-sent marks",
-        || async { state(&b, &queue, &task.id).await == Some(TaskState::Active) },
-    )
+    // Two marks fail; the third lands while the handler still runs. (The task lists as active
+    // from its fetch on: a worker holds it.)
+    eventually(Duration::from_secs(5), "a re-sent mark landed", || async {
+        faulty.switches.starts.load(Ordering::SeqCst) >= 1
+    })
     .await;
+    assert_eq!(state(&b, &queue, &task.id).await, Some(TaskState::Active));
     assert_eq!(faulty.switches.start_failures.load(Ordering::SeqCst), 0);
     gate.store(true, Ordering::SeqCst);
     eventually(Duration::from_secs(5), "ran once", || async {

@@ -545,6 +545,7 @@ async fn a_server_that_stops_heartbeating_is_recovered_at_once_on_every_queue() 
         running: 1,
         last_seen_ms: now_ms(),
         tasks: Vec::new(),
+        archive_max: None,
     };
     let beat = Duration::from_millis(400);
     b.publish_server(&ghost, beat).await.expect("publish");

@@ -30,6 +30,9 @@ const CANCEL_KEEP: Duration = Duration::from_secs(60);
 /// Largest chunk one script call takes.
 const MAX_CHUNK: usize = 5_000;
 
+/// Keys of a deleted queue (besides its sets and streams) one queue-delete call removes.
+const QUEUE_KEYS_PER_CALL: usize = 500;
+
 /// How long one bulk script call should hold Redis at most: chunks shrink when a call takes
 /// longer (see [`RedisBroker::bulk`]).
 const CALL_BUDGET: Duration = Duration::from_millis(5);
@@ -290,12 +293,25 @@ impl Operate for RedisBroker {
             declared.push(keys.settings());
             declared.extend(keys.tenants());
             declared.push(keys.cancelled());
-            let held = reply::int(
-                &self
-                    .run(|s| &s.admin_queue_delete, declared, Vec::new())
-                    .await?,
-                "queue delete",
-            )?;
+            // Every other key of the queue goes with it, in calls of bounded size that each
+            // check again that no task arrived meanwhile.
+            let others = self.other_queue_keys(&keys, &declared).await?;
+            let mut held = 0;
+            for part in others.chunks(QUEUE_KEYS_PER_CALL).chain(
+                // One call even when there is nothing else to delete.
+                others.is_empty().then_some(&[][..]),
+            ) {
+                let mut all = declared.clone();
+                all.extend(part.iter().cloned());
+                all.push(keys.events());
+                held = reply::int(
+                    &self.run(|s| &s.admin_queue_delete, all, Vec::new()).await?,
+                    "queue delete",
+                )?;
+                if held != 0 {
+                    break;
+                }
+            }
             if held == 0 {
                 // Outside the queue's slot: plain commands after the queue's own keys are gone.
                 let _: i64 = self
@@ -685,7 +701,6 @@ impl RedisBroker {
         // where a task's transition costs more than usual (a slow or busy host).
         let mut chunk = max.min(START_CHUNK);
         let need_env = !filter.is_empty();
-        let zset = !matches!(state, TaskState::Pending | TaskState::Active);
         let mut report = BulkReport::default();
         let mut cursor: Option<String> = None;
         loop {
@@ -694,7 +709,6 @@ impl RedisBroker {
                 .await?;
             report.scanned += read.items.len() as u64;
             let mut picked = Vec::new();
-            let mut cursors = Vec::new();
             for item in &read.items {
                 let pass = !need_env
                     || item
@@ -703,47 +717,27 @@ impl RedisBroker {
                 if pass {
                     picked.push((item.id.clone(), item.unique.clone()));
                 }
-                cursors.push((pass, item.cursor.clone()));
             }
             report.matched += picked.len() as u64;
-            let mut left = vec![true; picked.len()];
             if !picked.is_empty() {
                 let t = std::time::Instant::now();
-                let (codes, _) = self.run_action(&keys, action, &picked, force).await?;
+                let (codes, states) = self.run_action(&keys, action, &picked, force).await?;
                 chunk = adapt(chunk, t.elapsed(), max);
                 report.calls += 1;
-                for (i, c) in codes.iter().enumerate() {
-                    if ActionCode::from_reply(*c) == Some(ActionCode::Done) {
-                        report.done += 1;
-                        if let Some(l) = left.get_mut(i) {
-                            *l = action == TaskAction::Cancel;
-                        }
-                    } else {
-                        report.skipped += 1;
+                for (c, s) in codes.iter().zip(&states) {
+                    match outcome(*c, s) {
+                        ActionOutcome::Done => report.done += 1,
+                        ActionOutcome::Refused(Some(TaskState::Active)) => report.running += 1,
+                        ActionOutcome::Corrupt => report.failed += 1,
+                        _ => report.skipped += 1,
                     }
                 }
             }
-            // The next chunk starts after the last task read. A stream cursor (entry id) stays
-            // valid when that entry is gone; a zset cursor is found by its member's rank, so
-            // it must name a task still in the set: the last one the action left there. When
-            // it left none, the previous cursor still stands (everything before it is gone).
-            if zset {
-                let mut moved = left.into_iter();
-                let mut last_left = None;
-                for (pass, c) in cursors {
-                    let stays = if pass {
-                        moved.next().unwrap_or(true)
-                    } else {
-                        true
-                    };
-                    if stays {
-                        last_left = Some(c);
-                    }
-                }
-                if last_left.is_some() {
-                    cursor = last_left;
-                }
-            } else if read.end.is_some() {
+            // The next chunk starts after the last position read. Both kinds of cursor are
+            // positions, valid whatever the action did to the tasks before them: an entry id,
+            // and a sorted set's (score, member), which zset_page.lua resumes after also when
+            // the member has left the set.
+            if read.end.is_some() {
                 cursor = read.end;
             }
             if read.exhausted {
@@ -945,7 +939,7 @@ impl RedisBroker {
         let mut scores: HashMap<String, i64> = HashMap::new();
         let read;
         let exhausted;
-        let mut end = None;
+        let end;
         match state {
             TaskState::Pending => {
                 let start = stream_start(cursor)?;
@@ -1025,6 +1019,7 @@ impl RedisBroker {
                 let page = self.zset_page(&z, cursor, n, newest_first).await?;
                 read = page.len() as u64;
                 exhausted = page.len() < n;
+                end = page.last().map(|(id, score)| format!("{score}:{id}"));
                 for (id, score) in page {
                     let c = format!("{score}:{id}");
                     if score.is_finite() {
@@ -1034,14 +1029,13 @@ impl RedisBroker {
                 }
             }
         }
-        // Plain tasks (an entry whose id is the task's, no hash) are pending or active by their
-        // pending entry's delivery count: one XPENDING over the page's range tells them all.
-        let started = match (state, listed.first(), listed.last()) {
-            (TaskState::Pending | TaskState::Active, Some(first), Some(last))
-                if listed.iter().any(|(id, mid, _)| id == mid) =>
-            {
-                self.started_in(keys, &first.1, &last.1, 2 * listed.len() + 16)
-                    .await?
+        // A task a worker holds is active, its start marked or not (lib.lua `held_by_worker`),
+        // and so is a plain task (an entry whose id is the task's, no hash): one XPENDING over
+        // the page's range tells them all.
+        let held = match (state, listed.first(), listed.last()) {
+            (TaskState::Pending | TaskState::Active, Some(first), Some(last)) => {
+                let n = 2 * (read as usize).max(listed.len()) + 16;
+                self.held_in(&stream, &first.1, &last.1, n).await?
             }
             _ => HashSet::new(),
         };
@@ -1088,9 +1082,13 @@ impl RedisBroker {
                 Err(e) => return Err(store(e)),
             };
             let mut s = rec.text(STATE, "scan").ok().flatten();
-            if s.is_none() && !zset && id == cursor {
-                let started = started.contains(&id);
-                s = Some(if started { "active" } else { "pending" }.to_string());
+            if !zset {
+                let held = held.contains(&cursor);
+                if s.is_none() && id == cursor {
+                    s = Some(if held { "active" } else { "pending" }.to_string());
+                } else if held && s.as_deref() == Some("pending") {
+                    s = Some("active".to_string());
+                }
             }
             if s.as_deref() != Some(state.as_str()) {
                 continue;
@@ -1135,11 +1133,14 @@ impl RedisBroker {
         })
     }
 
-    /// The entries between `first` and `last` (inclusive) whose pending delivery was started
-    /// as a plain task's (its delivery count set by start.lua).
-    pub(super) async fn started_in(
+    /// The entries of `stream` between `first` and `last` (inclusive) that a worker holds: in
+    /// the group's pending list under a consumer other than the one tenant tasks wait under.
+    /// Such a task is active for an operator whether or not its start was marked (a handler
+    /// that ends within the mark's delay is never marked, and a plain task's completion may
+    /// wait for the worker's next fetch): see lib.lua `held_by_worker`.
+    pub(super) async fn held_in(
         &self,
-        keys: &QueueKeys,
+        stream: &str,
         first: &str,
         last: &str,
         n: usize,
@@ -1147,7 +1148,7 @@ impl RedisBroker {
         let pel: Value = match self
             .inner
             .client
-            .xpending(keys.stream(), GROUP, (first, last, n as u64))
+            .xpending(stream, GROUP, (first, last, n as u64))
             .await
         {
             Ok(v) => v,
@@ -1157,20 +1158,18 @@ impl RedisBroker {
         Ok(reply::array(pel, "xpending")?
             .into_iter()
             .filter_map(|row| {
-                let cols = reply::array(row, "xpending").ok()?;
-                let count = cols.get(3)?.as_i64()?;
-                let mid = cols.into_iter().next()?;
-                (count >= super::protocol::STARTED)
-                    .then(|| reply::string(mid, "xpending").ok())
-                    .flatten()
+                let mut cols = reply::array(row, "xpending").ok()?.into_iter();
+                let mid = reply::string(cols.next()?, "xpending").ok()?;
+                let owner = reply::string(cols.next()?, "xpending").ok()?;
+                (owner != super::protocol::TENANT_PARK).then_some(mid)
             })
             .collect())
     }
 
     /// Up to `n` members of zset `z` after `cursor` (`<score>:<member>`), with their scores,
-    /// lowest score first or (`newest_first`) highest first. The member's rank finds the place
-    /// in O(log n); when the member is gone, the members past its score are taken instead
-    /// (members with that very score are then skipped).
+    /// lowest score first or (`newest_first`) highest first. The cursor is a position, found in
+    /// one atomic call (zset_page.lua): it holds when its member has left the set, without
+    /// skipping the members that share its score (tasks settled in one millisecond).
     async fn zset_page(
         &self,
         z: &str,
@@ -1179,43 +1178,78 @@ impl RedisBroker {
         newest_first: bool,
     ) -> Result<Vec<(String, f64)>, BrokerError> {
         let client = &self.inner.client;
-        let stop = |from: i64| from + n as i64 - 1;
         let Some(c) = cursor else {
             return client
-                .zrange(z, 0, stop(0), None, newest_first, None, true)
+                .zrange(z, 0, n as i64 - 1, None, newest_first, None, true)
                 .await
                 .map_err(store);
         };
         let Some((score, member)) = zset_cursor(c) else {
             return Err(BrokerError::InvalidOption(format!("bad cursor {c:?}")));
         };
-        // The rank in the listing's own order.
-        let rank: Option<i64> = if newest_first {
-            client.zrevrank(z, member, false).await
-        } else {
-            client.zrank(z, member, false).await
+        let args: Vec<Value> = vec![
+            score.to_string().into(),
+            member.into(),
+            (n as i64).into(),
+            reply::flag(newest_first),
+        ];
+        let res = self
+            .run(|s| &s.zset_page, vec![z.to_string()], args)
+            .await?;
+        let flat = reply::array(res, "zset page")?;
+        let mut out = Vec::with_capacity(flat.len() / 2);
+        let mut it = flat.into_iter();
+        while let (Some(m), Some(s)) = (it.next(), it.next()) {
+            let m = reply::string(m, "zset page")?;
+            let s = reply::string(s, "zset page")?;
+            let s = match s.as_str() {
+                "inf" | "+inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                other => other
+                    .parse()
+                    .map_err(|_| reply::bad("zset page", format!("score {other:?}")))?,
+            };
+            out.push((m, s));
         }
-        .map_err(store)?;
-        match rank {
-            Some(r) => Ok(client
-                .zrange(z, r + 1, stop(r + 1), None, newest_first, None, true)
+        Ok(out)
+    }
+
+    /// The keys of a queue being deleted that `declared` (its sets, streams, counters and
+    /// settings) leaves out: one SCAN over the queue's prefix (on a cluster, on the node of its
+    /// slot). Leaves out the event stream (every call declares it) and the scheduler's keys
+    /// (`sched:*`: its fences and fire state guard the schedules that still feed the queue).
+    async fn other_queue_keys(
+        &self,
+        keys: &QueueKeys,
+        declared: &[String],
+    ) -> Result<Vec<String>, BrokerError> {
+        let prefix = keys.prefix();
+        let pattern = format!("{}*", super::locks::glob_escape(prefix));
+        let scheduler = format!("{prefix}sched:");
+        let events = keys.events();
+        let mut found = HashSet::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let (next, page): (String, Vec<String>) = self
+                .inner
+                .client
+                .scan_page(cursor, pattern.clone(), Some(1_000), None)
                 .await
-                .map_err(store)?),
-            None if newest_first => {
-                let from = format!("({score}");
-                Ok(client
-                    .zrevrangebyscore(z, from.as_str(), "-inf", true, Some((0, n as i64)))
-                    .await
-                    .map_err(store)?)
+                .map_err(store)?;
+            found.extend(page.into_iter().filter(|k| {
+                k.starts_with(prefix)
+                    && !k.starts_with(&scheduler)
+                    && *k != events
+                    && !declared.contains(k)
+            }));
+            if next == "0" {
+                break;
             }
-            None => {
-                let from = format!("({score}");
-                Ok(client
-                    .zrangebyscore(z, from.as_str(), "+inf", true, Some((0, n as i64)))
-                    .await
-                    .map_err(store)?)
-            }
+            cursor = next;
         }
+        let mut out: Vec<String> = found.into_iter().collect();
+        out.sort();
+        Ok(out)
     }
 
     /// Stream entries no state listing reaches (an entry whose task hash is gone or names

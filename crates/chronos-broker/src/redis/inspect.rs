@@ -326,6 +326,16 @@ impl RedisBroker {
             } else {
                 keys.lane(level)
             };
+            // Fetched by a worker, marked started or not: active (RedisBroker::held_in).
+            let state = match mid.as_deref() {
+                Some(m)
+                    if state == TaskState::Pending
+                        && self.held_in(&lane, m, m, 1).await?.contains(m) =>
+                {
+                    TaskState::Active
+                }
+                _ => state,
+            };
             let env = if matches!(state, TaskState::Pending | TaskState::Active) {
                 match (entry_env.take(), mid) {
                     (Some(e), _) => Value::Bytes(e),
@@ -365,7 +375,7 @@ impl RedisBroker {
     }
 
     /// A plain task (no hash: its id is its entry's id) as the inspector sees it: pending, or
-    /// active once its delivery was started (its pending entry's delivery count says so). None
+    /// active once a worker holds its delivery (its entry is in the group's pending list). None
     /// when `id` names no live plain task.
     async fn plain_record(
         &self,
@@ -398,7 +408,7 @@ impl RedisBroker {
                 }
             }
         };
-        let state = if self.plain_started(keys, id).await? {
+        let state = if self.plain_held(keys, id).await? {
             TaskState::Active
         } else {
             TaskState::Pending
@@ -429,9 +439,10 @@ impl RedisBroker {
         Ok(self.plain_record(keys, id, None).await?.map(|r| r.state))
     }
 
-    /// Whether plain task `id`'s delivery was started (see start.lua).
-    async fn plain_started(&self, keys: &QueueKeys, id: &str) -> Result<bool, BrokerError> {
-        Ok(self.started_in(keys, id, id, 1).await?.contains(id))
+    /// Whether a worker holds plain task `id`'s delivery (started or not: see
+    /// [`RedisBroker::held_in`]).
+    async fn plain_held(&self, keys: &QueueKeys, id: &str) -> Result<bool, BrokerError> {
+        Ok(self.held_in(&keys.stream(), id, id, 1).await?.contains(id))
     }
 
     /// The `e` field of one stream entry, or nil when the entry or the field is gone.
@@ -478,7 +489,7 @@ impl RedisBroker {
                 .map_err(store)?;
             let full = page.len() as u64 == PAGE;
             // The page's states in two round trips whatever its length: one pipelined HGET
-            // for the entries that name their task, one XPENDING for plain tasks' entries.
+            // for the entries that name their task, one XPENDING for what workers hold.
             let named: Vec<Option<&str>> = page
                 .iter()
                 .map(|(_, fields)| std::str::from_utf8(Entry::of(fields).task_id?).ok())
@@ -493,10 +504,11 @@ impl RedisBroker {
                 Vec::new()
             };
             let mut hashed = hashed.into_iter();
-            let started = match (page.first(), page.last()) {
-                // Plain tasks, whose state is in the pending list, live in the main stream.
-                (Some((first, _)), Some((last, _))) if level.is_none() => {
-                    self.started_in(&keys, first, last, page.len()).await?
+            // What workers hold is active, marked started or not (RedisBroker::held_in).
+            let held = match (page.first(), page.last()) {
+                (Some((first, _)), Some((last, _))) => {
+                    self.held_in(&keys.lane(level), first, last, 2 * page.len() + 16)
+                        .await?
                 }
                 _ => Default::default(),
             };
@@ -504,14 +516,18 @@ impl RedisBroker {
                 let entry = Entry::of(fields);
                 let (id, s) = match (id, entry.task_id) {
                     (Some(id), _) => {
-                        let s = reply::opt_string(hashed.next().unwrap_or(Value::Null), "hget")?;
+                        let mut s =
+                            reply::opt_string(hashed.next().unwrap_or(Value::Null), "hget")?;
+                        if s.as_deref() == Some("pending") && held.contains(mid) {
+                            s = Some("active".to_string());
+                        }
                         (*id, s)
                     }
                     // An `i` that is not UTF-8 names no task we could read.
                     (None, Some(_)) => continue,
                     // A plain task's entry: no `i`, no hash; its id is the entry's.
                     (None, None) if entry.envelope.is_some() => {
-                        let s = if started.contains(mid) {
+                        let s = if held.contains(mid) {
                             "active"
                         } else {
                             "pending"

@@ -146,7 +146,7 @@ fn shown_key(rest: &str) -> String {
 }
 
 /// `s` with SCAN's glob characters escaped, so it matches itself.
-fn glob_escape(s: &str) -> String {
+pub(super) fn glob_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {

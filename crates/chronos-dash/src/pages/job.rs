@@ -66,7 +66,11 @@ pub(crate) async fn page(
                 " · found " span data-f="matched" { (format::thousands(s.matched)) }
                 " · read " span data-f="scanned" { (format::thousands(s.scanned)) }
                 " · left alone " span data-f="skipped" { (format::thousands(s.skipped)) }
+                " · running, left to their workers " span data-f="running" { (format::thousands(s.running)) }
                 @if s.failed > 0 { " · refused " span data-f="failed" { (format::thousands(s.failed)) } }
+                @if !running && s.untouched() > 0 {
+                    " · not reached " strong #job-untouched { (format::thousands(s.untouched())) }
+                }
             }
             @if s.cancelled {
                 p.notice #job-cancelled {

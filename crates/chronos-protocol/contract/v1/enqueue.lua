@@ -91,6 +91,12 @@ do
 end
 local EVENTS_LIVE = nil
 
+-- Deletes the queue's event stream when the call declared it: a queue delete's last step. The
+-- only way a script other than lib.lua touches the stream, besides `transition`.
+local function drop_events()
+  if EVENTS then redis.call('DEL', EVENTS) end
+end
+
 -- Whether this call writes events (asked once per call).
 local function events_on()
   if EVENTS == nil then return false end
@@ -486,6 +492,18 @@ local function plain_mark(stream, group, mid)
     return p[1][2], (tonumber(p[1][4]) or 0) >= STARTED
   end
   return nil, false
+end
+
+-- True when a worker holds delivery `mid` of `stream`: `group`'s pending list has it, under a
+-- consumer other than TENANT_PARK (whose entries wait for their tenant's turn). For an
+-- operator such a task is running, started or not: a handler that ends within the start
+-- mark's delay is never marked (the worker's starter.rs), and a plain task's completion may
+-- wait for its worker's next fetch to be acked (settle-and-fetch), so only the pending list
+-- tells that a handler may have run. Archiving or deleting it as waiting would dead-letter
+-- (or drop) a task that ran, and running it again would run it twice.
+local function held_by_worker(stream, group, mid)
+  local who = holder(stream, group, mid)
+  return who ~= nil and who ~= TENANT_PARK
 end
 -- The record's attempt history with one row more: the value for the caller's HSET of
 -- `F_ATTEMPTS` (never raises: the record was read as a hash already).
@@ -910,7 +928,8 @@ end
 --   -1  the unique lock is held by another task: nothing written
 --   -2  this id holds a different task: nothing written
 --   -3  the queue's stream or scheduled set is corrupt (wrong type): nothing written
---   -4  the task's tenant has as many tasks waiting as its backlog cap: nothing written
+--   -4  the task's tenant has as many tasks waiting as its backlog cap (a delayed task too):
+--       nothing written
 -- and for a deduplicated task whose key another task holds (nothing written):
 --   {4, holder id}  a duplicate (reject, throttle)
 --   {5, holder id}  the holder may take this payload (replace, debounce): the caller asks
@@ -1013,7 +1032,10 @@ for t = 0, n - 1 do
   end
   local state
   local full = false
-  if capped and run_at <= now and h and not (h[1] or h[2] or h[3]) then
+  -- Delayed and debounced tasks too: the cap bounds what a tenant has accepted and waiting
+  -- now, and a task accepted for later is never refused when it falls due (the forwarder
+  -- makes it ready whatever the backlog then).
+  if capped and h and not (h[1] or h[2] or h[3]) then
     local cap = tenant_conf(T, tn)[3]
     full = cap > 0 and tenant_waiting(T, tn) >= cap
   end

@@ -27,6 +27,12 @@ do
 end
 local EVENTS_LIVE = nil
 
+-- Deletes the queue's event stream when the call declared it: a queue delete's last step. The
+-- only way a script other than lib.lua touches the stream, besides `transition`.
+local function drop_events()
+  if EVENTS then redis.call('DEL', EVENTS) end
+end
+
 -- Whether this call writes events (asked once per call).
 local function events_on()
   if EVENTS == nil then return false end
@@ -422,6 +428,18 @@ local function plain_mark(stream, group, mid)
     return p[1][2], (tonumber(p[1][4]) or 0) >= STARTED
   end
   return nil, false
+end
+
+-- True when a worker holds delivery `mid` of `stream`: `group`'s pending list has it, under a
+-- consumer other than TENANT_PARK (whose entries wait for their tenant's turn). For an
+-- operator such a task is running, started or not: a handler that ends within the start
+-- mark's delay is never marked (the worker's starter.rs), and a plain task's completion may
+-- wait for its worker's next fetch to be acked (settle-and-fetch), so only the pending list
+-- tells that a handler may have run. Archiving or deleting it as waiting would dead-letter
+-- (or drop) a task that ran, and running it again would run it twice.
+local function held_by_worker(stream, group, mid)
+  local who = holder(stream, group, mid)
+  return who ~= nil and who ~= TENANT_PARK
 end
 -- The record's attempt history with one row more: the value for the caller's HSET of
 -- `F_ATTEMPTS` (never raises: the record was read as a hash already).

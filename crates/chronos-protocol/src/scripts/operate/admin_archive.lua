@@ -1,6 +1,7 @@
 -- Inspector action "archive": pending, scheduled or retry tasks move to the archive (dead
--- letters kept for inspection), releasing their unique lock. A pending task fetched by a worker
--- but not started yet is archived too: its start then finds the delivery gone and skips it.
+-- letters kept for inspection), releasing their unique lock. A task a worker holds (lib.lua:
+-- `held_by_worker`: fetched, whether or not its start was marked, or completed with its ack
+-- still carried) is refused as active: its handler may have run to the end already.
 -- KEYS[1]  the queue's stream, KEYS[2..4] its scheduled, retry and archived sets, then 2 keys per
 --          task: task hash, unique lock (the task hash again when it has none), then the
 --          queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants"); last,
@@ -10,7 +11,7 @@
 --    1  archived
 --    2  already archived (a re-sent call whose first run archived it): nothing changed
 --    0  no such task
---   -1  its state cannot be archived (active, completed)
+--   -1  its state cannot be archived (active, also when a worker holds it, or completed)
 --   -2  corrupt record: nothing changed
 -- The envelope of a pending task moves from its stream entry into the hash's `e`.
 if not type_ok(KEYS[1], 'stream') or not type_ok(KEYS[2], 'zset') or not type_ok(KEYS[3], 'zset')
@@ -32,8 +33,8 @@ for i = 2, #ARGV do
   local h = read_hash(tkey, F_STATE, F_DELIVERY, F_UNIQUE, F_PRIORITY, F_TENANT)
   if h then h = {h[1], h[2], h[3], h[4], false, h[5]} end
   -- A plain task (lib.lua) has no hash yet: archiving writes it, from its entry's fields.
-  local ps, pf = plain_state(KEYS[1], group, tkey, id)
-  if ps then h = {ps, id, false, false, pf} end
+  local ps, pf, delivered = plain_state(KEYS[1], group, tkey, id)
+  if ps then h = {delivered and 'active' or ps, id, false, false, pf} end
   local s, code = '', 1
   local env = false
   if h == nil then
@@ -44,6 +45,8 @@ for i = 2, #ARGV do
     s = h[1]
     if s == 'archived' then
       code = 2
+    elseif s == 'pending' and h[2] and held_by_worker(stream_of(h), group, h[2]) then
+      s, code = 'active', -1
     elseif s == 'pending' then
       env = h[2] and entry_envelope(stream_of(h), h[2])
       if not env then code = -2 end

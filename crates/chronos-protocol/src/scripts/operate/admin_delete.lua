@@ -1,6 +1,7 @@
 -- Inspector action "delete": removes tasks in any state but active (unless forced, for a queue
--- being deleted), releasing their unique lock. A pending task fetched by a worker but not started
--- yet is deleted too: its start then finds it gone and skips it.
+-- being deleted), releasing their unique lock. A task a worker holds (lib.lua:
+-- `held_by_worker`: fetched, whether or not its start was marked, or completed with its ack
+-- still carried) is active: its handler may be running, or have run to the end already.
 -- KEYS[1]  the queue's stream, KEYS[2..5] its scheduled, retry, archived and completed sets, then
 --          2 keys per task: task hash, unique lock (the task hash again when it has none), then
 --          the queue's lanes (lib.lua: `lane`), then its tenants block (lib.lua: "Tenants"), then
@@ -10,7 +11,7 @@
 -- Returns: {codes, states}, one each per task, in order:
 --    1  deleted
 --    0  no such task (also a re-sent call whose first run deleted it)
---   -1  active, and not forced: nothing changed
+--   -1  active (also when a worker holds it), and not forced: nothing changed
 -- A key of the wrong type where a task hash belongs is junk and is deleted.
 if not type_ok(KEYS[1], 'stream') then
   return redis.error_reply('E_CORRUPT queue keys of the wrong type')
@@ -45,6 +46,13 @@ for i = 3, #ARGV do
     code = 0
   else
     s = h[1]
+    if ps and delivered then
+      s = 'active'
+    elseif s == 'pending' and h[2] then
+      local stream = lane_key(KEYS[1], LANES, h[4])
+      if h[5] then stream = KEYS[T] end
+      if held_by_worker(stream, group, h[2]) then s = 'active' end
+    end
     if s == 'active' and not force then code = -1 end
   end
   codes[#codes + 1] = code

@@ -29,8 +29,14 @@ for a = 2, #ARGV do
   local i, id, tkey = a - 1, ARGV[a], KEYS[3 + a]
   local h = redis.pcall('HGETALL', tkey)
   local s = ''
-  -- A plain task (lib.lua) has no hash: pending or active in its entry, already runnable.
-  local ps = type(h) == 'table' and not h.err and #h == 0 and plain_state(KEYS[1], ARGV[1], tkey, id)
+  -- A plain task (lib.lua) has no hash: pending or active in its entry, already runnable
+  -- (active while a worker holds it: a completion whose ack waits for the next fetch, too).
+  local ps, delivered
+  if type(h) == 'table' and not h.err and #h == 0 then
+    local _
+    ps, _, delivered = plain_state(KEYS[1], ARGV[1], tkey, id, true)
+    if delivered then ps = 'active' end
+  end
   if type(h) == 'table' and h.err then
     codes[i] = -2
   elseif ps then

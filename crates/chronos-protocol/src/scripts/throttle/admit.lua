@@ -17,6 +17,11 @@
 -- Returns: one row per delivery: {1} run it (also for a corrupt record, which start.lua then
 -- reports), {0, due ms} deferred, {-1} no longer current (deleted or settled; its entry is
 -- acked and removed).
+-- A plain task (lib.lua: one entry, no hash) carries no rate key when Rust enqueued it, but an
+-- entry written by another producer may, and it must never be taken for a gone delivery: a
+-- deferred one gets its hash first (`materialize`, as retry does: it leaves the stream and is
+-- kept), and one that runs takes its start without a record (a hash its worker's plain-task
+-- path would never settle), so a re-sent call may count its start twice in that window.
 -- A re-sent call answers the same without counting twice: a delivery that took its start
 -- records it in the hash's `k`, and a deferred one its entry id in `d` (the settled delivery,
 -- as retry does) with state `scheduled`. Each deferred delivery writes its `deferred` event
@@ -44,6 +49,15 @@ for t = 0, n - 1 do
   local id, mid, rk = ARGV[4 + t * 3], ARGV[5 + t * 3], ARGV[6 + t * 3]
   local tkey, kkey = KEYS[4 + t * 2], KEYS[5 + t * 2]
   local h = read_hash(tkey, F_DELIVERY, F_RATE_TAKEN, F_SETTLED, F_STATE)
+  -- A live plain task's delivery is its entry, whose id is the task's.
+  local plain = nil
+  if h and not h[1] and not h[4] and id == mid then
+    local ps, pf = plain_state(KEYS[1], group, tkey, id, true)
+    if ps then
+      plain = {ps, pf}
+      h = {mid, false, false, ps}
+    end
+  end
   if blocked and blocked[kkey] == nil then
     blocked[kkey] = key_block_end(KEYS[3], rk, now)
   end
@@ -58,11 +72,15 @@ for t = 0, n - 1 do
     end
     windows[kkey] = {used, deferred}
   end
-  todo[#todo + 1] = {id, mid, tkey, kkey, h}
+  todo[#todo + 1] = {id, mid, tkey, kkey, h, plain}
 end
 local out, touched = {}, {}
 for _, t in ipairs(todo) do
-  local id, mid, tkey, kkey, h = unpack(t)
+  local id, mid, tkey, kkey, h, plain = unpack(t)
+  -- Before a plain task is set aside it gets the record a deferred task keeps.
+  local function keep_plain()
+    if plain and redis.call('EXISTS', tkey) == 0 then materialize(tkey, id, plain[1], plain[2]) end
+  end
   if h == nil then
     -- Not a hash: start.lua reports the corrupt record and the worker dead-letters it.
     out[#out + 1] = {1}
@@ -71,6 +89,7 @@ for _, t in ipairs(todo) do
       out[#out + 1] = {1}
     elseif blocked and blocked[kkey] > 0 then
       local due = backoff_due(id, blocked[kkey], now)
+      keep_plain()
       local env = set_aside(KEYS[1], group, tkey, id, mid, {F_STATE, 'scheduled', F_SETTLED, mid},
         KEYS[2], due, T)
       transition(EV.DEFERRED, id, env, E.AT, due, E.REASON, 'rate key blocked')
@@ -80,12 +99,13 @@ for _, t in ipairs(todo) do
     elseif windows[kkey][1] < rate then
       windows[kkey][1] = windows[kkey][1] + 1
       touched[kkey] = true
-      redis.call('HSET', tkey, F_RATE_TAKEN, mid)
+      if not plain then redis.call('HSET', tkey, F_RATE_TAKEN, mid) end
       out[#out + 1] = {1}
     else
       local due = w + period * (1 + math.floor(windows[kkey][2] / rate))
       windows[kkey][2] = windows[kkey][2] + 1
       touched[kkey] = true
+      keep_plain()
       local fields = {tkey, F_STATE, 'scheduled', F_SETTLED, mid}
       local env = entry_envelope(KEYS[1], mid)
       if env then fields[#fields + 1] = F_ENVELOPE; fields[#fields + 1] = env end
