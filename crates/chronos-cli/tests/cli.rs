@@ -1381,18 +1381,20 @@ async fn events_are_turned_on_tailed_and_turned_off() {
         "mail",
         "--from-start",
         "--limit",
-        "2",
+        "3",
         "--timeout",
         "10s",
     ]);
+    // The delivery was never marked started: the retry writes the attempt's `started` first.
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert!(
         lines[0].contains("enqueued") && lines[0].contains(&info.id),
         "{text}"
     );
+    assert!(lines[1].contains("started"), "{text}");
     assert!(
-        lines[1].contains("retried") && lines[1].contains("connection refused"),
+        lines[2].contains("retried") && lines[2].contains("connection refused"),
         "{text}"
     );
     let rows = e.json(&[
@@ -1401,20 +1403,21 @@ async fn events_are_turned_on_tailed_and_turned_off() {
         "mail",
         "--from-start",
         "--limit",
-        "2",
+        "3",
         "--task",
         &info.id,
         "--kind",
         "email",
     ]);
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
     assert_eq!(
         (rows[0]["type"].as_str(), rows[0]["kind"].as_str()),
         (Some("enqueued"), Some("email"))
     );
-    assert_eq!(rows[1]["type"], "retried");
-    assert_eq!(rows[1]["error"], "connection refused");
-    assert_eq!(rows[1]["attempt"], 1);
+    assert_eq!(rows[1]["type"], "started");
+    assert_eq!(rows[2]["type"], "retried");
+    assert_eq!(rows[2]["error"], "connection refused");
+    assert_eq!(rows[2]["attempt"], 1);
     // Another kind matches nothing: the tail ends at its timeout with no line.
     let none = e.ok(&[
         "events",
@@ -1493,7 +1496,7 @@ async fn task_watch_ends_when_an_operator_deletes_the_task() {
     use chronos_broker::{Operate, QueueName, TaskAction};
     use std::io::BufRead as _;
     let e = env().await;
-    e.ok(&["events", "on", "mail"]);
+    e.ok(&["events", "on", "mail", "--new"]);
     let (info, _lease) = e.delivered_mail("w@example.com").await;
     let q = QueueName::new("mail").expect("queue");
     let mut child = Command::new(env!("CARGO_BIN_EXE_chronos"))
