@@ -3,7 +3,7 @@ use anyhow::Result;
 /// The whole suite: unit, integration, end-to-end and doc tests of every crate. Tests start their
 /// own throwaway Redis unless `CHRONOS_REDIS_URL` is set; browser tests need Debian's `chromium`
 /// and `chromium-driver`. Then, unless arguments narrow the run, the short chaos scenarios
-/// (`cargo xtask chaos --short`).
+/// (`cargo xtask chaos --short`) and the short torture run (`cargo xtask torture --short`).
 pub(crate) fn run(extra: &[String]) -> Result<()> {
     // The browser harness is a feature of the testkit so that crates needing only Redis skip
     // its dependencies; the suite turns it on so that its own tests run.
@@ -19,6 +19,9 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
     // ones are `cargo xtask chaos`). A run narrowed by arguments (`-p`, `--test`) skips them.
     if extra.is_empty() {
         crate::chaos::run(&["--short".to_string()])?;
+        // One fixed seed, under three minutes: every feature against every fault, checked
+        // against the model (`cargo xtask torture --short --seed S` replays another).
+        crate::torture::run(&["--short".to_string()])?;
     }
     Ok(())
 }
