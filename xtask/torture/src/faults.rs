@@ -57,12 +57,15 @@ pub(crate) async fn inject(
             let pid = {
                 let f = lock(&fleet);
                 let slot = f.workers.get(i).context("no such worker")?;
-                slot.proxy.stall(true);
+                slot.proxy
+                    .as_ref()
+                    .context("no proxy to stall")?
+                    .stall(true);
                 slot.proc.pid()
             };
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            if let Some(slot) = lock(&fleet).workers.get(i) {
-                slot.proxy.stall(false);
+            if let Some(p) = lock(&fleet).workers.get(i).and_then(|s| s.proxy.as_ref()) {
+                p.stall(false);
             }
             (vec![pid], now_us())
         }
@@ -72,12 +75,14 @@ pub(crate) async fn inject(
                 match target {
                     Some(i) => {
                         let slot = f.workers.get(i).context("no such worker")?;
-                        slot.proxy.drop_next_reply();
-                        (slot.proxy.dropped_replies(), vec![slot.proc.pid()])
+                        let proxy = slot.proxy.as_ref().context("no proxy")?;
+                        proxy.drop_next_reply();
+                        (proxy.dropped_replies(), vec![slot.proc.pid()])
                     }
                     None => {
-                        f.producer.drop_next_reply();
-                        (f.producer.dropped_replies(), Vec::new())
+                        let proxy = f.producer.as_ref().context("no proxy")?;
+                        proxy.drop_next_reply();
+                        (proxy.dropped_replies(), Vec::new())
                     }
                 }
             };
@@ -87,10 +92,11 @@ pub(crate) async fn inject(
             while tokio::time::Instant::now() < deadline {
                 let now = {
                     let f = lock(&fleet);
-                    match target {
-                        Some(i) => f.workers.get(i).map(|s| s.proxy.dropped_replies()),
-                        None => Some(f.producer.dropped_replies()),
-                    }
+                    let proxy = match target {
+                        Some(i) => f.workers.get(i).and_then(|s| s.proxy.as_ref()),
+                        None => f.producer.as_ref(),
+                    };
+                    proxy.map(|p| p.dropped_replies())
                 };
                 if now.is_none_or(|n| n > before) {
                     break;
@@ -126,9 +132,12 @@ pub(crate) async fn inject(
             let f = fleet.clone();
             tokio::task::spawn_blocking(move || -> Result<()> {
                 let mut g = lock(&f);
-                g.redis.kill();
+                let crate::procs::Backend::Standalone(redis) = &mut g.redis else {
+                    anyhow::bail!("a Redis restart needs the standalone server");
+                };
+                redis.kill();
                 std::thread::sleep(Duration::from_millis(300));
-                g.redis.restart().context("restart redis")?;
+                redis.restart().context("restart redis")?;
                 Ok(())
             })
             .await??;

@@ -230,6 +230,9 @@ pub(crate) struct Limits {
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub(crate) seed: u64,
+    /// Against the testkit's Redis Cluster: no proxies there, so no lost replies or stalls,
+    /// and no Redis restart (the fixture cannot restart a node).
+    pub(crate) cluster: bool,
     pub(crate) workers: usize,
     pub(crate) concurrency: usize,
     pub(crate) limits: Limits,
@@ -278,8 +281,8 @@ const OPS: u64 = 2;
 const FAULTS: u64 = 3;
 const SETUP: u64 = 4;
 
-/// Draws the plan of `seed` for a load of `load_ms`.
-pub(crate) fn plan(seed: u64, load_ms: u64) -> Plan {
+/// Draws the plan of `seed` for a load of `load_ms` (against a cluster when `cluster`).
+pub(crate) fn plan(seed: u64, load_ms: u64, cluster: bool) -> Plan {
     let mut setup = Rng::fork(seed, SETUP);
     let workers = setup.range(2, 4) as usize;
     let concurrency = setup.range(4, 8) as usize;
@@ -345,7 +348,7 @@ pub(crate) fn plan(seed: u64, load_ms: u64) -> Plan {
         };
     }
     g.queue_ops(&phases);
-    faults(&mut g, seed, &phases, workers);
+    faults(&mut g, seed, &phases, workers, cluster);
     g.steps.push(Step {
         at_ms: load_ms,
         what: What::Op(Op::Sweep),
@@ -353,6 +356,7 @@ pub(crate) fn plan(seed: u64, load_ms: u64) -> Plan {
     g.steps.sort_by_key(|s| s.at_ms);
     Plan {
         seed,
+        cluster,
         workers,
         concurrency,
         limits,
@@ -478,6 +482,10 @@ impl Gen {
                 if self.tasks.chance(30) {
                     s.priority = Some(self.tasks.range(0, 9) as u8);
                 }
+                if self.tasks.chance(20) {
+                    // Delayed tenant tasks count against the backlog cap too.
+                    s.delay_ms = Some(self.tasks.range(500, 3_000));
+                }
             }
             7 => {
                 s.queue = queue::LIMIT;
@@ -524,8 +532,9 @@ impl Gen {
             s.retention = self.tasks.chance(15);
             s.discard = dies && self.tasks.chance(30);
         }
-        // Racing operators: a delete or archive sent while the task may be starting.
-        if kind != 3 && kind != 12 && self.ops.chance(3) {
+        // Racing operators: a delete or archive sent while the task may be starting (not of a
+        // unique task: a delete frees its lock, and the re-send would rightly be let in).
+        if !matches!(kind, 3 | 9 | 12) && self.ops.chance(3) {
             let when = at + self.ops.range(0, 150);
             let op = if self.ops.chance(50) {
                 Op::Delete(key)
@@ -658,7 +667,7 @@ impl Gen {
 
 /// The fault schedule: one fault every 6 to 12 s, inside bursts only, so that the idle gaps
 /// and the trickles after them test the wake-up paths of healthy servers.
-fn faults(g: &mut Gen, seed: u64, phases: &[(u64, u64, PhaseKind)], workers: usize) {
+fn faults(g: &mut Gen, seed: u64, phases: &[(u64, u64, PhaseKind)], workers: usize, cluster: bool) {
     let mut r = Rng::fork(seed, FAULTS);
     let mut restarts = 0;
     let mut next = r.range(3_000, 6_000);
@@ -669,7 +678,13 @@ fn faults(g: &mut Gen, seed: u64, phases: &[(u64, u64, PhaseKind)], workers: usi
         while next < to {
             if next >= from {
                 let w = r.range(0, workers as u64 - 1) as usize;
-                let f = match r.weighted(&[25, 20, 15, 20, 5, 5, 10]) {
+                // Stalls, lost replies and restarts need the standalone server and its proxies.
+                let weights = if cluster {
+                    [35, 35, 0, 0, 15, 15, 0]
+                } else {
+                    [25, 20, 15, 20, 5, 5, 10]
+                };
+                let f = match r.weighted(&weights) {
                     0 => Fault::KillWorker(w, r.range(300, 2_000)),
                     1 => Fault::StopWorker(
                         w,
@@ -704,18 +719,18 @@ mod tests {
 
     #[test]
     fn a_seed_gives_the_same_plan() {
-        let a = plan(17, 60_000);
-        let b = plan(17, 60_000);
+        let a = plan(17, 60_000, false);
+        let b = plan(17, 60_000, false);
         assert_eq!(format!("{:?}", a.steps), format!("{:?}", b.steps));
         assert_ne!(
             format!("{:?}", a.steps),
-            format!("{:?}", plan(18, 60_000).steps)
+            format!("{:?}", plan(18, 60_000, false).steps)
         );
     }
 
     #[test]
     fn a_plan_has_idle_gaps_faults_and_operators() {
-        let p = plan(3, 90_000);
+        let p = plan(3, 90_000, false);
         assert!(p
             .phases
             .iter()

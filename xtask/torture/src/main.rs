@@ -63,14 +63,19 @@ struct Args {
     load: Duration,
     drain: Duration,
     short: bool,
+    cluster: bool,
     show_plan: bool,
+    /// Violations printed in full per kind and seed.
+    show: usize,
 }
 
 fn usage() -> &'static str {
-    "usage: cargo xtask torture [--short] [--seed S | --seeds A,B,C | --count N] [--minutes M] [--plan]\n\
+    "usage: cargo xtask torture [--short] [--seed S | --seeds A,B,C | --count N] [--minutes M] [--cluster] [--plan]\n\
      \x20 --short      one seed (1 unless given), 75 s of load: under 3 minutes in all\n\
      \x20 --seed S     replay seed S; --seeds for several, --count N for N seeds from the clock\n\
      \x20 --minutes M  minutes of load per seed (default 2; short: 1.25)\n\
+     \x20 --cluster    against the testkit's Redis Cluster (no proxy faults, no restart)\n\
+     \x20 --show N     print N violations of each kind in full per seed (default 3)\n\
      \x20 --plan       print the plan of each seed and exit"
 }
 
@@ -79,12 +84,15 @@ fn parse(args: &[String]) -> Result<Args> {
     let mut count = None;
     let mut minutes = None;
     let mut short = false;
+    let mut cluster = false;
     let mut show_plan = false;
+    let mut show = 3;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
         match a.as_str() {
             "--short" => short = true,
+            "--cluster" => cluster = true,
             "--plan" => show_plan = true,
             "--seed" => seeds.push(value("--seed")?.parse().context("--seed")?),
             "--seeds" => {
@@ -92,6 +100,7 @@ fn parse(args: &[String]) -> Result<Args> {
                     seeds.push(s.trim().parse().context("--seeds")?);
                 }
             }
+            "--show" => show = value("--show")?.parse().context("--show")?,
             "--count" => count = Some(value("--count")?.parse::<u64>().context("--count")?),
             "--minutes" => minutes = Some(value("--minutes")?.parse::<f64>().context("--minutes")?),
             "-h" | "--help" => bail!("{}", usage()),
@@ -125,7 +134,9 @@ fn parse(args: &[String]) -> Result<Args> {
         load,
         drain,
         short,
+        cluster,
         show_plan,
+        show,
     })
 }
 
@@ -141,14 +152,14 @@ async fn main() -> Result<()> {
     let load_ms = a.load.as_millis() as u64;
     if a.show_plan {
         for s in &a.seeds {
-            let p = gen::plan(*s, load_ms);
+            let p = gen::plan(*s, load_ms, a.cluster);
             println!("{p:#?}");
         }
         return Ok(());
     }
     let mut outcomes = Vec::new();
     for seed in &a.seeds {
-        let plan = gen::plan(*seed, load_ms);
+        let plan = gen::plan(*seed, load_ms, a.cluster);
         let idle = plan
             .phases
             .iter()
@@ -181,11 +192,12 @@ async fn main() -> Result<()> {
         outcomes.push(o);
     }
     let (short, minutes) = (a.short, a.load.as_secs_f64() / 60.0);
-    report::print(&outcomes, &move |seed| {
+    let cluster = if a.cluster { " --cluster" } else { "" };
+    report::print(&outcomes, a.show, &move |seed| {
         if short {
-            format!("cargo xtask torture --short --seed {seed}")
+            format!("cargo xtask torture --short --seed {seed}{cluster}")
         } else {
-            format!("cargo xtask torture --seed {seed} --minutes {minutes}")
+            format!("cargo xtask torture --seed {seed} --minutes {minutes}{cluster}")
         }
     });
     if outcomes.iter().any(|o| !o.violations.is_empty()) {

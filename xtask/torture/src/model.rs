@@ -67,6 +67,8 @@ pub(crate) struct TaskModel {
     /// The payload generation an operator's edit last gave it.
     pub(crate) gen: u32,
     pub(crate) fate: Fate,
+    /// A unique task's re-send that was let in: the id it created.
+    pub(crate) resent_as: Option<String>,
     /// The model's history of the task, one line per call about it.
     pub(crate) history: Vec<String>,
 }
@@ -82,13 +84,22 @@ impl TaskModel {
 #[derive(Debug, Clone)]
 pub(crate) struct OpRecord {
     pub(crate) op: Op,
-    /// The task it acted on, when it names one.
-    pub(crate) task: Option<String>,
+    /// The task it acted on (queue, id), when it names one.
+    pub(crate) task: Option<(String, String)>,
     pub(crate) sent_us: i64,
     pub(crate) ack_us: i64,
     pub(crate) answer: String,
     /// It took effect (`Done`).
     pub(crate) done: bool,
+}
+
+impl OpRecord {
+    /// Whether it acted on task `id` of `queue`.
+    pub(crate) fn targets(&self, queue: &str, id: &str) -> bool {
+        self.task
+            .as_ref()
+            .is_some_and(|(q, i)| q == queue && i == id)
+    }
 }
 
 /// A fault and its reach.
@@ -128,7 +139,9 @@ pub(crate) struct Model {
     /// The load's start.
     pub(crate) t0_us: i64,
     pub(crate) tasks: BTreeMap<u64, TaskModel>,
-    pub(crate) by_id: HashMap<String, Vec<u64>>,
+    /// Model keys by (queue, task id): plain tasks' ids are stream entry ids, unique per queue
+    /// only.
+    pub(crate) by_id: HashMap<(String, String), Vec<u64>>,
     pub(crate) ops: Vec<OpRecord>,
     pub(crate) faults: Vec<FaultRecord>,
     pub(crate) windows: Vec<Window>,
@@ -163,6 +176,7 @@ impl Model {
                 ack: None,
                 gen: 0,
                 fate: Fate::Run,
+                resent_as: None,
                 history: vec![line],
             },
         );
@@ -175,11 +189,15 @@ impl Model {
         }
     }
 
+    /// Records that model key `key` names task `id` (the first id it is given stays the
+    /// task's; a later one, a unique re-send let in, is found through [`Model::keys_of`]).
     pub(crate) fn set_id(&mut self, key: u64, id: &str) {
-        if let Some(t) = self.tasks.get_mut(&key) {
-            t.id = Some(id.to_string());
-        }
-        let keys = self.by_id.entry(id.to_string()).or_default();
+        let Some(t) = self.tasks.get_mut(&key) else {
+            return;
+        };
+        t.id.get_or_insert_with(|| id.to_string());
+        let q = t.shape.queue.to_string();
+        let keys = self.by_id.entry((q, id.to_string())).or_default();
         if !keys.contains(&key) {
             keys.push(key);
         }
@@ -232,14 +250,17 @@ impl Model {
         self.ops.push(rec);
     }
 
-    /// The model keys of the tasks in `queue`.
-    pub(crate) fn keys_of(&self, id: &str) -> &[u64] {
-        self.by_id.get(id).map(Vec::as_slice).unwrap_or(&[])
+    /// The model keys of task `id` of `queue`.
+    pub(crate) fn keys_of(&self, queue: &str, id: &str) -> &[u64] {
+        self.by_id
+            .get(&(queue.to_string(), id.to_string()))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
-    /// The first model key of task `id`, if the model knows it.
-    pub(crate) fn key_of(&self, id: &str) -> Option<u64> {
-        self.keys_of(id).first().copied()
+    /// The first model key of task `id` of `queue`, if the model knows it.
+    pub(crate) fn key_of(&self, queue: &str, id: &str) -> Option<u64> {
+        self.keys_of(queue, id).first().copied()
     }
 
     /// Records a window (pause, block) that opens now.

@@ -39,9 +39,8 @@ fn text(v: &Value) -> String {
     }
 }
 
-async fn raw(broker: &RedisBroker, cmd: &'static str, args: Vec<String>) -> Result<Value> {
-    Ok(broker
-        .client()
+async fn raw(client: &Client, cmd: &'static str, args: Vec<String>) -> Result<Value> {
+    Ok(client
         .custom(
             CustomCommand::new_static(cmd, ClusterHash::FirstKey, false),
             args,
@@ -53,19 +52,19 @@ async fn raw(broker: &RedisBroker, cmd: &'static str, args: Vec<String>) -> Resu
 pub(crate) async fn records(
     broker: &RedisBroker,
     model: &Model,
-) -> Result<HashMap<String, Option<Record>>> {
+) -> Result<HashMap<(String, String), Option<Record>>> {
     let mut out = HashMap::new();
-    for t in model.tasks.values() {
-        let Some(id) = &t.id else { continue };
-        if out.contains_key(id) {
+    for (queue, id) in model.by_id.keys() {
+        let key = (queue.clone(), id.clone());
+        if out.contains_key(&key) {
             continue;
         }
-        let q = QueueName::new(t.shape.queue)?;
+        let q = QueueName::new(queue)?;
         let rec = broker.task(&q, id).await?.map(|r| Record {
             state: r.state,
             last_error: r.envelope.ok().and_then(|e| e.last_error),
         });
-        out.insert(id.clone(), rec);
+        out.insert(key, rec);
     }
     Ok(out)
 }
@@ -112,9 +111,22 @@ pub(crate) async fn books(
     Ok((books, kept))
 }
 
-/// Every key of namespace `ns`, with its type, TTL, size and (streams) pending deliveries.
-pub(crate) async fn keys(broker: &RedisBroker, ns: &str) -> Result<Vec<KeyInfo>> {
-    let client = broker.client();
+/// Every key of namespace `ns` on the nodes at `urls` (each node asked alone, so a cluster's
+/// keys are found where they live), with its type, TTL, size and (streams) pending deliveries.
+pub(crate) async fn keys(urls: &[String], ns: &str) -> Result<Vec<KeyInfo>> {
+    let mut out = Vec::new();
+    for url in urls {
+        let client = Builder::from_config(Config::from_url(url)?).build()?;
+        client.init().await?;
+        let found = node_keys(&client, ns).await;
+        let _ = client.quit().await;
+        out.extend(found?);
+    }
+    Ok(out)
+}
+
+/// The keys of one node.
+async fn node_keys(client: &Client, ns: &str) -> Result<Vec<KeyInfo>> {
     let mut names: Vec<String> = Vec::new();
     let mut cursor = "0".to_string();
     loop {
@@ -131,7 +143,7 @@ pub(crate) async fn keys(broker: &RedisBroker, ns: &str) -> Result<Vec<KeyInfo>>
     names.dedup();
     let mut out = Vec::new();
     for key in names {
-        let kind = text(&raw(broker, "TYPE", vec![key.clone()]).await?);
+        let kind = text(&raw(client, "TYPE", vec![key.clone()]).await?);
         if kind == "none" {
             // Expired between the scan and now.
             continue;
@@ -146,14 +158,14 @@ pub(crate) async fn keys(broker: &RedisBroker, ns: &str) -> Result<Vec<KeyInfo>>
             _ => None,
         };
         let len = match len_cmd {
-            Some(c) => match raw(broker, c, vec![key.clone()]).await? {
+            Some(c) => match raw(client, c, vec![key.clone()]).await? {
                 Value::Integer(n) => n.max(0) as u64,
                 _ => 0,
             },
             None => 1,
         };
         let pending = if kind == "stream" {
-            stream_pending(broker, &key).await.unwrap_or(0)
+            stream_pending(client, &key).await.unwrap_or(0)
         } else {
             0
         };
@@ -176,8 +188,8 @@ pub(crate) async fn keys(broker: &RedisBroker, ns: &str) -> Result<Vec<KeyInfo>>
 }
 
 /// Deliveries pending in every consumer group of a stream (XINFO GROUPS).
-async fn stream_pending(broker: &RedisBroker, key: &str) -> Result<u64> {
-    let v = raw(broker, "XINFO", vec!["GROUPS".into(), key.to_string()]).await?;
+async fn stream_pending(client: &Client, key: &str) -> Result<u64> {
+    let v = raw(client, "XINFO", vec!["GROUPS".into(), key.to_string()]).await?;
     let mut total = 0;
     let groups = match v {
         Value::Array(a) => a,
@@ -218,14 +230,15 @@ pub(crate) async fn task_state(
     id: &str,
 ) -> Vec<String> {
     let prefix = format!("{ns}:{{{queue}}}:");
+    let client = broker.client();
     let mut out = Vec::new();
-    match raw(broker, "HGETALL", vec![format!("{prefix}t:{id}")]).await {
+    match raw(client, "HGETALL", vec![format!("{prefix}t:{id}")]).await {
         Ok(v) => out.push(format!("HGETALL {prefix}t:{id} = {}", text(&v))),
         Err(e) => out.push(format!("HGETALL failed: {e}")),
     }
     for set in ["scheduled", "retry", "archived", "completed", "cancelled"] {
         if let Ok(v) = raw(
-            broker,
+            client,
             "ZSCORE",
             vec![format!("{prefix}{set}"), id.to_string()],
         )

@@ -143,7 +143,7 @@ impl Hands {
                     // The holder now carries this payload: the payload it carried before must
                     // not start any more.
                     _ => {
-                        for k in m.keys_of(&info.id).to_vec() {
+                        for k in m.keys_of(s.queue, &info.id).to_vec() {
                             if k != key && m.tasks.get(&k).is_some_and(|t| t.fate == Fate::Run) {
                                 if let Some(t) = m.tasks.get_mut(&k) {
                                     t.fate = Fate::Superseded { by: key, at };
@@ -163,6 +163,9 @@ impl Hands {
                         format!("unique re-send answered {} (id {})", answer(&info), info.id),
                     );
                     m.set_id(key, &info.id);
+                    if let Some(t) = m.tasks.get_mut(&key) {
+                        t.resent_as = Some(info.id.clone());
+                    }
                 } else if resend {
                     m.note(
                         key,
@@ -355,7 +358,13 @@ impl Hands {
         };
         let sent = now_us();
         let r = self.broker.act(&q(&queue)?, &id, action).await;
-        self.record(op, Some(key), Some(id), sent, r.map(|o| format!("{o:?}")))
+        self.record(
+            op,
+            Some(key),
+            Some((queue, id)),
+            sent,
+            r.map(|o| format!("{o:?}")),
+        )
     }
 
     fn skipped(&self, op: &Op, key: u64, why: &str) -> Result<()> {
@@ -378,7 +387,7 @@ impl Hands {
         &self,
         op: &Op,
         key: Option<u64>,
-        task: Option<String>,
+        task: Option<(String, String)>,
         sent: i64,
         answer: Result<String, BrokerError>,
     ) -> Result<()> {
@@ -435,7 +444,13 @@ impl Hands {
                     .broker
                     .prioritize(&q(&queue)?, &id, Priority::level(*level)?)
                     .await;
-                self.record(&op, Some(*k), Some(id), sent, r.map(|o| format!("{o:?}")))
+                self.record(
+                    &op,
+                    Some(*k),
+                    Some((queue, id)),
+                    sent,
+                    r.map(|o| format!("{o:?}")),
+                )
             }
             Op::Edit(k) => {
                 let Some((queue, id)) = self.target(*k) else {
@@ -451,7 +466,13 @@ impl Hands {
                     .run_at(SystemTime::now());
                 let sent = now_us();
                 let r = self.broker.edit(&q(&queue)?, &id, &edit).await;
-                self.record(&op, Some(*k), Some(id), sent, r.map(|o| format!("{o:?}")))
+                self.record(
+                    &op,
+                    Some(*k),
+                    Some((queue, id)),
+                    sent,
+                    r.map(|o| format!("{o:?}")),
+                )
             }
             Op::PauseQueue(name, ms) => {
                 let qn = q(name)?;

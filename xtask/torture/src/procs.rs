@@ -257,17 +257,48 @@ async fn wait_for_stop() -> Result<()> {
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) proc: Proc,
-    pub(crate) proxy: chronos_testkit::TcpProxy,
+    /// None against a cluster (a proxy cannot front one: clients follow its redirects).
+    pub(crate) proxy: Option<chronos_testkit::TcpProxy>,
+}
+
+/// The Redis of a run.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    /// Append-only with fsync always, so a restart keeps every acknowledged write.
+    Standalone(chronos_testkit::RedisServer),
+    Cluster(chronos_testkit::RedisCluster),
+}
+
+impl Backend {
+    /// The URL the processes connect to (directly).
+    pub(crate) fn url(&self) -> String {
+        match self {
+            Backend::Standalone(s) => s.url(),
+            Backend::Cluster(c) => c.url(),
+        }
+    }
+
+    /// Each node's own URL (one for a standalone server).
+    pub(crate) fn node_urls(&self) -> Vec<String> {
+        match self {
+            Backend::Standalone(s) => vec![s.url()],
+            Backend::Cluster(c) => c
+                .ports()
+                .iter()
+                .map(|p| format!("redis://127.0.0.1:{p}"))
+                .collect(),
+        }
+    }
 }
 
 /// Every process of a run and the proxies in front of Redis.
 #[derive(Debug)]
 pub(crate) struct Fleet {
-    pub(crate) redis: chronos_testkit::RedisServer,
+    pub(crate) redis: Backend,
     pub(crate) workers: Vec<Slot>,
     pub(crate) schedulers: Vec<Proc>,
-    /// The producer's proxy (the operators talk to Redis directly).
-    pub(crate) producer: chronos_testkit::TcpProxy,
+    /// The producer's proxy (the operators talk to Redis directly); None against a cluster.
+    pub(crate) producer: Option<chronos_testkit::TcpProxy>,
     /// The worker setup, but for the URL (each slot's proxy).
     pub(crate) setup: WorkerSetup,
 }
@@ -276,8 +307,8 @@ impl Fleet {
     /// The setup of slot `i`'s worker.
     pub(crate) fn setup_of(&self, i: usize) -> WorkerSetup {
         let mut s = self.setup.clone();
-        if let Some(slot) = self.workers.get(i) {
-            s.url = slot.proxy.url();
+        if let Some(proxy) = self.workers.get(i).and_then(|w| w.proxy.as_ref()) {
+            s.url = proxy.url();
         }
         s
     }

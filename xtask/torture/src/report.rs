@@ -6,10 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::run::Outcome;
 
-/// How many violations of one kind are printed in full, per seed.
-const SHOWN_PER_KIND: usize = 3;
-
-pub(crate) fn print(outcomes: &[Outcome], replay: &dyn Fn(u64) -> String) {
+/// Prints the table and the violations, `shown` of each kind in full per seed.
+pub(crate) fn print(outcomes: &[Outcome], shown_per_kind: usize, replay: &dyn Fn(u64) -> String) {
     println!(
         "{:<22} {:>6} {:>6} {:>6} {:>5} {:>7} {:>7} {:>8}  violations",
         "seed", "tasks", "runs", "faults", "ops", "events", "drain", "elapsed"
@@ -41,11 +39,15 @@ pub(crate) fn print(outcomes: &[Outcome], replay: &dyn Fn(u64) -> String) {
         for (k, n) in &kinds {
             println!("  {k:<32} {n}");
         }
+        println!("faults of seed {}:", o.seed);
+        for l in &o.fault_lines {
+            println!("  {l}");
+        }
         let mut shown: BTreeMap<&str, usize> = BTreeMap::new();
         for v in &o.violations {
             let n = shown.entry(v.kind).or_default();
             *n += 1;
-            if *n > SHOWN_PER_KIND {
+            if *n > shown_per_kind {
                 continue;
             }
             println!();
@@ -69,6 +71,22 @@ pub(crate) fn print(outcomes: &[Outcome], replay: &dyn Fn(u64) -> String) {
         }
         println!();
         println!("replay: {}", replay(o.seed));
+    }
+    let mut all: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for o in outcomes {
+        for v in &o.violations {
+            let seeds = all.entry(v.kind).or_default();
+            if !seeds.contains(&o.seed) {
+                seeds.push(o.seed);
+            }
+        }
+    }
+    if !all.is_empty() {
+        println!();
+        println!("violation kinds over all seeds (kind: seeds that show it):");
+        for (k, seeds) in &all {
+            println!("  {k:<32} {seeds:?}");
+        }
     }
     println!();
 }

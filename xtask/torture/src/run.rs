@@ -11,7 +11,7 @@ use chronos::prelude::*;
 use chronos::{
     Change, Events as _, NewSchedule, QueueName, RuntimeSchedules, TenantChange, Tenants as _,
 };
-use chronos_testkit::{RedisServer, TcpProxy};
+use chronos_testkit::{RedisCluster, RedisServer, TcpProxy};
 
 use crate::check::{self, Observed, Violation};
 use crate::events;
@@ -22,7 +22,7 @@ use crate::journal::{self, now_us};
 use crate::model::{Life, Model};
 use crate::observe;
 use crate::ops::Hands;
-use crate::procs::{spawn_scheduler, spawn_worker, Fleet, Slot, WorkerSetup};
+use crate::procs::{spawn_scheduler, spawn_worker, Backend, Fleet, Slot, WorkerSetup};
 
 /// The namespace of every run (each run has a Redis of its own).
 const NS: &str = "tq";
@@ -43,14 +43,22 @@ pub(crate) struct Outcome {
     pub(crate) elapsed: Duration,
     /// The longest the drain took after the load.
     pub(crate) drain: Duration,
+    /// The faults injected, one line each (when, what, which processes, until when).
+    pub(crate) fault_lines: Vec<String>,
     pub(crate) violations: Vec<Violation>,
 }
 
 /// Plays `plan` and checks it; `drain_limit` bounds the wait for the queues to empty.
 pub(crate) async fn run(plan: &Plan, drain_limit: Duration) -> Result<Outcome> {
     let started = Instant::now();
-    let redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"])
-        .context("start redis")?;
+    let redis = if plan.cluster {
+        Backend::Cluster(RedisCluster::start().context("start the redis cluster")?)
+    } else {
+        Backend::Standalone(
+            RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"])
+                .context("start redis")?,
+        )
+    };
     let url = redis.url();
     let broker = RedisBroker::builder(url.as_str())
         .namespace(NS)
@@ -65,8 +73,16 @@ pub(crate) async fn run(plan: &Plan, drain_limit: Duration) -> Result<Outcome> {
     let dir = tempfile::Builder::new()
         .prefix("chronos-torture-")
         .tempdir()?;
-    let target = ([127, 0, 0, 1], redis.port()).into();
-    let producer = TcpProxy::start(target).await?;
+    // Proxies in front of a standalone server only (a cluster's clients follow redirects to
+    // the nodes themselves).
+    let target: Option<std::net::SocketAddr> = match &redis {
+        Backend::Standalone(s) => Some(([127, 0, 0, 1], s.port()).into()),
+        Backend::Cluster(_) => None,
+    };
+    let producer = match target {
+        Some(t) => Some(TcpProxy::start(t).await?),
+        None => None,
+    };
     let setup = WorkerSetup {
         url: url.clone(),
         ns: NS.into(),
@@ -76,9 +92,14 @@ pub(crate) async fn run(plan: &Plan, drain_limit: Duration) -> Result<Outcome> {
     };
     let mut slots = Vec::new();
     for i in 0..plan.workers {
-        let proxy = TcpProxy::start(target).await?;
+        let proxy = match target {
+            Some(t) => Some(TcpProxy::start(t).await?),
+            None => None,
+        };
         let mut s = setup.clone();
-        s.url = proxy.url();
+        if let Some(p) = &proxy {
+            s.url = p.url();
+        }
         let proc = tokio::task::spawn_blocking(move || spawn_worker(&s)).await??;
         lock(&model).lives.push(Life {
             slot: i,
@@ -91,10 +112,11 @@ pub(crate) async fn run(plan: &Plan, drain_limit: Duration) -> Result<Outcome> {
     let schedulers = (0..plan.schedulers)
         .map(|_| spawn_scheduler(&url, NS))
         .collect::<Result<Vec<_>>>()?;
-    let client_broker = RedisBroker::builder(producer.url())
+    let client_broker = RedisBroker::builder(producer.as_ref().map_or(url.clone(), |p| p.url()))
         .namespace(NS)
         .connect()
         .await?;
+    let nodes = redis.node_urls();
     let fleet = Arc::new(Mutex::new(Fleet {
         redis,
         workers: slots,
@@ -171,7 +193,7 @@ pub(crate) async fn run(plan: &Plan, drain_limit: Duration) -> Result<Outcome> {
     let model = std::mem::take(&mut *lock(&model));
     let records = observe::records(&broker, &model).await?;
     let (books, kept) = observe::books(&broker).await?;
-    let keys = observe::keys(&broker, NS).await?;
+    let keys = observe::keys(&nodes, NS).await?;
     let runs = journal.runs.len();
     let obs = Observed {
         journal,
@@ -206,7 +228,21 @@ pub(crate) async fn run(plan: &Plan, drain_limit: Duration) -> Result<Outcome> {
         }
     }
     drop(fleet);
+    let fault_lines = model
+        .faults
+        .iter()
+        .map(|x| {
+            format!(
+                "{} {:?} pids {:?}, effect until {}",
+                model.rel(x.from_us),
+                x.fault,
+                x.pids,
+                model.rel(x.to_us)
+            )
+        })
+        .collect();
     Ok(Outcome {
+        fault_lines,
         seed: plan.seed,
         tasks: model.tasks.len(),
         runs,

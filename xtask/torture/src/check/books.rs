@@ -45,7 +45,7 @@ fn counters(f: &Facts<'_>, out: &mut Vec<Violation>) {
             .keys()
             .filter(|id| {
                 f.model
-                    .key_of(id)
+                    .key_of(name, id)
                     .and_then(|k| f.model.tasks.get(&k))
                     .is_some_and(|t| matches!(t.fate, Fate::Deleted(_) | Fate::Archived(_)))
             })
@@ -86,10 +86,7 @@ fn counters(f: &Facts<'_>, out: &mut Vec<Violation>) {
                 }
                 let later = runs[i + 1..].iter().any(|x| x.attempt > r.attempt);
                 let last_dead = i + 1 == runs.len()
-                    && f.obs
-                        .records
-                        .get(*id)
-                        .and_then(Option::as_ref)
+                    && f.record(name, id)
                         .is_some_and(|x| x.state == TaskState::Archived);
                 if later || last_dead {
                     settled += 1;

@@ -21,6 +21,7 @@ const SETTINGS_LAG_US: i64 = 3_000_000;
 
 pub(crate) fn check(f: &Facts<'_>, out: &mut Vec<Violation>) {
     tenant_caps(f, out);
+    backlogs(f, out);
     limit_concurrency(f, out);
     rates(f, out);
 }
@@ -109,6 +110,57 @@ fn tenant_caps(f: &Facts<'_>, out: &mut Vec<Violation>) {
                     f.model.rel(at)
                 ),
             ));
+        }
+    }
+}
+
+/// A tenant's backlog cap: an enqueue answered `Created` while the tenant already had its cap
+/// of tasks waiting (ready or delayed: answered `Created` before this call was sent, not
+/// started before it, and not removed) broke the cap. Conservative on timing: a task counts
+/// as waiting only if it certainly was for the whole call.
+fn backlogs(f: &Facts<'_>, out: &mut Vec<Violation>) {
+    use crate::model::Fate;
+    for spec in &f.plan.tenants {
+        let Some(cap) = spec.backlog else { continue };
+        let mine: Vec<(&u64, &crate::model::TaskModel)> = f
+            .model
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.shape.tenant.as_deref() == Some(spec.name.as_str()))
+            .filter(|(_, t)| {
+                t.ack
+                    .as_ref()
+                    .is_some_and(|a| a.answer.starts_with("Created"))
+            })
+            .collect();
+        for (key, t) in &mine {
+            let Some(ack) = &t.ack else { continue };
+            let sent = ack.sent_us;
+            let waiting = mine
+                .iter()
+                .filter(|(k, o)| {
+                    k != key
+                        && o.ack.as_ref().is_some_and(|a| a.at_us < sent)
+                        && !f.runs_of_key(**k).iter().any(|r| r.start_us < ack.at_us)
+                        && match o.fate {
+                            Fate::Deleted(at) | Fate::Archived(at) => at > ack.at_us,
+                            _ => true,
+                        }
+                })
+                .count() as u64;
+            if waiting >= cap {
+                out.push(f.task_violation(
+                    "tenant-backlog-exceeded",
+                    queue::TENANT,
+                    t.id.as_deref(),
+                    Some(**key),
+                    format!(
+                        "tenant {} had {waiting} tasks waiting (backlog cap {cap}), yet this enqueue was answered Created at {}",
+                        spec.name,
+                        f.model.rel(ack.at_us)
+                    ),
+                ));
+            }
         }
     }
 }

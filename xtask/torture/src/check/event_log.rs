@@ -23,7 +23,7 @@ pub(crate) fn check(f: &Facts<'_>, out: &mut Vec<Violation>) {
         if t.shape.dedup.is_some() || t.shape.unique {
             continue;
         }
-        let runs = f.runs_of(id);
+        let runs = f.runs_of(t.shape.queue, id);
         let Some((born, ended)) = life(f, t, runs) else {
             continue;
         };
@@ -153,11 +153,14 @@ fn final_event(
         }
         Fate::Run => {
             // A task run again by an operator after its end has two lives: judge the last.
-            let rec = f.obs.records.get(id).and_then(Option::as_ref);
+            let q = t.shape.queue;
+            let rec = f.record(q, id);
+            // Any success: a stale delivery cut off after it (a stopped worker's) changes
+            // nothing.
             let ok = f
-                .runs_of(id)
-                .last()
-                .is_some_and(|r| matches!(r.end, Some((_, Outcome::Ok))));
+                .runs_of(q, id)
+                .iter()
+                .any(|r| matches!(r.end, Some((_, Outcome::Ok))));
             let want = match rec.map(|r| r.state) {
                 Some(TaskState::Archived) => "dead",
                 Some(TaskState::Cancelled) => "cancelled",
@@ -166,10 +169,11 @@ fn final_event(
                 None if ok => "completed",
                 None => "dead",
             };
-            let rerun =
-                f.model.ops.iter().any(|o| {
-                    o.done && o.task.as_deref() == Some(id) && matches!(o.op, Op::RunNow(_))
-                });
+            let rerun = f
+                .model
+                .ops
+                .iter()
+                .any(|o| o.done && o.targets(q, id) && matches!(o.op, Op::RunNow(_)));
             match last {
                 Some(e) if e.event.name() == want => {}
                 Some(e) if events.iter().any(|x| x.event.name() == want) && !rerun => bad(

@@ -47,7 +47,8 @@ pub(crate) struct Observed {
     pub(crate) journal: Read,
     pub(crate) events: Collected,
     /// Every model task's record by id (None: no record).
-    pub(crate) records: HashMap<String, Option<Record>>,
+    /// By (queue, task id).
+    pub(crate) records: HashMap<(String, String), Option<Record>>,
     pub(crate) books: HashMap<String, Books>,
     pub(crate) keys: Vec<KeyInfo>,
     /// Members of the archived, cancelled and completed sets, by queue.
@@ -74,7 +75,8 @@ pub(crate) struct Facts<'a> {
     pub(crate) plan: &'a Plan,
     pub(crate) model: &'a Model,
     pub(crate) obs: &'a Observed,
-    pub(crate) by_id: HashMap<&'a str, Vec<&'a Run>>,
+    /// Runs by queue, then task id.
+    pub(crate) by_id: HashMap<&'a str, HashMap<&'a str, Vec<&'a Run>>>,
     pub(crate) by_key: HashMap<u64, Vec<&'a Run>>,
 }
 
@@ -86,10 +88,15 @@ impl std::fmt::Debug for Facts<'_> {
 
 impl<'a> Facts<'a> {
     pub(crate) fn new(plan: &'a Plan, model: &'a Model, obs: &'a Observed) -> Self {
-        let mut by_id: HashMap<&str, Vec<&Run>> = HashMap::new();
+        let mut by_id: HashMap<&str, HashMap<&str, Vec<&Run>>> = HashMap::new();
         let mut by_key: HashMap<u64, Vec<&Run>> = HashMap::new();
         for r in &obs.journal.runs {
-            by_id.entry(r.task.as_str()).or_default().push(r);
+            by_id
+                .entry(r.queue.as_str())
+                .or_default()
+                .entry(r.task.as_str())
+                .or_default()
+                .push(r);
             by_key.entry(r.key).or_default().push(r);
         }
         Self {
@@ -101,8 +108,20 @@ impl<'a> Facts<'a> {
         }
     }
 
-    pub(crate) fn runs_of(&self, id: &str) -> &[&'a Run] {
-        self.by_id.get(id).map(Vec::as_slice).unwrap_or(&[])
+    pub(crate) fn runs_of(&self, queue: &str, id: &str) -> &[&'a Run] {
+        self.by_id
+            .get(queue)
+            .and_then(|m| m.get(id))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// A task's record at the end.
+    pub(crate) fn record(&self, queue: &str, id: &str) -> Option<&'a Record> {
+        self.obs
+            .records
+            .get(&(queue.to_string(), id.to_string()))
+            .and_then(Option::as_ref)
     }
 
     pub(crate) fn runs_of_key(&self, key: u64) -> &[&'a Run] {
@@ -150,8 +169,10 @@ impl<'a> Facts<'a> {
 
     /// Whether the last run of `id` ended in a failure (the task was dead-lettered or is
     /// retrying), from the journal.
-    pub(crate) fn last_outcome(&self, id: &str) -> Option<Outcome> {
-        self.runs_of(id).last().and_then(|r| r.end.map(|(_, o)| o))
+    pub(crate) fn last_outcome(&self, queue: &str, id: &str) -> Option<Outcome> {
+        self.runs_of(queue, id)
+            .last()
+            .and_then(|r| r.end.map(|(_, o)| o))
     }
 
     /// A violation about task `id` (of model key `key`, when known), with its history.
@@ -167,7 +188,7 @@ impl<'a> Facts<'a> {
         let mut history = Vec::new();
         let mut keys: Vec<u64> = key.into_iter().collect();
         if let Some(id) = id {
-            for k in m.keys_of(id) {
+            for k in m.keys_of(queue, id) {
                 if !keys.contains(k) {
                     keys.push(*k);
                 }
@@ -179,7 +200,9 @@ impl<'a> Facts<'a> {
                 history.extend(t.history.iter().map(|h| format!("  {h}")));
             }
         }
-        let mut runs: Vec<&Run> = id.map(|i| self.runs_of(i).to_vec()).unwrap_or_default();
+        let mut runs: Vec<&Run> = id
+            .map(|i| self.runs_of(queue, i).to_vec())
+            .unwrap_or_default();
         for k in &keys {
             for r in self.runs_of_key(*k) {
                 if !runs.iter().any(|x| std::ptr::eq(*x, *r)) {

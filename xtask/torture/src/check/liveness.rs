@@ -38,7 +38,7 @@ pub(crate) fn check(f: &Facts<'_>, out: &mut Vec<Violation>) {
             continue;
         }
         let Some(id) = t.id.as_deref() else { continue };
-        let runs = f.runs_of(id);
+        let runs = f.runs_of(t.shape.queue, id);
         for (ready, why) in ready_moments(f, *key, t, runs) {
             let next = runs.iter().find(|r| r.start_us >= ready - EARLY_US);
             let started = next.map(|r| r.start_us).unwrap_or(f.obs.end_us);
@@ -149,10 +149,32 @@ fn ready_moments(f: &Facts<'_>, key: u64, t: &TaskModel, runs: &[&Run]) -> Vec<(
     }
     for o in &f.model.ops {
         if o.done
-            && o.task.as_deref() == t.id.as_deref()
+            && t.id
+                .as_deref()
+                .is_some_and(|id| o.targets(t.shape.queue, id))
             && matches!(o.op, Op::RunNow(k) | Op::Edit(k) if k == key)
         {
             out.push((o.ack_us, format!("operator's {:?} answered", o.op)));
+        }
+    }
+    // A pause lifted: a task that was runnable behind it and had not started yet is runnable
+    // again.
+    for w in &f.model.windows {
+        if w.queue == t.shape.queue && (w.tenant.is_none() || w.tenant == t.shape.tenant) {
+            if let Some(end) = w.to_us {
+                let waiting =
+                    out.iter().any(|(r, _)| *r < end) && !runs.iter().any(|r| r.start_us < end);
+                if waiting {
+                    out.push((
+                        end,
+                        format!(
+                            "its {} {} ended",
+                            w.what,
+                            w.tenant.as_deref().map_or("queue", |_| "tenant")
+                        ),
+                    ));
+                }
+            }
         }
     }
     out.sort_by_key(|(t, _)| *t);

@@ -76,9 +76,7 @@ fn terminal(f: &Facts<'_>, key: u64, t: &TaskModel, out: &mut Vec<Violation>) {
     let q = t.shape.queue;
     let id = t.id.as_deref();
     let runs = f.runs_of_key(key);
-    let rec = id
-        .and_then(|i| f.obs.records.get(i))
-        .and_then(Option::as_ref);
+    let rec = id.and_then(|i| f.record(q, i));
     let mut bad = |kind: &'static str, detail: String| {
         out.push(f.task_violation(kind, q, id, Some(key), detail));
     };
@@ -117,8 +115,14 @@ fn terminal(f: &Facts<'_>, key: u64, t: &TaskModel, out: &mut Vec<Violation>) {
         }
         Fate::Run => {
             let Some(id) = id else { return };
+            if let Some(second) = &t.resent_as {
+                bad(
+                    "unique-admitted-duplicate",
+                    format!("the same payload enqueued again 50 ms later, while this unique task waited, was answered Created as task {second}"),
+                );
+            }
             let want = predicted(f, t);
-            let id_runs = f.runs_of(id);
+            let id_runs = f.runs_of(q, id);
             let hit = fault_hit(f, id_runs);
             let ok = runs.iter().any(|r| matches!(r.end, Some((_, Outcome::Ok))));
             let state = rec.map(|r| r.state);
@@ -129,7 +133,7 @@ fn terminal(f: &Facts<'_>, key: u64, t: &TaskModel, out: &mut Vec<Violation>) {
                 Some(_) => None,
                 None if ok => Some(End::Completed),
                 None if id_runs.is_empty() => Some(End::Never),
-                None => match f.last_outcome(id) {
+                None => match f.last_outcome(q, id) {
                     Some(o) if o.is_failure() => Some(End::Discarded),
                     _ => None,
                 },
@@ -209,9 +213,10 @@ fn removals(f: &Facts<'_>, out: &mut Vec<Violation>) {
         let Some(t) = f.model.tasks.get(&key) else {
             continue;
         };
-        let Some(id) = o.task.as_deref() else {
+        let Some((_, id)) = o.task.as_ref() else {
             continue;
         };
+        let id = id.as_str();
         let q = t.shape.queue;
         // Run again later by an operator: starts after that are its own.
         let rerun = f
@@ -222,7 +227,7 @@ fn removals(f: &Facts<'_>, out: &mut Vec<Violation>) {
             .map(|r| r.sent_us)
             .min()
             .unwrap_or(i64::MAX);
-        for r in f.runs_of(id) {
+        for r in f.runs_of(q, id) {
             if r.start_us > o.ack_us && r.start_us < rerun {
                 if what == "edit" {
                     if r.gen < t.gen {
@@ -261,7 +266,7 @@ fn removals(f: &Facts<'_>, out: &mut Vec<Violation>) {
         // Conservative: only a handler that started before the call was sent and ended after
         // it was answered certainly ran through it; only a success that ended before the call
         // was sent certainly ran before it.
-        for r in f.runs_of(id) {
+        for r in f.runs_of(q, id) {
             let through = r.start_us < o.sent_us && f.run_end(r) > o.ack_us && r.end.is_some();
             let succeeded_before = matches!(r.end, Some((e, Outcome::Ok)) if e < o.sent_us);
             let kept = t.shape.retention || matches!(t.role, Role::Step { .. });
@@ -309,10 +314,14 @@ fn removals(f: &Facts<'_>, out: &mut Vec<Violation>) {
 /// Every run of a task after its first is explained: the attempt before it failed or snoozed,
 /// an operator ran it again, or a fault was in flight on the process that ran it.
 fn reruns(f: &Facts<'_>, out: &mut Vec<Violation>) {
-    let mut ids: Vec<&&str> = f.by_id.keys().collect();
-    ids.sort();
-    for id in ids {
-        let runs = f.runs_of(id);
+    let mut ids: Vec<(&str, &str)> = f
+        .by_id
+        .iter()
+        .flat_map(|(q, m)| m.keys().map(move |id| (*q, *id)))
+        .collect();
+    ids.sort_unstable();
+    for (queue, id) in ids {
+        let runs = f.runs_of(queue, id);
         for w in runs.windows(2) {
             let (prev, cur) = (w[0], w[1]);
             let retried = matches!(
@@ -326,10 +335,10 @@ fn reruns(f: &Facts<'_>, out: &mut Vec<Violation>) {
                         | Outcome::RateLimited
                 ))
             ) && prev.end.is_some_and(|(e, _)| e <= cur.start_us);
-            let key = f.model.key_of(id).unwrap_or(prev.key);
+            let key = f.model.key_of(queue, id);
             let by_operator = f.model.ops.iter().any(|o| {
                 o.done
-                    && o.task.as_deref() == Some(*id)
+                    && o.targets(queue, id)
                     && matches!(o.op, Op::RunNow(_) | Op::Edit(_) | Op::Unblock(_))
                     && o.ack_us > prev.start_us
                     && o.sent_us < cur.start_us
@@ -342,23 +351,26 @@ fn reruns(f: &Facts<'_>, out: &mut Vec<Violation>) {
                     prev_end.max(prev.start_us) + 1_000_000,
                 )
                 .is_some()
+                // A fault on the second run's process: a stale delivery it took before it
+                // stopped or stalled (reclaimed and run meanwhile elsewhere), which
+                // at-least-once allows.
+                || f.fault_on(cur.pid, prev.start_us - 10_000_000, cur.start_us)
+                    .is_some()
                 || f.any_fault(prev.start_us, cur.start_us, false)
                     .is_some_and(|x| x.pids.len() > 1)
                 || prev.end.is_none();
             if retried || by_operator || fault {
                 continue;
             }
-            let q = f
-                .model
-                .tasks
-                .get(&key)
+            let q = key
+                .and_then(|k| f.model.tasks.get(&k))
                 .map(|t| t.shape.queue)
                 .unwrap_or(prev.queue.as_str());
             out.push(f.task_violation(
                 "unexplained-rerun",
                 q,
                 Some(id),
-                Some(key),
+                key,
                 format!(
                     "ran again at {} (attempt {}) after a run that ended {:?}, with no fault in flight and no operator's run",
                     f.model.rel(cur.start_us),
