@@ -3,7 +3,7 @@
 //! attempt that was retried says so, and its last event is the final one its end calls for
 //! (completed, dead, cancelled; after an operator's delete or archive, some event that says it
 //! left: the model does not assume a name for it, only that it is not one of the in-flight
-//! kinds).
+//! kinds), and no attempt has more started events than the journal has starts of it.
 
 use chronos::{EventKind, TaskEvent, TaskState};
 
@@ -66,6 +66,25 @@ pub(crate) fn check(f: &Facts<'_>, out: &mut Vec<Violation>) {
                     runs.len()
                 ),
             );
+        }
+        // Each started event stands for a start: more of them for one attempt than the
+        // journal has starts of it is a transition written twice (a re-sent call).
+        for a in runs
+            .iter()
+            .map(|r| r.attempt)
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let started = runs.iter().filter(|r| r.attempt == a).count();
+            let said = events
+                .iter()
+                .filter(|e| matches!(e.event, EventKind::Started { attempt, .. } if attempt == a))
+                .count();
+            if said > started {
+                bad(
+                    "event-duplicated",
+                    format!("{said} started events for attempt {a}, which started {started} times"),
+                );
+            }
         }
         for w in runs.windows(2) {
             let retried = matches!(w[0].end, Some((_, Outcome::Fail | Outcome::Panic)))
