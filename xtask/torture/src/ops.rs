@@ -456,10 +456,12 @@ impl Hands {
                 let Some((queue, id)) = self.target(*k) else {
                     return self.skipped(&op, *k, "no task id");
                 };
-                let (gen, act) = {
-                    let m = lock(&self.model);
-                    let t = &m.tasks[k];
-                    (t.gen + 1, t.shape.act)
+                let Some((gen, act)) = lock(&self.model)
+                    .tasks
+                    .get(k)
+                    .map(|t| (t.gen + 1, t.shape.act))
+                else {
+                    return self.skipped(&op, *k, "not in the model");
                 };
                 let edit = TaskEdit::new()
                     .args(&Job { key: *k, gen, act })?

@@ -14,7 +14,7 @@
 //! at the bound's end, ran fewer attempts than its concurrency.
 
 use super::facts::{Facts, Violation};
-use crate::gen::Op;
+use crate::gen::{Fault, Op};
 use crate::job::{queue, Act};
 use crate::journal::{Outcome, Run};
 use crate::model::{Fate, Role, TaskModel};
@@ -132,7 +132,23 @@ fn ready_moments(f: &Facts<'_>, key: u64, t: &TaskModel, runs: &[&Run]) -> Vec<(
         }
     }
     for r in runs {
-        let Some((end, o)) = r.end else { continue };
+        let Some((end, o)) = r.end else {
+            // Cut by a kill: the recoverer takes the delivery back once its lease has been
+            // idle long enough, and it is runnable again when the fault's effect is over (a
+            // second after, so that this fault itself no longer excuses the wait).
+            let killed = f.model.faults.iter().find(|x| {
+                matches!(x.fault, Fault::KillWorker(..))
+                    && x.pids.contains(&r.pid)
+                    && x.from_us >= r.start_us
+            });
+            if let Some(x) = killed {
+                out.push((
+                    x.to_us + 1_000_000,
+                    format!("reclaimed after its worker (pid {}) was killed", r.pid),
+                ));
+            }
+            continue;
+        };
         let more = r.attempt <= t.shape.max_retry;
         match (o, t.shape.act) {
             (Outcome::Fail | Outcome::Panic, _) | (Outcome::Dropped, Act::Slow { .. }) if more => {

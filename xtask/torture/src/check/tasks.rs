@@ -152,7 +152,9 @@ fn terminal(f: &Facts<'_>, key: u64, t: &TaskModel, out: &mut Vec<Violation>) {
                     .map(|r| r.start_us + i64::from(ms) * 1000)
                     .max()
                     .unwrap_or(i64::MAX);
-                allowed = if ack + CANCEL_REACH_US < natural {
+                // A fault in flight may re-deliver it (a reclaim) to a handler that never saw
+                // the cancel: then either end.
+                allowed = if ack + CANCEL_REACH_US < natural && !hit {
                     vec![End::Cancelled]
                 } else {
                     vec![End::Completed, End::Cancelled]
