@@ -5,6 +5,9 @@
 //! * `bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|ingest]`: release-mode benchmarks, with peers measured in the same run.
 //! * `chaos [worker-storm|priority-storm|tenant-storm|scheduler-storm|redis-restart|network-stall|clock-skew|cluster-failover|sentinel-failover] [--short]`:
 //!   real processes against real Redis with faults injected on a schedule; the books checked.
+//! * `torture [--short] [--seed S | --seeds A,B,C | --count N] [--minutes M]`: a workload mixing
+//!   every feature, operators and faults drawn from a seed, every task checked against a model;
+//!   each violation printed with the seed that replays it.
 //! * `screenshots [warm-up seconds]`: the README's console pictures, from a real demo run.
 //! * `redis up|down`: a local Redis on port 6390 for manual runs.
 //! * `ci`: fmt check, clippy, then `test`.
@@ -23,6 +26,7 @@ mod redis;
 mod screenshots;
 mod soak;
 mod test;
+mod torture;
 
 use std::process::Command;
 
@@ -39,6 +43,7 @@ fn main() -> Result<()> {
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "chaos" => chaos::run(rest),
+        "torture" => torture::run(rest),
         "redis" => redis::run(rest),
         "screenshots" => screenshots::run(rest),
         "ci" => ci::run(),
@@ -47,7 +52,7 @@ fn main() -> Result<()> {
         "layout" => layout::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|demo|bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|ingest]|chaos [scenario] [--short]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N|layout>"
+                "usage: cargo xtask <test|demo|bench [enqueue|e2e|priority|tenants|outcomes|scheduler|inspect|idle|cluster|ingest]|chaos [scenario] [--short]|torture [--short] [--seed S] [--minutes M]|screenshots|redis up|down|ci|fuzz [--total N]|soak --minutes N|layout>"
             );
             if task == "help" {
                 Ok(())

@@ -8,7 +8,8 @@ use anyhow::{bail, Context, Result};
 /// and `chromium-driver`. The Python producer's tests run in a virtual environment this task
 /// makes under the target directory (`python3 -m venv`, then `pip install redis`), handed to
 /// the tests as `CHRONOS_PYTHON`; the TypeScript producer's tests run `npm ci` themselves. Then,
-/// unless arguments narrow the run, the short chaos scenarios (`cargo xtask chaos --short`).
+/// unless arguments narrow the run, the short chaos scenarios (`cargo xtask chaos --short`) and
+/// the short torture run (`cargo xtask torture --short`).
 pub(crate) fn run(extra: &[String]) -> Result<()> {
     let narrowed = !extra.is_empty();
     // A Python given by the caller wins; otherwise one of our own, so that a fresh clone needs
@@ -49,6 +50,9 @@ pub(crate) fn run(extra: &[String]) -> Result<()> {
     // ones are `cargo xtask chaos`). A run narrowed by arguments (`-p`, `--test`) skips them.
     if !narrowed {
         crate::chaos::run(&["--short".to_string()])?;
+        // One fixed seed, under three minutes: every feature against every fault, checked
+        // against the model (`cargo xtask torture --short --seed S` replays another).
+        crate::torture::run(&["--short".to_string()])?;
     }
     Ok(())
 }
