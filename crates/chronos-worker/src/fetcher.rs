@@ -60,12 +60,8 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             }
             continue;
         }
-        // The slot the dispatcher holds while it waits for a task counts as free (as the
-        // shared read counts it). With none free, read nothing: a task taken now would sit in
-        // this buffer until a slot frees, while another server may idle.
-        let waiting_slot = usize::from(rt.awaiting_task.load(Ordering::Relaxed));
-        let free = (rt.slots.available_permits() + waiting_slot).saturating_sub(rt.buffered());
-        if free == 0 {
+        let free = rt.slots.available_permits().saturating_sub(rt.buffered());
+        if free == 0 && rt.buffered_in(q) > 0 {
             // Every slot is busy or already has a task waiting: wait for one to free up.
             tokio::select! {
                 _ = rt.space.notified() => {}

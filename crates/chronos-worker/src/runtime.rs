@@ -239,6 +239,11 @@ impl<B: WorkerBroker> Runtime<B> {
         self.queues.iter().map(|s| s.lock().buffer.len()).sum()
     }
 
+    /// Tasks fetched but not started in queue `q`.
+    pub(crate) fn buffered_in(&self, q: usize) -> usize {
+        self.queues.get(q).map_or(0, |s| s.lock().buffer.len())
+    }
+
     /// Adds fetched leases to the buffer of queue `q` and to the held set.
     pub(crate) fn push(&self, q: usize, leases: Vec<Lease>) {
         let slot = &self.queues[q];

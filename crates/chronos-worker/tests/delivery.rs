@@ -72,18 +72,11 @@ async fn state(b: &RedisBroker, queue: &QueueName, id: &str) -> Option<TaskState
     b.task(queue, id).await.expect("task").map(|r| r.state)
 }
 
-/// Applies `action` to a task a worker has fetched but not yet marked started (its start mark
-/// is held back, so the delivery is in the group's pending list and unmarked, as a task in a
-/// worker's buffer, or one whose handler ended within the mark's delay, is), lets the handler
-/// go on, and returns what the action answered, whether the task ran and the state it was left
-/// in.
+/// Applies `action` to a task while it waits in a worker's buffer behind a busy slot, lets the
+/// slot free up, and returns what the action answered, whether the task ran and the state it
+/// was left in.
 async fn act_on_a_buffered_task(action: TaskAction) -> (ActionOutcome, u32, Option<TaskState>) {
     let b = broker().await;
-    let faulty = Faulty::new(b.clone());
-    faulty
-        .switches
-        .start_delay_ms
-        .store(1_000, Ordering::SeqCst);
     let client = Client::new(b.clone());
     let queue = q("default");
     let (gate, runs) = (Arc::new(AtomicBool::new(false)), counters());
@@ -91,27 +84,36 @@ async fn act_on_a_buffered_task(action: TaskAction) -> (ActionOutcome, u32, Opti
         concurrency: 1,
         ..fast_config()
     };
+    // Both wait before the server starts: the fetcher takes the blocker for the one slot, then
+    // the next one for its buffer, where it waits behind the busy slot.
+    let blocker = client
+        .enqueue(&Job { n: 1, sleep_ms: 0 }, EnqueueOptions::new())
+        .await
+        .expect("enqueue");
     let victim = client
         .enqueue(&Job { n: 2, sleep_ms: 0 }, EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let server = serve(
-        faulty.clone(),
-        gated_mux(gate.clone(), runs.clone()),
-        config,
-    )
-    .await;
-    eventually(Duration::from_secs(5), "victim fetched", || async {
-        pending(&b, &queue).await == 1
+    let server = serve(b.clone(), gated_mux(gate.clone(), runs.clone()), config).await;
+    eventually(Duration::from_secs(5), "blocker active", || async {
+        state(&b, &queue, &blocker.id).await == Some(TaskState::Active)
     })
     .await;
+    eventually(Duration::from_secs(5), "victim fetched", || async {
+        pending(&b, &queue).await == 2
+    })
+    .await;
+    // The fetch's reply reaches the buffer a moment after Redis counts the delivery; from then
+    // on the task waits there, behind the busy slot.
     tokio::time::sleep(BUFFERED).await;
     let answer = b.act(&queue, &victim.id, action).await.expect("action");
     gate.store(true, Ordering::SeqCst);
-    eventually(Duration::from_secs(5), "victim settled", || async {
-        runs[2].load(Ordering::SeqCst) == 1 && pending(&b, &queue).await == 0
+    eventually(Duration::from_secs(5), "blocker done", || async {
+        runs[1].load(Ordering::SeqCst) == 1 && pending(&b, &queue).await == 0
     })
     .await;
+    // Long enough for the victim to have started had it been run.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let left = state(&b, &queue, &victim.id).await;
     server.shutdown().await;
     (answer, runs[2].load(Ordering::SeqCst), left)

@@ -9,7 +9,8 @@
 -- Returns: {codes, states}, one each per task, in order:
 --    1  requested (also when it already was: a re-sent call changes nothing)
 --    0  no such task
---   -1  not active (only a running task can be cancelled)
+--   -1  not active (only a running task can be cancelled; a main-stream task a worker has
+--       fetched counts as running, marked or not)
 --   -2  corrupt record
 -- Requests older than the keep time are trimmed here, and the set expires after it. A new
 -- request writes the task's `cancel_requested` event (a re-sent call writes none).
@@ -30,6 +31,14 @@ for i = 3, #ARGV do
     code = 0
   else
     s = h[1]
+    -- Fetched by a worker and not yet marked started (the mark is skipped for short handlers
+    -- and sent a moment after the start): running for the operator, as the listings show it.
+    -- Only a main-stream delivery can be checked here (a level's or a tenant's stream is not
+    -- declared).
+    local main = not h[4] and not (level_index(h[3]) and h[3] ~= NORMAL_LEVEL)
+    if s == 'pending' and h[2] and main and held_by_worker(KEYS[2], ARGV[2], h[2]) then
+      s = 'active'
+    end
     if s ~= 'active' then code = -1 elseif not h[2] then code = -2 end
   end
   codes[#codes + 1] = code
