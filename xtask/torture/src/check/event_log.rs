@@ -92,11 +92,13 @@ pub(crate) fn check(f: &Facts<'_>, out: &mut Vec<Violation>) {
                     (w[0].end, t.shape.act),
                     (Some((_, Outcome::Dropped)), Act::Slow { .. })
                 );
+            // A failed attempt whose worker stalled or died before its retry landed ends by
+            // the recoverer's reclaim instead, which says so with its own event.
             if retried
                 && w[1].attempt == w[0].attempt + 1
-                && !events.iter().any(
-                    |e| matches!(e.event, EventKind::Retried { attempt, .. } if attempt == w[0].attempt),
-                )
+                && !events.iter().any(|e| {
+                    matches!(e.event, EventKind::Retried { attempt, .. } | EventKind::Reclaimed { attempt, .. } if attempt == w[0].attempt)
+                })
             {
                 bad(
                     "event-missing-retried",
