@@ -189,6 +189,48 @@ impl Model {
         }
     }
 
+    /// Two replaces of one task whose calls overlapped in time: Redis applied them in an order
+    /// the client cannot see, and the model took the order their answers were handled in. The
+    /// payload that started after the later answer shows which one Redis applied last; when it
+    /// is the one the model marked superseded, the two swap (seen as a false
+    /// `replaced-payload-ran` on seed 1 in CI, two replaces answered in the same millisecond).
+    /// Calls that did not overlap keep the model's order: the later call is the later write.
+    pub(crate) fn settle_races(&mut self, runs: &[crate::journal::Run]) {
+        let swaps: Vec<(u64, u64, i64)> = self
+            .tasks
+            .iter()
+            .filter_map(|(&key, t)| {
+                let Fate::Superseded { by, at } = t.fate else {
+                    return None;
+                };
+                let winner = self.tasks.get(&by)?;
+                let (mine, theirs) = (t.ack.as_ref()?, winner.ack.as_ref()?);
+                let overlapped = mine.at_us >= theirs.sent_us && theirs.at_us >= mine.sent_us;
+                let ran_after = |k: u64| runs.iter().any(|r| r.key == k && r.start_us > at);
+                (overlapped && winner.fate == Fate::Run && ran_after(key) && !ran_after(by))
+                    .then_some((key, by, at))
+            })
+            .collect();
+        for (key, by, at) in swaps {
+            if let Some(t) = self.tasks.get_mut(&key) {
+                t.fate = Fate::Run;
+            }
+            if let Some(t) = self.tasks.get_mut(&by) {
+                t.fate = Fate::Superseded { by: key, at };
+            }
+            self.note(
+                key,
+                at,
+                format!("its replace raced key {by}'s; Redis applied this one last (it ran)"),
+            );
+            self.note(
+                by,
+                at,
+                format!("its replace raced key {key}'s; Redis applied key {key} last"),
+            );
+        }
+    }
+
     /// Records that model key `key` names task `id` (the first id it is given stays the
     /// task's; a later one, a unique re-send let in, is found through [`Model::keys_of`]).
     pub(crate) fn set_id(&mut self, key: u64, id: &str) {

@@ -190,7 +190,8 @@ pub(crate) async fn run(plan: &Plan, drain_limit: Duration) -> Result<Outcome> {
     let events_seen = collected.by_queue.values().map(Vec::len).sum();
 
     let journal = journal::read(dir.path())?;
-    let model = std::mem::take(&mut *lock(&model));
+    let mut model = std::mem::take(&mut *lock(&model));
+    model.settle_races(&journal.runs);
     let records = observe::records(&broker, &model).await?;
     let (books, kept) = observe::books(&broker).await?;
     let keys = observe::keys(&nodes, NS).await?;

@@ -178,4 +178,37 @@ mod tests {
         let o = observed(vec![run(1, queue::PLAIN, 10, 3 * S, 3 * S + 1_000)]);
         assert!(kinds(&m, &o).contains(&"start-after-removal"));
     }
+
+    #[test]
+    fn two_replaces_that_overlapped_are_settled_by_the_payload_that_ran() {
+        // Keys 1 and 2 replace one task in calls that overlapped; the model handled key 2's
+        // answer last, but Redis applied key 1 last: key 1's payload ran.
+        let mut m = model(&[(1, queue::PLAIN, None), (2, queue::PLAIN, None)]);
+        for (key, sent) in [(1, S), (2, S + 100)] {
+            let t = m.tasks.get_mut(&key).unwrap();
+            t.id = Some("t1".into());
+            t.ack = Some(EnqueueAck {
+                sent_us: sent,
+                at_us: S + 500,
+                answer: "Replaced (Scheduled)".into(),
+                due_us: Some(2 * S),
+            });
+        }
+        m.tasks.get_mut(&1).unwrap().fate = Fate::Superseded { by: 2, at: S + 500 };
+        let mut r = run(1, queue::PLAIN, 10, 2 * S, 2 * S + 1_000);
+        r.task = "t1".into();
+        let o = observed(vec![r.clone()]);
+        assert!(kinds(&m, &o).contains(&"replaced-payload-ran"));
+        m.settle_races(&o.journal.runs);
+        assert!(!kinds(&m, &o).contains(&"replaced-payload-ran"));
+        assert_eq!(m.tasks[&2].fate, Fate::Superseded { by: 1, at: S + 500 });
+        // Calls that did not overlap keep their order: the earlier payload must not run.
+        let mut m = model(&[(1, queue::PLAIN, None), (2, queue::PLAIN, None)]);
+        m.tasks.get_mut(&2).unwrap().ack.as_mut().unwrap().sent_us = S + 1;
+        m.tasks.get_mut(&2).unwrap().ack.as_mut().unwrap().at_us = S + 2;
+        m.tasks.get_mut(&1).unwrap().fate = Fate::Superseded { by: 2, at: S + 2 };
+        let o = observed(vec![run(1, queue::PLAIN, 10, 2 * S, 2 * S + 1_000)]);
+        m.settle_races(&o.journal.runs);
+        assert!(kinds(&m, &o).contains(&"replaced-payload-ran"));
+    }
 }
