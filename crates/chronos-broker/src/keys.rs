@@ -152,7 +152,9 @@ impl QueueKeys {
     /// its order), the rotation (tenant -> its turn), the held set (`<tenant>\0<task id>` ->
     /// when started: what the tenant's cap counts), the settings hash (tenant, or `''` for
     /// the default -> `<weight> <concurrency> <backlog> <paused>`, `-` where unset) and the
-    /// turn hash (tenant -> its turn, for every tenant with work; `''` -> the current turn).
+    /// turn hash (tenant -> its turn, for every tenant with work; `''` -> the current turn) and
+    /// the load set (tenant -> minus its waiting and held counts, so the busiest read first
+    /// without counting every tenant; member `\0` says the counts are complete).
     pub fn tenants(&self) -> Vec<String> {
         vec![
             self.lane(Some(TENANT_LANE)),
@@ -162,6 +164,7 @@ impl QueueKeys {
             format!("{}tn:h", self.prefix),
             format!("{}tn:c", self.prefix),
             format!("{}tn:p", self.prefix),
+            format!("{}tn:l", self.prefix),
         ]
     }
 

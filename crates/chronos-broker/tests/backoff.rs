@@ -14,7 +14,7 @@ use chronos_broker::{
     backoff_jitter, Admission, BackoffOutcome, BackoffScope, Client, Consume, EnqueueOptions,
     Inspect, KeyRate, Lease, LeaseId, Maintain, QueueName, RedisBroker, TaskState, Throttle,
 };
-use common::{broker, email, redis_ms, rig, take};
+use common::{broker, calls_of, email, redis_ms, reset_stats, rig, take};
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue")
@@ -485,39 +485,6 @@ async fn a_rate_limited_tenant_task_frees_its_tenants_slot() {
     let page = b.tenants(&queue, 10).await.expect("tenants");
     let a = page.tenants.iter().find(|t| t.tenant == "a").expect("a");
     assert_eq!(a.running, 1, "{a:?}");
-}
-
-/// Calls of `cmd` counted by Redis since its last `CONFIG RESETSTAT`.
-async fn calls_of(b: &RedisBroker, cmd: &str) -> u64 {
-    use chronos_broker::fred::interfaces::ClientLike;
-    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
-    let info: String = b
-        .client()
-        .custom(
-            CustomCommand::new_static("INFO", ClusterHash::Random, false),
-            vec!["commandstats"],
-        )
-        .await
-        .expect("info");
-    let prefix = format!("cmdstat_{cmd}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-async fn reset_stats(b: &RedisBroker) {
-    use chronos_broker::fred::interfaces::ClientLike;
-    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
-    let _: String = b
-        .client()
-        .custom(
-            CustomCommand::new_static("CONFIG", ClusterHash::Random, false),
-            vec!["RESETSTAT"],
-        )
-        .await
-        .expect("resetstat");
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use chronos_broker::{
     BrokerError, Client, Completion, Consume, EnqueueOptions, Lease, Maintain, Priority, QueueName,
     RedisBroker, TenantChange, Tenants,
 };
-use common::{broker, email, rig, take};
+use common::{broker, calls_of, email, reset_stats, rig, take};
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue")
@@ -679,4 +679,68 @@ async fn tenant_tasks_past_the_aging_bound_go_ahead_of_newer_urgent_work() {
     // Both tenant tasks waited past the bound: they start ahead of the urgent ones.
     let got: Vec<u32> = fetch(&b, "w", 3).await.iter().map(n_of).collect();
     assert_eq!(got, vec![0, 1, 10]);
+}
+
+#[tokio::test]
+async fn a_tenant_page_reads_the_busiest_without_counting_every_tenant() {
+    use chronos_broker::fred::interfaces::{KeysInterface, SortedSetsInterface};
+    // A Redis of its own, so its command counts are this test's.
+    let rig = rig().await;
+    let b = rig.direct.clone();
+    let queue = q("default");
+    for t in 0..150 {
+        put(&b, &format!("t{t:03}"), t..t + 1, EnqueueOptions::new()).await;
+    }
+    put(&b, "big", 1000..1005, EnqueueOptions::new()).await;
+    put(&b, "mid", 2000..2003, EnqueueOptions::new()).await;
+    set(&b, Some("idle"), TenantChange::new().weight(Some(3))).await;
+    let load = b.keyspace().queue(&queue).tenants()[7].clone();
+    let page = |b: RedisBroker| async move { b.tenants(&q("default"), 3).await.expect("tenants") };
+
+    reset_stats(&b).await;
+    let first = page(b.clone()).await;
+    // Two lexical counts per listed tenant and one for the LIFO fronts: before the load set
+    // the script counted both sets of every one of the 152 tenants (305 calls).
+    let counted = calls_of(&b, "zlexcount").await;
+    assert!(counted <= 7, "{counted} lexical counts for a page of 3");
+    let rows: Vec<(&str, u64, u64)> = first
+        .tenants
+        .iter()
+        .map(|t| (t.tenant.as_str(), t.waiting, t.running))
+        .collect();
+    assert_eq!(rows, vec![("big", 5, 0), ("mid", 3, 0), ("t000", 1, 0)]);
+    assert_eq!(first.total, 153, "152 with work and one with settings only");
+    assert_eq!(first.waiting, 158);
+
+    // Starts move counts from waiting to held; the order follows.
+    let started = fetch(&b, "w1", 4).await;
+    assert_eq!(started.len(), 4);
+    let after = page(b.clone()).await;
+    let big = after
+        .tenants
+        .iter()
+        .find(|t| t.tenant == "big")
+        .expect("big");
+    assert_eq!(big.waiting + big.running, 5, "{after:?}");
+    assert_eq!(after.waiting + after.running, 158);
+
+    // A set lost (or a queue from before it) is rebuilt once, to the same page.
+    let _: i64 = b.client().del(&load).await.expect("del");
+    let rebuilt = page(b.clone()).await;
+    assert_eq!(rebuilt, after);
+
+    // Once every task has ended, only the set's completeness mark is left.
+    complete(&b, &started).await;
+    loop {
+        let more = fetch(&b, "w1", 100).await;
+        if more.is_empty() {
+            break;
+        }
+        complete(&b, &more).await;
+    }
+    let left: i64 = b.client().zcard(&load).await.expect("zcard");
+    assert_eq!(left, 1, "only the mark");
+    let empty = page(b.clone()).await;
+    assert_eq!(empty.total, 1, "the tenant with settings only");
+    assert_eq!(empty.tenants.len(), 1);
 }

@@ -138,7 +138,7 @@ pub const TENANT_WAKE: u8 = 11;
 /// consumer to a worker's. Not a valid worker consumer name (those have no `~`).
 pub const TENANT_PARK: &str = "~waiting";
 /// Keys in the tenants block (`chronos_broker::QueueKeys::tenants`; Lua: `TENANTS_LEN`).
-pub const TENANTS_LEN: usize = 7;
+pub const TENANTS_LEN: usize = 8;
 
 /// Every field, with the name of the Lua local [`prologue`] gives it.
 const FIELDS: &[(&str, &str)] = &[

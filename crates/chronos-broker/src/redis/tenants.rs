@@ -54,7 +54,25 @@ impl Tenants for RedisBroker {
     }
 
     async fn tenants(&self, queue: &QueueName, limit: usize) -> Result<TenantPage, BrokerError> {
-        let args: Vec<Value> = vec![(limit.min(100_000) as i64).into()];
+        self.tenant_page(queue, limit, true).await
+    }
+}
+
+impl RedisBroker {
+    /// The busiest `limit` tenants of `queue` from its load set (O(limit) reads, however many
+    /// tenants there are), and with `idle` also the tenants with settings of their own but no
+    /// work (every settings field read: for an operator's listing, not for each metrics
+    /// sample).
+    pub(crate) async fn tenant_page(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+        idle: bool,
+    ) -> Result<TenantPage, BrokerError> {
+        let args: Vec<Value> = vec![
+            (limit.min(100_000) as i64).into(),
+            if idle { "1" } else { "0" }.into(),
+        ];
         let v = self
             .run(|s| &s.tenant_stats, self.queue_keys(queue).tenants(), args)
             .await?;

@@ -224,3 +224,36 @@ pub fn lua_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// Calls of `cmd` counted by Redis since its last `CONFIG RESETSTAT`.
+pub async fn calls_of(b: &RedisBroker, cmd: &str) -> u64 {
+    use chronos_broker::fred::interfaces::ClientLike;
+    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
+    let info: String = b
+        .client()
+        .custom(
+            CustomCommand::new_static("INFO", ClusterHash::Random, false),
+            vec!["commandstats"],
+        )
+        .await
+        .expect("info");
+    let prefix = format!("cmdstat_{cmd}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+pub async fn reset_stats(b: &RedisBroker) {
+    use chronos_broker::fred::interfaces::ClientLike;
+    use chronos_broker::fred::types::{ClusterHash, CustomCommand};
+    let _: String = b
+        .client()
+        .custom(
+            CustomCommand::new_static("CONFIG", ClusterHash::Random, false),
+            vec!["RESETSTAT"],
+        )
+        .await
+        .expect("resetstat");
+}

@@ -22,7 +22,7 @@ local LEVELS_BLOCKED = 'blocked'
 local TENANT_LANE = '10'
 local TENANT_WAKE = '11'
 local TENANT_PARK = '~waiting'
-local TENANTS_LEN = 7
+local TENANTS_LEN = 8
 local S_RETRY_LEVEL = 'retry_level'
 local DEFAULT_AGING_MS = 60000
 local F_STATE = 's'
@@ -630,8 +630,8 @@ end
 -- the script that settles it (`tenant_release`) puts the tenant back in the rotation. A script
 -- that may touch tenant tasks declares the tenants block from index T (QueueKeys::tenants):
 -- KEYS[T] the tenant stream, T+1 its wake stream, T+2 the waiting set, T+3 the rotation, T+4
--- the held set, T+5 the settings hash, T+6 the turn hash. Tenant keys hold no whitespace or
--- control characters, so `\0` and `\1` bound their ranges.
+-- the held set, T+5 the settings hash, T+6 the turn hash, T+7 the load set (`tenant_load`).
+-- Tenant keys hold no whitespace or control characters, so `\0` and `\1` bound their ranges.
 
 -- Last in, first out (EnqueueOptions::lifo) uses the same sets: a LIFO task of a tenant has a
 -- place before every other place (`front_order`, newest first), and a LIFO task without a
@@ -690,6 +690,19 @@ end
 local function tenant_held(T, tn)
   local a, b = tenant_range(tn)
   return redis.call('ZLEXCOUNT', KEYS[T + 4], a, b)
+end
+
+-- The load set (KEYS[T + 7]) scores every tenant with work -(waiting * LOAD_HELD + held), so
+-- that a range from the lowest score lists the busiest first (most waiting, then most held,
+-- then by name) without counting every tenant: tenant_stats.lua pages it on every metrics
+-- sample. Its member `\0` (score 0) says the counts are complete; without it (a queue from
+-- before the set, or one whose set was lost) nothing updates the set and tenant_stats.lua
+-- rebuilds it once from the waiting and held sets. A tenant leaves the set at zero.
+local LOAD_HELD = 16777216
+local function tenant_load(T, tn, waiting, held)
+  if is_front(tn) or not redis.call('ZSCORE', KEYS[T + 7], '\0') then return end
+  local left = tonumber(redis.call('ZINCRBY', KEYS[T + 7], -(waiting * LOAD_HELD + held), tn))
+  if (left or 0) >= 0 then redis.call('ZREM', KEYS[T + 7], tn) end
 end
 
 -- Leaves an entry without a task on the tenants' wake stream (KEYS[T + 1]): a reader blocked
@@ -756,6 +769,10 @@ end
 -- task on main stream `main`, as a new level does (lib.lua `lane`).
 local function tenant_lanes(T, main, levels)
   if redis.call('EXISTS', KEYS[T], KEYS[T + 1]) == 2 then return end
+  -- Nothing counted yet: the load set starts complete (tenant_load).
+  if redis.call('ZCARD', KEYS[T + 2]) + redis.call('ZCARD', KEYS[T + 4]) == 0 then
+    redis.call('ZADD', KEYS[T + 7], 0, '\0')
+  end
   redis.pcall('XGROUP', 'CREATE', KEYS[T], GROUP, '0', 'MKSTREAM')
   redis.pcall('XGROUP', 'CREATE', KEYS[T + 1], GROUP, '0', 'MKSTREAM')
   if levels and redis.pcall('HEXISTS', levels, TENANT_LANE) == 0 then
@@ -785,7 +802,9 @@ local function tenant_park(T, tn, order, id, env, r, err, f, place)
   local mid = add_entry(KEYS[T], id, env, r, err, f)
   redis.call('XREADGROUP', 'GROUP', GROUP, TENANT_PARK, 'COUNT', 1, 'STREAMS', KEYS[T], '>')
   place = place or tenant_place(order, mid)
-  redis.call('ZADD', KEYS[T + 2], 0, tn .. '\0' .. place .. '\0' .. mid)
+  if redis.call('ZADD', KEYS[T + 2], 0, tn .. '\0' .. place .. '\0' .. mid) == 1 then
+    tenant_load(T, tn, 1, 0)
+  end
   -- Runnable now (a LIFO task, or a tenant in the rotation): wake a parked reader for it, as
   -- its own entry on a plain stream would. A task behind a cap or a pause wakes nobody; the
   -- tenant's activation does when it can run.
@@ -813,7 +832,10 @@ end
 local function tenant_release(T, tkey, id)
   local tn = redis.pcall('HGET', tkey, F_TENANT)
   if type(tn) ~= 'string' then return end
-  if redis.call('ZREM', KEYS[T + 4], tn .. '\0' .. id) == 1 then tenant_settle(T, tn) end
+  if redis.call('ZREM', KEYS[T + 4], tn .. '\0' .. id) == 1 then
+    tenant_load(T, tn, 0, -1)
+    tenant_settle(T, tn)
+  end
 end
 
 -- Takes tenant task `id` (hash `tkey`, its delivery entry `mid`, nil when it has none) out of
@@ -823,8 +845,11 @@ end
 local function tenant_forget(T, tkey, id, mid)
   local h = redis.pcall('HMGET', tkey, F_TENANT, F_TENANT_ORDER)
   if type(h) ~= 'table' or h.err or not h[1] then return end
-  if mid and h[2] then redis.call('ZREM', KEYS[T + 2], h[1] .. '\0' .. h[2] .. '\0' .. mid) end
-  redis.call('ZREM', KEYS[T + 4], h[1] .. '\0' .. id)
+  local waiting, held = 0, redis.call('ZREM', KEYS[T + 4], h[1] .. '\0' .. id)
+  if mid and h[2] then
+    waiting = redis.call('ZREM', KEYS[T + 2], h[1] .. '\0' .. h[2] .. '\0' .. mid)
+  end
+  tenant_load(T, h[1], -waiting, -held)
   tenant_settle(T, h[1])
 end
 
@@ -837,7 +862,7 @@ local function tenant_back(T, tkey, id, mid)
   if not h[1] then return false end
   local env = entry_envelope(KEYS[T], mid)
   settle_entries(KEYS[T], GROUP, {mid})
-  redis.call('ZREM', KEYS[T + 4], h[1] .. '\0' .. id)
+  tenant_load(T, h[1], 0, -redis.call('ZREM', KEYS[T + 4], h[1] .. '\0' .. id))
   local place = h[2]
   if not place or #place < 15 then place = nil end
   local new

@@ -163,7 +163,15 @@ fn keys(f: &Facts<'_>, out: &mut Vec<Violation>) {
             ));
             continue;
         }
-        if k.ttl_ms >= 0 || structural || rest == "tn:p" {
+        // The load set keeps its completeness member `\0` only once nothing is waiting or held.
+        if rest == "tn:l" && k.len > 1 {
+            leaks.push(format!(
+                "{}: loads kept for tenants with nothing to do ({} members)",
+                k.key, k.len
+            ));
+            continue;
+        }
+        if k.ttl_ms >= 0 || structural || rest == "tn:p" || rest == "tn:l" {
             continue;
         }
         if let Some(id) = rest.strip_prefix("t:") {

@@ -211,7 +211,9 @@ end
 -- Delivers parked member `first` of the waiting set (removed here) to this consumer; the task
 -- id when it was still there.
 local function unpark(first)
-  redis.call('ZREM', KEYS[T + 2], first)
+  if redis.call('ZREM', KEYS[T + 2], first) == 1 then
+    tenant_load(T, string.match(first, '^([^%z]*)'), -1, 0)
+  end
   local mid = string.match(first, '%z([^%z]*)$')
   -- An entry deleted since (an operator's delete) is no longer pending: nothing comes back.
   local got = redis.pcall('XCLAIM', KEYS[T], group, me, 0, mid)
@@ -241,7 +243,9 @@ local function serve_tenants()
       local id = unpark(first)
       if id then
         -- Score 0 like every member: lexical ranges need one score.
-        redis.call('ZADD', KEYS[T + 4], 0, tn .. '\0' .. id)
+        if redis.call('ZADD', KEYS[T + 4], 0, tn .. '\0' .. id) == 1 then
+          tenant_load(T, tn, 0, 1)
+        end
         held = held + 1
       end
       local next_turn = string.format('%.6f', turn + 1 / conf[1])

@@ -204,8 +204,9 @@ end
 -- A pending task: its delivery leaves (waiting or fetched but not started, held).
 if pf then materialize(tkey, id, 'pending', pf) end
 if tn then
-  if place then redis.call('ZREM', KEYS[T + 2], tn .. '\0' .. place .. '\0' .. mid) end
-  redis.call('ZREM', KEYS[T + 4], tn .. '\0' .. id)
+  local waiting, held = 0, redis.call('ZREM', KEYS[T + 4], tn .. '\0' .. id)
+  if place then waiting = redis.call('ZREM', KEYS[T + 2], tn .. '\0' .. place .. '\0' .. mid) end
+  tenant_load(T, tn, -waiting, -held)
 end
 settle_entries(stream, group, {mid})
 if target then
