@@ -11,7 +11,7 @@ use crate::redis::store::store;
 use crate::GROUP;
 use crate::{
     now_ms, BrokerError, Coordinate, Inspect, QueueName, QueueSample, SampleQueues, TenantPage,
-    TenantSample, Tenants, SAMPLED_TENANTS,
+    TenantSample, SAMPLED_TENANTS,
 };
 
 /// Tenants a sample reads one by one to find the oldest waiting task among those it sums
