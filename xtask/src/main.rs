@@ -8,7 +8,7 @@
 //! * `torture [--short] [--seed S | --seeds A,B,C | --count N] [--minutes M]`: a workload mixing
 //!   every feature, operators and faults drawn from a seed, every task checked against a model;
 //!   each violation printed with the seed that replays it.
-//! * `screenshots [warm-up seconds]`: the README's console pictures, from a real demo run.
+//! * `screenshots [warm-up seconds]`: the console's pictures (README, console guide), from a demo run.
 //! * `redis up|down`: a local Redis on port 6390 for manual runs.
 //! * `ci`: fmt check, clippy, then `test`.
 //! * `fuzz [--total N] [--redis-cases N]`: every property test in release, a million inputs in all.

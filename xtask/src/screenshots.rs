@@ -1,8 +1,8 @@
-//! `cargo xtask screenshots`: the README's pictures of the console, taken from the real console
-//! over a real demo run (not from a test's seeded data). Runs the demo (release) with its console
-//! on a free port, lets it work for a while, then has headless Chromium (Debian's `chromium`)
-//! shoot the overview, queue pages (dead letters; tenants; events) and the schedules into
-//! `crates/chronos/docs/images/`.
+//! `cargo xtask screenshots`: the console's pictures (README, console guide), taken from the real
+//! console over a real demo run (not from a test's seeded data). Runs the demo (release) with its
+//! console on a free port, lets it work for a while, then has headless Chromium (Debian's
+//! `chromium`) shoot the overview, queue pages (dead letters; tenants; events) and the schedules
+//! into `crates/chronos/docs/images/`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -139,34 +139,128 @@ pub use chronos_scheduler::{
     SchedulerConfig, SchedulerError, SchedulerHandle, SchedulerStats, Spec, SpecError, SystemClock,
 };
 
-/// Guides: how to operate chronos-rs, each a page of its own.
+/// Guides: how to use and operate chronos-rs, one concept per page. The same files are read on
+/// GitHub under `crates/chronos/docs/`.
 pub mod guide {
-    #[doc = include_str!("../docs/console.md")]
-    pub mod console {}
+    // A guide links to another as `[text][guide-x]` and ends with `[guide-x]: x.md`, which GitHub
+    // follows. These definitions come before the file: the first definition of a label wins, so
+    // rustdoc links to the guide's module instead of a file docs.rs does not serve.
+    macro_rules! guide_links {
+        () => {
+            concat!(
+                "[guide-enqueue]: crate::guide::enqueue\n",
+                "[guide-handlers]: crate::guide::handlers\n",
+                "[guide-progress]: crate::guide::progress\n",
+                "[guide-scheduling]: crate::guide::scheduling\n",
+                "[guide-runtime-schedules]: crate::guide::runtime_schedules\n",
+                "[guide-priorities]: crate::guide::priorities\n",
+                "[guide-dedup]: crate::guide::dedup\n",
+                "[guide-tenants]: crate::guide::tenants\n",
+                "[guide-limits]: crate::guide::limits\n",
+                "[guide-workflows]: crate::guide::workflows\n",
+                "[guide-events]: crate::guide::events\n",
+                "[guide-producers]: crate::guide::producers\n",
+                "[guide-testing]: crate::guide::testing\n",
+                "[guide-operating]: crate::guide::operating\n",
+                "[guide-console]: crate::guide::console\n",
+                "[guide-observability]: crate::guide::observability\n",
+                "[guide-redis]: crate::guide::redis\n",
+                "[guide-deploy]: crate::guide::deploy\n",
+                "[guide-wrapping]: crate::guide::wrapping\n",
+                "[guide-reliability]: crate::guide::reliability\n",
+                "[guide-benchmarks]: crate::guide::benchmarks\n",
+                "[guide-layout]: crate::guide::layout\n",
+            )
+        };
+    }
 
-    #[doc = include_str!("../docs/RELIABILITY.md")]
-    pub mod reliability {}
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/enqueue.md")]
+    pub mod enqueue {}
 
-    #[doc = include_str!("../docs/workflows.md")]
-    pub mod workflows {}
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/handlers.md")]
+    pub mod handlers {}
 
-    #[doc = include_str!("../docs/limits.md")]
-    pub mod limits {}
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/progress.md")]
+    pub mod progress {}
 
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/scheduling.md")]
+    pub mod scheduling {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/runtime-schedules.md")]
+    pub mod runtime_schedules {}
+
+    #[doc = guide_links!()]
     #[doc = include_str!("../docs/priorities.md")]
     pub mod priorities {}
 
+    #[doc = guide_links!()]
     #[doc = include_str!("../docs/dedup.md")]
     pub mod dedup {}
 
+    #[doc = guide_links!()]
     #[doc = include_str!("../docs/tenants.md")]
     pub mod tenants {}
 
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/limits.md")]
+    pub mod limits {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/workflows.md")]
+    pub mod workflows {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/events.md")]
+    pub mod events {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/producers.md")]
+    pub mod producers {}
+
+    #[doc = guide_links!()]
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
 
-    #[doc = include_str!("../docs/runtime-schedules.md")]
-    pub mod runtime_schedules {}
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/operating.md")]
+    pub mod operating {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/console.md")]
+    pub mod console {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/observability.md")]
+    pub mod observability {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/redis.md")]
+    pub mod redis {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/deploy.md")]
+    pub mod deploy {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/wrapping.md")]
+    pub mod wrapping {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/RELIABILITY.md")]
+    pub mod reliability {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/benchmarks.md")]
+    pub mod benchmarks {}
+
+    #[doc = guide_links!()]
+    #[doc = include_str!("../docs/layout.md")]
+    pub mod layout {}
 }
 
 #[cfg(feature = "testing")]

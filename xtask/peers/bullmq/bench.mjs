@@ -3,7 +3,7 @@
 //
 //   REDIS_URL=redis://127.0.0.1:6379/0 node bench.mjs <mode> [options]
 //
-// Modes: enqueue | e2e | latency | priority | tenants (see usage() below and README.md).
+// Modes: enqueue | e2e | latency | priority | tenants (see usage() below and crates/chronos/docs/benchmarks.md).
 // Results: one JSON object per line on stdout. Everything else goes to stderr.
 
 import { createRequire } from 'node:module';
