@@ -83,9 +83,10 @@ pub trait Operate: Send + Sync {
     ) -> impl Future<Output = Result<Vec<(QueueName, QueueStats)>, BrokerError>> + Send;
 
     /// Gives task `id` priority level `priority`, atomically. A waiting (pending) task moves to
-    /// the end of its new level's waiting tasks (a worker that fetched it but did not start it
-    /// yet skips it); a scheduled, retrying or archived task keeps the level for when it runs.
-    /// An active or completed task is [`ActionOutcome::Refused`] and nothing changes.
+    /// the end of its new level's waiting tasks; a scheduled, retrying or archived task keeps
+    /// the level for when it runs. An active or completed task, and one a worker has fetched
+    /// (started or not: a new delivery could run it twice), is [`ActionOutcome::Refused`] as
+    /// active and nothing changes.
     /// [`ActionOutcome::Already`] when the task already has that level (also for a call re-sent
     /// after a lost reply).
     fn prioritize(
@@ -100,9 +101,10 @@ pub trait Operate: Send + Sync {
     /// pending task with a time in the future becomes scheduled; a scheduled or retry task is
     /// re-scored in its set; a time now or past makes it due now) and its level (as
     /// [`Operate::prioritize`]). A pending task whose payload or level changes gets a new
-    /// delivery: at the end of its level, or at its own place inside its tenant; a worker that
-    /// fetched the old delivery but did not start it skips it. The unique lock, if any, is left
-    /// as it is.
+    /// delivery: at the end of its level, or at its own place inside its tenant. A task a
+    /// worker has fetched, started or not, is refused as active: its handler may have run
+    /// already (the start mark is skipped for a handler done within the mark window). The
+    /// unique lock, if any, is left as it is.
     ///
     /// Answers [`ActionOutcome::Done`], [`ActionOutcome::Already`] when the task already is as
     /// asked (also for a call re-sent after a lost reply: the re-send leaves the same state),

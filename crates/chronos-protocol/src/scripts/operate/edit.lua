@@ -3,9 +3,9 @@
 -- is refused and nothing changes.
 -- * Payload: spliced into the stored envelope (every other envelope field is kept byte for
 --   byte, the kind included). A pending task's envelope lives in its stream entry, which
---   cannot change: the task gets a new entry (same task id) and the old one is removed, so a
---   worker that fetched the old entry but did not start it finds its delivery gone at start and
---   skips it, as after a prioritize. Without a tenant the new entry is at the end of its level;
+--   cannot change: the task gets a new entry (same task id) and the old one is removed. A task
+--   a worker has fetched (started or not: its start mark may be skipped, its completion carried
+--   to the next fetch) is refused as active: a new entry would run it again. Without a tenant the new entry is at the end of its level;
 --   a tenant task keeps its place inside its tenant (a level change gives it the place
 --   prioritize gives).
 -- * Run time (unix ms, the caller's): a pending task with a run time after now (Redis' clock)
@@ -112,8 +112,10 @@ local function splice(env, new)
 end
 
 -- Reads first: the task, its envelope, and what would change.
-local ps, pf = plain_state(KEYS[1], group, tkey, id)
-if ps == 'active' then return {-1, ps} end
+local ps, pf, delivered = plain_state(KEYS[1], group, tkey, id)
+-- A delivered task is a worker's, started or not (its start mark may be skipped, its completion
+-- carried): a new entry would run it again (issue 35, 2.17).
+if ps == 'active' or (ps and delivered) then return {-1, 'active'} end
 local h = read_hash(tkey, F_STATE, F_DELIVERY, F_PRIORITY, F_TENANT, F_TENANT_ORDER, F_ENVELOPE)
 if ps then h = {ps, id, false, false, false, false} end
 if h == nil then return {-2, ''} end
@@ -127,6 +129,7 @@ local stream, fields, env = nil, pf, h[6]
 if s == 'pending' then
   if not mid then return {-2, s} end
   if tn then stream = KEYS[T] else stream = lane_key(KEYS[1], LANES, h[3]) end
+  if held_by_worker(stream, group, mid) then return {-1, 'active'} end
   if not fields then
     local r = redis.pcall('XRANGE', stream, mid, mid)
     if type(r) ~= 'table' or r.err then return {-2, s} end

@@ -1,7 +1,7 @@
 -- Operator action "prioritize": gives one task a priority level. A pending task's entry moves
--- to the end of its new level's stream (a worker that fetched the old entry but did not start
--- it finds its delivery gone at start and skips it, as after a delete); a scheduled, retry or
--- archived task only records the level, which the forwarder and run-now honour.
+-- to the end of its new level's stream; one a worker has fetched (started or not) is refused
+-- as active, since a new entry would run it again; a scheduled, retry or archived task only
+-- records the level, which the forwarder and run-now honour.
 -- KEYS[1]  the queue's stream, KEYS[2] the task hash, KEYS[3..13] the queue's lanes (lib.lua:
 --          `lane`), KEYS[14] its settings hash, then its tenants block (lib.lua: "Tenants": a
 --          waiting tenant task moves to its new place inside its tenant, keeping its time);
@@ -14,8 +14,9 @@ if not level_index(level) then return redis.error_reply('E_ARGS bad level') end
 local LANES = 3
 local tkey = KEYS[2]
 -- A plain task (lib.lua) has no hash: a pending one gets it first, from its entry.
-local ps, pf = plain_state(KEYS[1], group, tkey, id)
-if ps == 'active' then return {-1, ps} end
+local ps, pf, delivered = plain_state(KEYS[1], group, tkey, id)
+-- A delivered task is a worker's, started or not: a new entry would run it again.
+if ps == 'active' or (ps and delivered) then return {-1, 'active'} end
 local h = read_hash(tkey, F_STATE, F_DELIVERY, F_PRIORITY, F_TENANT, F_TENANT_ORDER)
 if ps then h = {ps, id, false} end
 if h == nil then return {-2, ''} end
@@ -64,6 +65,7 @@ if now_stream == new_stream then return {2, s} end
 local env = nil
 if s == 'pending' then
   if not h[2] then return {-2, s} end
+  if held_by_worker(now_stream, group, h[2]) then return {-1, 'active'} end
   local r = redis.call('XRANGE', now_stream, h[2], h[2])
   local fields = r[1] and r[1][2]
   env = field_of(fields, F_ENVELOPE)
