@@ -38,6 +38,7 @@ pub(crate) async fn term<B: Schedules + ManageSchedules + Clone + 'static>(
     // The live schedules other instances register and this one does not, read now so that
     // this term's catch-up covers them too.
     adopter::refresh(sh).await;
+    let mut runtime_seen = runtime_queues(&runtime.borrow_and_update());
     let mut set = current(
         sh,
         &runtime.borrow_and_update(),
@@ -77,6 +78,7 @@ pub(crate) async fn term<B: Schedules + ManageSchedules + Clone + 'static>(
             Ok(()) = adopted.changed() => reload = true,
         }
         if reload {
+            let now_runtime = runtime_queues(&runtime.borrow_and_update());
             let new_set = current(
                 sh,
                 &runtime.borrow_and_update(),
@@ -87,6 +89,8 @@ pub(crate) async fn term<B: Schedules + ManageSchedules + Clone + 'static>(
             {
                 return lease.step_down(sh, term).await;
             }
+            let left = std::mem::replace(&mut runtime_seen, now_runtime);
+            forget_removed(sh, &set, &runtime_seen, left).await;
         }
         if let Err(term) = lease.keep(sh).await {
             return lease.step_down(sh, term).await;
@@ -111,6 +115,48 @@ pub(crate) async fn term<B: Schedules + ManageSchedules + Clone + 'static>(
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(FireError::Stale) => return lease.step_down(sh, Term::Stale).await,
+        }
+    }
+}
+
+/// The queue of each active runtime schedule, by id.
+fn runtime_queues(runtime: &[Schedule]) -> HashMap<String, QueueName> {
+    runtime
+        .iter()
+        .map(|s| (s.id.clone(), s.queue.clone()))
+        .collect()
+}
+
+/// Forgets the fire state of the runtime schedules that left this term's set because they were
+/// removed (a paused one is still stored and keeps its state). The remover forgets it too, but
+/// a trigger this leader fired between that and its reload wrote it again (seen by the
+/// torture run: `sched:fires`, `sched:last` and `sched:task` left behind); now that this
+/// leader fires them no more, nothing writes it after this. A failure is logged: the state of a
+/// removed schedule is only clutter.
+async fn forget_removed<B: ManageSchedules>(
+    sh: &Shared<B>,
+    set: &[Schedule],
+    now: &HashMap<String, QueueName>,
+    before: HashMap<String, QueueName>,
+) {
+    for (id, queue) in before {
+        if now.contains_key(&id) || set.iter().any(|s| s.id == id) {
+            continue;
+        }
+        match sh.broker.schedule_def(&id).await {
+            Ok(None) => {
+                if let Err(e) = sh
+                    .broker
+                    .forget_fire_state(&queue, std::slice::from_ref(&id))
+                    .await
+                {
+                    warn!(schedule = %id, error = %e, "could not forget a removed schedule's fire state");
+                }
+            }
+            Ok(Some(_)) => {}
+            Err(e) => {
+                warn!(schedule = %id, error = %e, "could not read a schedule that left the set")
+            }
         }
     }
 }

@@ -210,6 +210,61 @@ async fn a_runtime_schedule_is_added_paused_resumed_updated_and_removed_on_a_run
 }
 
 #[tokio::test]
+async fn a_schedule_removed_while_its_leader_fires_leaves_no_fire_state() {
+    use chronos_broker::{PutOutcome, Schedules};
+    let ns = chronos_testkit::namespace();
+    let b = broker(&ns).await;
+    let handle = Scheduler::new(b.clone(), config())
+        .start()
+        .await
+        .expect("start");
+    leader(&handle).await;
+    let rt = RuntimeSchedules::new(b.clone());
+    let beat = NewSchedule::interval(
+        "late",
+        Duration::from_secs(1),
+        &Ping { n: 1 },
+        ScheduleOptions::new().queue("rm"),
+    )
+    .expect("valid");
+    assert_eq!(rt.add(beat).await.expect("add"), Change::Done);
+    wait_fired(&b, "rm", "late", Duration::from_secs(6), |s| !s.is_empty()).await;
+    // The race, set up on purpose: the remover forgot the fire state, then the leader fired once
+    // more before it reloaded, so the definition is gone and the state is back. Deleting the
+    // definition by its compare-and-set alone leaves the state of the fires so far.
+    let stored = b.schedule_def("late").await.expect("read").expect("stored");
+    assert_eq!(
+        b.put_schedule_def("late", Some(&stored.raw), None)
+            .await
+            .expect("delete"),
+        PutOutcome::Written
+    );
+    let q = QueueName::new("rm").expect("queue");
+    let ids = ["late".to_string()];
+    // The leader reloads within its poll, fires it no more, and forgets what is left.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let st = b.fire_state(&q, &ids).await.expect("state");
+        let history = b.fire_history(&q, "late").await.expect("history");
+        if st[0].last_fired_ms.is_none()
+            && st[0].last_task_id.is_none()
+            && st[0].registered_ms.is_none()
+            && history.is_empty()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a removed schedule's fire state stays: {:?}, {} fires",
+            st[0],
+            history.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    handle.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_edit_changes_spec_and_payload_and_keeps_the_rest() {
     let ns = chronos_testkit::namespace();
     let b = broker(&ns).await;
