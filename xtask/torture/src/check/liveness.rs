@@ -126,7 +126,18 @@ fn ready_moments(f: &Facts<'_>, key: u64, t: &TaskModel, runs: &[&Run]) -> Vec<(
             if let Some(ack) = &t.ack {
                 if ack.answer.starts_with("Created") {
                     let due = ack.due_us.unwrap_or(ack.at_us).max(ack.at_us);
-                    out.push((due, "enqueued (or due)".into()));
+                    // An operator who ran, edited (to run now) or archived it before it came
+                    // due moved its time: the time it was enqueued with no longer holds (the
+                    // 6-minute campaign's long delays showed it; the operator's answer is a
+                    // moment of its own below).
+                    let moved = f.model.ops.iter().any(|o| {
+                        o.done
+                            && o.ack_us < due
+                            && matches!(o.op, Op::RunNow(k) | Op::Edit(k) | Op::Archive(k) if k == key)
+                    });
+                    if !moved {
+                        out.push((due, "enqueued (or due)".into()));
+                    }
                 }
             }
         }

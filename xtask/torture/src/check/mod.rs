@@ -211,4 +211,28 @@ mod tests {
         m.settle_races(&o.journal.runs);
         assert!(kinds(&m, &o).contains(&"replaced-payload-ran"));
     }
+
+    #[test]
+    fn an_operator_who_runs_a_delayed_task_early_voids_its_due_time() {
+        // Enqueued to run at +60 s; an operator's edit ran it at +2 s, and it succeeded.
+        let mut m = model(&[(1, queue::PLAIN, None)]);
+        m.tasks.get_mut(&1).unwrap().ack.as_mut().unwrap().due_us = Some(60 * S);
+        let o = observed(vec![run(1, queue::PLAIN, 10, 2 * S + 1_000, 2 * S + 2_000)]);
+        assert!(
+            kinds(&m, &o).contains(&"liveness"),
+            "no edit: never ran after its due"
+        );
+        m.operated(
+            crate::model::OpRecord {
+                op: crate::gen::Op::Edit(1),
+                task: Some((queue::PLAIN.into(), "t1".into())),
+                sent_us: 2 * S - 1_000,
+                ack_us: 2 * S,
+                answer: "Done".into(),
+                done: true,
+            },
+            Some(1),
+        );
+        assert!(!kinds(&m, &o).contains(&"liveness"));
+    }
 }
