@@ -3,9 +3,11 @@
 -- is refused and nothing changes.
 -- * Payload: spliced into the stored envelope (every other envelope field is kept byte for
 --   byte, the kind included). A pending task's envelope lives in its stream entry, which
---   cannot change: the task gets a new entry (same task id) and the old one is removed. A task
---   a worker has fetched (started or not: its start mark may be skipped, its completion carried
---   to the next fetch) is refused as active: a new entry would run it again. Without a tenant the new entry is at the end of its level;
+--   cannot change: the task gets a new entry (same task id) and the old one is removed. An
+--   operator's edit of a task a worker has fetched (started or not: its start mark may be
+--   skipped, its completion carried to the next fetch) is refused as active, since a new entry
+--   would run it again; a deduplicating enqueue withdraws the unstarted delivery instead (the
+--   worker finds it gone at start), so the newer payload runs. Without a tenant the new entry is at the end of its level;
 --   a tenant task keeps its place inside its tenant (a level change gives it the place
 --   prioritize gives).
 -- * Run time (unix ms, the caller's): a pending task with a run time after now (Redis' clock)
@@ -113,9 +115,11 @@ end
 
 -- Reads first: the task, its envelope, and what would change.
 local ps, pf, delivered = plain_state(KEYS[1], group, tkey, id)
--- A delivered task is a worker's, started or not (its start mark may be skipped, its completion
--- carried): a new entry would run it again (issue 35, 2.17).
-if ps == 'active' or (ps and delivered) then return {-1, 'active'} end
+-- For an operator, a delivered task is a worker's, started or not (its start mark may be
+-- skipped, its completion carried): a new entry would run the same task again (issue 35,
+-- 2.17). A deduplicating enqueue (rule) still withdraws an unstarted delivery: the newer payload
+-- is the one meant to run.
+if ps == 'active' or (ps and delivered and rule == '') then return {-1, 'active'} end
 local h = read_hash(tkey, F_STATE, F_DELIVERY, F_PRIORITY, F_TENANT, F_TENANT_ORDER, F_ENVELOPE)
 if ps then h = {ps, id, false, false, false, false} end
 if h == nil then return {-2, ''} end
@@ -129,7 +133,7 @@ local stream, fields, env = nil, pf, h[6]
 if s == 'pending' then
   if not mid then return {-2, s} end
   if tn then stream = KEYS[T] else stream = lane_key(KEYS[1], LANES, h[3]) end
-  if held_by_worker(stream, group, mid) then return {-1, 'active'} end
+  if rule == '' and held_by_worker(stream, group, mid) then return {-1, 'active'} end
   if not fields then
     local r = redis.pcall('XRANGE', stream, mid, mid)
     if type(r) ~= 'table' or r.err then return {-2, s} end
