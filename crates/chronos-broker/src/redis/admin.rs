@@ -279,20 +279,7 @@ impl Operate for RedisBroker {
                 }
                 deleted += self.delete_stray_entries(&keys).await?;
             }
-            let mut declared = vec![
-                keys.stream(),
-                keys.scheduled(),
-                keys.retry(),
-                keys.archived(),
-                keys.completed(),
-                keys.processed(),
-                keys.failed(),
-                keys.cancel(),
-            ];
-            declared.extend(keys.lanes());
-            declared.push(keys.settings());
-            declared.extend(keys.tenants());
-            declared.push(keys.cancelled());
+            let declared = keys.state_keys();
             // Every other key of the queue goes with it, in calls of bounded size that each
             // check again that no task arrived meanwhile.
             let others = self.other_queue_keys(&keys, &declared).await?;
