@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use fred::prelude::*;
 
-use super::admin::Change;
+use super::edit::Change;
 use super::protocol::STATE;
 use super::reply::{EditCode, EnqueueCode, PushCode};
 use super::{durable, reply, RedisBroker};
