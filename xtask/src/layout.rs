@@ -4,6 +4,8 @@
 //!   [`MAX_SHARE_PERCENT`] of the total, so one crate cannot quietly become the whole system.
 //! * **Import loops**: within each package, files must not import each other in a cycle
 //!   (found as strongly connected components of the file -> file `use` graph).
+//! * **Room sizes** (issue 36, `sizes.rs`): in the crates under `crates/`, no Rust file over 800
+//!   lines and no function over 120.
 //!
 //! The parsing is deliberately small and hand-written (no `syn`: xtask must build in seconds).
 //! It strips comments and literal contents, then reads `use` trees and inline
@@ -17,10 +19,15 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+mod sizes;
+mod source;
+
+use source::{find_all, ident_at, is_ident_char, matching_close, skip_ws, strip};
+
 /// The largest share of all non-test lines one package may hold, in percent.
 const MAX_SHARE_PERCENT: f64 = 25.0;
 
-/// Runs both checks on the workspace, prints both reports, fails if either check fails.
+/// Runs the checks on the workspace, prints their reports, fails if any check fails.
 pub(crate) fn run(rest: &[String]) -> Result<()> {
     if !rest.is_empty() {
         bail!("layout takes no arguments, got {rest:?}");
@@ -50,16 +57,18 @@ struct Report {
 #[derive(Debug)]
 struct Package {
     name: String,
+    /// Its directory from the workspace root (`crates/chronos-core`), with `/` separators.
+    dir: String,
     files: Vec<(String, String)>,
 }
 
-/// Runs both checks on the tree under `root` (crates/* and xtask, xtask/*).
+/// Runs the checks on the tree under `root` (crates/* and xtask, xtask/*).
 fn check(root: &Path) -> Result<Report> {
-    check_with(root, KNOWN_LOOPS)
+    check_with(root, KNOWN_LOOPS, sizes::KNOWN_LONG)
 }
 
-/// [`check`] with a given list of tolerated loops.
-fn check_with(root: &Path, known: &[(&str, &[&str])]) -> Result<Report> {
+/// [`check`] with given lists of tolerated loops and of tolerated long files and functions.
+fn check_with(root: &Path, known: &[(&str, &[&str])], known_long: &[&str]) -> Result<Report> {
     let packages = load_packages(root)?;
     let mut text = String::new();
     let mut failures = Vec::new();
@@ -133,6 +142,23 @@ fn check_with(root: &Path, known: &[(&str, &[&str])]) -> Result<Report> {
             ));
         }
     }
+
+    // Room sizes, in the crates under crates/ only (xtask's tools are not held to them).
+    let rooms: Vec<sizes::Room> = packages
+        .iter()
+        .zip(&analyses)
+        .filter(|(p, _)| p.dir.starts_with("crates/"))
+        .flat_map(|(p, (_, a))| {
+            a.rooms.iter().map(move |r| sizes::Room {
+                path: format!("{}/src/{}", p.dir, r.path),
+                lines: r.lines,
+                long_fns: r.long_fns.clone(),
+            })
+        })
+        .collect();
+    let (size_text, size_failures) = sizes::check(&rooms, known_long);
+    text.push_str(&size_text);
+    failures.extend(size_failures);
     Ok(Report { text, failures })
 }
 
@@ -172,7 +198,14 @@ fn load_packages(root: &Path) -> Result<Vec<Package>> {
             collect_sources(&src, "", &mut files)?;
         }
         files.sort();
-        packages.push(Package { name, files });
+        let dir = dir
+            .strip_prefix(root)
+            .unwrap_or(&dir)
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        packages.push(Package { name, dir, files });
     }
     Ok(packages)
 }
@@ -229,11 +262,13 @@ fn collect_sources(dir: &Path, rel: &str, out: &mut Vec<(String, String)>) -> Re
     Ok(())
 }
 
-/// One package measured: its non-test line count and its import loops.
+/// One package measured: its non-test line count, its import loops and its Rust files' sizes.
 #[derive(Debug, Default)]
 struct Analysis {
     lines: usize,
     loops: Vec<Loop>,
+    /// Its Rust files' sizes, with paths relative to src/.
+    rooms: Vec<sizes::Room>,
 }
 
 /// A strongly connected set of files, with the edges inside it and the names on each edge.
@@ -350,7 +385,22 @@ fn analyze(files: &[(String, String)]) -> Analysis {
             }
         })
         .collect();
-    Analysis { lines, loops }
+    let rooms = rs
+        .iter()
+        .map(|f| sizes::Room {
+            path: f.path.clone(),
+            lines: files
+                .iter()
+                .find(|(p, _)| *p == f.path)
+                .map_or(0, |(_, t)| t.lines().count()),
+            long_fns: sizes::long_functions(&f.code, sizes::MAX_FN_LINES),
+        })
+        .collect();
+    Analysis {
+        lines,
+        loops,
+        rooms,
+    }
 }
 
 /// The module path a file under src/ defines: `lib.rs`/`main.rs` are the root, `a.rs` and
@@ -364,136 +414,6 @@ fn module_of(path: &str) -> Vec<String> {
         parts.pop();
     }
     parts
-}
-
-/// Whether `c` can be part of an identifier.
-fn is_ident_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// Blanks comments and the contents of string and char literals (keeping newlines and
-/// positions), so that what remains is code. Lifetimes (`'a`) are told from chars (`'a'`) by
-/// the closing quote.
-fn strip(text: &str) -> Vec<char> {
-    let src: Vec<char> = text.chars().collect();
-    let mut out = src.clone();
-    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
-        for c in &mut out[from..to.min(src.len())] {
-            if *c != '\n' {
-                *c = ' ';
-            }
-        }
-    };
-    let at = |i: usize| src.get(i).copied().unwrap_or('\0');
-    let mut i = 0;
-    while i < src.len() {
-        let c = src[i];
-        let prev_ident = i > 0 && is_ident_char(src[i - 1]);
-        if c == '/' && at(i + 1) == '/' {
-            let end = (i..src.len())
-                .find(|&j| src[j] == '\n')
-                .unwrap_or(src.len());
-            blank(&mut out, i, end);
-            i = end;
-        } else if c == '/' && at(i + 1) == '*' {
-            let (mut depth, mut j) = (1, i + 2);
-            while j < src.len() && depth > 0 {
-                if src[j] == '/' && at(j + 1) == '*' {
-                    depth += 1;
-                    j += 2;
-                } else if src[j] == '*' && at(j + 1) == '/' {
-                    depth -= 1;
-                    j += 2;
-                } else {
-                    j += 1;
-                }
-            }
-            blank(&mut out, i, j);
-            i = j;
-        } else if (c == 'r' || (c == 'b' && at(i + 1) == 'r')) && !prev_ident && {
-            let k = if c == 'b' { i + 2 } else { i + 1 };
-            let hashes = (k..src.len()).take_while(|&j| src[j] == '#').count();
-            at(k + hashes) == '"'
-        } {
-            // Raw string: ends at a quote followed by as many hashes as it opened with.
-            let k = if c == 'b' { i + 2 } else { i + 1 };
-            let hashes = (k..src.len()).take_while(|&j| src[j] == '#').count();
-            let open = k + hashes + 1;
-            let mut j = open;
-            while j < src.len() && !(src[j] == '"' && (1..=hashes).all(|h| at(j + h) == '#')) {
-                j += 1;
-            }
-            blank(&mut out, open, j);
-            i = j + 1 + hashes;
-        } else if c == '"' {
-            let mut j = i + 1;
-            while j < src.len() && src[j] != '"' {
-                j += if src[j] == '\\' { 2 } else { 1 };
-            }
-            blank(&mut out, i + 1, j);
-            i = j + 1;
-        } else if c == '\'' && !prev_ident {
-            if at(i + 1) == '\\' {
-                let mut j = i + 2;
-                while j < src.len() && src[j] != '\'' && src[j] != '\n' {
-                    j += 1;
-                }
-                blank(&mut out, i + 1, j);
-                i = j + 1;
-            } else if at(i + 2) == '\'' {
-                blank(&mut out, i + 1, i + 2);
-                i += 3;
-            } else {
-                i += 1; // a lifetime or label
-            }
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The index of the bracket closing the one at `open` (or the end of the text).
-fn matching_close(code: &[char], open: usize) -> usize {
-    let mut depth = 0usize;
-    for (j, &c) in code.iter().enumerate().skip(open) {
-        match c {
-            '{' | '(' | '[' => depth += 1,
-            '}' | ')' | ']' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return j;
-                }
-            }
-            _ => {}
-        }
-    }
-    code.len()
-}
-
-/// Every position where `needle` starts in `code`.
-fn find_all(code: &[char], needle: &str) -> Vec<usize> {
-    let needle: Vec<char> = needle.chars().collect();
-    (0..code.len().saturating_sub(needle.len() - 1))
-        .filter(|&i| code[i..i + needle.len()] == needle[..])
-        .collect()
-}
-
-/// The identifier starting at `i`, if any.
-fn ident_at(code: &[char], i: usize) -> Option<String> {
-    let word: String = code[i.min(code.len())..]
-        .iter()
-        .take_while(|c| is_ident_char(**c))
-        .collect();
-    (!word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit())).then_some(word)
-}
-
-/// The first non-whitespace position at or after `i`.
-fn skip_ws(code: &[char], mut i: usize) -> usize {
-    while i < code.len() && code[i].is_whitespace() {
-        i += 1;
-    }
-    i
 }
 
 /// The inline-module path at position `pos`: the names of the `mod x { ... }` blocks around it.
@@ -1042,14 +962,14 @@ mod tests {
         let root = scratch_tree("loop", &[("one", looped), ("two", &[("lib.rs", "")])]);
         // (a tree this small fails the share rule too; only the loop failures matter here)
         let loop_failures = |known: &[(&str, &[&str])]| -> Vec<String> {
-            let report = check_with(&root, known).unwrap();
+            let report = check_with(&root, known, &[]).unwrap();
             report
                 .failures
                 .into_iter()
                 .filter(|f| !f.contains(" % "))
                 .collect()
         };
-        let strict = check_with(&root, &[]).unwrap();
+        let strict = check_with(&root, &[], &[]).unwrap();
         assert_eq!(loop_failures(&[]), ["one: import loop a.rs <-> b.rs"]);
         assert!(strict.text.contains("a.rs -> b.rs: B"), "{}", strict.text);
         let known: &[(&str, &[&str])] = &[("one", &["a.rs", "b.rs"])];
@@ -1063,13 +983,13 @@ mod tests {
     fn check_fails_on_an_oversized_package() {
         let root = scratch_tree("share", &[("big", &[("lib.rs", "fn f() {}\n")])]);
         // Two packages, one line each: 50 % each, both over the limit.
-        let report = check_with(&root, &[]).unwrap();
+        let report = check_with(&root, &[], &[]).unwrap();
         assert_eq!(report.failures.len(), 2, "{}", report.text);
         let _ = fs::remove_dir_all(&root);
     }
 
     #[test]
-    fn the_workspace_passes_both_checks() {
+    fn the_workspace_passes_every_check() {
         let report = check(&crate::root()).expect("the workspace can be read");
         assert!(
             report.failures.is_empty(),

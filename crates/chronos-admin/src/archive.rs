@@ -7,7 +7,8 @@
 use chronos_broker::{Inspect, Operate, DEFAULT_ARCHIVE_MAX};
 use serde::Serialize;
 
-use crate::{Admin, AdminError};
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// A queue's archive and the cap its servers keep it under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

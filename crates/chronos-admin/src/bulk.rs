@@ -13,11 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chronos_broker::{
-    ActionOutcome, Inspect, Operate, QueueName, TaskAction, TaskFilter, TaskState,
+    ActionOutcome, BulkReport, Inspect, ManageSchedules, Operate, QueueName, Schedules, TaskAction,
+    TaskFilter, TaskState,
 };
 use serde::Serialize;
 
-use crate::{verb, Admin, AdminError};
+use crate::actions::verb;
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// Tasks listed and acted on per step of a run, by default.
 pub const DEFAULT_BULK_CHUNK: usize = 500;
@@ -243,5 +246,58 @@ impl<B: Inspect + Operate + 'static> Admin<B> {
             return Ok(Vec::new());
         }
         Ok(self.broker.act_many(q, &ids, action).await?)
+    }
+}
+
+/// What a bulk action did.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct BulkRow {
+    /// Tasks read in the state.
+    pub scanned: u64,
+    /// Tasks that passed the filter.
+    pub matched: u64,
+    /// Tasks changed.
+    pub done: u64,
+    /// Matched tasks left alone (gone or moved meanwhile).
+    pub skipped: u64,
+    /// Matched tasks refused because a worker held them (see [`BulkStatus::running`]).
+    pub running: u64,
+    /// Matched tasks whose record is corrupt.
+    pub failed: u64,
+    /// Script calls made.
+    pub calls: u64,
+}
+
+impl From<BulkReport> for BulkRow {
+    fn from(r: BulkReport) -> Self {
+        Self {
+            scanned: r.scanned,
+            matched: r.matched,
+            done: r.done,
+            skipped: r.skipped,
+            running: r.running,
+            failed: r.failed,
+            calls: r.calls,
+        }
+    }
+}
+
+impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
+    /// Applies `action` to every task of `state` passing `filter`, in chunks of 1,000, as one
+    /// call without progress (see [`Admin::run_bulk`] for a run that reports its progress and
+    /// can be cancelled).
+    pub async fn act_all(
+        &self,
+        name: &str,
+        state: TaskState,
+        filter: &TaskFilter,
+        action: TaskAction,
+    ) -> Result<BulkRow, AdminError> {
+        let q = self.require_queue(name).await?;
+        Ok(self
+            .broker
+            .act_all(&q, state, filter, action, 1000)
+            .await?
+            .into())
     }
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use chronos_broker::{Inspect, ManageSchedules, Operate, Schedules, TaskFilter, TaskState};
 use serde::Serialize;
 
-use crate::{Admin, AdminError};
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// Longest error text a group is keyed by (its first line, cut here).
 const GROUP_KEY_CHARS: usize = 200;

@@ -7,7 +7,8 @@ use chronos_broker::{
     TaskInfo,
 };
 
-use crate::{Admin, AdminError};
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// Longest task kind an operator may type.
 const MAX_KIND: usize = 200;

@@ -7,7 +7,8 @@ use chronos_broker::{
 };
 use serde::Serialize;
 
-use crate::{Admin, AdminError};
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// One chain step as seen from the task the operator looks at.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use chronos_broker::{
 };
 use serde::Serialize;
 
-use crate::{Admin, AdminError};
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// How long a trigger may stay unfired past its time before its schedule counts as overdue:
 /// a leader's failover (a lease of a few seconds) and its catch-up fit well inside it.
@@ -155,6 +156,47 @@ impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
                 })
             })
             .collect()
+    }
+}
+
+/// How stale a registry entry is before it is marked stale, and when it is no longer listed:
+/// the scheduler's defaults (three publish intervals of 5 s; 1 h).
+const SCHEDULE_STALE: Duration = Duration::from_secs(15);
+const SCHEDULE_REMOVE: Duration = Duration::from_secs(3600);
+
+impl<B: Inspect + Operate + Schedules + ManageSchedules + 'static> Admin<B> {
+    /// Registered schedules (also those that never fired), sorted by id: those registered in
+    /// code by running instances and those stored at run time (see [`ScheduleEntry::source`]).
+    pub async fn schedules(&self) -> Result<Vec<ScheduleEntry>, AdminError> {
+        let mut all = self
+            .broker
+            .schedules(SCHEDULE_STALE, SCHEDULE_REMOVE)
+            .await?;
+        // The broker cannot evaluate cron expressions: a runtime cron schedule's next run is
+        // computed here, from its stored definition.
+        if all
+            .iter()
+            .any(|e| e.source == ScheduleSource::Runtime && e.every_ms.is_none() && !e.paused)
+        {
+            let now = chronos_broker::now_ms();
+            let defs = self.broker.schedule_defs().await?;
+            for e in all
+                .iter_mut()
+                .filter(|e| e.source == ScheduleSource::Runtime)
+            {
+                if let Some(d) = defs.iter().find(|d| d.def.id == e.id) {
+                    e.next_run_ms = chronos_scheduler::next_run(&d.def, now);
+                }
+            }
+        }
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all)
+    }
+
+    /// The runtime schedules of this broker: add, update, pause, resume, remove and run now
+    /// (validated as the scheduler validates registrations).
+    pub fn runtime_schedules(&self) -> chronos_scheduler::RuntimeSchedules<&B> {
+        chronos_scheduler::RuntimeSchedules::new(&self.broker)
     }
 }
 

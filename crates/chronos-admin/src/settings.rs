@@ -8,7 +8,8 @@ use chronos_broker::{
 };
 use serde::Serialize;
 
-use crate::{Admin, AdminError};
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// The stored settings of one queue for display. Each field is the stored value as an operator
 /// writes it (`100/1s`, `10`, `60s`), `none` for a limit lifted in Redis, or absent (`null`)

@@ -10,8 +10,9 @@ use chronos_broker::{
 };
 use serde::Serialize;
 
+use crate::admin::Admin;
+use crate::error::AdminError;
 use crate::lookup::UnknownTenant;
-use crate::{Admin, AdminError};
 
 /// Tenant keys read for a "did you mean" at most, per hash: this runs only on an error path,
 /// and a queue with more tenants than this gets no suggestion.

@@ -7,7 +7,8 @@ use std::time::Duration;
 use chronos_broker::{Inspect, Operate, TimingHist};
 use serde::Serialize;
 
-use crate::{Admin, AdminError};
+use crate::admin::Admin;
+use crate::error::AdminError;
 
 /// p50, p95 and p99 in ms (each at most 25% above the true value: the counts are bucketed).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]

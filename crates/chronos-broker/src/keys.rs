@@ -159,13 +159,68 @@ impl QueueKeys {
         vec![
             self.lane(Some(TENANT_LANE)),
             self.lane(Some(TENANT_WAKE)),
-            format!("{}tn:w", self.prefix),
-            format!("{}tn:r", self.prefix),
-            format!("{}tn:h", self.prefix),
-            format!("{}tn:c", self.prefix),
-            format!("{}tn:p", self.prefix),
-            format!("{}tn:l", self.prefix),
+            self.tenant_waiting(),
+            self.tenant_rotation(),
+            self.tenant_held(),
+            self.tenant_settings(),
+            self.tenant_turns(),
+            self.tenant_load(),
         ]
+    }
+
+    /// The tenants' waiting set (`<prefix>tn:w`), in the [`QueueKeys::tenants`] block.
+    pub fn tenant_waiting(&self) -> String {
+        format!("{}tn:w", self.prefix)
+    }
+
+    /// The tenants' rotation (`<prefix>tn:r`), in the [`QueueKeys::tenants`] block.
+    pub fn tenant_rotation(&self) -> String {
+        format!("{}tn:r", self.prefix)
+    }
+
+    /// The tenants' held set (`<prefix>tn:h`), in the [`QueueKeys::tenants`] block.
+    pub fn tenant_held(&self) -> String {
+        format!("{}tn:h", self.prefix)
+    }
+
+    /// The tenants' settings hash (`<prefix>tn:c`), in the [`QueueKeys::tenants`] block.
+    pub fn tenant_settings(&self) -> String {
+        format!("{}tn:c", self.prefix)
+    }
+
+    /// The tenants' turn hash (`<prefix>tn:p`), in the [`QueueKeys::tenants`] block.
+    pub fn tenant_turns(&self) -> String {
+        format!("{}tn:p", self.prefix)
+    }
+
+    /// The tenants' load set (`<prefix>tn:l`), in the [`QueueKeys::tenants`] block.
+    pub fn tenant_load(&self) -> String {
+        format!("{}tn:l", self.prefix)
+    }
+
+    /// Every key that holds the queue itself rather than one task, day or consumer: its stream,
+    /// its scheduled, retry, archived and completed sets, its processed and failed counters, its
+    /// cancel requests, its lanes ([`QueueKeys::lanes`]), its stored settings, its tenants block
+    /// ([`QueueKeys::tenants`]) and its cancelled set. The one list of them: a queue delete
+    /// declares them in this order (admin_queue_delete.lua's KEYS), and the torture run's books
+    /// read them from here. Not in it: the event stream, the deduplication counters and the
+    /// keys made per task, per day, per consumer or per rate key, which a delete finds by SCAN.
+    pub fn state_keys(&self) -> Vec<String> {
+        let mut out = vec![
+            self.stream(),
+            self.scheduled(),
+            self.retry(),
+            self.archived(),
+            self.completed(),
+            self.processed(),
+            self.failed(),
+            self.cancel(),
+        ];
+        out.extend(self.lanes());
+        out.push(self.settings());
+        out.extend(self.tenants());
+        out.push(self.cancelled());
+        out
     }
 
     /// The hash of one task.
@@ -391,3 +446,34 @@ impl HistoryCounter {
 
 /// Milliseconds in a day: history buckets are UTC days.
 pub(crate) const DAY_MS: i64 = 86_400_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// admin_queue_delete.lua reads the state keys by position (its KEYS header).
+    #[test]
+    fn state_keys_follow_the_queue_delete_layout() {
+        let k = Keyspace::default().queue(&QueueName::new("q").expect("name"));
+        let s = k.state_keys();
+        let tenants = k.tenants();
+        assert_eq!(
+            s[..8],
+            [
+                k.stream(),
+                k.scheduled(),
+                k.retry(),
+                k.archived(),
+                k.completed(),
+                k.processed(),
+                k.failed(),
+                k.cancel()
+            ]
+        );
+        assert_eq!(s[8..19], k.lanes()[..]);
+        assert_eq!(s[19], k.settings());
+        assert_eq!(s[20..20 + tenants.len()], tenants[..]);
+        assert_eq!(s[20 + tenants.len()..], [k.cancelled()]);
+        assert!(s.iter().all(|key| k.owns(key)));
+    }
+}

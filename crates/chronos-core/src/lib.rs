@@ -57,6 +57,8 @@
 //! * [`TRACEPARENT_HEADER`] and [`TRACESTATE_HEADER`]: with the `opentelemetry` feature,
 //!   [`Client::enqueue`] writes the current span's W3C trace context there (unless the caller
 //!   set a `traceparent` header), and the worker links its span to it.
+//! * [`loopback_host`]: the `Host` check of the HTTP servers that answer without a token (the
+//!   console and the ingest), against DNS rebinding.
 //! * `testing::Recorder` (feature `testing`): an in-memory [`Enqueue`] that records instead of
 //!   writing, so a producer's tests run `Client<Recorder>` without Redis and assert on what was
 //!   enqueued.
@@ -86,6 +88,7 @@ mod flow;
 mod forward;
 mod group;
 mod group_record;
+mod loopback;
 pub mod names;
 mod operate;
 mod outcome;
@@ -145,6 +148,7 @@ pub use flow::{
 };
 pub use group::Group;
 pub use group_record::GroupRecord;
+pub use loopback::loopback_host;
 pub use names::{QueueName, MAX_NAME_LEN};
 pub use operate::{
     ActionOutcome, BulkReport, HistoryPoint, HistorySpan, TaskAction, TaskFilter, TaskPage,

@@ -226,21 +226,9 @@ pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-/// True when the `Host` names this machine's loopback interface.
+/// True when the request's `Host` names this machine's loopback interface.
 fn loopback_host(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        // HTTP/1.0 without Host: not a browser that DNS rebinding could steer.
-        return true;
-    };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    chronos_broker::loopback_host(headers.get(header::HOST).and_then(|v| v.to_str().ok()))
 }
 
 /// True when the browser says the request comes from another site: `Sec-Fetch-Site`, or an

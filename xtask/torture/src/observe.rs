@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use anyhow::Result;
 use chronos::fred::prelude::*;
 use chronos::fred::types::{ClusterHash, CustomCommand, Value};
-use chronos::{HistorySpan, Inspect as _, Operate as _, QueueName, RedisBroker, TaskState};
+use chronos::{
+    HistorySpan, Inspect as _, Keyspace, Operate as _, QueueName, RedisBroker, TaskState,
+};
 
 use crate::check::{Books, KeyInfo, Record};
 use crate::job::queue;
@@ -229,38 +231,40 @@ pub(crate) async fn task_state(
     queue: &str,
     id: &str,
 ) -> Vec<String> {
-    let prefix = format!("{ns}:{{{queue}}}:");
+    let (Ok(space), Ok(q)) = (Keyspace::new(ns), QueueName::new(queue)) else {
+        return vec![format!("no keys for namespace {ns:?}, queue {queue:?}")];
+    };
+    let keys = space.queue(&q);
     let client = broker.client();
     let mut out = Vec::new();
-    match raw(client, "HGETALL", vec![format!("{prefix}t:{id}")]).await {
-        Ok(v) => out.push(format!("HGETALL {prefix}t:{id} = {}", text(&v))),
+    let hash = keys.task(id);
+    match raw(client, "HGETALL", vec![hash.clone()]).await {
+        Ok(v) => out.push(format!("HGETALL {hash} = {}", text(&v))),
         Err(e) => out.push(format!("HGETALL failed: {e}")),
     }
-    for set in ["scheduled", "retry", "archived", "completed", "cancelled"] {
-        if let Ok(v) = raw(
-            client,
-            "ZSCORE",
-            vec![format!("{prefix}{set}"), id.to_string()],
-        )
-        .await
-        {
+    for (state, set) in [
+        (TaskState::Scheduled, keys.scheduled()),
+        (TaskState::Retry, keys.retry()),
+        (TaskState::Archived, keys.archived()),
+        (TaskState::Completed, keys.completed()),
+        (TaskState::Cancelled, keys.cancelled()),
+    ] {
+        if let Ok(v) = raw(client, "ZSCORE", vec![set, id.to_string()]).await {
             if !matches!(v, Value::Null) {
-                out.push(format!("in {set} (score {})", text(&v)));
+                out.push(format!("in {} (score {})", state.as_str(), text(&v)));
             }
         }
     }
-    if let Ok(q) = QueueName::new(queue) {
-        match broker.task(&q, id).await {
-            Ok(Some(r)) => out.push(format!(
-                "inspector: {:?}, level {}, snoozes {}, attempts {}",
-                r.state,
-                r.priority.get(),
-                r.snoozes,
-                r.attempts.len()
-            )),
-            Ok(None) => out.push("inspector: no such task".into()),
-            Err(e) => out.push(format!("inspector: {e}")),
-        }
+    match broker.task(&q, id).await {
+        Ok(Some(r)) => out.push(format!(
+            "inspector: {:?}, level {}, snoozes {}, attempts {}",
+            r.state,
+            r.priority.get(),
+            r.snoozes,
+            r.attempts.len()
+        )),
+        Ok(None) => out.push("inspector: no such task".into()),
+        Err(e) => out.push(format!("inspector: {e}")),
     }
     out
 }

@@ -2,14 +2,14 @@ use std::collections::BTreeMap;
 
 use fred::prelude::*;
 
-use super::admin::Change;
+use super::edit::Change;
 use super::protocol::STATE;
 use super::reply::{EditCode, EnqueueCode, PushCode};
 use super::{durable, reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
     duration_ms, now_ms, BrokerError, DeadLetter, Dedup, DedupMode, Enqueue, EnqueueOutcome,
-    NewTask, QueueName, Release, TaskInfo, TaskState,
+    NewTask, QueueKeys, QueueName, Release, TaskInfo, TaskState,
 };
 use crate::{Due, DEFAULT_MAX_RETRY};
 
@@ -24,6 +24,124 @@ fn call_token() -> String {
 type Batch = Vec<(usize, NewTask)>;
 /// What one script call answers per task, by its index in the caller's batch.
 type Placed = Vec<(usize, Result<TaskInfo, BrokerError>)>;
+
+/// One enqueue.lua call being made: its keys, its arguments and the tasks it carries.
+struct Call {
+    declared: Vec<String>,
+    args: Vec<Value>,
+    /// The tasks sent, each with its index in the caller's batch, in the order of the rows
+    /// the script answers.
+    sent: Batch,
+}
+
+/// One task's row of enqueue.lua's reply.
+enum Row {
+    /// The task's code with its run time and state. A task already there answers its own state
+    /// and run time (a re-send, or the same task again), not the ones this call asked for.
+    Placed {
+        code: i64,
+        run_at: i64,
+        state: TaskState,
+    },
+    /// A deduplication key held by task `holder` (`offer`: replace or debounce it).
+    Held { holder: String, offer: bool },
+}
+
+impl Row {
+    /// Takes apart the row of `task`, which enqueue.lua answered at `now` (unix ms).
+    fn read(row: Value, task: &NewTask, now: i64) -> Result<Row, BrokerError> {
+        let (code, run_at, state) = match row {
+            Value::Array(cols) => {
+                let mut cols = cols.into_iter();
+                let mut next = || cols.next().unwrap_or(Value::Null);
+                let code = reply::int(&next(), "enqueue")?;
+                if let Some(c @ (EnqueueCode::Duplicate | EnqueueCode::Offer)) =
+                    EnqueueCode::from_reply(code)
+                {
+                    let holder = reply::string(next(), "enqueue")?;
+                    return Ok(Row::Held {
+                        holder,
+                        offer: c == EnqueueCode::Offer,
+                    });
+                }
+                let at = reply::int(&next(), "enqueue")?;
+                let state = reply::string(next(), "enqueue")?;
+                (
+                    code,
+                    at,
+                    TaskState::parse(&state).unwrap_or(TaskState::Pending),
+                )
+            }
+            v => {
+                let code = reply::int(&v, "enqueue")?;
+                let (at, state) = match (EnqueueCode::from_reply(code), task.due()) {
+                    (Some(EnqueueCode::Scheduled), Due::At(at)) => (at, TaskState::Scheduled),
+                    (Some(EnqueueCode::Scheduled), Due::In(d)) => {
+                        (now.saturating_add(d), TaskState::Scheduled)
+                    }
+                    _ => (now, TaskState::Pending),
+                };
+                (code, at, state)
+            }
+        };
+        Ok(Row::Placed {
+            code,
+            run_at,
+            state,
+        })
+    }
+}
+
+/// What code `code` of enqueue.lua means for `task`, placed with `run_at` and `state`, when
+/// `replicated` replicas acknowledged the call.
+fn placed(
+    code: i64,
+    run_at: i64,
+    state: TaskState,
+    task: NewTask,
+    replicated: u32,
+) -> Result<TaskInfo, BrokerError> {
+    let wanted = task.durable().map(|(n, _)| n);
+    let tenant = task.tenant().map(str::to_string);
+    let env = task.envelope;
+    use EnqueueCode::{
+        CorruptKeys, Duplicate, Exists, IdConflict, Offer, Ready, Scheduled, TenantFull, UniqueHeld,
+    };
+    match EnqueueCode::from_reply(code) {
+        Some(Ready | Exists | Scheduled) if wanted.is_some_and(|w| replicated < w) => {
+            Err(BrokerError::NotReplicated {
+                id: env.id,
+                queue: env.queue,
+                acked: replicated,
+                wanted: wanted.unwrap_or_default(),
+            })
+        }
+        Some(Ready | Exists | Scheduled) => Ok(TaskInfo {
+            id: env.id,
+            queue: env.queue,
+            kind: env.kind,
+            state,
+            run_at_ms: run_at,
+            outcome: EnqueueOutcome::Created,
+        }),
+        // Rows of these codes are read as `Row::Held`.
+        Some(Duplicate | Offer) => Err(reply::bad("enqueue", "bad dedup row".into())),
+        Some(UniqueHeld) => Err(BrokerError::DuplicateTask { queue: env.queue }),
+        Some(TenantFull) => Err(BrokerError::TenantFull {
+            queue: env.queue,
+            tenant: tenant.unwrap_or_default(),
+        }),
+        Some(IdConflict) => Err(BrokerError::TaskIdConflict {
+            id: env.id,
+            queue: env.queue,
+        }),
+        Some(CorruptKeys) => Err(reply::bad(
+            "enqueue",
+            "the queue's stream or scheduled set has the wrong type".into(),
+        )),
+        None => Err(reply::bad("enqueue", format!("unknown code {code}"))),
+    }
+}
 
 /// Tasks per script call. A batch is split into calls of this size that go out together on the
 /// auto-pipelined connection (still one round trip): Redis runs one call while the client encodes
@@ -242,9 +360,70 @@ impl RedisBroker {
         chunk: Batch,
         rounds: u8,
     ) -> Result<Placed, BrokerError> {
+        let keys = self.queue_keys(&queue);
+        let (call, mut out) = self.enqueue_call(&keys, chunk);
+        let Call {
+            mut declared,
+            args,
+            sent,
+        } = call;
+        if sent.is_empty() {
+            return Ok(out);
+        }
+        self.register_queue(&queue).await?;
+        declared.extend(self.event_stream(&keys).await?);
+        let durable = durable::wanted(sent.iter().map(|(_, t)| t));
+        let script = self.run(|s| &s.enqueue, declared, args);
+        let (writer, reply) = match durable {
+            // Polled first, so `CLIENT INFO` is on the wire ahead of the script, in the same
+            // round trip: it names the connection the script can only follow.
+            Some(_) => {
+                let (writer, reply) =
+                    futures::future::join(self.connection(&keys.stream()), script).await;
+                (writer?, reply?)
+            }
+            None => (None, script.await?),
+        };
+        let reply = reply::array(reply, "enqueue")?;
+        if reply.len() != 1 + sent.len() {
+            return Err(reply::bad(
+                "enqueue",
+                format!("{} values for {} tasks", reply.len(), sent.len()),
+            ));
+        }
+        let replicated = match durable {
+            Some(wanted) => self.wait_replicas(&keys.stream(), wanted, writer).await?,
+            None => 0,
+        };
+        let mut rows = reply.into_iter();
+        let now = reply::int(&rows.next().unwrap_or(Value::Null), "enqueue")?;
+        let mut held = Vec::new();
+        for ((i, task), row) in sent.into_iter().zip(rows) {
+            match Row::read(row, &task, now)? {
+                Row::Held { holder, offer } => held.push((i, task, holder, offer)),
+                Row::Placed {
+                    code,
+                    run_at,
+                    state,
+                } => out.push((i, placed(code, run_at, state, task, replicated))),
+            }
+        }
+        let answers = held.into_iter().map(|(i, task, holder, offer)| {
+            let queue = &queue;
+            async move {
+                let r = self.settle_dedup(queue, task, holder, offer, rounds).await;
+                (i, r)
+            }
+        });
+        out.extend(futures::future::join_all(answers).await);
+        Ok(out)
+    }
+
+    /// The keys and arguments of one enqueue.lua call for `chunk`, and the tasks it carries;
+    /// with the answers of the tasks that do not encode (they are not sent).
+    fn enqueue_call(&self, keys: &QueueKeys, chunk: Batch) -> (Call, Placed) {
         let mut out = Vec::with_capacity(chunk.len());
         let mut sent = Vec::with_capacity(chunk.len());
-        let keys = self.queue_keys(&queue);
         let token = call_token();
         let mut declared = Vec::with_capacity(3 + chunk.len());
         declared.push(keys.stream());
@@ -297,9 +476,6 @@ impl RedisBroker {
             args.push(dedup_spec(task.dedup()).into());
             sent.push((i, task));
         }
-        if sent.is_empty() {
-            return Ok(out);
-        }
         declared.extend(locks);
         let tenants = sent.iter().any(|(_, t)| t.tenant().is_some() || t.lifo());
         if tenants || sent.iter().any(|(_, t)| !t.priority().is_normal()) {
@@ -309,121 +485,12 @@ impl RedisBroker {
             declared.push(keys.settings());
             declared.extend(keys.tenants());
         }
-        self.register_queue(&queue).await?;
-        declared.extend(self.event_stream(&keys).await?);
-        let durable = durable::wanted(sent.iter().map(|(_, t)| t));
-        let script = self.run(|s| &s.enqueue, declared, args);
-        let (writer, reply) = match durable {
-            // Polled first, so `CLIENT INFO` is on the wire ahead of the script, in the same
-            // round trip: it names the connection the script can only follow.
-            Some(_) => {
-                let (writer, reply) =
-                    futures::future::join(self.connection(&keys.stream()), script).await;
-                (writer?, reply?)
-            }
-            None => (None, script.await?),
+        let call = Call {
+            declared,
+            args,
+            sent,
         };
-        let reply = reply::array(reply, "enqueue")?;
-        if reply.len() != 1 + sent.len() {
-            return Err(reply::bad(
-                "enqueue",
-                format!("{} values for {} tasks", reply.len(), sent.len()),
-            ));
-        }
-        let replicated = match durable {
-            Some(wanted) => self.wait_replicas(&keys.stream(), wanted, writer).await?,
-            None => 0,
-        };
-        let mut rows = reply.into_iter();
-        let now = reply::int(&rows.next().unwrap_or(Value::Null), "enqueue")?;
-        let mut held = Vec::new();
-        for ((i, task), row) in sent.into_iter().zip(rows) {
-            // A task already there answers its own state and run time (a re-send, or the same
-            // task again), not the ones this call asked for.
-            let (code, run_at, state) = match row {
-                Value::Array(cols) => {
-                    let mut cols = cols.into_iter();
-                    let mut next = || cols.next().unwrap_or(Value::Null);
-                    let code = reply::int(&next(), "enqueue")?;
-                    if let Some(c @ (EnqueueCode::Duplicate | EnqueueCode::Offer)) =
-                        EnqueueCode::from_reply(code)
-                    {
-                        let holder = reply::string(next(), "enqueue")?;
-                        held.push((i, task, holder, c == EnqueueCode::Offer));
-                        continue;
-                    }
-                    let at = reply::int(&next(), "enqueue")?;
-                    let state = reply::string(next(), "enqueue")?;
-                    (
-                        code,
-                        at,
-                        TaskState::parse(&state).unwrap_or(TaskState::Pending),
-                    )
-                }
-                v => {
-                    let code = reply::int(&v, "enqueue")?;
-                    let (at, state) = match (EnqueueCode::from_reply(code), task.due()) {
-                        (Some(EnqueueCode::Scheduled), Due::At(at)) => (at, TaskState::Scheduled),
-                        (Some(EnqueueCode::Scheduled), Due::In(d)) => {
-                            (now.saturating_add(d), TaskState::Scheduled)
-                        }
-                        _ => (now, TaskState::Pending),
-                    };
-                    (code, at, state)
-                }
-            };
-            let wanted = task.durable().map(|(n, _)| n);
-            let tenant = task.tenant().map(str::to_string);
-            let env = task.envelope;
-            use EnqueueCode::{
-                CorruptKeys, Duplicate, Exists, IdConflict, Offer, Ready, Scheduled, TenantFull,
-                UniqueHeld,
-            };
-            let r = match EnqueueCode::from_reply(code) {
-                Some(Ready | Exists | Scheduled) if wanted.is_some_and(|w| replicated < w) => {
-                    Err(BrokerError::NotReplicated {
-                        id: env.id,
-                        queue: env.queue,
-                        acked: replicated,
-                        wanted: wanted.unwrap_or_default(),
-                    })
-                }
-                Some(Ready | Exists | Scheduled) => Ok(TaskInfo {
-                    id: env.id,
-                    queue: env.queue,
-                    kind: env.kind,
-                    state,
-                    run_at_ms: run_at,
-                    outcome: EnqueueOutcome::Created,
-                }),
-                // Rows of these shapes were taken apart above.
-                Some(Duplicate | Offer) => Err(reply::bad("enqueue", "bad dedup row".into())),
-                Some(UniqueHeld) => Err(BrokerError::DuplicateTask { queue: env.queue }),
-                Some(TenantFull) => Err(BrokerError::TenantFull {
-                    queue: env.queue,
-                    tenant: tenant.unwrap_or_default(),
-                }),
-                Some(IdConflict) => Err(BrokerError::TaskIdConflict {
-                    id: env.id,
-                    queue: env.queue,
-                }),
-                Some(CorruptKeys) => Err(reply::bad(
-                    "enqueue",
-                    "the queue's stream or scheduled set has the wrong type".into(),
-                )),
-                None => Err(reply::bad("enqueue", format!("unknown code {code}"))),
-            };
-            out.push((i, r));
-        }
-        let answers = held.into_iter().map(|(i, task, holder, offer)| {
-            let queue = &queue;
-            async move {
-                let r = self.settle_dedup(queue, task, holder, offer, rounds).await;
-                (i, r)
-            }
-        });
-        out.extend(futures::future::join_all(answers).await);
-        Ok(out)
+        (call, out)
     }
 
     /// The answer to a deduplicated task whose key `holder` held when enqueue.lua ran: a

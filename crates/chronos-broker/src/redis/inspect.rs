@@ -7,6 +7,7 @@ use super::protocol::{
     SNOOZES, STATE, TENANT, TENANT_LANE,
 };
 use super::record::{Entry, Record};
+use super::scan::Entries;
 use super::{reply, RedisBroker};
 use crate::redis::store::store;
 use crate::{
@@ -562,5 +563,42 @@ impl RedisBroker {
             }
         }
         Ok(out)
+    }
+
+    /// When the oldest task waiting for a worker in `queue` became ready (unix ms: the time part
+    /// of its stream entry id, written when it was enqueued, came due or was retried), or None
+    /// when none waits. Two reads whatever the queue holds: the group's last-delivered id, then
+    /// the entry after it (delivered entries sit before it and are never read).
+    pub async fn oldest_ready_ms(&self, queue: &QueueName) -> Result<Option<i64>, BrokerError> {
+        let client = &self.inner.client;
+        let stream = self.queue_keys(queue).stream();
+        let groups: Value = match client.xinfo_groups(stream.as_str()).await {
+            Ok(v) => v,
+            // No stream yet: nothing waits.
+            Err(e) if e.details().contains("no such key") => return Ok(None),
+            Err(e) => return Err(store(e)),
+        };
+        let mut last = None;
+        for g in reply::array(groups, "xinfo groups")? {
+            let Ok(fields) = g.into_map() else { continue };
+            let fields = fields.inner();
+            let name = fields.iter().find(|(k, _)| k.as_str() == Some("name"));
+            if name.and_then(|(_, v)| v.as_str()).as_deref() != Some(GROUP) {
+                continue;
+            }
+            last = fields
+                .iter()
+                .find(|(k, _)| k.as_str() == Some("last-delivered-id"))
+                .and_then(|(_, v)| v.as_string());
+        }
+        let start = last.map_or("-".to_string(), |id| format!("({id}"));
+        let next: Entries = client
+            .xrange(stream.as_str(), start.as_str(), "+", Some(1))
+            .await
+            .map_err(store)?;
+        Ok(next
+            .first()
+            .and_then(|(mid, _)| mid.split_once('-'))
+            .and_then(|(ms, _)| ms.parse().ok()))
     }
 }

@@ -10,7 +10,11 @@
 
 use std::collections::HashMap;
 
-use crate::QueueKeys;
+use fred::prelude::*;
+
+use super::RedisBroker;
+use crate::redis::store::store;
+use crate::{BrokerError, Priority, QueueKeys};
 
 /// The message id of entry `mid` of level `level`'s stream (None or the default: the main
 /// stream).
@@ -73,6 +77,34 @@ pub(crate) fn is_tenant(level: Option<u8>) -> bool {
 /// that keeps only the first ones keeps the most urgent.
 pub(crate) fn sort_by_urgency(leases: &mut [chronos_core::Lease]) {
     leases.sort_by_key(|l| urgency(&l.id.msg_id));
+}
+
+impl RedisBroker {
+    /// The lanes of a queue in the order workers take them: the levels that have a stream and
+    /// the main stream (None) at the default level's place.
+    pub(super) async fn lane_order(
+        &self,
+        keys: &QueueKeys,
+    ) -> Result<Vec<Option<u8>>, BrokerError> {
+        let levels: Vec<String> = self
+            .inner
+            .client
+            .hkeys(keys.levels())
+            .await
+            .map_err(store)?;
+        let mut order: Vec<u8> = levels
+            .iter()
+            .filter_map(|l| l.parse::<u8>().ok())
+            .filter(|&l| l < Priority::LEVELS || l == super::TENANT_LANE)
+            .chain(std::iter::once(Priority::NORMAL.get()))
+            .collect();
+        order.sort_unstable();
+        order.dedup();
+        Ok(order
+            .into_iter()
+            .map(|l| (l != Priority::NORMAL.get()).then_some(l))
+            .collect())
+    }
 }
 
 #[cfg(test)]

@@ -1,22 +1,27 @@
 //! The Redis implementation of the broker traits, over fred.
 
-mod admin;
+mod actions;
 mod consume;
 mod durable;
+mod edit;
 mod enqueue;
 mod events;
-mod flow;
+mod flows;
+mod history;
 mod inspect;
 mod lane;
 mod lease;
 mod locks;
 mod maintain;
+mod manage_schedules;
+mod operate;
 mod progress;
+mod queue_delete;
 mod record;
 mod reply;
 mod results;
-mod runtime;
-mod sample;
+mod sample_queues;
+mod scan;
 mod schedules;
 mod schemas;
 mod scripts;

@@ -22,7 +22,7 @@ impl Tenants for RedisBroker {
         tenant: Option<&str>,
     ) -> Result<TenantSettings, BrokerError> {
         let field = checked(tenant)?;
-        let key = &self.queue_keys(queue).tenants()[5];
+        let key = self.queue_keys(queue).tenant_settings();
         let v: Option<String> = self
             .inner
             .client

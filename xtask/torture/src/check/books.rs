@@ -15,9 +15,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use chronos::TaskState;
+use chronos::{Keyspace, QueueName, TaskState};
 
-use super::facts::{Facts, Violation};
+use super::facts::{Facts, KeyInfo, Violation};
 use crate::gen::DedupSpec;
 use crate::job::queue;
 use crate::journal::Outcome;
@@ -105,12 +105,67 @@ fn counters(f: &Facts<'_>, out: &mut Vec<Violation>) {
     }
 }
 
-/// The queue a key belongs to and the rest of its name, for keys `<ns>:{<queue>}:<rest>`.
-fn split(key: &str) -> Option<(&str, &str)> {
+/// The namespace and queue a key belongs to and the rest of its name, for keys
+/// `<ns>:{<queue>}:<rest>`.
+fn split(key: &str) -> Option<(&str, &str, &str)> {
     let open = key.find('{')?;
     let close = key[open..].find('}')? + open;
     let rest = key.get(close + 2..)?;
-    Some((&key[open + 1..close], rest))
+    let ns = key.get(..open.checked_sub(1)?)?;
+    Some((ns, &key[open + 1..close], rest))
+}
+
+/// One queue's key names, as the broker's key layout (`QueueKeys`) makes them: the checks below
+/// name no key themselves, so a key renamed there cannot leave them checking a name no run
+/// ever writes.
+struct QueueKeyNames {
+    keys: chronos_broker::QueueKeys,
+    /// `QueueKeys::state_keys`: the queue's own keys, which a run may leave behind (those that
+    /// must be empty by then are checked first).
+    state: HashSet<String>,
+}
+
+impl QueueKeyNames {
+    fn new(ns: &str, queue: &str) -> Option<Self> {
+        let keys = Keyspace::new(ns).ok()?.queue(&QueueName::new(queue).ok()?);
+        let state = keys.state_keys().into_iter().collect();
+        Some(Self { keys, state })
+    }
+
+    /// Why `k` must not be left at the end of a run, if it must not.
+    fn must_be_gone(&self, k: &KeyInfo) -> Option<&'static str> {
+        let q = &self.keys;
+        let key = k.key.as_str();
+        if key == q.scheduled() || key == q.retry() {
+            Some("tasks still waiting")
+        } else if key == q.tenant_waiting() {
+            Some("tenant tasks still waiting")
+        } else if key == q.tenant_held() {
+            Some("tenant slots still held")
+        } else if key == q.tenant_rotation() {
+            Some("tenants left in the rotation with nothing waiting")
+        } else if key == q.reclaimed() {
+            Some("reclaim outbox not emptied")
+        } else if key == q.active() && k.ttl_ms < 0 {
+            // Permits of killed workers stay until they expire: only one that never will is
+            // a leak.
+            Some("concurrency permits held for ever")
+        } else if key == q.cancel() && k.ttl_ms < 0 {
+            Some("cancel requests kept for ever")
+        } else {
+            None
+        }
+    }
+
+    /// Whether retention keeps `key` without a TTL: the queue's own keys, its event stream and
+    /// deduplication counters, and the scheduler's fencing epoch and fire counters of the queue
+    /// (named in chronos-broker's redis/schedules.rs, not in the key layout).
+    fn kept(&self, key: &str, rest: &str) -> bool {
+        self.state.contains(key)
+            || key == self.keys.events()
+            || key == self.keys.deduplicated()
+            || matches!(rest, "sched:fence" | "sched:metrics")
+    }
 }
 
 fn keys(f: &Facts<'_>, out: &mut Vec<Violation>) {
@@ -121,60 +176,52 @@ fn keys(f: &Facts<'_>, out: &mut Vec<Violation>) {
         .iter()
         .flat_map(|(q, ids)| ids.iter().map(move |id| (q.as_str(), id.as_str())))
         .collect();
+    let mut names: HashMap<&str, QueueKeyNames> = HashMap::new();
     let mut leaks: Vec<String> = Vec::new();
     for k in &f.obs.keys {
-        let Some((q, rest)) = split(&k.key).filter(|(q, _)| queues.contains(q)) else {
+        let Some((ns, q, rest)) = split(&k.key).filter(|(_, q, _)| queues.contains(q)) else {
             continue;
         };
-        let structural = rest == "stream"
-            || rest.starts_with("stream:")
-            || matches!(
-                rest,
-                "processed" | "failed" | "deduplicated" | "settings" | "tn:c" | "events"
-                    | "archived" | "cancelled" | "completed"
-                    // the scheduler's fencing epoch and fire counters of the queue
-                    | "sched:fence" | "sched:metrics"
-            );
+        if !names.contains_key(q) {
+            let Some(n) = QueueKeyNames::new(ns, q) else {
+                continue;
+            };
+            names.insert(q, n);
+        }
+        let n = &names[q];
         if k.kind == "stream" && k.pending > 0 {
             leaks.push(format!("{}: {} deliveries still pending", k.key, k.pending));
         }
-        let must_be_gone = match rest {
-            "scheduled" | "retry" => Some("tasks still waiting"),
-            "tn:w" => Some("tenant tasks still waiting"),
-            "tn:h" => Some("tenant slots still held"),
-            "tn:r" => Some("tenants left in the rotation with nothing waiting"),
-            "reclaimed" => Some("reclaim outbox not emptied"),
-            // Permits of killed workers stay until they expire: only one that never will is
-            // a leak.
-            "lim:active" if k.ttl_ms < 0 => Some("concurrency permits held for ever"),
-            _ => None,
-        };
-        if let Some(why) = must_be_gone {
+        if let Some(why) = n.must_be_gone(k) {
             leaks.push(format!(
                 "{}: {why} ({} members, ttl {} ms)",
                 k.key, k.len, k.ttl_ms
             ));
             continue;
         }
-        if rest == "tn:p" && k.fields.iter().any(|x| !x.is_empty()) {
-            leaks.push(format!(
-                "{}: turns kept for tenants with nothing to do: {:?}",
-                k.key, k.fields
-            ));
+        if k.key == n.keys.tenant_turns() {
+            if k.fields.iter().any(|x| !x.is_empty()) {
+                leaks.push(format!(
+                    "{}: turns kept for tenants with nothing to do: {:?}",
+                    k.key, k.fields
+                ));
+            }
             continue;
         }
         // The load set keeps its completeness member `\0` only once nothing is waiting or held.
-        if rest == "tn:l" && k.len > 1 {
-            leaks.push(format!(
-                "{}: loads kept for tenants with nothing to do ({} members)",
-                k.key, k.len
-            ));
+        if k.key == n.keys.tenant_load() {
+            if k.len > 1 {
+                leaks.push(format!(
+                    "{}: loads kept for tenants with nothing to do ({} members)",
+                    k.key, k.len
+                ));
+            }
             continue;
         }
-        if k.ttl_ms >= 0 || structural || rest == "tn:p" || rest == "tn:l" {
+        if k.ttl_ms >= 0 || n.kept(&k.key, rest) {
             continue;
         }
-        if let Some(id) = rest.strip_prefix("t:") {
+        if let Some(id) = k.key.strip_prefix(n.keys.task("").as_str()) {
             if !kept.contains(&(q, id)) {
                 leaks.push(format!(
                     "{}: record of a task in no kept set (no TTL)",
@@ -237,7 +284,10 @@ mod tests {
 
     #[test]
     fn queue_keys_split_into_queue_and_rest() {
-        assert_eq!(split("tq:{tt-plain}:t:x-1"), Some(("tt-plain", "t:x-1")));
+        assert_eq!(
+            split("tq:{tt-plain}:t:x-1"),
+            Some(("tq", "tt-plain", "t:x-1"))
+        );
         assert_eq!(split("tq:queues"), None);
     }
 }
