@@ -58,7 +58,7 @@ pub trait Throttle: Send + Sync {
     /// full is moved to the queue's scheduled set until its key has room again (no attempt
     /// spent, no error recorded). One answer per delivery, in order.
     ///
-    /// A delivery whose key is blocked by a handler ([`Consume::back_off`](crate::Consume::back_off)
+    /// A delivery whose key is blocked by a handler ([`End::BackedOff`](crate::End::BackedOff)
     /// with [`BackoffScope::Key`](crate::BackoffScope::Key)) is deferred the same way to the
     /// block's end plus a jitter, whatever room its key has. A `limit` with a `rate` of 0 checks
     /// those blocks only (a queue without a per-key rate whose fetch reported
