@@ -168,23 +168,23 @@ impl RedisBroker {
         let (lease, report) = (&s.lease, &s.report);
         Ok(match &s.end {
             End::Retried { delay, error } => Settled::Retried {
-                stale: !self.retry(lease, report, *delay, error).await?,
+                stale: !self.run_retry(lease, report, *delay, error).await?,
             },
             End::Snoozed { delay, max_snoozes } => {
-                Settled::Snoozed(self.snooze(lease, report, *delay, *max_snoozes).await?)
+                Settled::Snoozed(self.run_snooze(lease, report, *delay, *max_snoozes).await?)
             }
             End::BackedOff { scope, delay } => {
-                Settled::BackedOff(self.back_off(lease, report, scope, *delay).await?)
+                Settled::BackedOff(self.run_backoff(lease, report, scope, *delay).await?)
             }
             End::DeadLettered {
                 error,
                 count_attempt,
             } => Settled::DeadLettered(
-                self.dead_letter(lease, report, error, *count_attempt)
+                self.run_dead(lease, report, error, *count_attempt)
                     .await?,
             ),
             End::Cancelled { reason } => {
-                Settled::Cancelled(self.cancel(lease, report, reason).await?)
+                Settled::Cancelled(self.run_cancel(lease, report, reason).await?)
             }
             // Batch ends never come here (settle_refs groups them); one that does is settled
             // alone, as a batch of one.
@@ -300,7 +300,7 @@ impl RedisBroker {
 
     /// retry.lua: true when the task went to the retry set (a re-sent call whose first run did
     /// it included), false for a stale lease.
-    async fn retry(
+    async fn run_retry(
         &self,
         lease: &LeaseId,
         report: &AttemptReport,
@@ -334,7 +334,7 @@ impl RedisBroker {
     }
 
     /// snooze.lua.
-    async fn snooze(
+    async fn run_snooze(
         &self,
         lease: &LeaseId,
         report: &AttemptReport,
@@ -374,7 +374,7 @@ impl RedisBroker {
     }
 
     /// backoff.lua.
-    async fn back_off(
+    async fn run_backoff(
         &self,
         lease: &LeaseId,
         report: &AttemptReport,
@@ -432,7 +432,7 @@ impl RedisBroker {
     }
 
     /// dead.lua.
-    async fn dead_letter(
+    async fn run_dead(
         &self,
         lease: &LeaseId,
         report: &AttemptReport,
@@ -474,7 +474,7 @@ impl RedisBroker {
     }
 
     /// cancel.lua.
-    async fn cancel(
+    async fn run_cancel(
         &self,
         lease: &LeaseId,
         report: &AttemptReport,
