@@ -165,8 +165,8 @@ async fn confirm<B: WorkerBroker>(
                 message: &reason,
             };
             ended::attempt(rt, lease, m, AttemptEnd::DeadLettered(failure));
-            let dead = Settlement::dead_lettered(lease.id.clone(), reason, false);
-            dead_letter(rt, q, lease, dead).await;
+            let settlement = Settlement::dead_lettered(lease.id.clone(), reason, false);
+            dead_letter(rt, q, lease, settlement).await;
             None
         }
         None => {
@@ -579,9 +579,9 @@ async fn answered<B: WorkerBroker>(
                 message: &reason,
             };
             ended::attempt(rt, lease, m, AttemptEnd::DeadLettered(failure));
-            let dead = Settlement::dead_lettered(settlement.lease, reason, false)
+            let settlement = Settlement::dead_lettered(settlement.lease, reason, false)
                 .with_report(settlement.report);
-            dead_letter(rt, q, lease, dead).await;
+            dead_letter(rt, q, lease, settlement).await;
         }
         Settled::BackedOff(BackoffOutcome::Blocked { until_ms, due_ms }) => {
             ended::attempt(rt, lease, m, AttemptEnd::Throttled);

@@ -179,10 +179,7 @@ impl RedisBroker {
             End::DeadLettered {
                 error,
                 count_attempt,
-            } => Settled::DeadLettered(
-                self.run_dead(lease, report, error, *count_attempt)
-                    .await?,
-            ),
+            } => Settled::DeadLettered(self.run_dead(lease, report, error, *count_attempt).await?),
             End::Cancelled { reason } => {
                 Settled::Cancelled(self.run_cancel(lease, report, reason).await?)
             }
