@@ -1,4 +1,4 @@
-//! A running task's progress (`Maintain::report_progress`, `Results::progress`): written only
+//! A running task's progress (`Maintain::keep_alive`, `Results::progress`): written only
 //! while the reporter holds the delivery, in the same call that refreshes its lease, kept past
 //! the task's end for `PROGRESS_TTL`, and harmless to re-send after a lost reply.
 
