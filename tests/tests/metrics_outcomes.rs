@@ -63,7 +63,14 @@ async fn retries_and_recoveries_are_counted() {
         .expect("enqueue");
     let mut reader = broker.open_reader().await.expect("reader");
     let fetched = broker
-        .fetch(&mut reader, &queue, "ghost", 1, Duration::from_millis(100))
+        .fetch(
+            &mut reader,
+            &queue,
+            "ghost",
+            &[],
+            1,
+            Duration::from_millis(100),
+        )
         .await
         .expect("fetch");
     let ids: Vec<_> = fetched.leases.iter().map(|l| l.id.clone()).collect();

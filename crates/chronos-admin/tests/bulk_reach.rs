@@ -10,8 +10,8 @@ use chronos_broker::fred::interfaces::SortedSetsInterface;
 use chronos_broker::fred::types::sorted_sets::Ordering as ZOrdering;
 use chronos_broker::fred::types::SetOptions;
 use chronos_broker::{
-    Client, Completion, Consume, EnqueueOptions, QueueName, RedisBroker, TaskAction, TaskArgs,
-    TaskFilter, TaskState, Timestamp,
+    Client, Completion, Consume, EnqueueOptions, QueueName, RedisBroker, SettleExt, TaskAction,
+    TaskArgs, TaskFilter, TaskState, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 
@@ -79,7 +79,7 @@ async fn fill(b: &RedisBroker, queue: &str, state: TaskState) {
         let mut left = N as usize;
         while left > 0 {
             let f = b
-                .fetch(&mut reader, &q, "w1", left.min(1_000), Duration::ZERO)
+                .fetch(&mut reader, &q, "w1", &[], left.min(1_000), Duration::ZERO)
                 .await
                 .expect("fetch");
             assert!(!f.leases.is_empty(), "fetched nothing with {left} left");

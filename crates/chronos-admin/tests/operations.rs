@@ -368,7 +368,7 @@ async fn an_edit_changes_a_waiting_task_and_a_started_one_is_refused_by_a_typed_
     let queue = QueueName::new("mail").expect("queue");
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w", 1, std::time::Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 1, std::time::Duration::ZERO)
         .await
         .expect("fetch");
     let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();

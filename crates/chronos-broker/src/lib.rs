@@ -32,6 +32,11 @@
 //!   of enqueues (script calls of 500 plain tasks or 125 others per queue, pipelined), one
 //!   script per fetched batch, one per batch of starts, one per batch of acks. See "Per-task
 //!   budget" below.
+//! * A delivery ends by a [`Settlement`]: [`Consume::settle`] sends each [`End`] to its script
+//!   (consume/complete, retry, snooze, backoff, dead, cancel and requeue.lua), the completions
+//!   of a queue in one call per level and per 1000, its requeues in one call per level, and all
+//!   the calls of one `settle` at once, so the client pipelines them. A [`Consume::fetch`] that
+//!   carries settlements acks the bare ones in its claim call ("complete and fetch" below).
 //! * Bad input gets a typed [`BrokerError`] and writes nothing.
 //!
 //! # Plain tasks
@@ -68,7 +73,7 @@
 //! | fetch, blocks | none while no handler ever blocked the queue (claim.lua reads the level hash's fields anyway, and a `blocked` field there says to look); after a block, one `EXISTS` per call (and a `GET` while a key exists) until both block keys are gone; a blocking read that returned entries adds one `EVALSHA` hold.lua with an `EXISTS` | a queue blocked by a handler (`TaskError::rate_limited`) is not read at all; the hold catches a block set while the read waited, and deliveries of blocked rate keys (a blocking read cannot check keys) |
 //! | start | none for a handler that ends within 2 ms; else per batch: `EVALSHA` start.lua: `XPENDING`, `XCLAIM` (3) | marks the deliveries started, so a lost worker is charged an attempt (see Guarantees) |
 //! | complete | per call of up to 1000: `EVALSHA` complete.lua: `TIME`, `XACK`, `XDEL`, `INCRBY`, `HINCRBY`, `INCRBY` (7, plus a `PEXPIRE` on the first count of a minute and of a day) | `XACK`+`XDEL` are the completion; the counters feed `processed` and the per-minute history |
-//! | complete and fetch | per call (a worker's fetcher carrying the plain completions that ended since its last read: `Consume::complete_and_fetch`): claim.lua's `EVALSHA`, `GET`, `HKEYS`, `XREADGROUP`, `SET` plus `XACK`, `XDEL` (7), and per [`COUNT_BATCH`] completions, or when a call takes nothing, `TIME`, `INCRBY`, `HINCRBY`, `INCRBY` | one round trip per task at concurrency 1 instead of an ack and a fetch; the counts wait in the fetch receipt (`<owed>\|<nonce>:...`), so `processed` lags a busy consumer by fewer than [`COUNT_BATCH`] tasks and is exact once its queue drains |
+//! | complete and fetch | per call (a worker's fetcher carrying the plain completions that ended since its last read: [`Consume::fetch`] with them as its `carry`): claim.lua's `EVALSHA`, `GET`, `HKEYS`, `XREADGROUP`, `SET` plus `XACK`, `XDEL` (7), and per [`COUNT_BATCH`] completions, or when a call takes nothing, `TIME`, `INCRBY`, `HINCRBY`, `INCRBY` | one round trip per task at concurrency 1 instead of an ack and a fetch; the counts wait in the fetch receipt (`<owed>\|<nonce>:...`), so `processed` lags a busy consumer by fewer than [`COUNT_BATCH`] tasks and is exact once its queue drains |
 //!
 //! A task with a record adds, per task: at enqueue an `EXISTS` and an `HSET` (plus the unique
 //! lock's `SET NX`; a deduplicated enqueue whose key is held writes nothing there, then pays a
@@ -137,7 +142,7 @@
 //! | `<ns>:{<q>}:reclaimed` | hash | reclaim outbox: task id -> `1` (discarded) or `0` (archived), then the envelope, of every task the recoverer dead-lettered and has not yet reported to its group | reclaim (same script as the dead letter; TTL 7 days set again on each write) | the recoverer after reporting (`Maintain::ack_reclaimed`, at once for non-members), or its TTL |
 //! | `<ns>:{<q>}:e:<token>` | string | receipt of one enqueue call: one code per task of the call | enqueue | its TTL (the idempotency window) |
 //! | `<ns>:{<q>}:c:<consumer>` | string | fetch receipt `[<owed>\|]<nonce>:<entry ids>` of the consumer's last fetch that delivered anything, with the completions it acked whose counts are not added yet | claim | its TTL (60 s) |
-//! | `<ns>:{<q>}:pg:<id>` | string | task `<id>`'s last progress, `<ms>:<json>` (store clock) | `Maintain::report_progress` (heartbeat.lua: only while the reporter holds the delivery) | its TTL ([`PROGRESS_TTL`], 24 h after the last report) |
+//! | `<ns>:{<q>}:pg:<id>` | string | task `<id>`'s last progress, `<ms>:<json>` (store clock) | `Maintain::keep_alive` (heartbeat.lua: only while the reporter holds the delivery) | its TTL ([`PROGRESS_TTL`], 24 h after the last report) |
 //! | `<ns>:{<q>}:fl:<id>` | string | marker that chain step `<id>` was enqueued by its predecessor | `Flows::enqueue_successor` (script `chain_next`) | its TTL (7 days, [`SUCCESSOR_MARKER_TTL`]) |
 //! | `<ns>:{<q>}:ch:<chain id>` | string | end of a chain whose last step ran in `<q>`: `1` + result, or `0` | `Flows::finish_chain`, before the last step's ack | its TTL (the last step's retention, 24 h by default) |
 //! | `<ns>:{<cbq>}:g:<gid>` | hash | group record: `n` members, `ok`/`ko` counts, `fired`, `cb` callback envelope, `off` offset of its counts text, `cbid`, `x`, `dl`, `col`, `ttl`, `fp` | `Flows::open_group` (script `group_open`), `group_report` | its TTL (the group's, 7 days by default: set at creation, set again when the callback fires) |

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chronos_broker::{
     ActionOutcome, BrokerError, Client, Completion, Consume, EnqueueOptions, HistorySpan, Inspect,
-    Maintain, Operate, QueueName, RedisBroker, StartOutcome, TaskAction, TaskArgs, TaskFilter,
-    TaskState,
+    Maintain, Operate, QueueName, RedisBroker, SettleExt, StartOutcome, TaskAction, TaskArgs,
+    TaskFilter, TaskState,
 };
 use chronos_testkit::{RedisServer, TcpProxy};
 use common::{broker, email, take, Email};
@@ -273,7 +273,7 @@ async fn a_fetched_task_is_running_for_the_operator_whether_or_not_it_was_marked
     // fetch and its ack when the handler ended within the mark's delay.
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w1", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w1", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(f.leases.len(), 3, "{:?}", f.leases);

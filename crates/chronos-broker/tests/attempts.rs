@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use chronos_broker::fred::interfaces::HashesInterface;
 use chronos_broker::{
-    AttemptOutcome, AttemptRow, BackoffScope, Client, Completion, Consume, EnqueueOptions, Inspect,
-    Lease, Maintain, QueueName, RedisBroker, ATTEMPTS_KEPT,
+    AttemptOutcome, AttemptReport, AttemptRow, BackoffScope, CancelOutcome, Client, Consume,
+    DeadOutcome, EnqueueOptions, Inspect, Lease, Maintain, QueueName, RedisBroker, SettleExt,
+    Settled, Settlement, SnoozeOutcome, ATTEMPTS_KEPT,
 };
 use common::{broker, email, rig, take};
 
@@ -18,18 +19,23 @@ fn q() -> QueueName {
     QueueName::new("default").expect("queue")
 }
 
-/// The one delivery of queue `default` for `consumer`, started, after due tasks were forwarded;
-/// the handler is said to have run for `ran_ms`.
-async fn next(b: &RedisBroker, consumer: &str, ran_ms: u64) -> Lease {
+/// The one delivery of queue `default` for `consumer`, started, after due tasks were forwarded.
+async fn next(b: &RedisBroker, consumer: &str) -> Lease {
     b.forward_due(&q(), 100).await.expect("forward");
     let mut reader = b.open_reader().await.expect("reader");
-    let mut lease = take(b, &mut reader, &q(), consumer, 1, Duration::ZERO)
+    take(b, &mut reader, &q(), consumer, 1, Duration::ZERO)
         .await
         .leases
         .pop()
-        .expect("a delivery");
-    lease.id.ran_ms = Some(ran_ms);
-    lease
+        .expect("a delivery")
+}
+
+/// An attempt's report: its handler ran for `ms`.
+fn ran(ms: u64) -> AttemptReport {
+    AttemptReport {
+        ran_ms: Some(ms),
+        logs: None,
+    }
 }
 
 async fn history(b: &RedisBroker, id: &str) -> Vec<AttemptRow> {
@@ -48,29 +54,29 @@ async fn each_ended_attempt_is_one_row_of_its_task() {
         .enqueue(&email(1), EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let l = next(&b, "w1", 40).await;
-    assert!(b
-        .retry(&l.id, Duration::ZERO, "smtp timeout")
-        .await
-        .expect("retry"));
-    let l = next(&b, "w2", 15).await;
-    b.snooze(&l.id, Duration::ZERO, 10).await.expect("snooze");
-    let l = next(&b, "w1", 5).await;
-    b.back_off(&l.id, &BackoffScope::Queue, Duration::from_millis(100))
-        .await
-        .expect("back off");
+    let l = next(&b, "w1").await;
+    let retry = Settlement::retried(l.id, Duration::ZERO, "smtp timeout").with_report(ran(40));
+    assert_eq!(
+        b.settle_one(retry).await.expect("retry"),
+        Settled::Retried { stale: false }
+    );
+    let l = next(&b, "w2").await;
+    let snooze = Settlement::snoozed(l.id, Duration::ZERO, 10).with_report(ran(15));
+    assert_eq!(
+        b.settle_one(snooze).await.expect("snooze"),
+        Settled::Snoozed(SnoozeOutcome::Snoozed { snoozes: 1 })
+    );
+    let l = next(&b, "w1").await;
+    let throttle = Settlement::backed_off(l.id, BackoffScope::Queue, Duration::from_millis(100))
+        .with_report(ran(5));
+    b.settle_one(throttle).await.expect("back off");
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let l = next(&b, "w2", 70).await;
-    b.complete(
-        &q(),
-        &[Completion {
-            lease: l.id.clone(),
-            retention: Some(Duration::from_secs(60)),
-            result: None,
-        }],
-    )
-    .await
-    .expect("complete");
+    let l = next(&b, "w2").await;
+    let done = Settlement::retained(l.id, Duration::from_secs(60), None).with_report(ran(70));
+    assert_eq!(
+        b.settle(&[done]).await.expect("complete"),
+        vec![Settled::Completed { stale: false }]
+    );
     let rows = history(&b, &info.id).await;
     let seen: Vec<(u32, AttemptOutcome, Option<&str>, Option<u64>)> = rows
         .iter()
@@ -106,10 +112,12 @@ async fn a_dead_letter_and_a_cancel_end_the_history_with_their_reason() {
         .enqueue(&email(1), EnqueueOptions::new().max_retry(0))
         .await
         .expect("enqueue");
-    let l = next(&b, "w", 3).await;
-    b.dead_letter(&l.id, "bad address", true)
-        .await
-        .expect("dead");
+    let l = next(&b, "w").await;
+    let dead_letter = Settlement::dead_lettered(l.id, "bad address", true).with_report(ran(3));
+    assert_eq!(
+        b.settle_one(dead_letter).await.expect("dead"),
+        Settled::DeadLettered(DeadOutcome::Archived)
+    );
     let rows = history(&b, &dead.id).await;
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -120,8 +128,12 @@ async fn a_dead_letter_and_a_cancel_end_the_history_with_their_reason() {
         .enqueue(&email(2), EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let l = next(&b, "w", 3).await;
-    b.cancel(&l.id, "order withdrawn").await.expect("cancel");
+    let l = next(&b, "w").await;
+    let cancel = Settlement::cancelled(l.id, "order withdrawn").with_report(ran(3));
+    assert_eq!(
+        b.settle_one(cancel).await.expect("cancel"),
+        Settled::Cancelled(CancelOutcome::Cancelled)
+    );
     let rows = history(&b, &cancelled.id).await;
     assert_eq!(
         (rows[0].outcome, rows[0].error.as_deref()),
@@ -138,17 +150,10 @@ async fn the_newest_rows_are_kept_and_a_plain_success_keeps_none() {
         .enqueue(&email(2), EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let l = next(&b, "w", 1).await;
-    b.complete(
-        &q(),
-        &[Completion {
-            lease: l.id.clone(),
-            retention: None,
-            result: None,
-        }],
-    )
-    .await
-    .expect("complete");
+    let l = next(&b, "w").await;
+    b.settle(&[Settlement::completed(l.id).with_report(ran(1))])
+        .await
+        .expect("complete");
     assert!(b.task(&q(), &plain.id).await.expect("task").is_none());
     let info = client
         .enqueue(&email(1), EnqueueOptions::new().max_retry(100))
@@ -156,7 +161,7 @@ async fn the_newest_rows_are_kept_and_a_plain_success_keeps_none() {
         .expect("enqueue");
     let tries = ATTEMPTS_KEPT as u32 + 5;
     for n in 1..=tries {
-        let l = next(&b, "w", 1).await;
+        let l = next(&b, "w").await;
         assert!(b
             .retry(&l.id, Duration::ZERO, &format!("failure {n}"))
             .await
@@ -179,7 +184,7 @@ async fn a_lost_worker_is_a_row_with_its_name() {
         .enqueue(&email(1), EnqueueOptions::new())
         .await
         .expect("enqueue");
-    let _started = next(&b, "gone-worker", 0).await;
+    let _started = next(&b, "gone-worker").await;
     tokio::time::sleep(Duration::from_millis(30)).await;
     b.reclaim_idle(&q(), Duration::from_millis(10), 10)
         .await
@@ -197,16 +202,17 @@ async fn a_lost_worker_is_a_row_with_its_name() {
 #[tokio::test]
 async fn a_retry_whose_reply_is_lost_adds_one_row() {
     let rig = rig().await;
-    let mut lease = rig
+    let lease = rig
         .running(EnqueueOptions::new().task_id("t-lost-reply"))
         .await;
-    lease.id.ran_ms = Some(12);
     rig.lose_reply_of("retry");
-    assert!(rig
-        .via
-        .retry(&lease.id, Duration::from_secs(60), "flaky")
-        .await
-        .expect("retry"));
+    let retry =
+        Settlement::retried(lease.id, Duration::from_secs(60), "flaky").with_report(ran(12));
+    assert_eq!(
+        rig.via.settle_one(retry).await.expect("retry"),
+        Settled::Retried { stale: false },
+        "a re-sent retry answers what its first run did"
+    );
     rig.assert_lost(1);
     let rows = rig
         .direct
@@ -228,12 +234,13 @@ async fn logs_go_with_their_attempt_and_the_history_stays_bounded() {
         .expect("enqueue");
     // Ten attempts each logging 16 KiB: the history keeps the newest that fit in 64 KiB.
     for n in 1..=10u32 {
-        let mut l = next(&b, "w", 1).await;
-        l.id.logs = Some(format!("attempt {n}: {}", "x".repeat(16 * 1024)));
-        assert!(b
-            .retry(&l.id, Duration::ZERO, "again")
-            .await
-            .expect("retry"));
+        let l = next(&b, "w").await;
+        let report = AttemptReport {
+            ran_ms: Some(1),
+            logs: Some(format!("attempt {n}: {}", "x".repeat(16 * 1024))),
+        };
+        let retry = Settlement::retried(l.id, Duration::ZERO, "again").with_report(report);
+        assert!(!b.settle_one(retry).await.expect("retry").is_stale());
     }
     let raw: Option<String> = b
         .client()
@@ -268,7 +275,7 @@ async fn a_damaged_history_loses_only_its_damaged_lines() {
         .hset(&key, ("at", "not json\n{\"a\":\"x\"}"))
         .await
         .expect("hset");
-    let l = next(&b, "w", 2).await;
+    let l = next(&b, "w").await;
     assert!(b.retry(&l.id, Duration::ZERO, "boom").await.expect("retry"));
     let rows = history(&b, &info.id).await;
     assert_eq!(rows.len(), 1, "{rows:?}");

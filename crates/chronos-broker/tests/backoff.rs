@@ -12,7 +12,8 @@ use chronos_broker::fred::interfaces::{
 };
 use chronos_broker::{
     backoff_jitter, Admission, BackoffOutcome, BackoffScope, Client, Consume, EnqueueOptions,
-    Inspect, KeyRate, Lease, LeaseId, Maintain, QueueName, RedisBroker, TaskState, Throttle,
+    Inspect, KeyRate, Lease, LeaseId, Maintain, QueueName, RedisBroker, SettleExt, TaskState,
+    Throttle,
 };
 use common::{broker, calls_of, email, redis_ms, reset_stats, rig, take};
 
@@ -115,7 +116,7 @@ async fn a_key_block_holds_the_keys_other_deliveries_once_each_until_its_end() {
     enqueue_keyed(&b, "other", 1).await;
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert!(f.key_blocks, "the fetch reports blocked keys");
@@ -154,7 +155,7 @@ async fn a_key_block_holds_the_keys_other_deliveries_once_each_until_its_end() {
     // Moved once: nothing of the key is due before the block ends.
     assert_eq!(b.forward_due(&queue, 100).await.expect("forward"), 0);
     let again = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert!(again.leases.is_empty());
@@ -205,7 +206,7 @@ async fn a_queue_block_makes_the_fetch_answer_the_block_and_read_nothing() {
     // Even a blocking fetch answers at once: the block, and nothing read.
     let t0 = std::time::Instant::now();
     let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::from_secs(2))
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::from_secs(2))
         .await
         .expect("fetch");
     assert!(t0.elapsed() < Duration::from_millis(500));
@@ -232,7 +233,7 @@ async fn a_queue_block_makes_the_fetch_answer_the_block_and_read_nothing() {
     let wait = until - redis_ms(&b).await + 20;
     tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
     let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(f.blocked_until_ms, None);
@@ -248,7 +249,14 @@ async fn a_block_set_during_a_blocking_read_holds_what_it_reads() {
     let read = tokio::spawn(async move {
         let mut reader = reader_b.open_reader().await.expect("reader");
         reader_b
-            .fetch(&mut reader, &q("default"), "w2", 10, Duration::from_secs(3))
+            .fetch(
+                &mut reader,
+                &q("default"),
+                "w2",
+                &[],
+                10,
+                Duration::from_secs(3),
+            )
             .await
             .expect("fetch")
     });
@@ -424,7 +432,14 @@ async fn a_blocking_read_holds_back_deliveries_of_a_blocked_key() {
     let read = tokio::spawn(async move {
         let mut reader = reader_b.open_reader().await.expect("reader");
         reader_b
-            .fetch(&mut reader, &q("default"), "w2", 10, Duration::from_secs(3))
+            .fetch(
+                &mut reader,
+                &q("default"),
+                "w2",
+                &[],
+                10,
+                Duration::from_secs(3),
+            )
             .await
             .expect("fetch")
     });
@@ -436,7 +451,7 @@ async fn a_blocking_read_holds_back_deliveries_of_a_blocked_key() {
         // The read woke on the first entry only: the second is read at once.
         let mut reader = b.open_reader().await.expect("reader");
         got = b
-            .fetch(&mut reader, &queue, "w2", 10, Duration::ZERO)
+            .fetch(&mut reader, &queue, "w2", &[], 10, Duration::ZERO)
             .await
             .expect("fetch")
             .leases;
@@ -500,7 +515,7 @@ async fn a_fetch_of_a_never_blocked_queue_reads_no_block_key_and_the_flag_goes_w
         .expect("enqueue");
     reset_stats(&b).await;
     let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(f.leases.len(), 1);
@@ -530,7 +545,7 @@ async fn a_fetch_of_a_never_blocked_queue_reads_no_block_key_and_the_flag_goes_w
         .expect("hexists");
     assert!(flag);
     assert!(b.unblock(&queue, None).await.expect("unblock"));
-    b.fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+    b.fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     let flag: bool = b
@@ -540,7 +555,7 @@ async fn a_fetch_of_a_never_blocked_queue_reads_no_block_key_and_the_flag_goes_w
         .expect("hexists");
     assert!(!flag, "claim.lua removed the flag");
     reset_stats(&b).await;
-    b.fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+    b.fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(calls_of(&b, "exists").await, 0);

@@ -10,7 +10,8 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::SortedSetsInterface;
 use chronos_broker::{
     ActionOutcome, CancelOutcome, Client, Consume, Dedup, EnqueueOptions, EnqueueOutcome, Inspect,
-    Lease, Maintain, Operate, QueueName, RedisBroker, Results, TaskAction, TaskOutcome, TaskState,
+    Lease, Maintain, Operate, QueueName, RedisBroker, Results, SettleExt, TaskAction, TaskOutcome,
+    TaskState,
 };
 use common::{broker, email, rig, take};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chronos_broker::{
     BrokerError, Client, Completion, Consume, Coordinate, EnqueueOptions, Inspect, Maintain,
-    QueueName,
+    QueueName, SettleExt,
 };
 use common::{cluster_broker, email, take, Email};
 
@@ -59,7 +59,7 @@ async fn full_task_cycle_runs_on_a_cluster_across_many_queues() {
         let again = take(&b, &mut reader, &queue, "w", 10, Duration::from_millis(100)).await;
         assert_eq!(again.leases.len(), 1);
         assert_eq!(
-            b.extend_leases(&queue, "w", &[again.leases[0].id.msg_id.clone()])
+            b.keep_alive(&queue, "w", &[again.leases[0].id.msg_id.clone()], &[])
                 .await
                 .expect("hb")
                 .len(),
@@ -258,7 +258,7 @@ async fn a_backoff_and_its_holds_run_in_their_queues_slot() {
             .expect("back off");
         assert!(matches!(got, BackoffOutcome::Blocked { .. }), "{name}");
         let f = b
-            .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+            .fetch(&mut reader, &queue, "w", &[], 1, Duration::ZERO)
             .await
             .expect("fetch");
         assert!(f.key_blocks, "{name}");

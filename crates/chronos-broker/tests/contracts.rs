@@ -8,7 +8,7 @@ use std::time::Duration;
 use chronos_broker::fred::prelude::*;
 use chronos_broker::{
     BrokerError, Client, Completion, Consume, Coordinate, EnqueueOptions, Inspect, QueueName,
-    RedisBroker, TaskArgs,
+    RedisBroker, SettleExt, TaskArgs,
 };
 use common::{broker, email, take, Email};
 

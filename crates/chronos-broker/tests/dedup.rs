@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use chronos_broker::{
     decode_args, Client, Completion, Consume, Dedup, DedupMode, EnqueueOptions, EnqueueOutcome,
-    Inspect, Lease, Maintain, QueueName, RedisBroker, Release, StartOutcome, TaskInfo, TaskState,
+    Inspect, Lease, Maintain, QueueName, RedisBroker, Release, SettleExt, StartOutcome, TaskInfo,
+    TaskState,
 };
 use common::{broker, email, redis_ms, rig, take, Email};
 
@@ -266,7 +267,7 @@ async fn a_debounce_at_the_moment_the_holder_starts_loses_and_doubles_nothing() 
     b.forward_due(&q(), 100).await.expect("forward");
     let mut reader = b.open_reader().await.expect("reader");
     let fetched = b
-        .fetch(&mut reader, &q(), "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &q(), "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(fetched.leases.len(), 1);

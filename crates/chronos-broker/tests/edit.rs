@@ -8,8 +8,8 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::{SortedSetsInterface, StreamsInterface};
 use chronos_broker::{
     ActionOutcome, BrokerError, Client, Consume, EnqueueOptions, Inspect, Maintain, Operate,
-    Priority, QueueName, RedisBroker, StartOutcome, TaskAction, TaskArgs, TaskEdit, TaskEnvelope,
-    TaskState, Tenants,
+    Priority, QueueName, RedisBroker, SettleExt, StartOutcome, TaskAction, TaskArgs, TaskEdit,
+    TaskEnvelope, TaskState, Tenants,
 };
 use common::{broker, email, redis_ms, rig, take, Email};
 
@@ -45,7 +45,7 @@ fn n_of(env: &TaskEnvelope) -> u32 {
 async fn fetch(b: &RedisBroker, count: usize) -> Vec<(u32, chronos_broker::LeaseId)> {
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &q(), "w", count, Duration::ZERO)
+        .fetch(&mut reader, &q(), "w", &[], count, Duration::ZERO)
         .await
         .expect("fetch");
     f.leases

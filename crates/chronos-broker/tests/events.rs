@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chronos_broker::{
     BrokerError, Client, Completion, Consume, EnqueueOptions, EventCursor, EventKind, Events,
-    Lease, Maintain, ProgressUpdate, QueueName, RedisBroker, TaskEvent,
+    Lease, Maintain, ProgressUpdate, QueueName, RedisBroker, SettleExt, TaskEvent,
 };
 use common::{broker, email, take};
 
@@ -116,7 +116,7 @@ async fn every_transition_writes_its_event_in_order() {
         "{dup:?}"
     );
     let l = next(&b, "w1").await;
-    b.report_progress(
+    b.keep_alive(
         &q(),
         "w1",
         std::slice::from_ref(&l.id.msg_id),
@@ -709,7 +709,7 @@ async fn a_resent_start_or_heartbeat_writes_its_event_once() {
     let mut reader = rig.via.open_reader().await.expect("reader");
     let f = rig
         .via
-        .fetch(&mut reader, &q(), "w", 10, Duration::from_millis(200))
+        .fetch(&mut reader, &q(), "w", &[], 10, Duration::from_millis(200))
         .await
         .expect("fetch");
     assert_eq!(f.leases.len(), 2);
@@ -725,7 +725,7 @@ async fn a_resent_start_or_heartbeat_writes_its_event_once() {
         .expect("the task with a record");
     rig.lose_reply_of("heartbeat");
     rig.via
-        .report_progress(
+        .keep_alive(
             &q(),
             "w",
             std::slice::from_ref(&kept.id.msg_id),

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use chronos_broker::{
     chain_successor, Chain, ChainStatus, Client, Completion, Consume, EnqueueOptions, Flows, Group,
-    GroupInfo, Inspect, MemberOutcome, MemberReport, Operate, QueueName, RedisBroker, TaskAction,
-    TaskState,
+    GroupInfo, Inspect, MemberOutcome, MemberReport, Operate, QueueName, RedisBroker, SettleExt,
+    TaskAction, TaskState,
 };
 use common::{broker, email, take};
 

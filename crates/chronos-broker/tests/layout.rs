@@ -11,7 +11,7 @@ use chronos_broker::fred::types::{ClusterHash, CustomCommand};
 use chronos_broker::{
     decode_args, encode_args, now_ms, ActionOutcome, BrokerError, Client, Completion, Consume,
     DeadOutcome, DecodeError, Enqueue, EnqueueOptions, Inspect, Maintain, NewTask, Operate,
-    QueueName, RedisBroker, Results, TaskAction, TaskArgs, TaskState,
+    QueueName, RedisBroker, Results, SettleExt, TaskAction, TaskArgs, TaskState,
 };
 use common::{broker, take};
 
@@ -238,7 +238,14 @@ async fn resent_task_id_is_idempotent_wherever_the_envelope_lives() {
         outcome(b.enqueue(vec![same.clone()]).await.expect("enqueue")).expect("first");
         if fetch {
             let f = b
-                .fetch(&mut reader, &q(id), "w", 10, Duration::from_millis(100))
+                .fetch(
+                    &mut reader,
+                    &q(id),
+                    "w",
+                    &[],
+                    10,
+                    Duration::from_millis(100),
+                )
                 .await
                 .expect("fetch");
             assert_eq!(f.leases.len(), 1, "{id}");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::HashesInterface;
 use chronos_broker::{
     Client, Completion, Consume, Dedup, EnqueueOptions, EnqueueOutcome, Lease, QueueName,
-    RedisBroker, Release, TaskState,
+    RedisBroker, Release, SettleExt, TaskState,
 };
 use common::{broker, email, take};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::{HashesInterface, StreamsInterface};
 use chronos_broker::{
     Client, Completion, Consume, DeadOutcome, EnqueueOptions, Inspect, Maintain, QueueName,
-    StartOutcome, TaskState,
+    SettleExt, Settlement, StartOutcome, TaskState,
 };
 use common::{email, rig, take};
 
@@ -131,7 +131,7 @@ async fn claim_whose_reply_is_lost_returns_the_same_batch_and_strands_nothing() 
     let mut reader = rig.via.open_reader().await.expect("reader");
     let f = rig
         .via
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch re-sent");
     rig.assert_lost(1);
@@ -174,7 +174,14 @@ async fn start_whose_reply_is_lost_starts_once() {
     let mut reader = rig.via.open_reader().await.expect("reader");
     let f = rig
         .via
-        .fetch(&mut reader, &queue, "w", 10, Duration::from_millis(200))
+        .fetch(
+            &mut reader,
+            &queue,
+            "w",
+            &[],
+            10,
+            Duration::from_millis(200),
+        )
         .await
         .expect("fetch");
     rig.lose_reply_of("start");
@@ -271,7 +278,7 @@ async fn requeue_forward_and_reclaim_whose_replies_are_lost_move_each_task_once(
     // requeue
     let f = rig
         .via
-        .fetch(&mut reader, &queue, "w", 1, Duration::from_millis(200))
+        .fetch(&mut reader, &queue, "w", &[], 1, Duration::from_millis(200))
         .await
         .expect("fetch");
     rig.lose_reply_of("requeue");
@@ -381,17 +388,14 @@ async fn settle_and_fetch_whose_reply_is_lost_acks_once_and_returns_the_same_bat
     let first = take(&rig.direct, &mut reader, &queue, "w", 1, Duration::ZERO).await;
     assert_eq!(first.leases.len(), 1);
     rig.lose_reply_of("claim");
-    let done = [Completion {
-        lease: first.leases[0].id.clone(),
-        retention: None,
-        result: None,
-    }];
+    let done = [Settlement::completed(first.leases[0].id.clone())];
     let mut via_reader = rig.via.open_reader().await.expect("reader");
-    let (acked, next) = rig
+    let next = rig
         .via
-        .complete_and_fetch(&mut via_reader, &queue, "w", &done, 1)
+        .fetch(&mut via_reader, &queue, "w", &done, 1, Duration::ZERO)
         .await
         .expect("re-sent");
+    let acked = next.settled.iter().filter(|a| !a.is_stale()).count();
     rig.assert_lost(1);
     // The first run acked; the re-send acks nothing and hands back what the first run read.
     assert_eq!((acked, next.leases.len()), (0, 1));
@@ -408,16 +412,13 @@ async fn settle_and_fetch_whose_reply_is_lost_acks_once_and_returns_the_same_bat
     // Its count was owed once: the two calls that drain the queue pay exactly three.
     let mut held = next.leases[0].id.clone();
     for more in [1, 0] {
-        let done = [Completion {
-            lease: held.clone(),
-            retention: None,
-            result: None,
-        }];
-        let (acked, f) = rig
+        let done = [Settlement::completed(held.clone())];
+        let f = rig
             .direct
-            .complete_and_fetch(&mut reader, &queue, "w", &done, 1)
+            .fetch(&mut reader, &queue, "w", &done, 1, Duration::ZERO)
             .await
             .expect("ack");
+        let acked = f.settled.iter().filter(|a| !a.is_stale()).count();
         assert_eq!((acked, f.leases.len()), (1, more));
         if let Some(l) = f.leases.first() {
             held = l.id.clone();

@@ -73,7 +73,7 @@ async fn a_plain_entry_with_a_rate_key_runs_or_waits_and_is_never_deleted_as_gon
     let ids = foreign_plain_entries(&b, &queue, "acme", 3).await;
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w1", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w1", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     b.close_reader(reader).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::{HashesInterface, KeysInterface, StreamsInterface};
 use chronos_broker::{
     ActionOutcome, Client, Completion, Consume, EnqueueOptions, Inspect, Maintain, Operate,
-    Priority, QueueName, RedisBroker, TaskAction, TaskFilter, TaskState,
+    Priority, QueueName, RedisBroker, SettleExt, TaskAction, TaskFilter, TaskState,
 };
 use common::{broker, email, rig, take};
 
@@ -249,7 +249,7 @@ async fn a_task_keeps_its_level_through_retry_reclaim_dead_letter_and_run_now() 
     assert!(lease.msg_id.starts_with("2/"), "{lease:?}");
     // The lease is honoured by the heartbeat and completes.
     let owned = b
-        .extend_leases(&queue, "w", std::slice::from_ref(&lease.msg_id))
+        .keep_alive(&queue, "w", std::slice::from_ref(&lease.msg_id), &[])
         .await
         .expect("extend");
     assert_eq!(owned, vec![lease.msg_id.clone()]);
@@ -339,7 +339,7 @@ async fn a_blocked_reader_wakes_for_a_queues_first_level() {
         let queue = queue.clone();
         tokio::spawn(async move {
             let f = b
-                .fetch(&mut reader, &queue, "w", 10, Duration::from_secs(4))
+                .fetch(&mut reader, &queue, "w", &[], 10, Duration::from_secs(4))
                 .await
                 .expect("fetch");
             (f, reader)
@@ -400,14 +400,14 @@ async fn prioritize_and_a_level_fetch_whose_replies_are_lost_act_once() {
     let mut reader = rig.via.open_reader().await.expect("reader");
     let first = rig
         .via
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(first.leases.len(), 1);
     rig.lose_reply_of("claim");
     let second = rig
         .via
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 1, Duration::ZERO)
         .await
         .expect("fetch re-sent");
     rig.assert_lost(2);

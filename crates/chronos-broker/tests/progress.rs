@@ -1,4 +1,4 @@
-//! A running task's progress (`Maintain::report_progress`, `Results::progress`): written only
+//! A running task's progress (`Maintain::keep_alive`, `Results::progress`): written only
 //! while the reporter holds the delivery, in the same call that refreshes its lease, kept past
 //! the task's end for `PROGRESS_TTL`, and harmless to re-send after a lost reply.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::KeysInterface;
 use chronos_broker::{
     Client, Consume, EnqueueOptions, Inspect, Lease, Maintain, ProgressUpdate, QueueName,
-    RedisBroker, Results, TaskInfo, PROGRESS_TTL,
+    RedisBroker, Results, SettleExt, TaskInfo, PROGRESS_TTL,
 };
 use common::{broker, email, rig, take};
 
@@ -63,7 +63,7 @@ async fn progress_is_stored_for_a_held_delivery_and_outlives_its_task() {
         .map(|l| update(l, &format!(r#"{{"percent":40,"note":"{}"}}"#, l.id.task_id)))
         .collect();
     let owned = b
-        .report_progress(&q(), "w", &ids, &updates)
+        .keep_alive(&q(), "w", &ids, &updates)
         .await
         .expect("report");
     assert_eq!(owned.len(), 2, "both leases are still held");
@@ -113,7 +113,7 @@ async fn a_lost_delivery_gets_no_progress_and_is_reported_lost() {
         .await
         .expect("reclaim");
     let owned = b
-        .report_progress(
+        .keep_alive(
             &q(),
             "w1",
             std::slice::from_ref(&lease.id.msg_id),
@@ -137,7 +137,7 @@ async fn a_report_whose_reply_is_lost_is_sent_again_with_the_same_effect() {
     let ids = [lease.id.msg_id.clone()];
     let owned = rig
         .via
-        .report_progress(&q(), "w", &ids, &[update(&lease, r#"{"rows":12}"#)])
+        .keep_alive(&q(), "w", &ids, &[update(&lease, r#"{"rows":12}"#)])
         .await
         .expect("report");
     rig.assert_lost(1);
@@ -157,7 +157,7 @@ async fn an_oversized_or_damaged_value_is_a_typed_error() {
     let (info, lease) = delivered(&b, "w").await;
     let big = format!("\"{}\"", "x".repeat(chronos_broker::MAX_PROGRESS_BYTES));
     let err = b
-        .report_progress(
+        .keep_alive(
             &q(),
             "w",
             std::slice::from_ref(&lease.id.msg_id),

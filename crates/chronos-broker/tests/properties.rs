@@ -17,7 +17,7 @@ use chronos_broker::fred::types::{Key, Value};
 use chronos_broker::{
     decode_args, encode_args, payload_json, BrokerError, Completion, Consume, DeadLetter,
     DecodeError, EnqueueOptions, Keyspace, NewTask, QueueName, RedisBroker, ScheduleEntry,
-    ServerRecord, TaskArgs, TaskEnvelope, ENVELOPE_VERSION, MAX_NAME_LEN,
+    ServerRecord, SettleExt, TaskArgs, TaskEnvelope, ENVELOPE_VERSION, MAX_NAME_LEN,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -739,7 +739,14 @@ fn redis_stream_entries_fetch_as_leases_or_drops() {
                 }
                 let mut reader = reader.lock().await;
                 let fetched = broker
-                    .fetch(&mut reader, &queue, "props", 64, std::time::Duration::ZERO)
+                    .fetch(
+                        &mut reader,
+                        &queue,
+                        "props",
+                        &[],
+                        64,
+                        std::time::Duration::ZERO,
+                    )
                     .await
                     .map_err(|e| TestCaseError::fail(format!("fetch failed: {e}")))?;
                 // An entry is a delivery when it has an envelope and names its task by a UTF-8

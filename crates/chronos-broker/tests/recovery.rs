@@ -13,7 +13,7 @@ use chronos_broker::fred::types::InfoKind;
 use chronos_broker::{
     encode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome, Enqueue,
     EnqueueOptions, EvictionCheck, Inspect, LeaseId, Maintain, NewTask, QueueName, RedisBroker,
-    StartOutcome, TaskArgs, TaskState,
+    SettleExt, StartOutcome, TaskArgs, TaskState,
 };
 use chronos_testkit::RedisServer;
 use common::{broker, email, redis_ms, take, Email};
@@ -117,7 +117,10 @@ async fn heartbeat_refreshes_ten_thousand_leases_of_one_queue() {
     let ids: Vec<String> = f.leases.iter().map(|l| l.id.msg_id.clone()).collect();
     assert_eq!(ids.len(), 10_000);
     // One script call would exceed Lua's unpack limit (~8,000 values) and fail every beat.
-    let owned = b.extend_leases(&queue, "w", &ids).await.expect("heartbeat");
+    let owned = b
+        .keep_alive(&queue, "w", &ids, &[])
+        .await
+        .expect("heartbeat");
     assert_eq!(owned.len(), 10_000);
     let done: Vec<Completion> = f
         .leases
@@ -279,7 +282,7 @@ async fn a_corrupt_task_record_fails_alone_and_is_archived_with_the_reason() {
     // The batch is fetched whole: the bad record does not fail the good ones.
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(f.leases.len(), 3);
@@ -401,7 +404,7 @@ async fn only_the_idle_delivery_is_reclaimed(b: &RedisBroker, name: &str) -> boo
     let refreshed_from = redis_ms(b).await;
     let ids: Vec<String> = live.leases.iter().map(|l| l.id.msg_id.clone()).collect();
     assert_eq!(
-        b.extend_leases(&queue, "alive", &ids)
+        b.keep_alive(&queue, "alive", &ids, &[])
             .await
             .expect("hb")
             .len(),
@@ -443,7 +446,7 @@ async fn a_fetched_but_unstarted_delivery_costs_no_attempt() {
     // A worker fetches it into its buffer and dies before starting it.
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "crashed", 1, Duration::ZERO)
+        .fetch(&mut reader, &queue, "crashed", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(f.leases.len(), 1);
@@ -499,7 +502,10 @@ async fn heartbeat_asks_for_the_consumers_pending_list_once() {
     let ids: Vec<String> = f.leases.iter().map(|l| l.id.msg_id.clone()).collect();
     redis_cli(&redis, &["CONFIG", "RESETSTAT"]);
     assert_eq!(
-        b.extend_leases(&queue, "w", &ids).await.expect("hb").len(),
+        b.keep_alive(&queue, "w", &ids, &[])
+            .await
+            .expect("hb")
+            .len(),
         50
     );
     let stats: String = b
@@ -535,7 +541,7 @@ async fn a_delivery_never_marked_started_is_free_three_times_then_counts() {
     let mut reader = b.open_reader().await.expect("reader");
     for round in 1..=4 {
         let f = b
-            .fetch(&mut reader, &queue, "killed", 1, Duration::ZERO)
+            .fetch(&mut reader, &queue, "killed", &[], 1, Duration::ZERO)
             .await
             .expect("fetch");
         assert_eq!(f.leases.len(), 1, "round {round}");
@@ -584,7 +590,7 @@ async fn the_free_redeliveries_are_counted_per_attempt() {
     };
     for round in 1..=3 {
         let f = b
-            .fetch(&mut reader, &queue, "killed", 1, Duration::ZERO)
+            .fetch(&mut reader, &queue, "killed", &[], 1, Duration::ZERO)
             .await
             .expect("fetch");
         assert_eq!(f.leases.len(), 1);
@@ -592,7 +598,7 @@ async fn the_free_redeliveries_are_counted_per_attempt() {
     }
     // The first attempt runs and fails.
     let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     let lease = f.leases.into_iter().next().expect("delivery");
@@ -606,7 +612,7 @@ async fn the_free_redeliveries_are_counted_per_attempt() {
     b.forward_due(&queue, 10).await.expect("forward");
     for round in 4..=6 {
         let f = b
-            .fetch(&mut reader, &queue, "killed", 1, Duration::ZERO)
+            .fetch(&mut reader, &queue, "killed", &[], 1, Duration::ZERO)
             .await
             .expect("fetch");
         assert_eq!(f.leases.len(), 1, "round {round}");
@@ -639,7 +645,7 @@ async fn an_undecodable_plain_entry_starts_with_its_own_max_retry() {
         .expect("xadd");
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     let lease = f.leases.into_iter().next().expect("delivery");
@@ -727,7 +733,7 @@ async fn a_failed_removal_of_a_foreign_entry_keeps_the_tasks_read_with_it() {
         let (limited, queue) = (limited.clone(), queue.clone());
         tokio::spawn(async move {
             let f = limited
-                .fetch(&mut reader, &queue, "w", 10, Duration::from_secs(5))
+                .fetch(&mut reader, &queue, "w", &[], 10, Duration::from_secs(5))
                 .await;
             (f, reader)
         })

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use chronos_broker::{
     BrokerError, Client, Completion, Consume, EnqueueOptions, Lease, QueueName, RedisBroker,
-    Results, TaskOutcome, TaskState,
+    Results, SettleExt, TaskOutcome, TaskState,
 };
 use common::{broker, email, rig, take, until_subscribed};
 use serde::{Deserialize, Serialize};

@@ -63,7 +63,14 @@ async fn the_oldest_pending_task_is_the_first_undelivered_one() {
     // Deliver the first: the oldest pending is now the second, about 60 ms younger.
     let mut reader = b.open_reader().await.expect("reader");
     let fetched = b
-        .fetch(&mut reader, &queue, "w1", 1, Duration::from_millis(100))
+        .fetch(
+            &mut reader,
+            &queue,
+            "w1",
+            &[],
+            1,
+            Duration::from_millis(100),
+        )
         .await
         .expect("fetch");
     assert_eq!(fetched.leases.len(), 1);
@@ -73,9 +80,16 @@ async fn the_oldest_pending_task_is_the_first_undelivered_one() {
     assert!(second >= first + 50, "first {first}, second {second}");
 
     // Nothing pending: no age, whatever is still active.
-    b.fetch(&mut reader, &queue, "w1", 1, Duration::from_millis(100))
-        .await
-        .expect("fetch");
+    b.fetch(
+        &mut reader,
+        &queue,
+        "w1",
+        &[],
+        1,
+        Duration::from_millis(100),
+    )
+    .await
+    .expect("fetch");
     let s = b.sample_queue(&queue).await.expect("sample");
     assert_eq!((s.stats.pending, s.stats.active), (0, 2));
     assert_eq!(s.oldest_pending_ms, None);

@@ -752,7 +752,7 @@ async fn scheduler_scripts_run_on_a_cluster() {
 /// record names no lock), and a lock let go on start is freed by the task's start.
 #[tokio::test]
 async fn fire_honours_a_throttle_window_and_a_release_on_start() {
-    use chronos_broker::{Completion, Consume, Dedup, DedupMode, Release};
+    use chronos_broker::{Completion, Consume, Dedup, DedupMode, Release, SettleExt};
     let b = broker().await;
     let e = leader(&b, "t").await;
     let ttl = Duration::from_secs(30);

@@ -1,5 +1,5 @@
-//! Settle and fetch in one call (`Consume::complete_and_fetch`): the claim script acks plain
-//! completions as it reads, and their counts wait in the consumer's receipt until COUNT_BATCH
+//! Settle and fetch in one call (`Consume::fetch` carrying settlements): the claim script acks
+//! plain completions as it reads, and their counts wait in the consumer's receipt until COUNT_BATCH
 //! are owed or a read takes nothing.
 
 mod common;
@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use chronos_broker::fred::interfaces::KeysInterface;
 use chronos_broker::{
-    Client, Completion, Consume, EnqueueOptions, HistorySpan, Inspect, Lease, Maintain, Operate,
-    QueueName, Results, TaskOutcome, TaskState, COUNT_BATCH,
+    BackoffScope, Client, Completion, Consume, EnqueueOptions, Fetched, HistorySpan, Inspect,
+    Lease, Maintain, Operate, QueueName, Results, Settled, Settlement, TaskOutcome, TaskState,
+    COUNT_BATCH,
 };
 use common::{broker, email, take};
 
@@ -17,12 +18,16 @@ fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("valid queue")
 }
 
-fn done(l: &Lease) -> Completion {
-    Completion {
-        lease: l.id.clone(),
-        retention: None,
-        result: None,
-    }
+fn done(l: &Lease) -> Settlement {
+    Settlement::completed(l.id.clone())
+}
+
+/// How many completions the fetch says it settled.
+fn settled_by(f: &Fetched) -> u64 {
+    f.settled
+        .iter()
+        .filter(|a| **a == Settled::Completed { stale: false })
+        .count() as u64
 }
 
 #[tokio::test]
@@ -43,10 +48,18 @@ async fn each_call_acks_the_last_task_and_takes_the_next_and_the_counts_catch_up
     let mut settled = 0;
     for i in 1..n {
         assert_eq!(held.len(), 1, "call {i}");
-        let (acked, f) = b
-            .complete_and_fetch(&mut reader, &queue, "w", &[done(&held[0])], 1)
+        let f = b
+            .fetch(
+                &mut reader,
+                &queue,
+                "w",
+                &[done(&held[0])],
+                1,
+                Duration::ZERO,
+            )
             .await
             .expect("settle and fetch");
+        let acked = settled_by(&f);
         settled += acked;
         held = f.leases;
         let stats = b.queue_stats(&queue).await.expect("stats");
@@ -59,10 +72,18 @@ async fn each_call_acks_the_last_task_and_takes_the_next_and_the_counts_catch_up
         );
     }
     // The last task's ack takes nothing more: the counts are exact again.
-    let (acked, f) = b
-        .complete_and_fetch(&mut reader, &queue, "w", &[done(&held[0])], 1)
+    let f = b
+        .fetch(
+            &mut reader,
+            &queue,
+            "w",
+            &[done(&held[0])],
+            1,
+            Duration::ZERO,
+        )
         .await
         .expect("last");
+    let acked = settled_by(&f);
     assert!(f.leases.is_empty());
     assert_eq!(settled + acked, n);
     let stats = b.queue_stats(&queue).await.expect("stats");
@@ -89,16 +110,32 @@ async fn a_read_of_zero_only_acks_and_pays_the_counts_owed() {
     }
     let mut reader = b.open_reader().await.expect("reader");
     let f = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
-    let (acked, f) = b
-        .complete_and_fetch(&mut reader, &queue, "w", &[done(&f.leases[0])], 1)
+    let f = b
+        .fetch(
+            &mut reader,
+            &queue,
+            "w",
+            &[done(&f.leases[0])],
+            1,
+            Duration::ZERO,
+        )
         .await
         .expect("carry");
+    let acked = settled_by(&f);
     assert_eq!((acked, f.leases.len()), (1, 1));
     assert_eq!(b.queue_stats(&queue).await.expect("stats").processed, 0);
-    let (acked, none) = b
-        .complete_and_fetch(&mut reader, &queue, "w", &[done(&f.leases[0])], 0)
+    let none = b
+        .fetch(
+            &mut reader,
+            &queue,
+            "w",
+            &[done(&f.leases[0])],
+            0,
+            Duration::ZERO,
+        )
         .await
         .expect("last");
+    let acked = settled_by(&none);
     assert_eq!((acked, none.leases.len()), (1, 0));
     let stats = b.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.pending, stats.processed), (1, 2));
@@ -124,19 +161,22 @@ async fn completions_that_need_a_record_or_an_event_are_settled_as_complete_does
     let mut reader = b.open_reader().await.expect("reader");
     let f = take(&b, &mut reader, &queue, "w", 2, Duration::from_millis(100)).await;
     assert_eq!(f.leases.len(), 2);
-    let carried: Vec<Completion> = f
+    let carried: Vec<Settlement> = f
         .leases
         .iter()
-        .map(|l| Completion {
-            lease: l.id.clone(),
-            retention: (l.id.task_id == kept.id).then_some(Duration::from_secs(60)),
-            result: (l.id.task_id == kept.id).then(|| b"42".to_vec()),
+        .map(|l| {
+            Settlement::from(Completion {
+                lease: l.id.clone(),
+                retention: (l.id.task_id == kept.id).then_some(Duration::from_secs(60)),
+                result: (l.id.task_id == kept.id).then(|| b"42".to_vec()),
+            })
         })
         .collect();
-    let (acked, next) = b
-        .complete_and_fetch(&mut reader, &queue, "w", &carried, 5)
+    let next = b
+        .fetch(&mut reader, &queue, "w", &carried, 5, Duration::ZERO)
         .await
         .expect("settle and fetch");
+    let acked = settled_by(&next);
     assert_eq!((acked, next.leases.len()), (2, 1));
     let rec = b.task(&queue, &kept.id).await.expect("task").expect("kept");
     assert_eq!(rec.state, TaskState::Completed);
@@ -167,8 +207,15 @@ async fn counts_owed_by_a_consumer_that_died_are_paid_when_it_is_removed() {
     let first = take(&b, &mut reader, &queue, "w", 1, Duration::from_millis(100)).await;
     let mut held = first.leases;
     for _ in 0..3 {
-        let (_, f) = b
-            .complete_and_fetch(&mut reader, &queue, "w", &[done(&held[0])], 1)
+        let f = b
+            .fetch(
+                &mut reader,
+                &queue,
+                "w",
+                &[done(&held[0])],
+                1,
+                Duration::ZERO,
+            )
             .await
             .expect("settle and fetch");
         held = f.leases;
@@ -199,4 +246,58 @@ async fn counts_owed_by_a_consumer_that_died_are_paid_when_it_is_removed() {
     assert_eq!(minutes.iter().map(|m| m.processed).sum::<u64>(), 3);
     let gone: i64 = b.client().exists(&receipt).await.expect("exists");
     assert_eq!(gone, 0, "the receipt goes with its consumer");
+}
+
+#[tokio::test]
+async fn a_fetch_carries_any_end_and_answers_each_in_order() {
+    let b = broker().await;
+    let queue = q("default");
+    let client = Client::new(b.clone());
+    for i in 0..4 {
+        client
+            .enqueue(&email(i), EnqueueOptions::new())
+            .await
+            .expect("enqueue");
+    }
+    let mut reader = b.open_reader().await.expect("reader");
+    let f = take(&b, &mut reader, &queue, "w", 3, Duration::from_millis(100)).await;
+    assert_eq!(f.leases.len(), 3);
+    let carried = [
+        done(&f.leases[0]),
+        Settlement::retried(f.leases[1].id.clone(), Duration::from_secs(60), "flaky"),
+        Settlement::backed_off(
+            f.leases[2].id.clone(),
+            BackoffScope::Key("partner".into()),
+            Duration::from_secs(60),
+        ),
+    ];
+    let next = b
+        .fetch(&mut reader, &queue, "w", &carried, 1, Duration::ZERO)
+        .await
+        .expect("settle and fetch");
+    assert_eq!(next.leases.len(), 1);
+    assert_eq!(next.settled.len(), 3);
+    assert_eq!(next.settled[0], Settled::Completed { stale: false });
+    assert_eq!(next.settled[1], Settled::Retried { stale: false });
+    assert!(
+        matches!(next.settled[2], Settled::BackedOff(_)) && !next.settled[2].is_stale(),
+        "{:?}",
+        next.settled[2]
+    );
+    // Carried again (a caller that did not see the answer), nothing is settled twice: the
+    // completion finds its lease gone, the retry answers what its first run did. The call
+    // takes nothing, so the count the first one owed is paid.
+    let again = b
+        .fetch(&mut reader, &queue, "w", &carried, 0, Duration::ZERO)
+        .await
+        .expect("re-sent");
+    assert_eq!(
+        again.settled[..2],
+        [
+            Settled::Completed { stale: true },
+            Settled::Retried { stale: false }
+        ]
+    );
+    let stats = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!((stats.retry, stats.scheduled, stats.processed), (1, 1, 1));
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::HashesInterface;
 use chronos_broker::{
     Client, Consume, EnqueueOptions, Inspect, Lease, Maintain, Priority, QueueName, RedisBroker,
-    SnoozeOutcome, TaskState, TenantChange, Tenants,
+    SettleExt, SnoozeOutcome, TaskState, TenantChange, Tenants,
 };
 use common::{broker, email, rig, take};
 

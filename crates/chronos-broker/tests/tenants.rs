@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use chronos_broker::{
     BrokerError, Client, Completion, Consume, EnqueueOptions, Lease, Maintain, Priority, QueueName,
-    RedisBroker, TenantChange, Tenants,
+    RedisBroker, SettleExt, TenantChange, Tenants,
 };
 use common::{broker, calls_of, email, reset_stats, rig, take};
 
@@ -443,7 +443,7 @@ async fn a_rate_keys_deferral_ends_the_tenant_hold_and_the_task_comes_back() {
     put(&b, "t", 0..2, EnqueueOptions::new().rate_key("k")).await;
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(f.leases.len(), 1, "the cap of 1");
@@ -463,7 +463,7 @@ async fn a_rate_keys_deferral_ends_the_tenant_hold_and_the_task_comes_back() {
     );
     complete(&b, &f.leases).await;
     let g = b
-        .fetch(&mut reader, &queue, "w", 10, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 10, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(g.leases.len(), 1);

@@ -337,7 +337,7 @@ async fn fetch_keyed(
     }
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, queue, "w1", n as usize, Duration::ZERO)
+        .fetch(&mut reader, queue, "w1", &[], n as usize, Duration::ZERO)
         .await
         .expect("fetch");
     b.close_reader(reader).await;
@@ -390,7 +390,7 @@ async fn a_full_key_defers_its_task_without_an_attempt_until_its_next_window() {
             b.forward_due(&queue, 100).await.expect("forward");
             let mut reader = b.open_reader().await.expect("reader");
             let f = b
-                .fetch(&mut reader, &queue, "w1", 10, Duration::ZERO)
+                .fetch(&mut reader, &queue, "w1", &[], 10, Duration::ZERO)
                 .await
                 .expect("fetch");
             b.close_reader(reader).await;

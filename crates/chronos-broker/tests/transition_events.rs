@@ -11,7 +11,7 @@ use std::time::Duration;
 use chronos_broker::{
     encode_args, now_ms, BackoffScope, Client, Completion, Consume, EnqueueOptions, Events, Flows,
     Group, KeyRate, Lease, LeaseId, MemberReport, NewTask, Operate, Priority, ProgressUpdate,
-    QueueName, RedisBroker, Schedules, TaskAction, TaskEdit, Trigger,
+    QueueName, RedisBroker, Schedules, SettleExt, TaskAction, TaskEdit, Trigger,
 };
 use chronos_broker::{Maintain, ManageSchedules, Throttle};
 use common::{broker, email, take};
@@ -74,7 +74,7 @@ async fn enqueue(b: &RedisBroker, id: &str, opts: EnqueueOptions) {
 async fn fetch(b: &RedisBroker, id: &str) -> Lease {
     let mut reader = b.open_reader().await.expect("reader");
     let f = b
-        .fetch(&mut reader, &q(), "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &q(), "w", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     b.close_reader(reader).await;
@@ -134,7 +134,7 @@ async fn every_transition_writes_its_event() {
     s.check("enqueue", "run", &["enqueued"]).await;
     let l = started(&b, "run").await;
     s.check("start", "run", &["started"]).await;
-    b.report_progress(
+    b.keep_alive(
         &q(),
         "w",
         std::slice::from_ref(&l.id.msg_id),
@@ -193,7 +193,7 @@ async fn every_transition_writes_its_event() {
     let read = tokio::spawn(async move {
         let mut reader = reader_b.open_reader().await.expect("reader");
         let f = reader_b
-            .fetch(&mut reader, &q(), "w", 1, Duration::from_secs(3))
+            .fetch(&mut reader, &q(), "w", &[], 1, Duration::from_secs(3))
             .await
             .expect("fetch");
         reader_b.close_reader(reader).await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chronos_broker::{
     decode_args, now_ms, BrokerError, Client, Completion, Consume, DeadOutcome, EnqueueOptions,
-    Inspect, Maintain, QueueName, Results, TaskOutcome, TaskState,
+    Inspect, Maintain, QueueName, Results, SettleExt, TaskOutcome, TaskState,
 };
 use common::{broker, email, take, Email};
 
@@ -320,7 +320,7 @@ async fn heartbeat_keeps_lease_and_reports_a_reclaimed_one() {
     let ids: Vec<String> = f.leases.iter().map(|l| l.id.msg_id.clone()).collect();
     tokio::time::sleep(Duration::from_millis(120)).await;
     // Every lease held is refreshed, not only the first.
-    let mut both = b.extend_leases(&queue, "w", &ids).await.expect("extend");
+    let mut both = b.keep_alive(&queue, "w", &ids, &[]).await.expect("extend");
     both.sort();
     let mut want = ids.clone();
     want.sort();
@@ -328,7 +328,7 @@ async fn heartbeat_keeps_lease_and_reports_a_reclaimed_one() {
     tokio::time::sleep(Duration::from_millis(120)).await;
     // Refresh only the first lease; the second goes idle and is reclaimed.
     assert_eq!(
-        b.extend_leases(&queue, "w", &ids[..1])
+        b.keep_alive(&queue, "w", &ids[..1], &[])
             .await
             .expect("extend"),
         ids[..1].to_vec()
@@ -339,12 +339,12 @@ async fn heartbeat_keeps_lease_and_reports_a_reclaimed_one() {
         .expect("reclaim");
     assert_eq!(r.requeued, 1);
     assert_eq!(
-        b.extend_leases(&queue, "w", &ids).await.expect("extend"),
+        b.keep_alive(&queue, "w", &ids, &[]).await.expect("extend"),
         ids[..1].to_vec()
     );
     // Another consumer cannot steal a lease through the heartbeat.
     assert!(b
-        .extend_leases(&queue, "intruder", &ids)
+        .keep_alive(&queue, "intruder", &ids, &[])
         .await
         .expect("extend")
         .is_empty());

@@ -3,7 +3,7 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use chronos_broker::{Client, EnqueueOptions, RedisBroker, TaskArgs};
+use chronos_broker::{Client, EnqueueOptions, RedisBroker, SettleExt, TaskArgs};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -87,7 +87,7 @@ impl Env {
         let mut reader = self.broker.open_reader().await.expect("reader");
         let lease = self
             .broker
-            .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+            .fetch(&mut reader, &q, "w1", &[], 1, Duration::ZERO)
             .await
             .expect("fetch")
             .leases
@@ -819,7 +819,7 @@ async fn task_edit_changes_payload_level_and_run_time_and_refuses_a_started_task
     let mut reader = e.broker.open_reader().await.expect("reader");
     let f = e
         .broker
-        .fetch(&mut reader, &queue, "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &queue, "w", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     let started = f.leases[0].id.task_id.clone();
@@ -1116,7 +1116,7 @@ async fn queue_show_lists_handler_blocks_and_unblock_lifts_them() {
     let mut reader = e.broker.open_reader().await.expect("reader");
     let f = e
         .broker
-        .fetch(&mut reader, &q, "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "w", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     let lease = f.leases.into_iter().next().expect("one delivery");
@@ -1202,7 +1202,7 @@ async fn task_show_prints_a_running_tasks_progress() {
     let (info, lease) = e.delivered_mail("a@example.com").await;
     let q = QueueName::new("mail").expect("queue");
     e.broker
-        .report_progress(
+        .keep_alive(
             &q,
             "w1",
             std::slice::from_ref(&lease.id.msg_id),
@@ -1250,7 +1250,7 @@ async fn task_watch_follows_a_task_until_it_ends() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     let ids = [lease.id.msg_id.clone()];
     e.broker
-        .report_progress(
+        .keep_alive(
             &q,
             "w1",
             &ids,
@@ -1297,7 +1297,7 @@ async fn task_watch_follows_a_task_until_it_ends() {
 
 #[tokio::test]
 async fn task_watch_of_a_plain_task_that_already_completed_exits_0() {
-    use chronos_broker::{Completion, Consume, QueueName};
+    use chronos_broker::{Completion, QueueName};
     let e = env().await;
     let (info, lease) = e.delivered_mail("done@example.com").await;
     let q = QueueName::new("mail").expect("queue");
@@ -1332,13 +1332,16 @@ async fn task_watch_of_a_plain_task_that_already_completed_exits_0() {
 
 #[tokio::test]
 async fn task_logs_prints_each_attempts_lines() {
-    use chronos_broker::Consume;
+    use chronos_broker::{AttemptReport, Consume, Settlement};
     let e = env().await;
     let (info, lease) = e.delivered_mail("c@example.com").await;
-    let mut lease = lease.id;
-    lease.logs = Some("+0ms LOG connecting\n+12ms WARN refused \x1b[2J\r\n".into());
+    let report = AttemptReport {
+        ran_ms: None,
+        logs: Some("+0ms LOG connecting\n+12ms WARN refused \x1b[2J\r\n".into()),
+    };
+    let retry = Settlement::retried(lease.id, Duration::from_secs(600), "connection refused");
     e.broker
-        .retry(&lease, Duration::from_secs(600), "connection refused")
+        .settle(&[retry.with_report(report)])
         .await
         .expect("retry");
     let text = e.ok(&["task", "logs", "mail", &info.id]);
@@ -1362,7 +1365,6 @@ async fn task_logs_prints_each_attempts_lines() {
 
 #[tokio::test]
 async fn events_are_turned_on_tailed_and_turned_off() {
-    use chronos_broker::Consume;
     let e = env().await;
     let off = e.run(&["events", "tail", "mail", "--from-start", "--limit", "1"]);
     assert!(!off.status.success());

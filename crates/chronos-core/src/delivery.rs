@@ -1,5 +1,6 @@
 //! What a worker holds while it runs a task: a delivery ([`Lease`], [`LeaseId`]), what a fetch
-//! returns, how its start and its end are reported, and what recovery finds.
+//! returns, how its start is reported, and what recovery finds. How it ends is
+//! [`Settlement`](crate::Settlement)'s.
 
 use std::time::Duration;
 
@@ -20,14 +21,6 @@ pub struct LeaseId {
     /// releases the lock only when it is named here: a script touches only the keys its caller
     /// declared.
     pub unique_key: Option<String>,
-    /// How long this attempt's handler ran (ms, the worker's clock), set by the worker before
-    /// it settles the delivery: the task's attempt history records it with the attempt
-    /// ([`crate::AttemptRow::ran_ms`]). None when unknown.
-    pub ran_ms: Option<u64>,
-    /// This attempt's own log lines (the worker's capped, redacted buffer), set by the worker
-    /// before it settles the delivery: the attempt history keeps them with the attempt
-    /// ([`crate::AttemptRow::logs`]). None when it logged nothing.
-    pub logs: Option<String>,
 }
 
 impl LeaseId {
@@ -38,8 +31,6 @@ impl LeaseId {
             task_id: task_id.into(),
             msg_id: msg_id.into(),
             unique_key: None,
-            ran_ms: None,
-            logs: None,
         }
     }
 
@@ -93,7 +84,8 @@ pub struct Lease {
     pub envelope: Result<TaskEnvelope, DecodeError>,
 }
 
-/// A batch of deliveries read from one queue.
+/// A batch of deliveries read from one queue, with the answers to the settlements the read
+/// carried ([`Consume::fetch`](crate::Consume::fetch)).
 #[derive(Debug, Default)]
 pub struct Fetched {
     /// Tasks to run.
@@ -108,85 +100,12 @@ pub struct Fetched {
     /// [`Throttle::admit`](crate::Throttle::admit) before starting them, even where the queue
     /// has no per-key rate.
     pub key_blocks: bool,
-}
-
-/// A succeeded task to acknowledge.
-#[derive(Debug, Clone)]
-pub struct Completion {
-    /// The delivery.
-    pub lease: LeaseId,
-    /// Keep the task as completed for this long (None: delete at once).
-    pub retention: Option<Duration>,
-    /// The handler's result (MessagePack), kept in the task's record while it is retained, so
-    /// that [`crate::Client::result`] can read it. Ignored without a retention.
-    pub result: Option<Vec<u8>>,
-}
-
-/// What a dead-letter call did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeadOutcome {
-    /// Moved to the archive.
-    Archived,
-    /// Dropped, as the task asked.
-    Discarded,
-    /// The lease was stale: nothing changed.
-    Stale,
-}
-
-/// What a cancel call did ([`Consume::cancel`](crate::Consume::cancel)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelOutcome {
-    /// Ended as cancelled: in the queue's cancelled set, with the reason.
-    Cancelled,
-    /// The lease was stale: nothing changed.
-    Stale,
-}
-
-/// What a snooze call did ([`Consume::snooze`](crate::Consume::snooze)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SnoozeOutcome {
-    /// Back in the scheduled set, due after the delay; `snoozes` counts this one.
-    Snoozed {
-        /// Times the task has been snoozed, this one included.
-        snoozes: u32,
-    },
-    /// Refused: the task has been snoozed `snoozes` times, the most allowed. Nothing changed;
-    /// the caller dead-letters it.
-    TooMany {
-        /// Times the task has been snoozed.
-        snoozes: u32,
-    },
-    /// The lease was stale: nothing changed.
-    Stale,
-}
-
-/// What a handler-signalled backoff blocks ([`Consume::back_off`](crate::Consume::back_off)).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BackoffScope {
-    /// Every task of this rate key in the task's queue: fetched deliveries of the key are held
-    /// back (moved once to the scheduled set) until the block ends.
-    Key(String),
-    /// The whole queue: workers on every server stop fetching it until the block ends.
-    Queue,
-}
-
-/// What a backoff call did ([`Consume::back_off`](crate::Consume::back_off)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackoffOutcome {
-    /// The block is set (or was already set to end later: a block only ever extends) and the
-    /// task is back in the scheduled set with no attempt spent and no error recorded.
-    Blocked {
-        /// When the block ends (unix ms, store clock): the later of the old and the new end.
-        until_ms: i64,
-        /// When the task itself is due again (unix ms): `until_ms` plus a jitter.
-        due_ms: i64,
-    },
-    /// The lease was stale: nothing changed (no block set either).
-    Stale,
+    /// One answer per settlement the fetch carried, in order (empty when it carried none).
+    pub settled: Vec<crate::Settled>,
 }
 
 /// Handler-signalled backoff limits: the shortest and longest block
-/// ([`Consume::back_off`](crate::Consume::back_off) clamps its delay to these).
+/// ([`End::BackedOff`](crate::End::BackedOff) clamps its delay to these).
 pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest block one call sets (an hour): a bad `Retry-After` (a date years ahead) must
 /// not stop a queue for ever. A handler that needs longer signals again when it runs.

@@ -68,16 +68,9 @@ macro_rules! forward {
             fn open_reader(&self) -> Result<Self::Reader, $crate::BrokerError>;
             plain fn close_reader(&self, reader: Self::Reader) -> ();
             fn ensure_queue(&self, queue: &$crate::QueueName) -> Result<(), $crate::BrokerError>;
-            fn fetch(&self, reader: &mut Self::Reader, queue: &$crate::QueueName, consumer: &str, count: usize, block: ::std::time::Duration) -> Result<$crate::Fetched, $crate::BrokerError>;
+            fn fetch(&self, reader: &mut Self::Reader, queue: &$crate::QueueName, consumer: &str, carry: &[$crate::Settlement], count: usize, block: ::std::time::Duration) -> Result<$crate::Fetched, $crate::BrokerError>;
             fn start(&self, queue: &$crate::QueueName, leases: &[$crate::LeaseId]) -> Result<Vec<$crate::StartOutcome>, $crate::BrokerError>;
-            fn complete(&self, queue: &$crate::QueueName, done: &[$crate::Completion]) -> Result<u64, $crate::BrokerError>;
-            fn complete_and_fetch(&self, reader: &mut Self::Reader, queue: &$crate::QueueName, consumer: &str, done: &[$crate::Completion], count: usize) -> Result<(u64, $crate::Fetched), $crate::BrokerError>;
-            fn retry(&self, lease: &$crate::LeaseId, delay: ::std::time::Duration, error: &str) -> Result<bool, $crate::BrokerError>;
-            fn snooze(&self, lease: &$crate::LeaseId, delay: ::std::time::Duration, max_snoozes: u32) -> Result<$crate::SnoozeOutcome, $crate::BrokerError>;
-            fn back_off(&self, lease: &$crate::LeaseId, scope: &$crate::BackoffScope, delay: ::std::time::Duration) -> Result<$crate::BackoffOutcome, $crate::BrokerError>;
-            fn dead_letter(&self, lease: &$crate::LeaseId, error: &str, count_attempt: bool) -> Result<$crate::DeadOutcome, $crate::BrokerError>;
-            fn cancel(&self, lease: &$crate::LeaseId, reason: &str) -> Result<$crate::CancelOutcome, $crate::BrokerError>;
-            fn requeue(&self, queue: &$crate::QueueName, leases: &[$crate::LeaseId]) -> Result<u64, $crate::BrokerError>;
+            fn settle(&self, settlements: &[$crate::Settlement]) -> Result<Vec<$crate::Settled>, $crate::BrokerError>;
             fn watch(&self, reader: &mut Self::Reader, queues: &[$crate::QueueName], consumer: &str, count: usize, block: ::std::time::Duration) -> Result<Option<Vec<(usize, $crate::Fetched)>>, $crate::BrokerError>;
             plain fn interrupter(&self, reader: &Self::Reader) -> Option<$crate::Interrupt>;
         );
@@ -86,8 +79,7 @@ macro_rules! forward {
         $crate::forward!(@emit $how
             fn forward_due(&self, queue: &$crate::QueueName, limit: usize) -> Result<u64, $crate::BrokerError>;
             fn reclaim_idle(&self, queue: &$crate::QueueName, min_idle: ::std::time::Duration, limit: usize) -> Result<$crate::Reclaimed, $crate::BrokerError>;
-            fn extend_leases(&self, queue: &$crate::QueueName, consumer: &str, msg_ids: &[String]) -> Result<Vec<String>, $crate::BrokerError>;
-            fn report_progress(&self, queue: &$crate::QueueName, consumer: &str, msg_ids: &[String], updates: &[$crate::ProgressUpdate]) -> Result<Vec<String>, $crate::BrokerError>;
+            fn keep_alive(&self, queue: &$crate::QueueName, consumer: &str, msg_ids: &[String], updates: &[$crate::ProgressUpdate]) -> Result<Vec<String>, $crate::BrokerError>;
             fn trim(&self, queue: &$crate::QueueName, archive_max_age: ::std::time::Duration, archive_max_len: u64, limit: usize) -> Result<u64, $crate::BrokerError>;
             fn consumers(&self, queue: &$crate::QueueName) -> Result<Vec<(String, u64, u64)>, $crate::BrokerError>;
             fn record_timings(&self, queue: &$crate::QueueName, deltas: &[$crate::TimingDelta]) -> Result<(), $crate::BrokerError>;

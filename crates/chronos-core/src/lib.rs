@@ -22,6 +22,12 @@
 //!   Each is also implemented for `&T`, `Arc<T>` and `Box<T>`, so a shared broker needs no
 //!   wrapper type; an implementer or wrapper finds every type the methods take or return
 //!   ([`Fetched`], [`Reclaimed`], [`DeadTask`], [`NewTask`], [`Trigger`], ...) here.
+//! * A delivery's life, as [`Consume`] sees it: [`Consume::fetch`] hands out [`Lease`]s
+//!   (each named by its [`LeaseId`]), [`Consume::start`] marks one an attempt, and a
+//!   [`Settlement`] ends it: the lease, how it [`End`]s, and the attempt's [`AttemptReport`].
+//!   [`Consume::settle`] settles any number at once, or the next fetch carries them, and each
+//!   gets its [`Settled`] answer. [`SettleExt`] offers the per-end calls (`complete`, `retry`,
+//!   ...) on every `Consume`.
 //! * [`Throttle`]: rate limits (starts per period) and concurrency limits of a queue, and
 //!   rate limits per rate key ([`EnqueueOptions::rate_key`]), counted in the store for the
 //!   whole cluster; the worker calls it only for queues it limits.
@@ -103,6 +109,8 @@ mod schedule;
 mod schedule_def;
 mod schema;
 mod server_record;
+mod settle_ext;
+mod settlement;
 mod signal;
 mod state;
 mod step;
@@ -128,13 +136,8 @@ pub use dedup::{
     Dedup, DedupLock, DedupMode, EnqueueOutcome, Release, DEFAULT_DEDUP_TTL, LOCK_KEY_PREFIX,
     MAX_DEDUP_KEY_LEN,
 };
-pub use delivery::{
-    backoff_jitter, BackoffOutcome, BackoffScope, QueueBlocks, MAX_BACKOFF, MIN_BACKOFF,
-};
-pub use delivery::{
-    Attempt, CancelOutcome, Completion, DeadOutcome, DeadTask, Fetched, Lease, LeaseId, Reclaimed,
-    SnoozeOutcome, StartOutcome,
-};
+pub use delivery::{backoff_jitter, QueueBlocks, MAX_BACKOFF, MIN_BACKOFF};
+pub use delivery::{Attempt, DeadTask, Fetched, Lease, LeaseId, Reclaimed, StartOutcome};
 pub use edit::TaskEdit;
 pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};
@@ -175,6 +178,11 @@ pub use schema::Schemas;
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub use schemars;
 pub use server_record::{RunningTask, ServerRecord, DEFAULT_ARCHIVE_MAX, RUNNING_LISTED};
+pub use settle_ext::SettleExt;
+pub use settlement::{
+    AttemptReport, BackoffOutcome, BackoffScope, CancelOutcome, Completion, DeadOutcome, End,
+    Settled, Settlement, SnoozeOutcome,
+};
 pub use signal::{Forwarded, Interrupt, InterruptFuture, Signal, Signals};
 pub use state::TaskState;
 pub use step::chain_successor;

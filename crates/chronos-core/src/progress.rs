@@ -55,7 +55,7 @@ impl TaskProgress {
     }
 }
 
-/// One progress value on its way to the store ([`crate::Maintain::report_progress`]): written
+/// One progress value on its way to the store ([`crate::Maintain::keep_alive`]): written
 /// only while the reporting consumer still holds the delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProgressUpdate {

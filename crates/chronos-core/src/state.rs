@@ -16,7 +16,7 @@ pub enum TaskState {
     Archived,
     /// Succeeded and kept for its retention period.
     Completed,
-    /// Ended by its handler as cancelled ([`Consume::cancel`](crate::Consume::cancel)): no
+    /// Ended by its handler as cancelled ([`End::Cancelled`](crate::End::Cancelled)): no
     /// error and no dead letter; kept, with the reason, as long as the archive keeps dead
     /// letters.
     Cancelled,

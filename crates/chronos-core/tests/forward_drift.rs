@@ -3,13 +3,14 @@
 //! to compile, unless the method had a default body: then wrappers silently lose the store's
 //! own implementation (settle-and-fetch, batched bulk actions). This test reads both sources
 //! and holds them together: every capability method is required (no default body), and
-//! `forward!` lists exactly the trait's methods.
+//! `forward!` lists exactly the trait's methods, each with the trait's parameters in order.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The capability traits' sources, one trait per file.
 const CAPABILITIES: &[&str] = &[
     include_str!("../src/capability/consume.rs"),
+    include_str!("../src/capability/coordinate.rs"),
     include_str!("../src/capability/enqueue.rs"),
     include_str!("../src/capability/events.rs"),
     include_str!("../src/capability/flows.rs"),
@@ -27,10 +28,44 @@ const CAPABILITIES: &[&str] = &[
 
 const FORWARD: &str = include_str!("../src/forward.rs");
 
-/// A method of a trait: its name and whether its signature ends in a body.
+/// A method of a trait: its name, its parameters' names (after `self`) and whether its
+/// signature ends in a body.
 struct Method {
     name: String,
+    params: Vec<String>,
     has_body: bool,
+}
+
+/// The parameter names of the signature that starts at `sig` (just after the method's name):
+/// the words before each top-level `:` inside its first parenthesized list, `self` left out.
+fn params(sig: &str) -> Vec<String> {
+    let Some(open) = sig.find('(') else {
+        return Vec::new();
+    };
+    let mut depth = 0i32;
+    let mut part = String::new();
+    let mut parts = Vec::new();
+    for c in sig[open + 1..].chars() {
+        match c {
+            '(' | '<' | '[' => depth += 1,
+            ')' if depth == 0 => {
+                parts.push(std::mem::take(&mut part));
+                break;
+            }
+            ')' | '>' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut part));
+                continue;
+            }
+            _ => {}
+        }
+        part.push(c);
+    }
+    parts
+        .iter()
+        .filter_map(|p| p.split_once(':').map(|(name, _)| name.trim().to_string()))
+        .filter(|name| !name.is_empty())
+        .collect()
 }
 
 /// The trait named in `src` (`pub trait X`) and its methods, comments left out.
@@ -96,7 +131,11 @@ fn trait_methods(src: &str) -> (String, Vec<Method>) {
                 _ => {}
             }
         }
-        methods.push(Method { name, has_body });
+        methods.push(Method {
+            params: params(&after[..consumed]),
+            name,
+            has_body,
+        });
         rest = &after[consumed..];
         if has_body {
             // Skip the body.
@@ -121,8 +160,9 @@ fn trait_methods(src: &str) -> (String, Vec<Method>) {
     (name, methods)
 }
 
-/// The methods `forward!` writes per capability, from its `(@methods X, $how:tt)` arms.
-fn forwarded() -> BTreeMap<String, BTreeSet<String>> {
+/// The methods `forward!` writes per capability, from its `(@methods X, $how:tt)` arms, each
+/// with its parameters' names.
+fn forwarded() -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
     let mut out = BTreeMap::new();
     for arm in FORWARD.split("(@methods ").skip(1) {
         let name: String = arm.chars().take_while(|c| *c != ',').collect();
@@ -131,9 +171,11 @@ fn forwarded() -> BTreeMap<String, BTreeSet<String>> {
             .split("fn ")
             .skip(1)
             .map(|m| {
-                m.chars()
+                let name: String = m
+                    .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect()
+                    .collect();
+                (name, params(&m[..m.find(';').unwrap_or(m.len())]))
             })
             .collect();
         out.insert(name, methods);
@@ -157,14 +199,28 @@ fn forward_lists_every_method_of_every_capability_and_none_has_a_default_body() 
             }
         }
         let want: BTreeSet<String> = methods.iter().map(|m| m.name.clone()).collect();
-        match forwarded.get(&name) {
-            None => problems.push(format!("forward! has no arm for {name}")),
-            Some(have) if *have != want => problems.push(format!(
+        let Some(arm) = forwarded.get(&name) else {
+            problems.push(format!("forward! has no arm for {name}"));
+            continue;
+        };
+        let have: BTreeSet<String> = arm.keys().cloned().collect();
+        if have != want {
+            problems.push(format!(
                 "forward!({name}) writes {:?}, the trait has {:?}",
                 have.difference(&want).collect::<Vec<_>>(),
-                want.difference(have).collect::<Vec<_>>()
-            )),
-            Some(_) => {}
+                want.difference(&have).collect::<Vec<_>>()
+            ));
+        }
+        for m in &methods {
+            if let Some(written) = arm.get(&m.name).filter(|p| **p != m.params) {
+                problems.push(format!(
+                    "forward!({name}) writes {}({}), the trait has {}({})",
+                    m.name,
+                    written.join(", "),
+                    m.name,
+                    m.params.join(", ")
+                ));
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

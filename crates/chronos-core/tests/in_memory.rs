@@ -1,5 +1,5 @@
 //! An in-memory broker written against `chronos-core` alone: the producer's `Client` writes to
-//! it, a consumer fetches, starts and completes through `Consume`, and the producer reads the
+//! it, a consumer fetches, starts and settles through `Consume`, and the producer reads the
 //! result through `Results`. It shows that a store needs nothing of the Redis broker (this
 //! crate's dependencies hold no Redis client; see `no_driver.rs`).
 
@@ -8,9 +8,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chronos_core::{
-    decode_args, BrokerError, CancelOutcome, Client, Completion, Consume, DeadOutcome, Enqueue,
-    EnqueueOptions, Fetched, Interrupt, Lease, LeaseId, NewTask, QueueName, Results, SnoozeOutcome,
-    StartOutcome, TaskArgs, TaskInfo, TaskOutcome, TaskState,
+    decode_args, BackoffOutcome, BrokerError, CancelOutcome, Client, Completion, Consume,
+    DeadOutcome, End, Enqueue, EnqueueOptions, Fetched, Interrupt, Lease, LeaseId, NewTask,
+    QueueName, Results, SettleExt, Settled, Settlement, SnoozeOutcome, StartOutcome, TaskArgs,
+    TaskInfo, TaskOutcome, TaskState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -103,11 +104,15 @@ impl Consume for Memory {
         _reader: &mut (),
         queue: &QueueName,
         _consumer: &str,
+        carry: &[Settlement],
         count: usize,
         _block: Duration,
     ) -> Result<Fetched, BrokerError> {
+        let mut fetched = Fetched {
+            settled: self.settle(carry).await?,
+            ..Fetched::default()
+        };
         let mut s = self.state.lock().unwrap();
-        let mut fetched = Fetched::default();
         while fetched.leases.len() < count {
             let Some(task) = s
                 .pending
@@ -147,117 +152,46 @@ impl Consume for Memory {
             .collect())
     }
 
-    async fn complete_and_fetch(
-        &self,
-        reader: &mut (),
-        queue: &QueueName,
-        consumer: &str,
-        done: &[Completion],
-        count: usize,
-    ) -> Result<(u64, Fetched), BrokerError> {
-        let settled = self.complete(queue, done).await?;
-        let fetched = self
-            .fetch(reader, queue, consumer, count, Duration::ZERO)
-            .await?;
-        Ok((settled, fetched))
-    }
-
-    async fn complete(&self, _queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError> {
+    async fn settle(&self, settlements: &[Settlement]) -> Result<Vec<Settled>, BrokerError> {
         let mut s = self.state.lock().unwrap();
-        let mut n = 0;
-        for c in done {
-            if s.active.remove(&c.lease.task_id).is_some() {
-                s.done.insert(c.lease.task_id.clone(), c.result.clone());
-                n += 1;
-            }
+        let mut answers = Vec::with_capacity(settlements.len());
+        for one in settlements {
+            let id = &one.lease.task_id;
+            // This store keeps no finished tasks and no clock: every end that puts a task back
+            // queues it at once, and every end that finishes it drops it (a completion keeps
+            // its result for `Results`).
+            let Some(task) = s.active.remove(id) else {
+                answers.push(stale(&one.end)?);
+                continue;
+            };
+            answers.push(match &one.end {
+                End::Completed { result, .. } => {
+                    s.done.insert(id.clone(), result.clone());
+                    Settled::Completed { stale: false }
+                }
+                End::DeadLettered { .. } => Settled::DeadLettered(DeadOutcome::Discarded),
+                End::Cancelled { .. } => Settled::Cancelled(CancelOutcome::Cancelled),
+                back => {
+                    s.pending
+                        .entry(one.lease.queue.to_string())
+                        .or_default()
+                        .push_back(task);
+                    match back {
+                        End::Retried { .. } => Settled::Retried { stale: false },
+                        End::Snoozed { .. } => {
+                            Settled::Snoozed(SnoozeOutcome::Snoozed { snoozes: 1 })
+                        }
+                        End::BackedOff { .. } => Settled::BackedOff(BackoffOutcome::Blocked {
+                            until_ms: 0,
+                            due_ms: 0,
+                        }),
+                        End::Requeued => Settled::Requeued { stale: false },
+                        _ => return Err(BrokerError::Unsupported("this end of a delivery")),
+                    }
+                }
+            });
         }
-        Ok(n)
-    }
-
-    async fn retry(
-        &self,
-        lease: &LeaseId,
-        _delay: Duration,
-        _error: &str,
-    ) -> Result<bool, BrokerError> {
-        let mut s = self.state.lock().unwrap();
-        let Some(task) = s.active.remove(&lease.task_id) else {
-            return Ok(false);
-        };
-        s.pending
-            .entry(lease.queue.to_string())
-            .or_default()
-            .push_back(task);
-        Ok(true)
-    }
-
-    async fn snooze(
-        &self,
-        lease: &LeaseId,
-        _delay: Duration,
-        _max_snoozes: u32,
-    ) -> Result<SnoozeOutcome, BrokerError> {
-        let mut s = self.state.lock().unwrap();
-        let Some(task) = s.active.remove(&lease.task_id) else {
-            return Ok(SnoozeOutcome::Stale);
-        };
-        s.pending
-            .entry(lease.queue.to_string())
-            .or_default()
-            .push_back(task);
-        Ok(SnoozeOutcome::Snoozed { snoozes: 1 })
-    }
-
-    async fn back_off(
-        &self,
-        lease: &LeaseId,
-        _scope: &chronos_core::BackoffScope,
-        _delay: Duration,
-    ) -> Result<chronos_core::BackoffOutcome, BrokerError> {
-        let mut s = self.state.lock().unwrap();
-        let Some(task) = s.active.remove(&lease.task_id) else {
-            return Ok(chronos_core::BackoffOutcome::Stale);
-        };
-        s.pending
-            .entry(lease.queue.to_string())
-            .or_default()
-            .push_back(task);
-        Ok(chronos_core::BackoffOutcome::Blocked {
-            until_ms: 0,
-            due_ms: 0,
-        })
-    }
-
-    async fn dead_letter(
-        &self,
-        lease: &LeaseId,
-        _error: &str,
-        _count_attempt: bool,
-    ) -> Result<DeadOutcome, BrokerError> {
-        let removed = self.state.lock().unwrap().active.remove(&lease.task_id);
-        Ok(if removed.is_some() {
-            DeadOutcome::Discarded
-        } else {
-            DeadOutcome::Stale
-        })
-    }
-
-    async fn cancel(&self, lease: &LeaseId, _reason: &str) -> Result<CancelOutcome, BrokerError> {
-        // This store keeps no finished tasks: a cancelled one is dropped, as a dead one is.
-        let removed = self.state.lock().unwrap().active.remove(&lease.task_id);
-        Ok(if removed.is_some() {
-            CancelOutcome::Cancelled
-        } else {
-            CancelOutcome::Stale
-        })
-    }
-
-    async fn requeue(&self, _queue: &QueueName, leases: &[LeaseId]) -> Result<u64, BrokerError> {
-        let mut n = 0;
-        for lease in leases {
-            n += u64::from(self.retry(lease, Duration::ZERO, "requeued").await?);
-        }
-        Ok(n)
+        Ok(answers)
     }
 
     async fn watch(
@@ -275,6 +209,20 @@ impl Consume for Memory {
     async fn interrupter(&self, _reader: &()) -> Option<Interrupt> {
         None
     }
+}
+
+/// The answer to `end` for a lease that is no longer current.
+fn stale(end: &End) -> Result<Settled, BrokerError> {
+    Ok(match end {
+        End::Completed { .. } => Settled::Completed { stale: true },
+        End::Retried { .. } => Settled::Retried { stale: true },
+        End::Snoozed { .. } => Settled::Snoozed(SnoozeOutcome::Stale),
+        End::BackedOff { .. } => Settled::BackedOff(BackoffOutcome::Stale),
+        End::DeadLettered { .. } => Settled::DeadLettered(DeadOutcome::Stale),
+        End::Cancelled { .. } => Settled::Cancelled(CancelOutcome::Stale),
+        End::Requeued => Settled::Requeued { stale: true },
+        _ => return Err(BrokerError::Unsupported("this end of a delivery")),
+    })
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -302,7 +250,7 @@ async fn a_task_goes_through_an_in_memory_broker() {
     let queue = QueueName::new("images").unwrap();
     broker.open_reader().await.unwrap();
     let fetched = broker
-        .fetch(&mut (), &queue, "c1", 10, Duration::ZERO)
+        .fetch(&mut (), &queue, "c1", &[], 10, Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(fetched.leases.len(), 1);
@@ -343,4 +291,34 @@ async fn a_bad_queue_name_is_refused_by_the_shared_rules() {
         .await
         .unwrap_err();
     assert!(matches!(err, BrokerError::InvalidQueue { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_fetch_carries_the_settlements_of_the_last_batch() {
+    let client = Client::new(Memory::default());
+    for width in [1, 2] {
+        client
+            .enqueue(&Resize { width }, EnqueueOptions::new().queue("images"))
+            .await
+            .unwrap();
+    }
+    let broker = client.broker();
+    let queue = QueueName::new("images").unwrap();
+    let first = broker
+        .fetch(&mut (), &queue, "c1", &[], 1, Duration::ZERO)
+        .await
+        .unwrap();
+    let lease = first.leases[0].id.clone();
+    let carry = [Settlement::completed(lease.clone())];
+    let next = broker
+        .fetch(&mut (), &queue, "c1", &carry, 1, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(next.settled, vec![Settled::Completed { stale: false }]);
+    assert_eq!(next.leases.len(), 1);
+    // Sent again (a lost reply), the same settlement finds its lease stale and changes nothing.
+    assert_eq!(
+        broker.settle(&carry).await.unwrap(),
+        vec![Settled::Completed { stale: true }]
+    );
 }

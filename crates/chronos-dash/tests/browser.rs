@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use chronos_admin::Admin;
-use chronos_broker::{Client, EnqueueOptions, Inspect, QueueName, RedisBroker, TaskArgs};
+use chronos_broker::{
+    Client, EnqueueOptions, Inspect, QueueName, RedisBroker, SettleExt, TaskArgs,
+};
 use chronos_dash::{Dash, DashConfig};
 use chronos_testkit::Browser;
 use serde::{Deserialize, Serialize};
@@ -124,7 +126,7 @@ async fn rate_limited(
     let q = QueueName::new(queue)?;
     let mut reader = broker.open_reader().await?;
     let f = broker
-        .fetch(&mut reader, &q, "w", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "w", &[], 1, Duration::ZERO)
         .await?;
     let lease = f.leases.into_iter().next().expect("one delivery");
     broker.start(&q, std::slice::from_ref(&lease.id)).await?;
@@ -214,7 +216,7 @@ async fn a_running_tasks_progress_bar_follows_its_reports_live() -> Result<()> {
     let q = QueueName::new("refunds")?;
     let mut reader = broker.open_reader().await?;
     let lease = broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "w1", &[], 1, Duration::ZERO)
         .await?
         .leases
         .remove(0);
@@ -228,7 +230,7 @@ async fn a_running_tasks_progress_bar_follows_its_reports_live() -> Result<()> {
     };
     let ids = [lease.id.msg_id.clone()];
     broker
-        .report_progress(&q, "w1", &ids, &[report(30, "resizing")])
+        .keep_alive(&q, "w1", &ids, &[report(30, "resizing")])
         .await?;
     let b = Browser::start().await?;
     b.goto(&format!("{base}/queues/refunds/tasks/{}", info.id))
@@ -237,7 +239,7 @@ async fn a_running_tasks_progress_bar_follows_its_reports_live() -> Result<()> {
         .await?;
     // A later report shows without a reload: the page polls the task.
     broker
-        .report_progress(&q, "w1", &ids, &[report(80, "uploading")])
+        .keep_alive(&q, "w1", &ids, &[report(80, "uploading")])
         .await?;
     b.wait_for_text("#progress-note", "uploading", Duration::from_secs(10))
         .await?;
@@ -354,7 +356,7 @@ async fn dead_letters_grouped_by_error_lead_to_the_filtered_archive() -> Result<
     let q = QueueName::new("refunds")?;
     let mut reader = broker.open_reader().await?;
     let got = broker
-        .fetch(&mut reader, &q, "w1", 9, Duration::ZERO)
+        .fetch(&mut reader, &q, "w1", &[], 9, Duration::ZERO)
         .await?;
     broker.close_reader(reader).await;
     let ids: Vec<_> = got.leases.iter().map(|l| l.id.clone()).collect();

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use chronos_admin::Admin;
-use chronos_broker::{Client, Consume, EnqueueOptions, Inspect, QueueName, RedisBroker, TaskArgs};
+use chronos_broker::{
+    AttemptReport, Client, Consume, EnqueueOptions, Inspect, QueueName, RedisBroker, SettleExt,
+    Settlement, TaskArgs,
+};
 use chronos_dash::{Dash, DashConfig, DashError};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -759,7 +762,7 @@ async fn the_oldest_waiting_task_has_an_age() -> Result<()> {
     let mut reader = c.broker.open_reader().await?;
     let got = c
         .broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "w1", &[], 1, Duration::ZERO)
         .await?;
     c.broker.close_reader(reader).await;
     anyhow::ensure!(got.leases.len() == 1, "one delivery: {got:?}");
@@ -787,7 +790,7 @@ async fn a_cancelled_task_has_its_tab_its_reason_and_its_gauge() -> Result<()> {
     let mut reader = c.broker.open_reader().await?;
     let got = c
         .broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "w1", &[], 1, Duration::ZERO)
         .await?;
     c.broker.close_reader(reader).await;
     let lease = got.leases.first().context("one delivery")?;
@@ -1766,7 +1769,7 @@ async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
     let mut reader = c.broker.open_reader().await?;
     let got = c
         .broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "w1", &[], 1, Duration::ZERO)
         .await?;
     c.broker.close_reader(reader).await;
     let lease = got.leases.first().context("one delivery")?;
@@ -1776,7 +1779,7 @@ async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
     let page = send(c.addr, "GET", &path, &[], "").await?;
     assert!(page.body.contains("id=\"progress-none\""), "{}", page.body);
     c.broker
-        .report_progress(
+        .keep_alive(
             &q,
             "w1",
             std::slice::from_ref(&lease.id.msg_id),
@@ -1813,7 +1816,7 @@ async fn each_state_tab_shows_the_time_that_matters_there_and_running_tasks_name
     let mut reader = c.broker.open_reader().await?;
     let got = c
         .broker
-        .fetch(&mut reader, &q, "srv-7", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "srv-7", &[], 1, Duration::ZERO)
         .await?;
     c.broker.close_reader(reader).await;
     let lease = got.leases.first().context("one delivery")?;
@@ -1897,7 +1900,7 @@ async fn dead_letters_are_grouped_by_error_and_filtered_by_error_text_and_kind_p
     let mut reader = c.broker.open_reader().await?;
     let got = c
         .broker
-        .fetch(&mut reader, &q, "w1", 6, Duration::ZERO)
+        .fetch(&mut reader, &q, "w1", &[], 6, Duration::ZERO)
         .await?;
     c.broker.close_reader(reader).await;
     c.broker
@@ -2410,16 +2413,17 @@ async fn a_tasks_page_shows_each_ended_attempt_in_its_history() -> Result<()> {
     let mut reader = c.broker.open_reader().await?;
     let got = c
         .broker
-        .fetch(&mut reader, &q, "w1", 1, Duration::ZERO)
+        .fetch(&mut reader, &q, "w1", &[], 1, Duration::ZERO)
         .await?;
     c.broker.close_reader(reader).await;
-    let mut lease = got.leases.first().context("one delivery")?.id.clone();
+    let lease = got.leases.first().context("one delivery")?.id.clone();
     c.broker.start(&q, std::slice::from_ref(&lease)).await?;
-    lease.ran_ms = Some(33);
-    lease.logs = Some("+0ms LOG calling the gateway\n+31ms WARN gateway said 502".into());
-    c.broker
-        .retry(&lease, Duration::from_secs(600), "gateway said 502")
-        .await?;
+    let report = AttemptReport {
+        ran_ms: Some(33),
+        logs: Some("+0ms LOG calling the gateway\n+31ms WARN gateway said 502".into()),
+    };
+    let retry = Settlement::retried(lease, Duration::from_secs(600), "gateway said 502");
+    c.broker.settle(&[retry.with_report(report)]).await?;
     let page = send(
         c.addr,
         "GET",

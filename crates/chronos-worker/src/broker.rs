@@ -5,8 +5,9 @@ use chronos_core::{Consume, Flows, Inspect, Maintain, SampleQueues, Settings, Th
 /// What a [`crate::Server`] needs of its broker, and nothing more; this is the one place that
 /// lists it:
 ///
-/// * [`Consume`]: read, start, ack, retry, dead-letter, requeue, the shared blocking read;
-/// * [`Maintain`]: forward due tasks, reclaim, leases, server records, signals, cancellation;
+/// * [`Consume`]: read, start, settle (one `Settlement` per attempt), the shared blocking read;
+/// * [`Maintain`]: forward due tasks, reclaim, keep leases alive (with progress), server
+///   records, signals, cancellation;
 /// * [`Inspect`]: paused queues, live servers for the janitor;
 /// * [`SampleQueues`]: queue gauges for metrics;
 /// * [`Flows`]: chains and groups, called only for tasks that are chain steps or group members

@@ -16,7 +16,7 @@ use crate::WorkerBroker;
 
 /// How an attempt ended.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum End<'a> {
+pub(crate) enum AttemptEnd<'a> {
     /// The handler returned `Ok`.
     Succeeded,
     /// It failed and the task will be tried again.
@@ -52,18 +52,18 @@ pub(crate) fn attempt<B: WorkerBroker>(
     rt: &Runtime<B>,
     lease: &Lease,
     m: &KindMetrics,
-    end: End<'_>,
+    end: AttemptEnd<'_>,
 ) {
     let c = &rt.counters;
     let (counter, ended, failure) = match end {
-        End::Succeeded => (Some(&c.succeeded), Ended::Succeeded, None),
-        End::Retried(f) => (Some(&c.failed), Ended::Retried, Some(f)),
-        End::DeadLettered(f) => (Some(&c.failed), Ended::DeadLettered, Some(f)),
-        End::Snoozed => (Some(&c.snoozed), Ended::Snoozed, None),
-        End::Throttled => (Some(&c.throttled), Ended::Throttled, None),
-        End::Cancelled => (Some(&c.cancelled), Ended::Cancelled, None),
-        End::LeaseLost => (None, Ended::LeaseLost, None),
-        End::Requeued => (None, Ended::Requeued, None),
+        AttemptEnd::Succeeded => (Some(&c.succeeded), Ended::Succeeded, None),
+        AttemptEnd::Retried(f) => (Some(&c.failed), Ended::Retried, Some(f)),
+        AttemptEnd::DeadLettered(f) => (Some(&c.failed), Ended::DeadLettered, Some(f)),
+        AttemptEnd::Snoozed => (Some(&c.snoozed), Ended::Snoozed, None),
+        AttemptEnd::Throttled => (Some(&c.throttled), Ended::Throttled, None),
+        AttemptEnd::Cancelled => (Some(&c.cancelled), Ended::Cancelled, None),
+        AttemptEnd::LeaseLost => (None, Ended::LeaseLost, None),
+        AttemptEnd::Requeued => (None, Ended::Requeued, None),
     };
     if let Some(counter) = counter {
         counter.fetch_add(1, Ordering::Relaxed);
@@ -88,22 +88,22 @@ pub(crate) fn attempt<B: WorkerBroker>(
 /// counter, the metric, the log line, and the dead-letter hook, awaited for at most its timeout.
 pub(crate) async fn dead_lettered<B: WorkerBroker>(
     rt: &Runtime<B>,
-    id: &LeaseId,
+    lease: &LeaseId,
     envelope: Option<TaskEnvelope>,
     reason: &str,
     discarded: bool,
 ) {
     rt.counters.dead.fetch_add(1, Ordering::Relaxed);
     metrics::dead_lettered(
-        id.queue.as_str(),
+        lease.queue.as_str(),
         envelope.as_ref().map(|e| e.kind.as_str()),
         discarded,
     );
-    warn!(task_id = %id.task_id, queue = %id.queue, reason, discarded, "task dead-lettered");
+    warn!(task_id = %lease.task_id, queue = %lease.queue, reason, discarded, "task dead-lettered");
     if let Some(hook) = &rt.config.on_dead_letter {
         let event = DeadLetterEvent {
-            task_id: id.task_id.clone(),
-            queue: id.queue.to_string(),
+            task_id: lease.task_id.clone(),
+            queue: lease.queue.to_string(),
             kind: envelope.as_ref().map(|e| e.kind.clone()),
             envelope,
             reason: reason.to_string(),

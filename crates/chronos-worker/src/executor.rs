@@ -1,4 +1,6 @@
-//! Runs one task and settles its outcome: ack, retry, or dead letter.
+//! Runs one task and settles its outcome: the attempt's outcome becomes one `Settlement` (its
+//! `End` and the attempt's report), which the settler batches (a success) or which is settled
+//! at once (any other end, whose answer decides what is recorded).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -6,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chronos_core::{
-    now_ms, BackoffOutcome, BackoffScope, CancelOutcome, Completion, DeadOutcome, Lease, LeaseId,
-    SnoozeOutcome, StartOutcome, TaskEnvelope,
+    now_ms, AttemptReport, BackoffOutcome, BackoffScope, CancelOutcome, DeadOutcome, End, Lease,
+    LeaseId, SettleExt, Settled, Settlement, SnoozeOutcome, StartOutcome, TaskEnvelope,
 };
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -15,13 +17,13 @@ use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
 use crate::backoff::Backoff;
 use crate::config::UnrunnablePolicy;
-use crate::ended::{self, End, Failure};
+use crate::ended::{self, AttemptEnd, Failure};
 use crate::metrics::{self, KindMetrics};
 use crate::mux::Unrunnable;
 use crate::runtime::Runtime;
-use crate::starter;
 use crate::WorkerBroker;
 use crate::{logs, progress, progress_writer};
+use crate::{settler, starter};
 use crate::{Context, FailureKind, TaskError};
 
 /// How an attempt ended, before it is settled.
@@ -105,10 +107,7 @@ pub(crate) async fn run<B: WorkerBroker>(
         // One allocation per attempt: its progress and its log lines.
         let cell = Arc::new(progress::Cell::new(&rt.config.task_logs));
         let outcome = attempt(rt, q, &lease, &m, cancel, &cell).await;
-        // For the task's attempt history: the settling script records how long it ran and
-        // what it logged.
         let ran_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
-        lease.id.ran_ms = Some(ran_ms);
         let waited_ms = crate::timing::ready_ms(&lease.id.msg_id)
             .map_or(0, |ready| u64::try_from(began_ms - ready).unwrap_or(0));
         rt.queues[q].timings.record(
@@ -120,12 +119,17 @@ pub(crate) async fn run<B: WorkerBroker>(
             ran_ms,
             waited_ms,
         );
-        lease.id.logs = cell.lines.take(rt.config.task_logs.redact.as_ref());
+        // For the task's attempt history: the settling script records how long it ran and
+        // what it logged.
+        let report = AttemptReport {
+            ran_ms: Some(ran_ms),
+            logs: cell.lines.take(rt.config.task_logs.redact.as_ref()),
+        };
         ended.store(true, std::sync::atomic::Ordering::Release);
         rt.counters.running.fetch_sub(1, Ordering::Relaxed);
         // The lease stays held (the heartbeat keeps it) until the outcome is settled, so a
         // settlement slowed by a failover is not taken for a lost worker.
-        if settle(rt, q, &lease, tries, outcome, &m).await {
+        if settle(rt, q, &lease, tries, outcome, report, &m).await {
             rt.release(q, &lease.id.msg_id);
         }
     }
@@ -160,18 +164,16 @@ async fn confirm<B: WorkerBroker>(
                 attempt,
                 message: &reason,
             };
-            ended::attempt(rt, lease, m, End::DeadLettered(failure));
-            dead_letter(rt, lease, &reason, false).await;
+            ended::attempt(rt, lease, m, AttemptEnd::DeadLettered(failure));
+            let settlement = Settlement::dead_lettered(lease.id.clone(), reason, false);
+            dead_letter(rt, q, lease, settlement).await;
             None
         }
         None => {
             // Whether the mark took effect is unknown (a reply that never came): put the
             // delivery back unstarted, so that a lost worker is not charged an attempt for a
             // run that never happened. If even that fails, the recoverer re-delivers it.
-            let back = rt
-                .broker
-                .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
-                .await;
+            let back = settler::requeue(rt, [lease.id.clone()]).await;
             rt.release(q, &lease.id.msg_id);
             match back {
                 Ok(_) => warn!("could not mark the task started; returned it to its queue"),
@@ -346,35 +348,74 @@ pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "non-string panic payload".into())
 }
 
-/// Settles the attempt's outcome. True when the lease can be let go now; false when the acker
-/// took the delivery over (it lets go once the ack landed).
+/// Settles the attempt's outcome: one [`Settlement`] built from it and the attempt's `report`.
+/// True when the lease can be let go now; false when the settler took the delivery over (it
+/// lets go once the settlement landed).
 async fn settle<B: WorkerBroker>(
     rt: &Runtime<B>,
     q: usize,
     lease: &Lease,
     tries: Tries,
     outcome: Outcome,
+    report: AttemptReport,
     m: &KindMetrics,
 ) -> bool {
-    let env = lease.envelope.as_ref().ok();
-    match outcome {
-        Outcome::LeaseLost => {
-            ended::attempt(rt, lease, m, End::LeaseLost);
-            warn!("lease lost (reclaimed, or the task was deleted or archived by an operator); this attempt's result is dropped")
+    let Some(end) = end_of(rt, q, lease, tries, outcome, m).await else {
+        return true;
+    };
+    let settlement = Settlement {
+        lease: lease.id.clone(),
+        end,
+        report,
+    };
+    match &settlement.end {
+        // The fetcher's next read carries a plain task's ack when it reads again soon; else
+        // the settler batches it and lets the lease go once settled.
+        End::Completed { .. } => {
+            settler::hand_over(rt, q, settlement).await;
+            return false;
         }
-        Outcome::Requeue => {
-            ended::attempt(rt, lease, m, End::Requeued);
-            warn!("cancelled by shutdown; returning the task to its queue");
-            if let Err(e) = rt
-                .broker
-                .requeue(&lease.id.queue, std::slice::from_ref(&lease.id))
-                .await
-            {
+        End::Requeued => {
+            if let Err(e) = settler::requeue(rt, [settlement.lease]).await {
                 error!(error = %e, "could not requeue; the recoverer will re-deliver the task");
             }
         }
+        End::DeadLettered { .. } => dead_letter(rt, q, lease, settlement).await,
+        _ => {
+            if let Some(answer) = settle_now(rt, q, lease, &settlement).await {
+                answered(rt, q, lease, tries, settlement, answer, m).await;
+            }
+        }
+    }
+    true
+}
+
+/// How the outcome ends the delivery, with what is recorded before it is settled: the
+/// counters and hooks of an end known now (a success, a retry, a dead letter, a requeue), and
+/// a workflow step's bookkeeping. None: there is nothing to settle (the lease was lost, or the
+/// bookkeeping failed and the task is left to recovery).
+async fn end_of<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    lease: &Lease,
+    tries: Tries,
+    outcome: Outcome,
+    m: &KindMetrics,
+) -> Option<End> {
+    let env = lease.envelope.as_ref().ok();
+    Some(match outcome {
+        Outcome::LeaseLost => {
+            ended::attempt(rt, lease, m, AttemptEnd::LeaseLost);
+            warn!("lease lost (reclaimed, or the task was deleted or archived by an operator); this attempt's result is dropped");
+            return None;
+        }
+        Outcome::Requeue => {
+            ended::attempt(rt, lease, m, AttemptEnd::Requeued);
+            warn!("cancelled by shutdown; returning the task to its queue");
+            End::Requeued
+        }
         Outcome::Succeeded(output) => {
-            ended::attempt(rt, lease, m, End::Succeeded);
+            ended::attempt(rt, lease, m, AttemptEnd::Succeeded);
             // A chain step or group member: its bookkeeping goes before the ack, so a crash in
             // between re-runs it instead of losing it. Not acked when it failed: the recoverer
             // delivers the task again.
@@ -385,34 +426,14 @@ async fn settle<B: WorkerBroker>(
                 .await;
                 if let Err(e) = done {
                     error!(error = %e, "could not advance the workflow; the task will run again after recovery");
-                    return true;
+                    return None;
                 }
             }
             let retention = env.and_then(|e| e.retention_ms).map(Duration::from_millis);
-            let completion = Completion {
-                lease: lease.id.clone(),
+            End::Completed {
                 // Only a retained task keeps its result: send none that would be dropped.
                 result: retention.and(output),
                 retention,
-            };
-            // The fetcher's next read carries a plain task's ack when it reads again soon
-            // (carry.rs); else the acker batches completions and lets the lease go once acked;
-            // if it is gone (shutdown finished), ack directly.
-            let Some(completion) = rt.queues[q].carry.offer(completion) else {
-                return false;
-            };
-            match rt.acks.send((q, completion)) {
-                Ok(()) => return false,
-                Err(back) => {
-                    let c = (back.0).1;
-                    if let Err(e) = rt
-                        .broker
-                        .complete(&c.lease.queue, std::slice::from_ref(&c))
-                        .await
-                    {
-                        error!(error = %e, "ack failed; the task will run again after recovery");
-                    }
-                }
             }
         }
         Outcome::Dead(reason) => {
@@ -420,71 +441,136 @@ async fn settle<B: WorkerBroker>(
                 attempt: tries.retried.saturating_add(1),
                 message: &reason,
             };
-            ended::attempt(rt, lease, m, End::DeadLettered(failure));
-            dead_letter(rt, lease, &reason, false).await;
+            ended::attempt(rt, lease, m, AttemptEnd::DeadLettered(failure));
+            End::DeadLettered {
+                error: reason,
+                count_attempt: false,
+            }
         }
-        Outcome::Failed(err) => {
-            if let FailureKind::Snooze(delay) = err.kind() {
-                snooze(rt, q, lease, tries, delay, m).await;
-                return true;
+        Outcome::Failed(err) => match err.kind() {
+            FailureKind::Snooze(delay) => End::Snoozed {
+                delay,
+                max_snoozes: rt.config.max_snoozes,
+            },
+            FailureKind::RateLimited { delay, queue_wide } => End::BackedOff {
+                scope: backoff_scope(lease, queue_wide),
+                delay,
+            },
+            FailureKind::Cancel => End::Cancelled {
+                reason: err.message().to_string(),
+            },
+            kind => {
+                let retried = tries.retried.saturating_add(1);
+                let failure = Failure {
+                    attempt: retried,
+                    message: err.message(),
+                };
+                if kind == FailureKind::SkipRetry || retried > tries.max_retry {
+                    ended::attempt(rt, lease, m, AttemptEnd::DeadLettered(failure));
+                    End::DeadLettered {
+                        error: err.message().to_string(),
+                        count_attempt: true,
+                    }
+                } else {
+                    // Recorded before the retry delay is asked for: the error hook runs first.
+                    ended::attempt(rt, lease, m, AttemptEnd::Retried(failure));
+                    let delay = match kind {
+                        FailureKind::RetryAfter(d) => d,
+                        _ => (rt.config.retry_delay)(retried, &err),
+                    };
+                    End::Retried {
+                        delay,
+                        error: err.message().to_string(),
+                    }
+                }
             }
-            if let FailureKind::RateLimited { delay, queue_wide } = err.kind() {
-                back_off(rt, q, lease, delay, queue_wide, m).await;
-                return true;
-            }
-            if err.kind() == FailureKind::Cancel {
-                cancel(rt, q, lease, err.message(), m).await;
-                return true;
-            }
-            let retried = tries.retried.saturating_add(1);
-            let failure = Failure {
-                attempt: retried,
-                message: err.message(),
-            };
-            if err.kind() == FailureKind::SkipRetry || retried > tries.max_retry {
-                ended::attempt(rt, lease, m, End::DeadLettered(failure));
-                dead_letter(rt, lease, err.message(), true).await;
-                return true;
-            }
-            // Recorded before the retry delay is asked for: the error hook runs first.
-            ended::attempt(rt, lease, m, End::Retried(failure));
-            let delay = match err.kind() {
-                FailureKind::RetryAfter(d) => d,
-                _ => (rt.config.retry_delay)(retried, &err),
-            };
-            let scheduled = persist(rt, q, &lease.id.msg_id, "retry", || {
-                rt.broker.retry(&lease.id, delay, err.message())
+        },
+    })
+}
+
+/// What a handler-signalled backoff blocks: the task's rate key, or its queue (`queue_wide`, a
+/// task without a key, or one whose key enqueue would refuse: an older producer's cannot name
+/// a block, and a call that fails for good would leave the task to the recoverer).
+fn backoff_scope(lease: &Lease, queue_wide: bool) -> BackoffScope {
+    let key = lease
+        .envelope
+        .as_ref()
+        .ok()
+        .and_then(|e| e.rate_key.clone());
+    match key {
+        Some(k) if !queue_wide && chronos_core::names::check_rate_key(&k).is_ok() => {
+            BackoffScope::Key(k)
+        }
+        _ => BackoffScope::Queue,
+    }
+}
+
+/// Settles one settlement whose answer decides what is recorded, trying again while the lease
+/// is held ([`persist`]). A group member is reported to its group as not succeeded first when
+/// it is dead-lettered or cancelled (uncounted, its group would never fire). None when it could
+/// not be settled (logged; the recoverer re-delivers the task).
+async fn settle_now<B: WorkerBroker>(
+    rt: &Runtime<B>,
+    q: usize,
+    lease: &Lease,
+    settlement: &Settlement,
+) -> Option<Settled> {
+    let msg_id = lease.id.msg_id.as_str();
+    let note = match &settlement.end {
+        End::DeadLettered { error, .. } => Some(error.clone()),
+        End::Cancelled { reason } => Some(format!("cancelled: {reason}")),
+        _ => None,
+    };
+    if let (Some(note), Some(env)) = (note, lease.envelope.as_ref().ok()) {
+        if env.flow.is_some() {
+            let counted = persist(rt, q, msg_id, "group report", || {
+                crate::flow::failed(&rt.broker, env, &note)
             })
             .await;
-            if let Err(e) = scheduled {
-                error!(error = %e, "could not schedule the retry; the recoverer will re-deliver the task");
+            if let Err(e) = counted {
+                error!(error = %e, "could not report the end to its group; the task will be delivered again after recovery");
+                return None;
             }
         }
     }
-    true
+    let what = match &settlement.end {
+        End::Retried { .. } => "retry",
+        End::Snoozed { .. } => "snooze",
+        End::BackedOff { .. } => "backoff",
+        End::DeadLettered { .. } => "dead letter",
+        End::Cancelled { .. } => "cancel",
+        _ => "settlement",
+    };
+    let settled = persist(rt, q, msg_id, what, || {
+        rt.broker.settle_one(settlement.clone())
+    })
+    .await;
+    match settled {
+        Ok(answer) => Some(answer),
+        Err(e) => {
+            error!(error = %e, "could not settle the task ({what}); the recoverer will re-deliver it");
+            None
+        }
+    }
 }
 
-/// Puts the task back for `delay` without spending an attempt, or dead-letters it when it has
-/// snoozed the most it may.
-async fn snooze<B: WorkerBroker>(
+/// Records what the store answered to `settlement` (a retry, snooze, backoff or cancel): a
+/// stale lease is a lost one, and a snooze refused past its limit becomes a dead letter.
+async fn answered<B: WorkerBroker>(
     rt: &Runtime<B>,
     q: usize,
     lease: &Lease,
     tries: Tries,
-    delay: Duration,
+    settlement: Settlement,
+    answer: Settled,
     m: &KindMetrics,
 ) {
-    let most = rt.config.max_snoozes;
-    let done = persist(rt, q, &lease.id.msg_id, "snooze", || {
-        rt.broker.snooze(&lease.id, delay, most)
-    })
-    .await;
-    match done {
-        Ok(SnoozeOutcome::Snoozed { snoozes }) => {
-            ended::attempt(rt, lease, m, End::Snoozed);
-            debug!(?delay, snoozes, "task snoozed");
+    match answer {
+        Settled::Snoozed(SnoozeOutcome::Snoozed { snoozes }) => {
+            ended::attempt(rt, lease, m, AttemptEnd::Snoozed);
+            debug!(snoozes, "task snoozed");
         }
-        Ok(SnoozeOutcome::TooMany { snoozes }) => {
+        Settled::Snoozed(SnoozeOutcome::TooMany { snoozes }) => {
             let reason = format!(
                 "snoozed {snoozes} times, the most a task may (max_snoozes); not run again"
             );
@@ -492,101 +578,31 @@ async fn snooze<B: WorkerBroker>(
                 attempt: tries.retried.saturating_add(1),
                 message: &reason,
             };
-            ended::attempt(rt, lease, m, End::DeadLettered(failure));
-            dead_letter(rt, lease, &reason, false).await;
+            ended::attempt(rt, lease, m, AttemptEnd::DeadLettered(failure));
+            let settlement = Settlement::dead_lettered(settlement.lease, reason, false)
+                .with_report(settlement.report);
+            dead_letter(rt, q, lease, settlement).await;
         }
-        Ok(SnoozeOutcome::Stale) => {
-            ended::attempt(rt, lease, m, End::LeaseLost);
-            warn!("lease lost before the snooze (reclaimed, or deleted by an operator)");
+        Settled::BackedOff(BackoffOutcome::Blocked { until_ms, due_ms }) => {
+            ended::attempt(rt, lease, m, AttemptEnd::Throttled);
+            debug!(until_ms, due_ms, "rate limited; blocked until the end");
         }
-        Err(e) => {
-            error!(error = %e, "could not snooze the task; the recoverer will re-deliver it");
+        Settled::Cancelled(CancelOutcome::Cancelled) => {
+            ended::attempt(rt, lease, m, AttemptEnd::Cancelled);
+            if let End::Cancelled { reason } = &settlement.end {
+                info!(reason, "task cancelled by its handler");
+            }
         }
-    }
-}
-
-/// Ends the task as cancelled with `reason`: a group member is reported to its group as not
-/// succeeded first (uncounted, its group would never fire), as for a dead letter.
-async fn cancel<B: WorkerBroker>(
-    rt: &Runtime<B>,
-    q: usize,
-    lease: &Lease,
-    reason: &str,
-    m: &KindMetrics,
-) {
-    let msg_id = lease.id.msg_id.as_str();
-    if let Some(env) = lease.envelope.as_ref().ok().filter(|e| e.flow.is_some()) {
-        let note = format!("cancelled: {reason}");
-        let counted = persist(rt, q, msg_id, "group report", || {
-            crate::flow::failed(&rt.broker, env, &note)
-        })
-        .await;
-        if let Err(e) = counted {
-            error!(error = %e, "could not report the cancel to its group; the task will be delivered again after recovery");
-            return;
-        }
-    }
-    let done = persist(rt, q, msg_id, "cancel", || {
-        rt.broker.cancel(&lease.id, reason)
-    })
-    .await;
-    match done {
-        Ok(CancelOutcome::Cancelled) => {
-            ended::attempt(rt, lease, m, End::Cancelled);
-            info!(reason, "task cancelled by its handler");
-        }
-        Ok(CancelOutcome::Stale) => {
-            ended::attempt(rt, lease, m, End::LeaseLost);
-            warn!("lease lost before the cancel (reclaimed, or deleted by an operator)");
-        }
-        Err(e) => {
-            error!(error = %e, "could not cancel the task; the recoverer will re-deliver it");
-        }
-    }
-}
-
-/// Blocks the task's rate key (or its queue: `queue_wide`, or a task without a key) for `delay`
-/// and puts the task back for the block's end, without spending an attempt.
-async fn back_off<B: WorkerBroker>(
-    rt: &Runtime<B>,
-    q: usize,
-    lease: &Lease,
-    delay: Duration,
-    queue_wide: bool,
-    m: &KindMetrics,
-) {
-    let key = lease
-        .envelope
-        .as_ref()
-        .ok()
-        .and_then(|e| e.rate_key.clone());
-    // A key enqueue would refuse (an older producer's) cannot name a block: the queue's then,
-    // rather than a call that fails for good and leaves the task to the recoverer.
-    let scope = match key {
-        Some(k) if !queue_wide && chronos_core::names::check_rate_key(&k).is_ok() => {
-            BackoffScope::Key(k)
-        }
-        _ => BackoffScope::Queue,
-    };
-    let done = persist(rt, q, &lease.id.msg_id, "backoff", || {
-        rt.broker.back_off(&lease.id, &scope, delay)
-    })
-    .await;
-    match done {
-        Ok(BackoffOutcome::Blocked { until_ms, due_ms }) => {
-            ended::attempt(rt, lease, m, End::Throttled);
-            debug!(
-                ?scope,
-                until_ms, due_ms, "rate limited; blocked until the end"
+        // A retry was recorded before it was settled; a stale one was lost meanwhile.
+        Settled::Retried { .. } => {}
+        stale if stale.is_stale() => {
+            ended::attempt(rt, lease, m, AttemptEnd::LeaseLost);
+            warn!(
+                ?settlement.end,
+                "lease lost before it was settled (reclaimed, or deleted by an operator)"
             );
         }
-        Ok(BackoffOutcome::Stale) => {
-            ended::attempt(rt, lease, m, End::LeaseLost);
-            warn!("lease lost before the backoff (reclaimed, or deleted by an operator)");
-        }
-        Err(e) => {
-            error!(error = %e, "could not block for the rate limit; the recoverer will re-deliver the task");
-        }
+        other => warn!(?other, "unexpected answer to a settlement"),
     }
 }
 
@@ -625,59 +641,29 @@ where
     }
 }
 
+/// Dead-letters the task with `settlement` (an [`End::DeadLettered`]), and records it (the
+/// counter, the metric, the log line, the dead-letter hook) unless the lease was stale.
 async fn dead_letter<B: WorkerBroker>(
     rt: &Runtime<B>,
+    q: usize,
     lease: &Lease,
-    reason: &str,
-    count_attempt: bool,
+    settlement: Settlement,
 ) {
-    // A group member is counted as failed first: dead-lettered uncounted, its group would never
-    // fire.
-    let q = rt.queue_index(&lease.id.queue);
-    let msg_id = lease.id.msg_id.as_str();
-    if let Some(env) = lease.envelope.as_ref().ok().filter(|e| e.flow.is_some()) {
-        let counted = match q {
-            Some(q) => {
-                persist(rt, q, msg_id, "group report", || {
-                    crate::flow::failed(&rt.broker, env, reason)
-                })
-                .await
-            }
-            None => crate::flow::failed(&rt.broker, env, reason).await,
-        };
-        if let Err(e) = counted {
-            error!(error = %e, "could not report the failure to its group; the task will be delivered again after recovery");
-            return;
-        }
-    }
-    let dead = match q {
-        Some(q) => {
-            persist(rt, q, msg_id, "dead letter", || {
-                rt.broker.dead_letter(&lease.id, reason, count_attempt)
-            })
-            .await
-        }
-        None => {
-            rt.broker
-                .dead_letter(&lease.id, reason, count_attempt)
-                .await
-        }
+    let answer = settle_now(rt, q, lease, &settlement).await;
+    let (Some(Settled::DeadLettered(outcome)), End::DeadLettered { error, .. }) =
+        (answer, &settlement.end)
+    else {
+        return;
     };
-    match dead {
-        Ok(DeadOutcome::Stale) => {}
-        Ok(outcome) => {
-            let discarded = outcome == DeadOutcome::Discarded;
-            ended::dead_lettered(
-                rt,
-                &lease.id,
-                lease.envelope.as_ref().ok().cloned(),
-                reason,
-                discarded,
-            )
-            .await;
-        }
-        Err(e) => {
-            error!(error = %e, "could not dead-letter; the recoverer will re-deliver the task")
-        }
+    if outcome == DeadOutcome::Stale {
+        return;
     }
+    ended::dead_lettered(
+        rt,
+        &lease.id,
+        lease.envelope.as_ref().ok().cloned(),
+        error,
+        outcome == DeadOutcome::Discarded,
+    )
+    .await;
 }

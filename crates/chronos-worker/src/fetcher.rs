@@ -8,15 +8,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_core::{BrokerError, Completion, Fetched};
 use tracing::{debug, warn};
 
 use crate::WorkerBroker;
 
-use crate::acker::hand_over;
 use crate::backoff::Backoff;
 use crate::limiter;
 use crate::runtime::Runtime;
+use crate::settler::{self, stop_carrying};
 use crate::QueueLimit;
 
 /// Longest wait of one blocking read. Short, because shutdown waits for the read in flight
@@ -46,13 +45,12 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
     }
     // Deliveries of a limited queue taken without a permit yet (see limiter.rs).
     let mut waiting = Vec::new();
-    let carry = &rt.queues[q].carry;
-    // A read that carried completions took tasks: the counts of those completions may wait in
-    // the store until a read takes nothing (Consume::complete_and_fetch).
+    // A read that carried settlements took tasks: the counts of those completions may wait in
+    // the store until a read takes nothing (Consume::fetch).
     let mut owes = false;
     while !rt.stop_fetch.is_cancelled() {
         if rt.is_paused(q) {
-            hand_over(&rt, q, carry.close()).await;
+            stop_carrying(&rt, q).await;
             // Release a dispatcher that drew this queue before the pause.
             rt.mark_drained(q);
             if sleep_or_stop(&rt, Duration::from_millis(200)).await {
@@ -65,9 +63,9 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             // Every slot is busy or already has a task waiting: wait for one to free up.
             tokio::select! {
                 _ = rt.space.notified() => {}
-                // No slot for a while: the completions waiting for a read go to the acker.
+                // No slot for a while: the settlements waiting for a read go to the loop.
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {
-                    hand_over(&rt, q, carry.take()).await;
+                    settler::flush(&rt, q).await;
                 }
                 _ = rt.stop_fetch.cancelled() => break,
             }
@@ -80,7 +78,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             (rt.limit_of(q).is_some() || !waiting.is_empty()).then(QueueLimit::default)
         });
         if let Some(limit) = limited {
-            hand_over(&rt, q, carry.close()).await;
+            stop_carrying(&rt, q).await;
             match limiter::round(&rt, &mut reader, q, limit, count, BLOCK, &mut waiting).await {
                 Ok(()) => backoff.reset(),
                 Err(e) => {
@@ -94,19 +92,12 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             continue;
         }
         // Try a read that returns at once first, so "this queue is empty" is known without a
-        // block (strict priority depends on it); block only when it found nothing.
-        let done = carry.open();
-        let mut result = if done.is_empty() {
-            rt.broker
-                .fetch(&mut reader, &queue, &rt.id, count, Duration::ZERO)
-                .await
-        } else {
-            let carried = settle_and_fetch(&rt, &mut reader, q, done, count).await;
-            if matches!(&carried, Ok(f) if !f.leases.is_empty()) {
-                owes = true;
-            }
-            carried
-        };
+        // block (strict priority depends on it); block only when it found nothing. It carries
+        // the settlements waiting for it.
+        let (carried, mut result) = settler::read(&rt, &mut reader, q, count).await;
+        if carried > 0 && matches!(&result, Ok(f) if !f.leases.is_empty()) {
+            owes = true;
+        }
         if matches!(&result, Ok(f) if f.leases.is_empty()) {
             owes = false;
         }
@@ -115,14 +106,14 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
                 // Blocked by a handler (TaskError::rate_limited): neither read nor wait on it
                 // (not parked either, so the shared read does not take its tasks) until then.
                 rt.mark_drained(q);
-                hand_over(&rt, q, carry.close()).await;
+                stop_carrying(&rt, q).await;
                 limiter::blocked_wait(&rt, q, f.blocked_until_ms).await;
                 continue;
             }
         }
         if matches!(&result, Ok(f) if f.leases.is_empty()) {
             // No read comes at once now: nothing waits for one.
-            hand_over(&rt, q, carry.close()).await;
+            stop_carrying(&rt, q).await;
             rt.mark_drained(q);
             if rt.watching.load(Ordering::Relaxed) {
                 // The shared read waits for this queue (with every other idle one) and puts
@@ -136,7 +127,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             }
             result = rt
                 .broker
-                .fetch(&mut reader, &queue, &rt.id, count, BLOCK)
+                .fetch(&mut reader, &queue, &rt.id, &[], count, BLOCK)
                 .await;
         }
         match result {
@@ -148,7 +139,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
                 }
                 if fetched.blocked_until_ms.is_some() {
                     rt.mark_drained(q);
-                    hand_over(&rt, q, carry.close()).await;
+                    stop_carrying(&rt, q).await;
                     limiter::blocked_wait(&rt, q, fetched.blocked_until_ms).await;
                     continue;
                 }
@@ -173,7 +164,7 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             }
             Err(e) => {
                 warn!(queue = %queue, error = %e, "fetch failed; retrying");
-                hand_over(&rt, q, carry.close()).await;
+                stop_carrying(&rt, q).await;
                 // Until a read succeeds this queue has nothing to offer: a dispatcher waiting
                 // for it must draw another, or one unreachable queue would stall them all.
                 rt.mark_drained(q);
@@ -183,13 +174,8 @@ pub(crate) async fn run<B: WorkerBroker>(rt: Arc<Runtime<B>>, q: usize) {
             }
         }
     }
-    // The last read: it acks what still waits and settles the counts owed, taking nothing.
-    let done = carry.close();
-    if owes || !done.is_empty() {
-        if let Err(e) = settle_and_fetch(&rt, &mut reader, q, done, 0).await {
-            warn!(queue = %queue, error = %e, "last read failed; its acks went to the acker");
-        }
-    }
+    // The last read: it settles what still waits and pays the counts owed, taking nothing.
+    settler::last_read(&rt, &mut reader, q, owes).await;
     limiter::hand_back(&rt, q, waiting).await;
     rt.broker.close_reader(reader).await;
 }
@@ -199,34 +185,5 @@ async fn sleep_or_stop<B: WorkerBroker>(rt: &Runtime<B>, d: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(d) => false,
         _ = rt.stop_fetch.cancelled() => true,
-    }
-}
-
-/// One call that acks `done` and reads up to `count` tasks of queue `q` (0: only acks); the
-/// acked leases are let go. On an error the completions go to the acker, which retries them
-/// (a re-sent ack is a no-op).
-async fn settle_and_fetch<B: WorkerBroker>(
-    rt: &Runtime<B>,
-    reader: &mut B::Reader,
-    q: usize,
-    done: Vec<Completion>,
-    count: usize,
-) -> Result<Fetched, BrokerError> {
-    let queue = &rt.queues[q].name;
-    match rt
-        .broker
-        .complete_and_fetch(reader, queue, &rt.id, &done, count)
-        .await
-    {
-        Ok((_, fetched)) => {
-            for c in &done {
-                rt.release(q, &c.lease.msg_id);
-            }
-            Ok(fetched)
-        }
-        Err(e) => {
-            hand_over(rt, q, done).await;
-            Err(e)
-        }
     }
 }

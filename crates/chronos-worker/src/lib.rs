@@ -106,12 +106,13 @@
 //! path is:
 //! * the fetch: one script call per read of up to 128 deliveries, whose reply is decoded into
 //!   leases (the envelope's MessagePack included), or at concurrency 1 the read that also acks
-//!   the last task (`Consume::complete_and_fetch`), so one round trip per task;
+//!   the last task (`Consume::fetch` carrying its settlement), so one round trip per task;
 //! * the start mark: none for a handler that ends within 2 ms, else one call per batch;
 //! * the run: a spawned tokio task per delivery, a cancellation token and its child (the
 //!   handler's signal), a `tracing` span, the log capture scope, a progress cell, and the
 //!   handler itself;
-//! * the settlement: an ack carried by the fetcher's next read, or batched by the acker.
+//! * the settlement: one `Settlement` per attempt; an ack carried by the fetcher's next read, or
+//!   batched by the settler with others of its queue.
 //!
 //! A profile of the release build draining at concurrency 64 (perf, DWARF call stacks) spends
 //! the worker's time roughly as: the allocator 15-17 % (a lease, an envelope, the span and the
@@ -132,11 +133,9 @@
 //! listed in [`metrics`].
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod acker;
 mod backoff;
 mod broker;
 mod canceller;
-mod carry;
 mod config;
 mod dispatcher;
 mod ended;
@@ -164,6 +163,7 @@ mod runtime;
 mod sampler;
 mod server;
 mod settings_poller;
+mod settler;
 mod slot;
 mod starter;
 mod task;

@@ -78,7 +78,7 @@ pub(crate) async fn round<B: WorkerBroker>(
     let mut leases: Vec<Lease> = if waiting.is_empty() {
         match rt
             .broker
-            .fetch(reader, queue, &rt.id, granted, Duration::ZERO)
+            .fetch(reader, queue, &rt.id, &[], granted, Duration::ZERO)
             .await
         {
             Ok(f) if f.blocked_until_ms.is_some() => {
@@ -107,7 +107,10 @@ pub(crate) async fn round<B: WorkerBroker>(
         // start its task long after its slot, bunched with the starts of later slots. What
         // arrives waits here for its permit in the next round, so take one at most.
         let n = if limit.needs_permits() { 1 } else { count };
-        let f = rt.broker.fetch(reader, queue, &rt.id, n, block).await?;
+        let f = rt
+            .broker
+            .fetch(reader, queue, &rt.id, &[], n, block)
+            .await?;
         if f.blocked_until_ms.is_some() {
             blocked_wait(rt, q, f.blocked_until_ms).await;
             return Ok(());
@@ -271,8 +274,8 @@ pub(crate) async fn hand_back<B: WorkerBroker>(rt: &Runtime<B>, q: usize, waitin
         return;
     }
     let queue = &rt.queues[q].name;
-    let ids: Vec<_> = waiting.iter().map(|l| l.id.clone()).collect();
-    if let Err(e) = rt.broker.requeue(queue, &ids).await {
+    let ids = waiting.iter().map(|l| l.id.clone());
+    if let Err(e) = crate::settler::requeue(rt, ids).await {
         warn!(queue = %queue, error = %e, "could not return waiting tasks; they will be recovered");
     }
     for l in &waiting {

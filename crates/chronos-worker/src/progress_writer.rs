@@ -52,11 +52,7 @@ pub(crate) async fn write<B: WorkerBroker>(
 ) -> Option<Vec<String>> {
     let queue: &QueueName = &rt.queues[q].name;
     let updates: Vec<ProgressUpdate> = pending.iter().map(|(u, _, _)| u.clone()).collect();
-    match rt
-        .broker
-        .report_progress(queue, &rt.id, ids, &updates)
-        .await
-    {
+    match rt.broker.keep_alive(queue, &rt.id, ids, &updates).await {
         Ok(owned) => {
             let held: HashSet<&str> = owned.iter().map(String::as_str).collect();
             for (u, cell, version) in &pending {

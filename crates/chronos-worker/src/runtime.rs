@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chronos_core::{Completion, Lease, ProgressUpdate, QueueName, QueueSettings};
+use chronos_core::{Lease, ProgressUpdate, QueueName, QueueSettings, Settlement};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -60,8 +60,8 @@ pub(crate) struct Runtime<B: WorkerBroker> {
     pub(crate) progress_wake: Arc<Notify>,
     /// The concurrency slots: one permit per handler that may run at once.
     pub(crate) slots: Arc<Semaphore>,
-    /// Completions to ack, each with its queue's index (acker.rs).
-    pub(crate) acks: mpsc::UnboundedSender<(usize, Completion)>,
+    /// Settlements to send, each with its queue's index (settler.rs).
+    pub(crate) settlements: mpsc::UnboundedSender<(usize, Settlement)>,
     /// Deliveries to mark started (starter.rs).
     pub(crate) starts: mpsc::UnboundedSender<StartRequest>,
     /// What [`crate::ServerHandle::stats`] reports.
@@ -108,7 +108,7 @@ impl<B: WorkerBroker> Runtime<B> {
         config: ServerConfig,
         queues: Vec<(QueueName, u32, QueueSettings)>,
         id: String,
-        acks: mpsc::UnboundedSender<(usize, Completion)>,
+        settlements: mpsc::UnboundedSender<(usize, Settlement)>,
         starts: mpsc::UnboundedSender<StartRequest>,
     ) -> Self {
         let (returns, returned) = mpsc::unbounded_channel();
@@ -140,7 +140,7 @@ impl<B: WorkerBroker> Runtime<B> {
             ready: Notify::new(),
             space: Notify::new(),
             progress_wake: Arc::new(Notify::new()),
-            acks,
+            settlements,
             starts,
             counters: Counters::default(),
             stop_fetch: CancellationToken::new(),

@@ -2,15 +2,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronos_core::{LeaseId, QueueName, Signal};
+use chronos_core::{QueueName, Signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 use crate::{
-    acker, canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, progress_writer,
-    recoverer, sampler, settings_poller, starter, watcher,
+    canceller, dispatcher, fetcher, forwarder, heartbeat, janitor, limiter, progress_writer,
+    recoverer, sampler, settings_poller, settler, starter, watcher,
 };
 use crate::{Mux, ServerConfig, WorkerBroker, WorkerError};
 
@@ -99,7 +99,7 @@ impl<B: WorkerBroker> Server<B> {
         };
         // Before the fetchers start: stored limits choose a queue's fetch path too.
         let stored = settings_poller::read_all(&self.broker, &self.queues).await;
-        let (ack_tx, ack_rx) = mpsc::unbounded_channel();
+        let (settle_tx, settle_rx) = mpsc::unbounded_channel();
         let (start_tx, start_rx) = mpsc::unbounded_channel();
         let rt = Arc::new(Runtime::new(
             self.broker,
@@ -111,7 +111,7 @@ impl<B: WorkerBroker> Server<B> {
                 .map(|((name, weight), s)| (name, weight, s))
                 .collect(),
             id.clone(),
-            ack_tx,
+            settle_tx,
             start_tx,
         ));
         refresh_paused(&rt).await;
@@ -130,7 +130,7 @@ impl<B: WorkerBroker> Server<B> {
             fetchers.push(tokio::spawn(fetcher::run(rt.clone(), q)));
         }
         let dispatcher = tokio::spawn(dispatcher::run(rt.clone()));
-        let acker = tokio::spawn(acker::run(rt.clone(), ack_rx));
+        let settling = tokio::spawn(settler::run(rt.clone(), settle_rx));
         let starter = tokio::spawn(starter::run(rt.clone(), start_rx));
         let mut maintenance = vec![
             tokio::spawn(heartbeat::run(rt.clone())),
@@ -161,7 +161,7 @@ impl<B: WorkerBroker> Server<B> {
             .map(crate::metrics::MetricsEndpoint::local_addr);
         let supervisor = tokio::spawn(async move {
             stop.cancelled().await;
-            shut_down(rt, fetchers, dispatcher, acker, maintenance).await;
+            shut_down(rt, fetchers, dispatcher, settling, maintenance).await;
             #[cfg(feature = "prometheus")]
             if let Some(endpoint) = endpoint {
                 endpoint.stop();
@@ -228,7 +228,7 @@ impl ServerHandle {
     /// Stops gracefully: stops fetching, puts fetched-but-unstarted tasks back in their queue
     /// without spending an attempt, lets running handlers finish within the shutdown timeout
     /// (their leases stay fresh meanwhile), then cancels the rest (each is retried, not lost),
-    /// flushes pending acks and withdraws the server record.
+    /// sends pending settlements and withdraws the server record.
     pub async fn shutdown(self) {
         self.stop.cancel();
         if let Err(e) = self.supervisor.await {
@@ -241,7 +241,7 @@ async fn shut_down<B: WorkerBroker>(
     rt: Arc<Runtime<B>>,
     fetchers: Vec<JoinHandle<()>>,
     dispatcher: JoinHandle<()>,
-    acker: JoinHandle<()>,
+    settling: JoinHandle<()>,
     maintenance: Vec<JoinHandle<()>>,
 ) {
     info!(server = %rt.id, "shutting down");
@@ -255,9 +255,8 @@ async fn shut_down<B: WorkerBroker>(
         if leases.is_empty() {
             continue;
         }
-        let ids: Vec<LeaseId> = leases.into_iter().map(|l| l.id).collect();
         let queue = &rt.queues[q].name;
-        match rt.broker.requeue(queue, &ids).await {
+        match settler::requeue(&rt, leases.into_iter().map(|l| l.id)).await {
             Ok(n) => info!(queue = %queue, n, "returned unstarted tasks to the queue"),
             Err(e) => warn!(error = %e, "could not return unstarted tasks; they will be recovered"),
         }
@@ -280,12 +279,12 @@ async fn shut_down<B: WorkerBroker>(
             warn!("handlers did not settle after cancellation; the recoverer will re-deliver them");
         }
     }
-    // 4. Stop the loops; the acker flushes every ack still queued before it ends.
+    // 4. Stop the loops; the settler sends every settlement still queued before it ends.
     rt.stop_maintenance.cancel();
     for m in maintenance {
         let _ = m.await;
     }
-    let _ = acker.await;
+    let _ = settling.await;
     crate::heartbeat::flush_timings(&rt).await;
     if let Err(e) = rt.broker.remove_server(&rt.id).await {
         warn!(error = %e, "could not withdraw the server record; it expires by itself");

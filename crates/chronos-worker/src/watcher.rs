@@ -144,7 +144,7 @@ async fn hand_back_surplus<B: WorkerBroker>(
         surplus -= n;
         let queue = &rt.queues[q].name;
         debug!(queue = %queue, n, "shared read took more than the free slots; handing the rest back");
-        if let Err(e) = rt.broker.requeue(queue, &back).await {
+        if let Err(e) = crate::settler::requeue(rt, back).await {
             // Held by no one here: the recoverer re-delivers them, without an attempt.
             warn!(queue = %queue, n, error = %e, "could not hand surplus deliveries back; they will be recovered");
         }

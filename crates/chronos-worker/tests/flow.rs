@@ -250,6 +250,7 @@ async fn a_member_the_recoverer_dead_lettered_is_counted_even_when_it_died_befor
             &mut reader,
             &members,
             "ghost",
+            &[],
             1,
             Duration::from_millis(100),
         )

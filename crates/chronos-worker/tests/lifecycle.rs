@@ -331,7 +331,7 @@ async fn janitor_removes_consumers_of_gone_servers_only_when_they_hold_nothing()
     b.ensure_queue(&queue).await.expect("queue");
     // A consumer of a server that no longer exists, holding nothing.
     let mut reader = b.open_reader().await.expect("reader");
-    b.fetch(&mut reader, &queue, "ghost", 1, Duration::ZERO)
+    b.fetch(&mut reader, &queue, "ghost", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     // And one that still holds a task.
@@ -339,7 +339,7 @@ async fn janitor_removes_consumers_of_gone_servers_only_when_they_hold_nothing()
         .enqueue(&Job { n: 1, sleep_ms: 0 }, EnqueueOptions::new())
         .await
         .expect("enqueue");
-    b.fetch(&mut reader, &queue, "ghost-busy", 1, Duration::ZERO)
+    b.fetch(&mut reader, &queue, "ghost-busy", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     let (mux, _log) = recording_mux();

@@ -27,7 +27,7 @@ async fn connect(url: &str) -> RedisBroker {
 
 /// The handler ends at once (well within the start mark's delay, so no mark is written); the
 /// first run then stalls the worker's connection before it returns, so its acknowledgement
-/// (carried to the fetcher's next read, or handed to the acker) cannot reach Redis. For Redis
+/// (carried to the fetcher's next read, or handed to the settler) cannot reach Redis. For Redis
 /// the task is then exactly what a quick task is for a moment after its handler returned:
 /// fetched, unmarked, unacked. The archive and the delete must refuse it as running; once the
 /// connection flows again the ack lands and the task is completed, having run once.

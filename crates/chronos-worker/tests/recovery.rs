@@ -14,7 +14,7 @@ use std::time::Duration;
 use chronos_broker::fred::interfaces::{HashesInterface, StreamsInterface};
 use chronos_broker::{
     now_ms, Client, Completion, Consume, EnqueueOptions, Inspect, Lease, LeaseId, Maintain,
-    QueueName, RedisBroker, TaskState,
+    QueueName, RedisBroker, SettleExt, TaskState,
 };
 use chronos_testkit::{RedisServer, TcpProxy};
 use chronos_worker::{
@@ -60,7 +60,7 @@ async fn fetch_all(b: &RedisBroker, queue: &QueueName, consumer: &str, n: usize)
     while out.len() < n {
         let want = (n - out.len()).min(1000);
         let f = b
-            .fetch(&mut reader, queue, consumer, want, Duration::ZERO)
+            .fetch(&mut reader, queue, consumer, &[], want, Duration::ZERO)
             .await
             .expect("fetch");
         assert!(!f.leases.is_empty(), "queue ran dry at {}", out.len());
@@ -414,7 +414,7 @@ async fn many_live_deliveries_do_not_hide_a_crashed_workers_task() {
         tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 let owned = b
-                    .extend_leases(&queue, "alive", &live_ids)
+                    .keep_alive(&queue, "alive", &live_ids, &[])
                     .await
                     .expect("extend");
                 assert_eq!(owned.len(), live_ids.len(), "a live lease was taken");
@@ -552,7 +552,7 @@ async fn a_server_that_stops_heartbeating_is_recovered_at_once_on_every_queue() 
     let mut reader = b.open_reader().await.expect("reader");
     b.ensure_queue(&last).await.expect("queue");
     let f = b
-        .fetch(&mut reader, &last, "ghost", 1, Duration::ZERO)
+        .fetch(&mut reader, &last, "ghost", &[], 1, Duration::ZERO)
         .await
         .expect("fetch");
     assert_eq!(f.leases.len(), 1, "the ghost holds the task");
@@ -582,7 +582,9 @@ async fn a_server_that_stops_heartbeating_is_recovered_at_once_on_every_queue() 
     // The ghost heartbeats past the server's first passes over every queue.
     for _ in 0..15 {
         b.publish_server(&ghost, beat).await.expect("publish");
-        b.extend_leases(&last, "ghost", &held).await.expect("keep");
+        b.keep_alive(&last, "ghost", &held, &[])
+            .await
+            .expect("keep");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(!ran.load(Ordering::SeqCst), "the ghost's task is held");

@@ -175,13 +175,13 @@ async fn tenant_tasks_of_a_server_that_died_are_run_by_one_that_never_read_them(
         tokio::spawn(async move {
             let mut held: Vec<Lease> = Vec::new();
             let first = a
-                .fetch(&mut reader, &queue, "ghost", 8, Duration::from_secs(5))
+                .fetch(&mut reader, &queue, "ghost", &[], 8, Duration::from_secs(5))
                 .await
                 .expect("blocking read");
             held.extend(first.leases);
             for _ in 0..20 {
                 let f = a
-                    .fetch(&mut reader, &queue, "ghost", 8, Duration::ZERO)
+                    .fetch(&mut reader, &queue, "ghost", &[], 8, Duration::ZERO)
                     .await
                     .expect("read");
                 held.extend(f.leases);

@@ -118,7 +118,7 @@ async fn main() -> anyhow::Result<()> {
     mux.handle(|_: Context, _: Task<Ping>| async { Ok(()) })?;
     let server = Server::new(broker.clone(), mux, ServerConfig::default())?;
     let server = server.start().await?;
-    broker.fail_next("complete"); // the first ack fails; the server retries it
+    broker.fail_next("settle"); // the first settlement (an ack) fails; the server retries it
     Client::new(broker.clone())
         .enqueue(&Ping, EnqueueOptions::new())
         .await?;

@@ -21,13 +21,13 @@
 
 #[doc(inline)]
 pub use chronos_broker::{
-    decode_args, encode_args, forward, fred, time, Attempt, Broker, BrokerError, Client,
-    Completion, Connect, Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask, DecodeError,
-    Enqueue, EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease, LeaseId, LevelStats,
-    Maintain, NewTask, Priority, QueueName, QueueStats, Reclaimed, RedisBroker, RedisBrokerBuilder,
-    Results, ServerRecord, SnoozeOutcome, StartOutcome, StoreError, TaskArgs, TaskEnvelope,
-    TaskInfo, TaskOutcome, TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY,
-    SCHEDULE_HEADER, TRIGGER_HEADER,
+    decode_args, encode_args, forward, fred, time, Attempt, AttemptReport, Broker, BrokerError,
+    Client, Completion, Connect, Consume, Coordinate, DeadLetter, DeadOutcome, DeadTask,
+    DecodeError, End, Enqueue, EnqueueOptions, EvictionCheck, Fetched, Inspect, Keyspace, Lease,
+    LeaseId, LevelStats, Maintain, NewTask, Priority, QueueName, QueueStats, Reclaimed,
+    RedisBroker, RedisBrokerBuilder, Results, ServerRecord, SettleExt, Settled, Settlement,
+    SnoozeOutcome, StartOutcome, StoreError, TaskArgs, TaskEnvelope, TaskInfo, TaskOutcome,
+    TaskRecord, TaskState, Timestamp, Trigger, DEFAULT_MAX_RETRY, SCHEDULE_HEADER, TRIGGER_HEADER,
 };
 // Producer contract v1: a payload's codec, named per task, so producers in other languages
 // can send JSON (crates/chronos-protocol/contract/CONTRACT.md).

@@ -53,7 +53,7 @@ async fn server_over_a_counting_wrapper_completes_tasks_and_survives_an_injected
         .start()
         .await
         .expect("start");
-    broker.fail_next("complete");
+    broker.fail_next("settle");
     let client = Client::new(broker.clone());
     for n in 0..5 {
         client
@@ -74,9 +74,9 @@ async fn server_over_a_counting_wrapper_completes_tasks_and_survives_an_injected
     assert!(broker.calls("paused_queues") >= 1);
     assert!(broker.calls("publish_server") >= 1);
     assert!(
-        broker.calls("complete") >= 2,
-        "the injected ack failure was retried: {} complete calls",
-        broker.calls("complete")
+        broker.calls("settle") >= 2,
+        "the injected ack failure was retried: {} settle calls",
+        broker.calls("settle")
     );
     let stats = inner.queue_stats(&queue).await.expect("stats");
     assert_eq!((stats.pending, stats.active, stats.retry), (0, 0, 0));

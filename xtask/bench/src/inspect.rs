@@ -98,6 +98,7 @@ pub(crate) async fn run() -> Result<()> {
             &mut reader,
             &big,
             "bench-worker",
+            &[],
             500,
             std::time::Duration::ZERO,
         )

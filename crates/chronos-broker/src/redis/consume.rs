@@ -3,14 +3,13 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::lease::{decode_envelope, lease_of_entry, new_lease, ReadReply};
-use super::reply::{BackoffCode, CancelCode, DeadCode, RetryCode, SnoozeCode, StartCode};
+use super::reply::StartCode;
 use super::{client_builder, lane, reply, RedisBroker, MAX_BLOCK};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
 use crate::{
-    duration_ms, now_ms, Attempt, BackoffOutcome, BackoffScope, BrokerError, CancelOutcome,
-    Completion, Consume, DeadOutcome, Fetched, HistoryCounter, Interrupt, Lease, LeaseId,
-    QueueKeys, QueueName, SnoozeOutcome, StartOutcome, GROUP,
+    duration_ms, now_ms, Attempt, BrokerError, Consume, Fetched, HistoryCounter, Interrupt, Lease,
+    LeaseId, QueueKeys, QueueName, Settled, Settlement, StartOutcome, GROUP,
 };
 
 /// A connection reserved for blocking reads.
@@ -38,17 +37,23 @@ impl Consume for RedisBroker {
         self.register_queue(queue).await
     }
 
+    /// What is carried is settled first, but for the bare acks of `queue`, which ride in the
+    /// claim call (settle.rs: `settle_carried`).
     async fn fetch(
         &self,
         reader: &mut RedisReader,
         queue: &QueueName,
         consumer: &str,
+        carry: &[Settlement],
         count: usize,
         block: Duration,
     ) -> Result<Fetched, BrokerError> {
-        let (_, fetched) = self.claim(queue, consumer, count.max(1), &[]).await?;
+        let carried = self.settle_carried(queue, carry).await?;
+        let (acked, mut fetched) = self.claim(queue, consumer, count, &carried.riding).await?;
+        fetched.settled = carried.answered(acked)?;
         // A blocked queue is not waited on either: the caller sleeps until the block ends.
         if block.is_zero()
+            || count == 0
             || !fetched.leases.is_empty()
             || fetched.dropped > 0
             || fetched.blocked_until_ms.is_some()
@@ -80,11 +85,17 @@ impl Consume for RedisBroker {
             Ok(r) => r.unwrap_or_default(),
             Err(e) if e.details().starts_with("NOGROUP") => {
                 self.regroup(queue).await?;
-                return Ok(Fetched::default());
+                return Ok(Fetched {
+                    settled: fetched.settled,
+                    ..Fetched::default()
+                });
             }
             Err(e) => return Err(store(e)),
         };
-        let mut fetched = Fetched::default();
+        let mut fetched = Fetched {
+            settled: fetched.settled,
+            ..Fetched::default()
+        };
         let mut foreign = Vec::new();
         for (key, entries) in reply {
             let Some(level) = streams.iter().find(|(s, _)| *s == key).map(|(_, l)| *l) else {
@@ -108,7 +119,7 @@ impl Consume for RedisBroker {
                 .into_iter()
                 .map(|l| l.id)
                 .collect();
-            if let Err(e) = self.requeue(queue, &back).await {
+            if let Err(e) = self.requeue_leases(queue, &back).await {
                 // Held by no one: the recoverer re-delivers them, without an attempt.
                 tracing::warn!(queue = %queue, n = back.len(), error = %e, "could not hand back deliveries read past the count");
             }
@@ -142,255 +153,9 @@ impl Consume for RedisBroker {
             .collect())
     }
 
-    async fn complete(&self, queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError> {
-        let done: Vec<&Completion> = done.iter().collect();
-        self.complete_refs(queue, &done).await
-    }
-
-    /// Plain tasks kept for no retention ride in the claim call (an ack is their whole
-    /// completion; claim.lua); the others, and all of them while the queue writes events
-    /// (complete.lua writes those), take a complete call first.
-    async fn complete_and_fetch(
-        &self,
-        _reader: &mut RedisReader,
-        queue: &QueueName,
-        consumer: &str,
-        done: &[Completion],
-        count: usize,
-    ) -> Result<(u64, Fetched), BrokerError> {
-        let events = self.event_stream(&self.queue_keys(queue)).await?.is_some();
-        let (along, rest): (Vec<&Completion>, Vec<&Completion>) = done
-            .iter()
-            .partition(|c| !events && c.lease.is_plain() && c.retention.is_none());
-        let settled = self.complete_refs(queue, &rest).await?;
-        let (acked, fetched) = self.claim(queue, consumer, count, &along).await?;
-        Ok((settled + acked, fetched))
-    }
-
-    async fn retry(
-        &self,
-        lease: &LeaseId,
-        delay: Duration,
-        error: &str,
-    ) -> Result<bool, BrokerError> {
-        let keys = self.queue_keys(&lease.queue);
-        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
-        let mut declared = vec![
-            stream,
-            keys.retry(),
-            keys.failed(),
-            keys.task(&lease.task_id),
-        ];
-        declared.extend(failed_history(&keys));
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
-        let args: Vec<Value> = vec![
-            GROUP.into(),
-            lease.task_id.as_str().into(),
-            mid.into(),
-            duration_ms(delay).into(),
-            error.into(),
-            ran(lease),
-            logs(lease),
-        ];
-        declared.extend(self.event_stream(&keys).await?);
-        let n = self.run(|s| &s.retry, declared, args).await?;
-        Ok(RetryCode::from_reply(reply::int(&n, "retry")?) == Some(RetryCode::Scheduled))
-    }
-
-    async fn snooze(
-        &self,
-        lease: &LeaseId,
-        delay: Duration,
-        max_snoozes: u32,
-    ) -> Result<SnoozeOutcome, BrokerError> {
-        let keys = self.queue_keys(&lease.queue);
-        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
-        let mut declared = vec![stream, keys.scheduled(), keys.task(&lease.task_id)];
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
-        let args: Vec<Value> = vec![
-            GROUP.into(),
-            lease.task_id.as_str().into(),
-            mid.into(),
-            duration_ms(delay).into(),
-            max_snoozes.into(),
-            ran(lease),
-            logs(lease),
-        ];
-        declared.extend(self.event_stream(&keys).await?);
-        let reply = self.run(|s| &s.snooze, declared, args).await?;
-        let row = reply::array(reply, "snooze")?;
-        let code = row.first().map(|v| reply::int(v, "snooze")).transpose()?;
-        let snoozes = row
-            .get(1)
-            .map(|v| reply::int(v, "snooze"))
-            .transpose()?
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(0);
-        Ok(match code.and_then(SnoozeCode::from_reply) {
-            Some(SnoozeCode::Snoozed) => SnoozeOutcome::Snoozed { snoozes },
-            Some(SnoozeCode::TooMany) => SnoozeOutcome::TooMany { snoozes },
-            Some(SnoozeCode::Stale) | None => SnoozeOutcome::Stale,
-        })
-    }
-
-    async fn back_off(
-        &self,
-        lease: &LeaseId,
-        scope: &BackoffScope,
-        delay: Duration,
-    ) -> Result<BackoffOutcome, BrokerError> {
-        let keys = self.queue_keys(&lease.queue);
-        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
-        let (code, key) = match scope {
-            BackoffScope::Queue => ("q", ""),
-            BackoffScope::Key(k) => {
-                crate::keys::check_rate_key(k)?;
-                ("k", k.as_str())
-            }
-        };
-        let mut declared = vec![
-            stream,
-            keys.scheduled(),
-            keys.task(&lease.task_id),
-            keys.queue_block(),
-            keys.key_blocks(),
-            keys.levels(),
-            keys.throttled_day(now_ms().div_euclid(DAY_MS)),
-        ];
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
-        let delay = delay.clamp(crate::MIN_BACKOFF, crate::MAX_BACKOFF);
-        let args: Vec<Value> = vec![
-            GROUP.into(),
-            lease.task_id.as_str().into(),
-            mid.into(),
-            duration_ms(delay).into(),
-            code.into(),
-            key.into(),
-            ran(lease),
-            logs(lease),
-        ];
-        declared.extend(self.event_stream(&keys).await?);
-        let reply = self.run(|s| &s.backoff, declared, args).await?;
-        let row = reply::array(reply, "backoff")?;
-        let num = |i: usize| {
-            row.get(i)
-                .map(|v| reply::int(v, "backoff"))
-                .transpose()
-                .map(Option::unwrap_or_default)
-        };
-        Ok(match BackoffCode::from_reply(num(0)?) {
-            Some(BackoffCode::Blocked) => BackoffOutcome::Blocked {
-                until_ms: num(1)?,
-                due_ms: num(2)?,
-            },
-            Some(BackoffCode::Stale) | None => BackoffOutcome::Stale,
-        })
-    }
-
-    async fn dead_letter(
-        &self,
-        lease: &LeaseId,
-        error: &str,
-        count_attempt: bool,
-    ) -> Result<DeadOutcome, BrokerError> {
-        let keys = self.queue_keys(&lease.queue);
-        let tkey = keys.task(&lease.task_id);
-        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
-        let mut declared = vec![
-            stream,
-            keys.archived(),
-            keys.failed(),
-            tkey.clone(),
-            keys.done(&lease.task_id),
-            self.unique_or(&keys, lease, tkey),
-        ];
-        declared.extend(failed_history(&keys));
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
-        let args: Vec<Value> = vec![
-            GROUP.into(),
-            lease.task_id.as_str().into(),
-            mid.into(),
-            error.into(),
-            reply::flag(count_attempt),
-            duration_ms(self.inner.idempotency_window).into(),
-            ran(lease),
-            logs(lease),
-        ];
-        declared.extend(self.event_stream(&keys).await?);
-        Ok(
-            match DeadCode::from_reply(reply::int(
-                &self.run(|s| &s.dead, declared, args).await?,
-                "dead",
-            )?) {
-                Some(DeadCode::Archived) => DeadOutcome::Archived,
-                Some(DeadCode::Discarded) => DeadOutcome::Discarded,
-                Some(DeadCode::Stale) | None => DeadOutcome::Stale,
-            },
-        )
-    }
-
-    async fn cancel(&self, lease: &LeaseId, reason: &str) -> Result<CancelOutcome, BrokerError> {
-        let keys = self.queue_keys(&lease.queue);
-        let tkey = keys.task(&lease.task_id);
-        let (stream, mid) = lane::locate(&keys, &lease.msg_id);
-        let mut declared = vec![
-            stream,
-            keys.cancelled(),
-            tkey.clone(),
-            self.unique_or(&keys, lease, tkey),
-        ];
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
-        let args: Vec<Value> = vec![
-            GROUP.into(),
-            lease.task_id.as_str().into(),
-            mid.into(),
-            reason.into(),
-            ran(lease),
-            logs(lease),
-        ];
-        declared.extend(self.event_stream(&keys).await?);
-        let reply = self.run(|s| &s.cancel, declared, args).await?;
-        Ok(
-            match CancelCode::from_reply(reply::int(&reply, "cancel")?) {
-                Some(CancelCode::Cancelled) => CancelOutcome::Cancelled,
-                Some(CancelCode::Stale) | None => CancelOutcome::Stale,
-            },
-        )
-    }
-
-    async fn requeue(&self, queue: &QueueName, leases: &[LeaseId]) -> Result<u64, BrokerError> {
-        if leases.is_empty() {
-            return Ok(0);
-        }
-        let keys = self.queue_keys(queue);
-        let mut n = 0;
-        for (level, idx) in lane::by_lane(leases.iter().map(|l| l.msg_id.as_str())) {
-            let mut declared = vec![keys.lane(level)];
-            let mut args: Vec<Value> = vec![GROUP.into()];
-            for i in idx {
-                let l = &leases[i];
-                declared.push(keys.task(&l.task_id));
-                args.push(l.task_id.as_str().into());
-                args.push(lane::split(&l.msg_id).1.into());
-            }
-            if lane::is_tenant(level) {
-                declared.extend(keys.tenants());
-            }
-            declared.extend(self.event_stream(&keys).await?);
-            let r = self.run(|s| &s.requeue, declared, args).await?;
-            n += reply::int(&r, "requeue")?.max(0) as u64;
-        }
-        Ok(n)
+    async fn settle(&self, settlements: &[Settlement]) -> Result<Vec<Settled>, BrokerError> {
+        self.settle_refs(&settlements.iter().collect::<Vec<_>>())
+            .await
     }
 
     async fn watch(
@@ -464,75 +229,6 @@ impl RedisBroker {
             .collect())
     }
 
-    /// Calls of at most COMPLETE_CHUNK, so a script never unpacks more than Lua allows and
-    /// never holds Redis for long; each call is atomic on its own (acks are independent).
-    async fn complete_refs(
-        &self,
-        queue: &QueueName,
-        done: &[&Completion],
-    ) -> Result<u64, BrokerError> {
-        let mut n = 0;
-        for (level, idx) in lane::by_lane(done.iter().map(|c| c.lease.msg_id.as_str())) {
-            let lane: Vec<&Completion> = idx.into_iter().map(|i| done[i]).collect();
-            for part in lane.chunks(COMPLETE_CHUNK) {
-                n += self.complete_chunk(queue, level, part).await?;
-            }
-        }
-        Ok(n)
-    }
-
-    /// One complete.lua call for up to [`COMPLETE_CHUNK`] completions.
-    async fn complete_chunk(
-        &self,
-        queue: &QueueName,
-        level: Option<u8>,
-        done: &[&Completion],
-    ) -> Result<u64, BrokerError> {
-        if done.is_empty() {
-            return Ok(0);
-        }
-        let keys = self.queue_keys(queue);
-        let mut declared = Vec::with_capacity(5 + 2 * done.len());
-        let day = now_ms().div_euclid(DAY_MS);
-        declared.extend([
-            keys.lane(level),
-            keys.completed(),
-            keys.processed(),
-            keys.history_minutes(HistoryCounter::Processed, day),
-            keys.history_day(HistoryCounter::Processed, day),
-        ]);
-        // Tasks with a hash first (COMPLETE_STRIDE values and 2 keys each), then plain tasks' entry ids
-        // (lib.lua), which need no key: their ack is their whole completion.
-        let (plain, hashed): (Vec<&Completion>, Vec<&Completion>) = done
-            .iter()
-            .copied()
-            .partition(|c| c.lease.is_plain() && c.retention.is_none());
-        let mut args: Vec<Value> =
-            Vec::with_capacity(2 + super::protocol::COMPLETE_STRIDE * hashed.len() + plain.len());
-        args.push(GROUP.into());
-        args.push((hashed.len() as i64).into());
-        for c in hashed {
-            let tkey = keys.task(&c.lease.task_id);
-            declared.push(tkey.clone());
-            declared.push(self.unique_or(&keys, &c.lease, tkey));
-            args.push(c.lease.task_id.as_str().into());
-            args.push(lane::split(&c.lease.msg_id).1.into());
-            args.push(c.retention.map(duration_ms).unwrap_or(0).into());
-            args.push(self.result_arg(c));
-            args.push(ran(&c.lease));
-            args.push(logs(&c.lease));
-        }
-        for c in plain {
-            args.push(c.lease.msg_id.as_str().into());
-        }
-        if lane::is_tenant(level) {
-            declared.extend(keys.tenants());
-        }
-        declared.extend(self.event_stream(&keys).await?);
-        let n = self.run(|s| &s.complete, declared, args).await?;
-        Ok(reply::int(&n, "complete")?.max(0) as u64)
-    }
-
     /// One claim call: acks the plain completions `along` and delivers up to `count` new
     /// entries to `consumer`, at once; how many of `along` it acked, and what it delivered. A
     /// queue whose levels this process did not know yet costs one call more (claim.lua answers
@@ -542,7 +238,7 @@ impl RedisBroker {
         queue: &QueueName,
         consumer: &str,
         count: usize,
-        along: &[&Completion],
+        along: &[&Settlement],
     ) -> Result<(u64, Fetched), BrokerError> {
         let knew = self.known_levels(queue);
         let (acked, fetched) = self.claim_once(queue, consumer, count, along).await?;
@@ -560,7 +256,7 @@ impl RedisBroker {
         queue: &QueueName,
         consumer: &str,
         count: usize,
-        along: &[&Completion],
+        along: &[&Settlement],
     ) -> Result<(u64, Fetched), BrokerError> {
         let keys = self.queue_keys(queue);
         let nonce = format!("{:016x}", rand::random::<u64>());
@@ -679,49 +375,6 @@ impl RedisBroker {
         self.forget_queues();
         self.register_queue(queue).await
     }
-
-    /// The result argument of one completion: the handler's result when the task is retained
-    /// (none is kept otherwise), or a note in its place when it is over the payload limit.
-    fn result_arg(&self, c: &Completion) -> Value {
-        match (&c.retention, &c.result) {
-            (Some(_), Some(r)) if r.len() > self.inner.max_payload => {
-                let mut note = vec![crate::OVERSIZED_RESULT];
-                note.extend_from_slice(
-                    format!(
-                        "result of {} bytes is over the limit of {} bytes",
-                        r.len(),
-                        self.inner.max_payload
-                    )
-                    .as_bytes(),
-                );
-                Value::Bytes(note.into())
-            }
-            (Some(_), Some(r)) => Value::Bytes(r.clone().into()),
-            _ => Value::from(""),
-        }
-    }
-
-    /// The unique lock key to declare for `lease` (from its content hash), else `fallback` (the
-    /// task hash again, which the script then never treats as a lock).
-    fn unique_or(&self, keys: &QueueKeys, lease: &LeaseId, fallback: String) -> String {
-        match &lease.unique_key {
-            Some(hash) if !hash.is_empty() => keys.unique(hash),
-            _ => fallback,
-        }
-    }
-}
-
-/// Most completions per complete.lua call (Lua's `unpack` takes at most ~8,000 values).
-const COMPLETE_CHUNK: usize = 1000;
-
-/// The failed-history keys of today (by this process' clock; the minute inside is Redis'),
-/// which the failing transitions declare after their own keys.
-pub(super) fn failed_history(keys: &QueueKeys) -> [String; 2] {
-    let day = now_ms().div_euclid(DAY_MS);
-    [
-        keys.history_minutes(HistoryCounter::Failed, day),
-        keys.history_day(HistoryCounter::Failed, day),
-    ]
 }
 
 /// How long a fetch receipt lives: longer than any re-send of the call can come (commands time
@@ -839,19 +492,6 @@ fn start_outcome(keys: &QueueKeys, row: Value) -> StartOutcome {
         last_failed_at_ms: (failed_at > 0).then_some(failed_at),
         unique_key,
     })
-}
-
-/// How long a delivery's handler ran, for the attempt history ('' when the caller did not say).
-fn ran(lease: &LeaseId) -> Value {
-    match lease.ran_ms.and_then(|ms| i64::try_from(ms).ok()) {
-        Some(ms) => ms.into(),
-        None => "".into(),
-    }
-}
-
-/// What a delivery's handler logged, for the attempt history ('' for nothing).
-fn logs(lease: &LeaseId) -> Value {
-    lease.logs.as_deref().unwrap_or("").into()
 }
 
 #[cfg(test)]

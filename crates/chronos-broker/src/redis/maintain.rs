@@ -99,16 +99,7 @@ impl Maintain for RedisBroker {
         Ok(out)
     }
 
-    async fn extend_leases(
-        &self,
-        queue: &QueueName,
-        consumer: &str,
-        msg_ids: &[String],
-    ) -> Result<Vec<String>, BrokerError> {
-        self.beat(queue, consumer, msg_ids, &[]).await
-    }
-
-    async fn report_progress(
+    async fn keep_alive(
         &self,
         queue: &QueueName,
         consumer: &str,
@@ -512,7 +503,7 @@ impl RedisBroker {
         .await;
         let stream = keys.lane(level);
         let mut declared = vec![stream.clone(), keys.archived(), keys.failed()];
-        declared.extend(super::consume::failed_history(keys));
+        declared.extend(super::settle::failed_history(keys));
         declared.push(keys.reclaimed());
         let mut args: Vec<Value> = vec![
             GROUP.into(),

@@ -28,6 +28,7 @@ mod scripts;
 // The names and numbers shared with the Lua scripts, as `protocol::STATE` and so on.
 use chronos_protocol as protocol;
 mod settings;
+mod settle;
 mod signals;
 mod store;
 mod tenants;

@@ -104,7 +104,7 @@ pub async fn take(
 ) -> chronos_broker::Fetched {
     use chronos_broker::{Consume, StartOutcome};
     let mut f = b
-        .fetch(reader, queue, consumer, count, block)
+        .fetch(reader, queue, consumer, &[], count, block)
         .await
         .expect("fetch");
     let ids: Vec<_> = f.leases.iter().map(|l| l.id.clone()).collect();

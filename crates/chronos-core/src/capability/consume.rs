@@ -4,11 +4,14 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    BackoffOutcome, BackoffScope, BrokerError, CancelOutcome, Completion, DeadOutcome, Fetched,
-    Interrupt, LeaseId, QueueName, SnoozeOutcome, StartOutcome,
+    BrokerError, Fetched, Interrupt, LeaseId, QueueName, Settled, Settlement, StartOutcome,
 };
 
-/// Delivers tasks to workers and settles them.
+/// Delivers tasks to workers and settles them: a delivery is read ([`Consume::fetch`]), marked
+/// started ([`Consume::start`]) and ended by a [`Settlement`] ([`Consume::settle`], or carried
+/// by the next fetch). Eight methods, none with a default body; the per-end calls of earlier
+/// releases (`complete`, `retry`, ...) live on as [`SettleExt`](crate::SettleExt), built on
+/// `settle` for every store.
 pub trait Consume: Send + Sync {
     /// A connection reserved for blocking reads (a blocking read stalls every other command on
     /// its connection, so it never shares one).
@@ -26,19 +29,30 @@ pub trait Consume: Send + Sync {
         queue: &QueueName,
     ) -> impl Future<Output = Result<(), BrokerError>> + Send;
 
-    /// Reads up to `count` new tasks of `queue` for `consumer`, waiting up to `block` when none
-    /// is ready (`Duration::ZERO`: return at once). Each returned lease is held by `consumer` until
-    /// it is settled or reclaimed, but it is not an attempt yet: call [`Consume::start`] right
-    /// before running it. A delivery fetched and never started (a crash, a lost reply) is
-    /// re-delivered later without spending an attempt. A fetch that finds work at once and is
-    /// re-sent by the client after a lost reply returns the same deliveries again; the reply of
-    /// a blocking wait lost on a reconnect leaves its deliveries to the recoverer (no attempt
-    /// spent, re-delivered after `recover_min_idle`).
+    /// Settles the deliveries `carry` names (as [`Consume::settle`] would), then reads up to
+    /// `count` new tasks of `queue` for `consumer`, waiting up to `block` when none is ready
+    /// (`Duration::ZERO`: return at once; `count` 0: only settle). The answers to `carry` come
+    /// back in [`Fetched::settled`], one per settlement, in order.
+    ///
+    /// Carrying is how a busy worker settles and reads in one round trip where the store can:
+    /// the Redis store acknowledges the bare acks of `queue` ([`Settlement::is_bare_ack`])
+    /// inside its read (unless the queue keeps events), and settles every other end carried in its own call first. A store may
+    /// then let the queue's processed counters lag a busy consumer a little (see the store's
+    /// docs); they are exact once a call takes nothing.
+    ///
+    /// Each returned lease is held by `consumer` until it is settled or reclaimed, but it is
+    /// not an attempt yet: call [`Consume::start`] right before running it. A delivery fetched
+    /// and never started (a crash, a lost reply) is re-delivered later without spending an
+    /// attempt. A fetch that finds work at once and is re-sent by the client after a lost reply
+    /// settles nothing twice and returns the same deliveries again; the reply of a blocking wait
+    /// lost on a reconnect leaves its deliveries to the recoverer (no attempt spent,
+    /// re-delivered after `recover_min_idle`).
     fn fetch(
         &self,
         reader: &mut Self::Reader,
         queue: &QueueName,
         consumer: &str,
+        carry: &[Settlement],
         count: usize,
         block: Duration,
     ) -> impl Future<Output = Result<Fetched, BrokerError>> + Send;
@@ -51,102 +65,32 @@ pub trait Consume: Send + Sync {
         leases: &[LeaseId],
     ) -> impl Future<Output = Result<Vec<StartOutcome>, BrokerError>> + Send;
 
-    /// Acknowledges succeeded tasks of one queue in one round trip; returns how many were
-    /// settled (stale leases are skipped).
-    fn complete(
+    /// Settles deliveries, of any queues and any ends, in as few round trips as the store can
+    /// (Redis: the completions of one queue in one call per level and per 1000, its requeues in
+    /// one call per level, every other end in a call of its own); one answer per settlement, in
+    /// order, of the variant of its [`End`](crate::End) ([`Settled`]). Each end keeps the
+    /// guarantees its variant states: a stale lease changes nothing and is answered stale, a
+    /// settlement sent again after a lost reply or an error takes no effect twice (so after an
+    /// error, which may leave some settled and some not, sending them all again is the way
+    /// on), and only the ends that say so count an attempt or release a lock.
+    ///
+    /// A store that settles a batch with one count (Redis acknowledges many completions, or
+    /// requeues many deliveries, in one command that answers how many) answers that many of the
+    /// batch settled, in order, and the rest stale: the number is exact, which ones were stale
+    /// is not. A store answers [`BrokerError::Unsupported`] for an end it does not know ([`End`](crate::End) is
+    /// non-exhaustive).
+    fn settle(
         &self,
-        queue: &QueueName,
-        done: &[Completion],
-    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
-
-    /// Acknowledges succeeded tasks of `queue` and reads up to `count` new ones for `consumer`
-    /// without waiting, in one round trip where the store can (a store without one makes two:
-    /// [`Consume::complete`], then [`Consume::fetch`] with no block). Returns how many were
-    /// settled and what was fetched, with both methods' guarantees: stale leases are skipped, a
-    /// call re-sent after a lost reply settles nothing twice and returns the same deliveries.
-    /// `count` 0 only settles. A store may let the queue's processed counters lag a busy
-    /// consumer a little (see the store's docs); they are exact once a call takes nothing.
-    fn complete_and_fetch(
-        &self,
-        reader: &mut Self::Reader,
-        queue: &QueueName,
-        consumer: &str,
-        done: &[Completion],
-        count: usize,
-    ) -> impl Future<Output = Result<(u64, Fetched), BrokerError>> + Send;
-
-    /// Records a failed attempt and schedules the next one `delay` from now (by the store's
-    /// clock). False when the lease was stale; a re-sent call whose first run took effect answers
-    /// true.
-    fn retry(
-        &self,
-        lease: &LeaseId,
-        delay: Duration,
-        error: &str,
-    ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
-
-    /// Puts a running task back for `delay` (by the store's clock) without spending an attempt
-    /// or recording an error: its handler asked to be run later. The task waits as a scheduled
-    /// one and keeps its level and tenant; its snooze count goes up by one, unless it has
-    /// reached `max_snoozes` already ([`SnoozeOutcome::TooMany`]: nothing changed). A re-sent
-    /// call whose first run took effect answers what that run did.
-    fn snooze(
-        &self,
-        lease: &LeaseId,
-        delay: Duration,
-        max_snoozes: u32,
-    ) -> impl Future<Output = Result<SnoozeOutcome, BrokerError>> + Send;
-
-    /// Blocks `scope` (the task's rate key, or its whole queue) cluster-wide until `delay` from
-    /// now (store clock; clamped to [`MIN_BACKOFF`](crate::MIN_BACKOFF)..=
-    /// [`MAX_BACKOFF`](crate::MAX_BACKOFF)) and puts the running task back as scheduled, due
-    /// at the block's end plus a jitter ([`backoff_jitter`](crate::backoff_jitter)), in one
-    /// atomic step: no attempt spent, no error recorded, not counted as a snooze; a tenant
-    /// task's slot is freed. A block only extends: one that already ends later is kept. A
-    /// re-sent call whose first run took effect answers what that run did.
-    fn back_off(
-        &self,
-        lease: &LeaseId,
-        scope: &BackoffScope,
-        delay: Duration,
-    ) -> impl Future<Output = Result<BackoffOutcome, BrokerError>> + Send;
-
-    /// Dead-letters the task (archive, or discard when it asked so) and releases its unique lock.
-    /// `count_attempt` says whether this failure counts as an attempt. A re-sent call whose
-    /// first run took effect answers what that run did (never `Stale`).
-    fn dead_letter(
-        &self,
-        lease: &LeaseId,
-        error: &str,
-        count_attempt: bool,
-    ) -> impl Future<Output = Result<DeadOutcome, BrokerError>> + Send;
-
-    /// Ends the task as cancelled, because its handler said it should not run (any more):
-    /// neither a failure nor a dead letter. It leaves the stream for the queue's cancelled set
-    /// ([`TaskState::Cancelled`](crate::TaskState::Cancelled)) with `reason`, and its unique or
-    /// deduplication lock is released, as when it finishes. No attempt is counted. A re-sent
-    /// call whose first run took effect answers what that run did (never `Stale`).
-    fn cancel(
-        &self,
-        lease: &LeaseId,
-        reason: &str,
-    ) -> impl Future<Output = Result<CancelOutcome, BrokerError>> + Send;
-
-    /// Puts fetched but unstarted tasks back at the end of their queue without counting an
-    /// attempt. Returns how many were re-queued.
-    fn requeue(
-        &self,
-        queue: &QueueName,
-        leases: &[LeaseId],
-    ) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+        settlements: &[Settlement],
+    ) -> impl Future<Output = Result<Vec<Settled>, BrokerError>> + Send;
 
     /// Waits up to `block` for new tasks of any of `queues` with one blocking read on `reader`,
     /// taking up to `count` per queue, with the guarantees of a blocking [`Consume::fetch`]
     /// (each lease held by `consumer`, not an attempt yet; a reply lost on a reconnect leaves
     /// its deliveries to the recoverer, unspent). Returns `(index into queues, fetched)` for
     /// each queue that had something. An empty `queues` returns at once, so a caller can probe
-    /// support. None: this store cannot read these queues together (the default, and Redis
-    /// Cluster, where streams of different slots cannot share a read): block per queue with
+    /// support. None: this store cannot read these queues together (Redis Cluster, where
+    /// streams of different slots cannot share a read): block per queue with
     /// [`Consume::fetch`] instead.
     fn watch(
         &self,
@@ -158,7 +102,7 @@ pub trait Consume: Send + Sync {
     ) -> impl Future<Output = Result<Option<Vec<(usize, Fetched)>>, BrokerError>> + Send;
 
     /// A handle that ends a blocking read in flight on `reader` early, as a timeout would (so
-    /// nothing is taken or stranded); None when the store has none (the default), or when it
+    /// nothing is taken or stranded); None when the store has none, or when it
     /// refuses this connection the means (Redis: an ACL user without `CLIENT UNBLOCK`). The
     /// worker then reads no queues together ([`Consume::watch`]): each queue blocks on its own
     /// reader, so a task never waits for another queue's block to end.

@@ -11,9 +11,9 @@ use crate::{
 /// What moves chains and groups on. Implemented for `RedisBroker`, and for `&T`,
 /// `Arc<T>` and `Box<T>`. The worker calls the chain and member methods only for tasks that
 /// carry a [`Flow`](crate::Flow), before it acknowledges or dead-letters them; every method is idempotent.
-/// Every method defaults to [`BrokerError::Unsupported`], so a wrapper written for plain tasks
-/// compiles as `impl Flows for W {}`; a wrapper whose tasks use chains or groups must forward
-/// them.
+/// No method has a default body: a store without workflows answers
+/// [`BrokerError::Unsupported`] in each, in so many words, and a wrapper forwards them
+/// ([`crate::forward!`]).
 pub trait Flows: Send + Sync {
     /// Enqueues a chain's next step (built by [`chain_successor`](crate::chain_successor)) unless it was enqueued
     /// before: true when written now, false when it had been (the step ran twice, or the call

@@ -8,7 +8,8 @@ use crate::{
     TimingDelta,
 };
 
-/// Background upkeep: forwarding, recovery, leases and trimming.
+/// Background upkeep: forwarding, recovery, leases and trimming. No method has a default body:
+/// a store states every answer, and a wrapper forwards each ([`crate::forward!`]).
 pub trait Maintain: Send + Sync {
     /// Moves up to `limit` due delayed and retry tasks of `queue` (each set) into its stream.
     /// "Due" is decided by the store's clock, not the caller's.
@@ -31,22 +32,14 @@ pub trait Maintain: Send + Sync {
         limit: usize,
     ) -> impl Future<Output = Result<Reclaimed, BrokerError>> + Send;
 
-    /// Refreshes the leases `consumer` holds; returns the entry ids it still owns (an id missing
-    /// from the answer was reclaimed, and its task must be cancelled).
-    fn extend_leases(
-        &self,
-        queue: &QueueName,
-        consumer: &str,
-        msg_ids: &[String],
-    ) -> impl Future<Output = Result<Vec<String>, BrokerError>> + Send;
-
-    /// [`Maintain::extend_leases`] for `msg_ids`, and in the same atomic step stores each of
-    /// `updates` as its task's last progress ([`crate::TaskProgress`], kept for
-    /// [`crate::PROGRESS_TTL`]) when `consumer` still holds its delivery; an update of a
-    /// delivery it lost is dropped, and the delivery is missing from the answer as in
-    /// `extend_leases` (its task must be cancelled). Every update's `msg_id` must be among
-    /// `msg_ids`. Re-sending is harmless: the last value wins.
-    fn report_progress(
+    /// Keeps deliveries alive: refreshes the leases `consumer` holds of `msg_ids` and, in the
+    /// same atomic step, stores each of `updates` as its task's last progress
+    /// ([`crate::TaskProgress`], kept for [`crate::PROGRESS_TTL`]) when `consumer` still holds
+    /// its delivery. Returns the entry ids it still holds: an id missing from the answer was
+    /// reclaimed (its task must be cancelled), and its update, if any, was dropped. Every
+    /// update's `msg_id` must be among `msg_ids`; `updates` may be empty (the heartbeat's
+    /// refresh). Re-sending is harmless: the last value wins.
+    fn keep_alive(
         &self,
         queue: &QueueName,
         consumer: &str,
@@ -100,9 +93,9 @@ pub trait Maintain: Send + Sync {
     ) -> impl Future<Output = Result<bool, BrokerError>> + Send;
 
     /// [`Maintain::forward_due`], also telling when the earliest task left in the queue's
-    /// scheduled and retry sets is due, so a caller can sleep until then. The default forwards
-    /// and answers `next: None`; a store whose [`Maintain::signals`] pushes due times must
-    /// implement it (a caller with signals trusts `None` to mean both sets are empty).
+    /// scheduled and retry sets is due, so a caller can sleep until then. A store that cannot
+    /// tell answers `next: None`, unless its [`Maintain::signals`] pushes due times (a caller
+    /// with signals trusts `None` to mean both sets are empty).
     fn forward_due_next(
         &self,
         queue: &QueueName,
@@ -110,14 +103,13 @@ pub trait Maintain: Send + Sync {
     ) -> impl Future<Output = Result<Forwarded, BrokerError>> + Send;
 
     /// Subscribes to the namespace's pushed [`Signal`](crate::Signal)s: earlier due times in a scheduled or
-    /// retry set, pause changes, settings changes, and a [`Signal::Resync`](crate::Signal::Resync) after each (re)subscription. None
-    /// (the default): the store pushes nothing, and a worker polls at its intervals.
+    /// retry set, pause changes, settings changes, and a [`Signal::Resync`](crate::Signal::Resync) after each (re)subscription. None:
+    /// the store pushes nothing, and a worker polls at its intervals.
     fn signals(&self) -> impl Future<Output = Result<Option<Signals>, BrokerError>> + Send;
 
     /// Which of `msg_ids` (stream entry ids of deliveries this worker runs) an operator asked
     /// to cancel ([`TaskAction::Cancel`](crate::TaskAction::Cancel)). A worker polls it for the tasks it runs, a few times
-    /// a second. The default answers none: a store without operator cancellation, or a
-    /// wrapper written before it existed (a wrapper should forward it).
+    /// a second. A store without operator cancellation answers none.
     fn cancel_requested(
         &self,
         queue: &QueueName,
@@ -129,8 +121,7 @@ pub trait Maintain: Send + Sync {
     /// dead-letters a task records it in an outbox, so a recoverer that died before reporting
     /// it to its group (or whose reply was lost) leaves it for the next pass of any recoverer.
     /// It includes the tasks of a reclaim that is still being reported elsewhere (reports must
-    /// be idempotent). The default answers none: a store without an outbox, or a wrapper
-    /// written before it existed (a wrapper should forward it).
+    /// be idempotent). A store without an outbox answers none.
     fn reclaimed_dead(
         &self,
         queue: &QueueName,

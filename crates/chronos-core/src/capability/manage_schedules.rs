@@ -13,9 +13,9 @@ use crate::{BrokerError, FireOutcome, NewTask, PutOutcome, QueueName, ScheduleDe
 /// Validation (spec, zone, queue, options) is the scheduler's job: use its typed front
 /// (`chronos_scheduler::RuntimeSchedules`), not these methods, unless you wrap a broker.
 ///
-/// The reads default to "none stored" and the writes to [`BrokerError::Unsupported`], so a
-/// wrapper or store without runtime schedules is `impl ManageSchedules for W {}`, and its
-/// schedulers fire the schedules registered in code only.
+/// No method has a default body: a store without runtime schedules answers "none stored" to
+/// the reads and [`BrokerError::Unsupported`] to the writes, and its schedulers fire the
+/// schedules registered in code only; a wrapper forwards them ([`crate::forward!`]).
 pub trait ManageSchedules: Send + Sync {
     /// The revision of the stored set: it grows with every change that wrote something (0
     /// before the first). One cheap read, for polling.

@@ -8,11 +8,9 @@ use crate::{BrokerError, Inspect, QueueName, QueueSample};
 /// What a metrics sampler needs of a broker: a short lease that elects one sampling process
 /// among many, and a cheap read of one queue's gauges.
 ///
-/// Both methods have defaults, so a wrapper around a broker (metrics, fault injection) gets
-/// them with an empty `impl SampleQueues for MyWrapper {}`: every process may then sample
-/// (the lease is always granted) and the sample carries the counts of
-/// [`Inspect::queue_stats`] without the oldest pending task's age. Implemented for `&T`,
-/// `Arc<T>` and `Box<T>` when `T` has it.
+/// No method has a default body: a store without an election answers the lease granted (every
+/// process may then sample), and a wrapper forwards them ([`crate::forward!`]). Implemented
+/// for `&T`, `Arc<T>` and `Box<T>` when `T` has it.
 pub trait SampleQueues: Inspect {
     /// Takes, or keeps, the cluster-wide sampler lease for `holder` for `ttl`: true when
     /// `holder` holds it now. The holder renews it every sampling period; when it dies, another

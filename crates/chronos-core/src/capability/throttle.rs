@@ -9,10 +9,10 @@ use crate::{Admission, BrokerError, KeyRate, LeaseId, PermitLimit, Permits, Queu
 /// calls these only for queues that have a limit configured: a queue without limits costs
 /// nothing more.
 ///
-/// Every method has a default that fails with [`BrokerError::Unsupported`], so a wrapper around
-/// a broker (metrics, fault injection) that does not limit writes `impl Throttle for W {}`; a
-/// worker that configures a limit over it then fetches nothing from that queue and logs why
-/// (a limit is never silently ignored). Implemented for `&T`, `Arc<T>` and `Box<T>` when `T`
+/// No method has a default body: a store without limits answers [`BrokerError::Unsupported`]
+/// in each, and a worker that configures a limit over it then fetches nothing from that queue
+/// and logs why (a limit is never silently ignored); a wrapper forwards them
+/// ([`crate::forward!`]). Implemented for `&T`, `Arc<T>` and `Box<T>` when `T`
 /// has it.
 ///
 /// Every call is safe to re-send (the client re-sends commands in flight when a connection
@@ -58,7 +58,7 @@ pub trait Throttle: Send + Sync {
     /// full is moved to the queue's scheduled set until its key has room again (no attempt
     /// spent, no error recorded). One answer per delivery, in order.
     ///
-    /// A delivery whose key is blocked by a handler ([`Consume::back_off`](crate::Consume::back_off)
+    /// A delivery whose key is blocked by a handler ([`End::BackedOff`](crate::End::BackedOff)
     /// with [`BackoffScope::Key`](crate::BackoffScope::Key)) is deferred the same way to the
     /// block's end plus a jitter, whatever room its key has. A `limit` with a `rate` of 0 checks
     /// those blocks only (a queue without a per-key rate whose fetch reported

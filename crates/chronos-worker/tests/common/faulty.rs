@@ -23,7 +23,7 @@ pub struct Switches {
     pub starts: AtomicU32,
     /// Ack calls made (failed ones too).
     pub acks: AtomicU32,
-    /// `report_progress` calls made (the heartbeat's and the progress loop's).
+    /// `keep_alive` calls made (the heartbeat's and the progress loop's).
     pub progress_reports: AtomicU32,
 }
 
@@ -52,8 +52,8 @@ fn cut(what: &str) -> BrokerError {
 }
 
 impl Consume for Faulty {
-    // Hand-written: `start` and `complete` carry the switches; the compiler lists any method
-    // left out.
+    // Hand-written: `start`, `settle` and a `fetch` that carries settlements heed the switches;
+    // the compiler lists any method left out.
     type Reader = <RedisBroker as Consume>::Reader;
 
     fn open_reader(&self) -> impl Future<Output = Result<Self::Reader, BrokerError>> + Send {
@@ -64,85 +64,24 @@ impl Consume for Faulty {
         self.inner.ensure_queue(q)
     }
 
-    fn fetch(
+    /// A read that carries completions is an ack too: the switches cut it as they cut
+    /// `settle`.
+    async fn fetch(
         &self,
         r: &mut Self::Reader,
         q: &QueueName,
         c: &str,
+        carry: &[Settlement],
         n: usize,
         block: Duration,
-    ) -> impl Future<Output = Result<Fetched, BrokerError>> + Send {
-        self.inner.fetch(r, q, c, n, block)
+    ) -> Result<Fetched, BrokerError> {
+        self.ack(carry)?;
+        self.inner.fetch(r, q, c, carry, n, block).await
     }
 
-    fn retry(
-        &self,
-        lease: &LeaseId,
-        delay: Duration,
-        error: &str,
-    ) -> impl Future<Output = Result<bool, BrokerError>> + Send {
-        self.inner.retry(lease, delay, error)
-    }
-
-    fn snooze(
-        &self,
-        lease: &LeaseId,
-        delay: Duration,
-        max_snoozes: u32,
-    ) -> impl Future<Output = Result<SnoozeOutcome, BrokerError>> + Send {
-        self.inner.snooze(lease, delay, max_snoozes)
-    }
-
-    fn back_off(
-        &self,
-        lease: &LeaseId,
-        scope: &chronos_broker::BackoffScope,
-        delay: Duration,
-    ) -> impl Future<Output = Result<chronos_broker::BackoffOutcome, BrokerError>> + Send {
-        self.inner.back_off(lease, scope, delay)
-    }
-
-    fn dead_letter(
-        &self,
-        lease: &LeaseId,
-        error: &str,
-        count: bool,
-    ) -> impl Future<Output = Result<DeadOutcome, BrokerError>> + Send {
-        self.inner.dead_letter(lease, error, count)
-    }
-
-    fn cancel(
-        &self,
-        lease: &LeaseId,
-        reason: &str,
-    ) -> impl Future<Output = Result<chronos_core::CancelOutcome, BrokerError>> + Send {
-        self.inner.cancel(lease, reason)
-    }
-
-    /// Two calls, through this wrapper's own `complete` (so its switches cut settle-and-fetch
-    /// too), then a fetch that does not wait.
-    async fn complete_and_fetch(
-        &self,
-        r: &mut Self::Reader,
-        q: &QueueName,
-        c: &str,
-        done: &[chronos_broker::Completion],
-        n: usize,
-    ) -> Result<(u64, Fetched), BrokerError> {
-        let settled = self.complete(q, done).await?;
-        if n == 0 {
-            return Ok((settled, Fetched::default()));
-        }
-        let fetched = self.inner.fetch(r, q, c, n, Duration::ZERO).await?;
-        Ok((settled, fetched))
-    }
-
-    fn requeue(
-        &self,
-        q: &QueueName,
-        leases: &[LeaseId],
-    ) -> impl Future<Output = Result<u64, BrokerError>> + Send {
-        self.inner.requeue(q, leases)
+    async fn settle(&self, settlements: &[Settlement]) -> Result<Vec<Settled>, BrokerError> {
+        self.ack(settlements)?;
+        self.inner.settle(settlements).await
     }
 
     fn watch(
@@ -184,20 +123,27 @@ impl Consume for Faulty {
         self.switches.starts.fetch_add(1, Ordering::SeqCst);
         self.inner.start(queue, leases).await
     }
+}
 
-    async fn complete(&self, queue: &QueueName, done: &[Completion]) -> Result<u64, BrokerError> {
+impl Faulty {
+    /// Counts a call that settles completions, and fails it while acks fail.
+    fn ack(&self, settlements: &[Settlement]) -> Result<(), BrokerError> {
+        if !settlements
+            .iter()
+            .any(|s| matches!(s.end, End::Completed { .. }))
+        {
+            return Ok(());
+        }
         self.switches.acks.fetch_add(1, Ordering::SeqCst);
         if self.switches.fail_acks.load(Ordering::SeqCst) {
             return Err(cut("ack"));
         }
-        self.inner.complete(queue, done).await
+        Ok(())
     }
-}
 
-impl Faulty {
     /// Counts the calls the switches watch among those forwarded as they are.
     fn count(&self, method: &'static str) -> Result<(), BrokerError> {
-        if method == "report_progress" {
+        if method == "keep_alive" {
             self.switches
                 .progress_reports
                 .fetch_add(1, Ordering::SeqCst);
