@@ -94,6 +94,7 @@ mod flow;
 mod forward;
 mod group;
 mod group_record;
+mod lease_id;
 mod loopback;
 pub mod names;
 mod operate;
@@ -137,7 +138,7 @@ pub use dedup::{
     MAX_DEDUP_KEY_LEN,
 };
 pub use delivery::{backoff_jitter, QueueBlocks, MAX_BACKOFF, MIN_BACKOFF};
-pub use delivery::{Attempt, DeadTask, Fetched, Lease, LeaseId, Reclaimed, StartOutcome};
+pub use delivery::{Attempt, DeadTask, Fetched, Lease, Reclaimed, StartOutcome};
 pub use edit::TaskEdit;
 pub use envelope::{TaskEnvelope, ENVELOPE_VERSION};
 pub use error::{BrokerError, DecodeError, StoreError};
@@ -151,6 +152,7 @@ pub use flow::{
 };
 pub use group::Group;
 pub use group_record::GroupRecord;
+pub use lease_id::LeaseId;
 pub use loopback::loopback_host;
 pub use names::{QueueName, MAX_NAME_LEN};
 pub use operate::{

@@ -136,6 +136,7 @@
 mod backoff;
 mod broker;
 mod canceller;
+mod carry;
 mod config;
 mod dispatcher;
 mod ended;

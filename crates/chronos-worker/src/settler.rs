@@ -15,7 +15,7 @@
 //! A settlement handed over here lets its lease go once it is settled (or given up on), so a
 //! task is never fetched again by this server while its end is still on its way.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chronos_core::{BrokerError, Fetched, LeaseId, QueueName, Settlement};
@@ -31,59 +31,6 @@ use crate::WorkerBroker;
 const MAX_BATCH: usize = 512;
 /// The waits between tries of a failing batch: 50 ms, doubling up to 2 s.
 const RETRY: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-
-/// The settlements of one queue waiting for its fetcher's next read.
-#[derive(Debug, Default)]
-pub(crate) struct Carry {
-    inner: Mutex<Carried>,
-}
-
-#[derive(Debug, Default)]
-struct Carried {
-    /// The fetcher reads again soon: settlements may wait for it.
-    open: bool,
-    waiting: Vec<Settlement>,
-}
-
-impl Carry {
-    fn lock(&self) -> MutexGuard<'_, Carried> {
-        // Poisoned only by a panic elsewhere; the list is still a valid list.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes `settlement` to be carried by the next read; gives it back when the fetcher is not
-    /// reading soon, or when it is more than a bare ack.
-    fn offer(&self, settlement: Settlement) -> Option<Settlement> {
-        if !settlement.is_bare_ack() {
-            return Some(settlement);
-        }
-        let mut g = self.lock();
-        if !g.open {
-            return Some(settlement);
-        }
-        g.waiting.push(settlement);
-        None
-    }
-
-    /// The fetcher is about to read: carry settlements until [`Carry::close`]; what waits now.
-    fn open(&self) -> Vec<Settlement> {
-        let mut g = self.lock();
-        g.open = true;
-        std::mem::take(&mut g.waiting)
-    }
-
-    /// What waits now, carrying on.
-    fn take(&self) -> Vec<Settlement> {
-        std::mem::take(&mut self.lock().waiting)
-    }
-
-    /// The fetcher stops reading at once: carry nothing more; what waits now.
-    fn close(&self) -> Vec<Settlement> {
-        let mut g = self.lock();
-        g.open = false;
-        std::mem::take(&mut g.waiting)
-    }
-}
 
 /// Takes over the settlement of a delivery of queue `q`: carried by the fetcher's next read,
 /// else batched by the loop, else (the loop is gone: shutdown finished) settled here at once.

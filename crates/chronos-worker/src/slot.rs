@@ -40,7 +40,7 @@ pub(crate) struct QueueSlot {
     /// Run times and queue waits not written yet (timing.rs).
     pub(crate) timings: crate::timing::Timings,
     /// Settlements waiting to be carried by the fetcher's next read (settler.rs).
-    pub(crate) carry: crate::settler::Carry,
+    pub(crate) carry: crate::carry::Carry,
     /// Set when this server took a task of the queue, cleared by the janitor's sweep of it:
     /// a queue idle here is swept only in its turn (janitor.rs).
     pub(crate) touched: AtomicBool,
