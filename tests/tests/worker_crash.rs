@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chronos::fred::interfaces::KeysInterface;
+use chronos::fred::interfaces::{KeysInterface, StreamsInterface};
 use chronos::prelude::*;
 use chronos::{Inspect, QueueName};
 use chronos_tests::{runs_key, Work};
@@ -39,15 +39,19 @@ async fn task_of_a_killed_worker_process_is_finished_by_another_worker() {
     )
     .await;
     // The worker marks a start a moment after the handler begins (quick tasks need no mark);
-    // once the mark is in, losing the worker costs the task an attempt.
+    // once the mark is in, losing the worker costs the task an attempt. The mark is the
+    // delivery count of the task's pending entry; the task reads as active before it (an
+    // operator must not take a fetched task), so the state alone does not say the mark is in.
     let queue = QueueName::new("default").expect("queue");
+    let stream = broker.keyspace().queue(&queue).stream();
     chronos_testkit::eventually(Duration::from_secs(5), "the start was recorded", || async {
-        broker
-            .task(&queue, &info.id)
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|t| t.state == chronos::TaskState::Active)
+        let pending: Result<Vec<(String, String, i64, i64)>, _> = redis
+            .xpending(&stream, chronos_protocol::GROUP, ("-", "+", 10))
+            .await;
+        pending.is_ok_and(|p| {
+            p.iter()
+                .any(|(id, _, _, count)| *id == info.id && *count >= chronos_protocol::STARTED)
+        })
     })
     .await;
     // SIGKILL: no shutdown, no ack, no requeue. The task sits in the dead consumer's PEL.
