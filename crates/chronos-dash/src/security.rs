@@ -135,8 +135,7 @@ pub(crate) async fn redis_gate(
         return next.run(req).await;
     }
     if let Some(reason) = state.health.down(state.admin.broker()) {
-        return crate::error::PageError(crate::error::DashError::RedisUnavailable(reason))
-            .into_response();
+        return crate::error::for_path(path, crate::error::DashError::RedisUnavailable(reason));
     }
     next.run(req).await
 }
