@@ -329,6 +329,39 @@ async fn with_a_token_nothing_is_shown_before_login() -> Result<()> {
 }
 
 #[tokio::test]
+async fn the_bearer_scheme_name_is_accepted_in_any_case() -> Result<()> {
+    let c = console(DashConfig::default().token(Some("s3cret-token".into()))).await?;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} s3cret-token");
+        let r = send(
+            c.addr,
+            "GET",
+            "/api/overview",
+            &[("Authorization", &auth)],
+            "",
+        )
+        .await?;
+        assert_eq!(r.status, 200, "{auth}: {}", r.body);
+    }
+    for auth in [
+        "Basic s3cret-token",
+        "bearer wrong-token",
+        "bearers3cret-token",
+    ] {
+        let r = send(
+            c.addr,
+            "GET",
+            "/api/overview",
+            &[("Authorization", auth)],
+            "",
+        )
+        .await?;
+        assert_eq!(r.status, 401, "{auth}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn actions_need_the_form_token_and_our_origin() -> Result<()> {
     let c = console(DashConfig::default()).await?;
     let ids = seed(&c.broker, "mail", 2).await?;
