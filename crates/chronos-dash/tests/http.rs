@@ -1891,6 +1891,27 @@ async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
     assert_eq!(v["state"], "active");
     assert_eq!(v["progress_percent"], 62.4);
     assert_eq!(v["progress"]["value"]["note"], "3 of 5 files");
+    // A computed percent shows rounded to one decimal, in the bar and in its label.
+    c.broker
+        .report_progress(
+            &q,
+            "w1",
+            std::slice::from_ref(&lease.id.msg_id),
+            &[ProgressUpdate {
+                msg_id: lease.id.msg_id.clone(),
+                task_id: lease.id.task_id.clone(),
+                json: br#"{"percent":30.77777777777778}"#.to_vec(),
+            }],
+        )
+        .await?;
+    let page = send(c.addr, "GET", &path, &[], "").await?;
+    assert!(page.body.contains("value=\"30.8\""), "{}", page.body);
+    assert!(
+        page.body
+            .contains("<span id=\"progress-percent\">30.8%</span>"),
+        "{}",
+        page.body
+    );
     let missing = send(c.addr, "GET", "/api/queues/orders/tasks/nope", &[], "").await?;
     assert_eq!(missing.status, 404, "{}", missing.body);
     Ok(())
