@@ -387,6 +387,7 @@ fn every_yaml_file_parses() {
         "k8s/worker.yaml",
         "k8s/scheduler.yaml",
         "k8s/console.yaml",
+        "k8s/disruption.yaml",
     ] {
         assert!(names.contains(expected), "deploy/{expected} is missing");
     }
@@ -754,6 +755,100 @@ fn the_scheduler_runs_several_replicas() {
         (2..=3).contains(&replicas),
         "{replicas} scheduler replicas: a follower must be ready to take over"
     );
+}
+
+/// Every Deployment of more than one replica has a PodDisruptionBudget that selects its pods
+/// and lets a drain take at least one (a budget that allows none blocks node drains for good),
+/// and every budget selects the pods of some Deployment (a misspelt label protects nothing).
+#[test]
+fn replicated_deployments_have_a_disruption_budget_that_selects_them() {
+    let objects = k8s_objects();
+    let budgets: Vec<&Value> = objects
+        .iter()
+        .map(|(_, o)| o)
+        .filter(|o| kind_of(o) == "PodDisruptionBudget")
+        .collect();
+    let selects = |budget: &Value, d: &Value| {
+        let labels = d["spec"]["template"]["metadata"]["labels"].as_mapping();
+        let wanted = budget["spec"]["selector"]["matchLabels"].as_mapping();
+        match (labels, wanted) {
+            (Some(labels), Some(wanted)) => {
+                !wanted.is_empty() && wanted.iter().all(|(k, v)| labels.get(k) == Some(v))
+            }
+            _ => false,
+        }
+    };
+    let deployments = deployments();
+    for b in &budgets {
+        let name = name_of(b);
+        assert_eq!(b["apiVersion"].as_str(), Some("policy/v1"), "{name}");
+        assert!(
+            b["spec"]["selector"]["matchExpressions"].is_null(),
+            "{name}: the test reads matchLabels only"
+        );
+        let selected: Vec<&Value> = deployments.iter().filter(|d| selects(b, d)).collect();
+        assert_eq!(
+            selected.len(),
+            1,
+            "{name} selects the pods of {} Deployments",
+            selected.len()
+        );
+        let replicas = selected[0]["spec"]["replicas"].as_u64().unwrap_or(1);
+        let min = &b["spec"]["minAvailable"];
+        let max = &b["spec"]["maxUnavailable"];
+        assert!(
+            min.is_null() != max.is_null(),
+            "{name}: one of minAvailable and maxUnavailable"
+        );
+        if let Some(min) = min.as_u64() {
+            assert!(
+                (1..replicas).contains(&min),
+                "{name}: minAvailable {min} of {replicas} replicas"
+            );
+        } else {
+            let max = max.as_u64().unwrap_or_else(|| panic!("{name}: a count"));
+            assert!(
+                (1..replicas).contains(&max),
+                "{name}: maxUnavailable {max} of {replicas} replicas"
+            );
+        }
+    }
+    for d in &deployments {
+        if d["spec"]["replicas"].as_u64().unwrap_or(1) < 2 {
+            continue;
+        }
+        assert!(
+            budgets.iter().any(|b| selects(b, d)),
+            "{}: replicated but no PodDisruptionBudget selects its pods",
+            name_of(d)
+        );
+    }
+    for role in ["chronos-worker", "chronos-scheduler"] {
+        assert!(
+            deployments.iter().any(|d| name_of(d) == role),
+            "no Deployment {role}"
+        );
+    }
+}
+
+/// The build context leaves out what the Rust build never reads and that can be large.
+#[test]
+fn the_build_context_leaves_out_node_modules_and_the_ts_build() {
+    let ignore = read(&deploy().join("Dockerfile.dockerignore"));
+    let lines: BTreeSet<&str> = ignore
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    for needed in [
+        "target/",
+        "**/target/",
+        ".git",
+        "**/node_modules",
+        "crates/chronos-ts/dist",
+    ] {
+        assert!(lines.contains(needed), "the .dockerignore lacks {needed}");
+    }
 }
 
 #[test]

@@ -306,8 +306,10 @@
       if (!document.getElementById('progress-value')) { window.location.reload(); return; }
       const bar = document.getElementById('progress-bar');
       if (t.progress_percent != null) {
-        if (bar) bar.value = t.progress_percent;
-        setText('progress-percent', Math.round(t.progress_percent) + '%');
+        // One decimal at most, as the server renders it.
+        const pc = Math.round(t.progress_percent * 10) / 10;
+        if (bar) bar.value = pc;
+        setText('progress-percent', pc + '%');
       }
       setText('progress-note', p.value && typeof p.value.note === 'string' ? p.value.note : '');
       setText('progress-at', new Date(p.at_ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC');

@@ -9,7 +9,7 @@ use axum::Json;
 use chronos_broker::HistorySpan;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DashError, PageError};
+use crate::error::{ApiError, DashError};
 use crate::live::{OverviewData, QueueLive};
 use crate::state::AppState;
 
@@ -92,7 +92,7 @@ async fn read_overview(state: &AppState) -> Result<OverviewData, DashError> {
 
 pub(crate) async fn overview(
     State(state): State<Arc<AppState>>,
-) -> Result<Json<OverviewData>, PageError> {
+) -> Result<Json<OverviewData>, ApiError> {
     Ok(Json(overview_data(&state, false).await?))
 }
 
@@ -100,7 +100,7 @@ pub(crate) async fn overview(
 pub(crate) async fn queue(
     State(state): State<Arc<AppState>>,
     Path(queue): Path<String>,
-) -> Result<Json<QueueLive>, PageError> {
+) -> Result<Json<QueueLive>, ApiError> {
     let (row, oldest) = tokio::try_join!(
         state.admin.queue(&queue),
         state.admin.oldest_pending_ms(&queue)
@@ -137,7 +137,7 @@ pub(crate) async fn events(
     State(state): State<Arc<AppState>>,
     Path(queue): Path<String>,
     Query(p): Query<EventsParams>,
-) -> Result<Json<Vec<EventLine>>, PageError> {
+) -> Result<Json<Vec<EventLine>>, ApiError> {
     let events = state
         .admin
         .events_after(&queue, &p.after, crate::pages::events::SHOWN)
@@ -192,7 +192,7 @@ pub(crate) struct History {
 pub(crate) async fn history(
     State(state): State<Arc<AppState>>,
     Query(p): Query<HistoryParams>,
-) -> Result<Json<History>, PageError> {
+) -> Result<Json<History>, ApiError> {
     const MINUTE: i64 = 60_000;
     const DAY: i64 = 86_400_000;
     let (span, step_ms, steps) = match p.span.as_deref() {
@@ -205,7 +205,7 @@ pub(crate) async fn history(
             p.minutes.unwrap_or(60).clamp(1, 1440),
         ),
         Some(other) => {
-            return Err(PageError(crate::error::DashError::Admin(
+            return Err(ApiError(crate::error::DashError::Admin(
                 chronos_admin::AdminError::Invalid(format!(
                     "span {other:?}: hour, day, week or quarter"
                 )),
@@ -267,6 +267,6 @@ pub(crate) async fn history(
 pub(crate) async fn task(
     State(state): State<Arc<AppState>>,
     Path((queue, id)): Path<(String, String)>,
-) -> Result<Json<chronos_admin::TaskRow>, PageError> {
+) -> Result<Json<chronos_admin::TaskRow>, ApiError> {
     Ok(Json(state.admin.task(&queue, &id).await?))
 }

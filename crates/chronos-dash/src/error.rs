@@ -103,3 +103,74 @@ impl IntoResponse for PageError {
         (status, body).into_response()
     }
 }
+
+/// A failed `/api/...` request: scripts and the pages' polls parse JSON, so the error comes as
+/// `{"error": "...", "status": 503}` rather than an HTML page.
+pub(crate) struct ApiError(pub(crate) DashError);
+
+impl<E: Into<DashError>> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        ApiError(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        if status.is_server_error() {
+            tracing::warn!(error = %self.0, "console request failed");
+        }
+        json_error(status, &self.0.to_string())
+    }
+}
+
+/// A failed `/metrics` scrape: Prometheus shows a scrape error's body as text, so plain text.
+pub(crate) struct MetricsError(pub(crate) DashError);
+
+impl<E: Into<DashError>> From<E> for MetricsError {
+    fn from(e: E) -> Self {
+        MetricsError(e.into())
+    }
+}
+
+impl IntoResponse for MetricsError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        if status.is_server_error() {
+            tracing::warn!(error = %self.0, "console request failed");
+        }
+        text_error(status, &self.0.to_string())
+    }
+}
+
+pub(crate) fn json_error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({ "error": message, "status": status.as_u16() })),
+    )
+        .into_response()
+}
+
+pub(crate) fn text_error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        )],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
+
+/// An error answered in the form the path's clients read: JSON under `/api/`, plain text for
+/// `/metrics`, an HTML page elsewhere.
+pub(crate) fn for_path(path: &str, e: DashError) -> Response {
+    if path.starts_with("/api/") {
+        ApiError(e).into_response()
+    } else if path == "/metrics" {
+        MetricsError(e).into_response()
+    } else {
+        PageError(e).into_response()
+    }
+}

@@ -32,6 +32,17 @@ pub(crate) fn duration(secs: i64) -> String {
     }
 }
 
+/// A progress percent for display, at most one decimal: `30.8`, `62.4`, `30` (a handler's
+/// `200/650*100` would otherwise show sixteen digits).
+pub(crate) fn percent(p: f64) -> String {
+    let r = (p * 10.0).round() / 10.0;
+    if r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
+}
+
 /// Bytes as `1.5 MiB`.
 pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -78,6 +89,15 @@ pub(crate) fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_percent_shows_at_most_one_decimal() {
+        assert_eq!(percent(30.77777777777778), "30.8");
+        assert_eq!(percent(62.4), "62.4");
+        assert_eq!(percent(30.0), "30");
+        assert_eq!(percent(99.96), "100");
+        assert_eq!(percent(0.04), "0");
+    }
 
     #[test]
     fn labels_read_well() {

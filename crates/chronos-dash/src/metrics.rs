@@ -11,12 +11,12 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use crate::api::overview_data;
-use crate::error::PageError;
+use crate::error::MetricsError;
 use crate::state::AppState;
 
 const FRESH: Duration = Duration::from_secs(1);
 
-pub(crate) async fn page(State(st): State<Arc<AppState>>) -> Result<Response, PageError> {
+pub(crate) async fn page(State(st): State<Arc<AppState>>) -> Result<Response, MetricsError> {
     let mut cache = st.metrics_cache.lock().await;
     let text = match cache.as_ref() {
         Some((at, text)) if at.elapsed() < FRESH => text.clone(),
@@ -36,7 +36,7 @@ pub(crate) async fn page(State(st): State<Arc<AppState>>) -> Result<Response, Pa
         .into_response())
 }
 
-async fn render(st: &AppState) -> Result<String, PageError> {
+async fn render(st: &AppState) -> Result<String, MetricsError> {
     let d = overview_data(st, false).await?;
     let counters = {
         use chronos_broker::Schedules;

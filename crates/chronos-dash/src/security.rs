@@ -135,8 +135,7 @@ pub(crate) async fn redis_gate(
         return next.run(req).await;
     }
     if let Some(reason) = state.health.down(state.admin.broker()) {
-        return crate::error::PageError(crate::error::DashError::RedisUnavailable(reason))
-            .into_response();
+        return crate::error::for_path(path, crate::error::DashError::RedisUnavailable(reason));
     }
     next.run(req).await
 }
@@ -197,13 +196,14 @@ pub(crate) async fn guard(
     next.run(req).await
 }
 
-/// The bearer token of the request, if it sends one.
+/// The bearer token of the request, if it sends one. The scheme name is case-insensitive
+/// (RFC 7235): clients and proxies that send `bearer` are as right as those that send `Bearer`.
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// True when the request carries the token (bearer) or a session cookie of this console.
@@ -322,6 +322,16 @@ mod tests {
             m.insert(*k, HeaderValue::from_static(v));
         }
         m
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        for v in ["Bearer abc", "bearer abc", "BEARER abc", "bEaReR  abc "] {
+            assert_eq!(bearer(&h(&[("authorization", v)])), Some("abc"), "{v}");
+        }
+        for v in ["Basic abc", "Bearerabc", "abc", "Bearer_abc"] {
+            assert_eq!(bearer(&h(&[("authorization", v)])), None, "{v}");
+        }
     }
 
     #[test]

@@ -125,6 +125,15 @@ impl Dash {
         if !addr.ip().is_loopback() && self.state.config.token.is_none() {
             return Err(DashError::TokenRequired(addr));
         }
+        if let Some(t) = &self.state.config.token {
+            if is_weak_token(t) {
+                tracing::warn!(
+                    chars = t.chars().count(),
+                    "the console's token is shorter than {MIN_TOKEN_CHARS} characters: anyone \
+                     who can reach it may guess it; use a long random one (openssl rand -hex 32)"
+                );
+            }
+        }
         tracing::info!(%addr, read_only = self.state.config.read_only, login = self.state.config.token.is_some(), "console listening");
         // The peer address names who acted in the log lines of actions and logins.
         axum::serve(
@@ -136,6 +145,14 @@ impl Dash {
         .await?;
         Ok(())
     }
+}
+
+/// Below this length a token is warned about at start: short enough to guess or to be a
+/// placeholder left in a manifest.
+const MIN_TOKEN_CHARS: usize = 16;
+
+fn is_weak_token(token: &str) -> bool {
+    token.chars().count() < MIN_TOKEN_CHARS
 }
 
 /// How long the probe waits for Redis to answer a connected client.
@@ -196,4 +213,19 @@ async fn app_css() -> impl IntoResponse {
         ],
         APP_CSS,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_under_sixteen_characters_are_weak() {
+        assert!(is_weak_token("a"));
+        assert!(is_weak_token("s3cret-token"));
+        assert!(is_weak_token("0123456789abcde"));
+        assert!(!is_weak_token("0123456789abcdef"));
+        // Characters, not bytes: a short token of wide characters is still short.
+        assert!(is_weak_token("ééééééééé"));
+    }
 }

@@ -332,6 +332,39 @@ async fn with_a_token_nothing_is_shown_before_login() -> Result<()> {
 }
 
 #[tokio::test]
+async fn the_bearer_scheme_name_is_accepted_in_any_case() -> Result<()> {
+    let c = console(DashConfig::default().token(Some("s3cret-token".into()))).await?;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} s3cret-token");
+        let r = send(
+            c.addr,
+            "GET",
+            "/api/overview",
+            &[("Authorization", &auth)],
+            "",
+        )
+        .await?;
+        assert_eq!(r.status, 200, "{auth}: {}", r.body);
+    }
+    for auth in [
+        "Basic s3cret-token",
+        "bearer wrong-token",
+        "bearers3cret-token",
+    ] {
+        let r = send(
+            c.addr,
+            "GET",
+            "/api/overview",
+            &[("Authorization", auth)],
+            "",
+        )
+        .await?;
+        assert_eq!(r.status, 401, "{auth}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn actions_need_the_form_token_and_our_origin() -> Result<()> {
     let c = console(DashConfig::default()).await?;
     let ids = seed(&c.broker, "mail", 2).await?;
@@ -1321,6 +1354,67 @@ async fn with_redis_down_pages_and_the_probe_answer_at_once_with_the_cause() -> 
 }
 
 #[tokio::test]
+async fn with_redis_down_the_metrics_answer_text_and_the_api_json() -> Result<()> {
+    let mut redis = chronos_testkit::RedisServer::start()?;
+    let c = console_at(&redis.url(), DashConfig::default()).await?;
+    seed(&c.broker, "mail", 1).await?;
+    // A handler's own error (not the Redis gate's) is JSON too.
+    let missing = send(c.addr, "GET", "/api/queues/mail/tasks/nope", &[], "").await?;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    assert!(
+        missing
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("application/json")),
+        "{missing:?}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&missing.body)?;
+    assert_eq!(v["status"], 404);
+    redis.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for path in [
+        "/api/overview",
+        "/api/queues/mail",
+        "/api/history",
+        "/api/queues/mail/tasks/x",
+    ] {
+        let r = send(c.addr, "GET", path, &[], "").await?;
+        assert_eq!(r.status, 503, "{path}");
+        assert!(
+            r.header("content-type")
+                .is_some_and(|t| t.starts_with("application/json")),
+            "{path}: {r:?}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.body)
+            .with_context(|| format!("{path}: not JSON: {}", r.body))?;
+        assert_eq!(v["status"], 503, "{path}");
+        let e = v["error"].as_str().context("error text")?;
+        assert!(e.contains("connection refused"), "{path}: {e}");
+    }
+    let m = send(c.addr, "GET", "/metrics", &[], "").await?;
+    assert_eq!(m.status, 503);
+    assert!(
+        m.header("content-type")
+            .is_some_and(|t| t.starts_with("text/plain")),
+        "{m:?}"
+    );
+    assert!(m.body.contains("connection refused"), "{}", m.body);
+    assert!(
+        !m.body.contains('<'),
+        "no HTML in a scrape's error: {}",
+        m.body
+    );
+    // The pages keep their HTML error page.
+    let page = send(c.addr, "GET", "/queues/mail", &[], "").await?;
+    assert_eq!(page.status, 503);
+    assert!(
+        page.header("content-type")
+            .is_some_and(|t| t.starts_with("text/html")),
+        "{page:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn parallel_login_guesses_wait_in_line() -> Result<()> {
     let c = console(DashConfig::default().token(Some("s3cret-token".into()))).await?;
     let csrf = send(c.addr, "GET", "/login", &[("Accept", "text/html")], "")
@@ -1800,6 +1894,27 @@ async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
     assert_eq!(v["state"], "active");
     assert_eq!(v["progress_percent"], 62.4);
     assert_eq!(v["progress"]["value"]["note"], "3 of 5 files");
+    // A computed percent shows rounded to one decimal, in the bar and in its label.
+    c.broker
+        .report_progress(
+            &q,
+            "w1",
+            std::slice::from_ref(&lease.id.msg_id),
+            &[ProgressUpdate {
+                msg_id: lease.id.msg_id.clone(),
+                task_id: lease.id.task_id.clone(),
+                json: br#"{"percent":30.77777777777778}"#.to_vec(),
+            }],
+        )
+        .await?;
+    let page = send(c.addr, "GET", &path, &[], "").await?;
+    assert!(page.body.contains("value=\"30.8\""), "{}", page.body);
+    assert!(
+        page.body
+            .contains("<span id=\"progress-percent\">30.8%</span>"),
+        "{}",
+        page.body
+    );
     let missing = send(c.addr, "GET", "/api/queues/orders/tasks/nope", &[], "").await?;
     assert_eq!(missing.status, 404, "{}", missing.body);
     Ok(())

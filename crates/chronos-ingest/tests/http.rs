@@ -503,6 +503,17 @@ async fn the_openapi_document_lists_every_route() -> Result<()> {
     ] {
         assert!(doc["paths"][path][method].is_object(), "{method} {path}");
     }
+    // The server is the one the document was read from (a relative URL), whatever port or proxy
+    // it is served behind: a client generated from it must not call a fixed 127.0.0.1:8090.
+    assert_ne!(ing.addr.port(), 8090);
+    let servers = doc["servers"]
+        .as_array()
+        .ok_or_else(|| anyhow::anyhow!("no servers"))?;
+    assert!(!servers.is_empty());
+    for s in servers {
+        assert_eq!(s["url"], "/", "{s}");
+    }
+    assert!(!r.body.contains("8090"), "a fixed port in {}", r.body);
     Ok(())
 }
 

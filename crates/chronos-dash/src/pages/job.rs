@@ -23,10 +23,10 @@ pub(crate) fn job_href(id: &str) -> String {
     format!("/jobs/{}", encode(id))
 }
 
-fn find(st: &AppState, id: &str) -> Result<Arc<Job>, PageError> {
+fn find(st: &AppState, id: &str) -> Result<Arc<Job>, DashError> {
     st.jobs
         .get(id)
-        .ok_or_else(|| PageError(DashError::NoSuchJob(id.to_string())))
+        .ok_or_else(|| DashError::NoSuchJob(id.to_string()))
 }
 
 pub(crate) async fn page(
@@ -109,7 +109,7 @@ pub(crate) async fn page(
 pub(crate) async fn api(
     State(st): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> Result<Json<JobView>, PageError> {
+) -> Result<Json<JobView>, crate::error::ApiError> {
     Ok(Json(find(&st, &id)?.view()))
 }
 

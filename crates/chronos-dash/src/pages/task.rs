@@ -93,9 +93,9 @@ pub(crate) async fn page(
                     h2 { "Progress" }
                     @let pc = t.progress_percent;
                     @let note = t.progress.as_ref().and_then(|pr| pr.note());
-                    progress #progress-bar max="100" value=[pc] {}
+                    progress #progress-bar max="100" value=[pc.map(format::percent)] {}
                     " "
-                    span #progress-percent { @if let Some(pc) = pc { (format!("{pc:.0}%")) } }
+                    span #progress-percent { @if let Some(pc) = pc { (format::percent(pc)) "%" } }
                     " "
                     span #progress-note { (note.unwrap_or_default()) }
                     @match &t.progress {
