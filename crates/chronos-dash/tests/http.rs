@@ -1896,7 +1896,7 @@ async fn a_running_tasks_page_and_api_show_its_progress() -> Result<()> {
     assert_eq!(v["progress"]["value"]["note"], "3 of 5 files");
     // A computed percent shows rounded to one decimal, in the bar and in its label.
     c.broker
-        .report_progress(
+        .keep_alive(
             &q,
             "w1",
             std::slice::from_ref(&lease.id.msg_id),
