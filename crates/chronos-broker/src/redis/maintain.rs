@@ -6,12 +6,11 @@ use fred::types::{ClusterHash, CustomCommand};
 use super::lease::decode_envelope;
 use super::protocol::UNIQUE;
 use super::record::Record;
-use super::reply::LockCode;
 use super::{lane, reply, RedisBroker};
 use crate::keys::DAY_MS;
 use crate::redis::store::{says, store};
 use crate::{
-    duration_ms, now_ms, BrokerError, Coordinate, DeadTask, Forwarded, HistoryCounter, Maintain,
+    duration_ms, now_ms, BrokerError, DeadTask, Forwarded, HistoryCounter, Maintain,
     ProgressUpdate, QueueKeys, QueueName, Reclaimed, ServerRecord, Signals, GROUP,
 };
 
@@ -547,43 +546,7 @@ impl RedisBroker {
     }
 }
 
-impl Coordinate for RedisBroker {
-    async fn try_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, BrokerError> {
-        let ms = ttl_ms(ttl)?;
-        let got: Option<String> = self
-            .inner
-            .client
-            .set(
-                key,
-                token,
-                Some(Expiration::PX(ms)),
-                Some(SetOptions::NX),
-                false,
-            )
-            .await
-            .map_err(store)?;
-        Ok(got.is_some())
-    }
-
-    async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, BrokerError> {
-        let args: Vec<Value> = vec![token.into(), ttl_ms(ttl)?.into()];
-        let n = self.run(|s| &s.lock_renew, key.to_string(), args).await?;
-        Ok(LockCode::from_reply(reply::int(&n, "lock_renew")?) == Some(LockCode::Held))
-    }
-
-    async fn release_lock(
-        &self,
-        key: &str,
-        token: &str,
-        channel: Option<&str>,
-    ) -> Result<bool, BrokerError> {
-        let args: Vec<Value> = vec![token.into(), channel.unwrap_or("").into()];
-        let n = self.run(|s| &s.lock_release, key.to_string(), args).await?;
-        Ok(LockCode::from_reply(reply::int(&n, "lock_release")?) == Some(LockCode::Held))
-    }
-}
-
-fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
+pub(super) fn ttl_ms(ttl: Duration) -> Result<i64, BrokerError> {
     let ms = duration_ms(ttl);
     if ms <= 0 {
         return Err(BrokerError::InvalidDuration(ttl));

@@ -2,6 +2,7 @@
 
 mod actions;
 mod consume;
+mod coordinate;
 mod durable;
 mod edit;
 mod enqueue;
