@@ -42,6 +42,16 @@ pub(crate) fn locate<'a>(keys: &QueueKeys, msg_id: &'a str) -> (String, &'a str)
     (keys.lane(level), mid)
 }
 
+/// The tenants block a settling script declares for delivery `msg_id`: the whole block for a
+/// delivery of the tenant lane (its slot and rotation change), none for any other.
+pub(crate) fn tenant_block(keys: &QueueKeys, msg_id: &str) -> Vec<String> {
+    if is_tenant(split(msg_id).0) {
+        keys.tenants()
+    } else {
+        Vec::new()
+    }
+}
+
 /// Indexes of `ids` grouped by their lane, the main stream first, each group in the order of
 /// `ids`: one script call per lane, and a queue without levels makes exactly one.
 pub(crate) fn by_lane<'a>(ids: impl Iterator<Item = &'a str>) -> Vec<(Option<u8>, Vec<usize>)> {

@@ -313,9 +313,7 @@ impl RedisBroker {
             keys.task(&lease.task_id),
         ];
         declared.extend(failed_history(&keys));
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
+        declared.extend(lane::tenant_block(&keys, &lease.msg_id));
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
@@ -341,9 +339,7 @@ impl RedisBroker {
         let keys = self.queue_keys(&lease.queue);
         let (stream, mid) = lane::locate(&keys, &lease.msg_id);
         let mut declared = vec![stream, keys.scheduled(), keys.task(&lease.task_id)];
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
+        declared.extend(lane::tenant_block(&keys, &lease.msg_id));
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
@@ -396,9 +392,7 @@ impl RedisBroker {
             keys.levels(),
             keys.throttled_day(now_ms().div_euclid(DAY_MS)),
         ];
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
+        declared.extend(lane::tenant_block(&keys, &lease.msg_id));
         let delay = delay.clamp(crate::MIN_BACKOFF, crate::MAX_BACKOFF);
         let args: Vec<Value> = vec![
             GROUP.into(),
@@ -448,9 +442,7 @@ impl RedisBroker {
             self.unique_or(&keys, lease, tkey),
         ];
         declared.extend(failed_history(&keys));
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
+        declared.extend(lane::tenant_block(&keys, &lease.msg_id));
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
@@ -486,9 +478,7 @@ impl RedisBroker {
             tkey.clone(),
             self.unique_or(&keys, lease, tkey),
         ];
-        if lane::is_tenant(lane::split(&lease.msg_id).0) {
-            declared.extend(keys.tenants());
-        }
+        declared.extend(lane::tenant_block(&keys, &lease.msg_id));
         let args: Vec<Value> = vec![
             GROUP.into(),
             lease.task_id.as_str().into(),
