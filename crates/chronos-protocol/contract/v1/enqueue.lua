@@ -696,11 +696,12 @@ end
 -- that a range from the lowest score lists the busiest first (most waiting, then most held,
 -- then by name) without counting every tenant: tenant_stats.lua pages it on every metrics
 -- sample. Its member `\0` (score 0) says the counts are complete; without it (a queue from
--- before the set, or one whose set was lost) nothing updates the set and tenant_stats.lua
--- rebuilds it once from the waiting and held sets. A tenant leaves the set at zero.
+-- before the set, or one whose set was lost) the counts may be partial, and tenant_stats.lua
+-- drops them and rebuilds the set once from the waiting and held sets. Updates do not look
+-- for the mark (a call less per change on the tenant path). A tenant leaves the set at zero.
 local LOAD_HELD = 16777216
 local function tenant_load(T, tn, waiting, held)
-  if is_front(tn) or not redis.call('ZSCORE', KEYS[T + 7], '\0') then return end
+  if is_front(tn) then return end
   local left = tonumber(redis.call('ZINCRBY', KEYS[T + 7], -(waiting * LOAD_HELD + held), tn))
   if (left or 0) >= 0 then redis.call('ZREM', KEYS[T + 7], tn) end
 end
